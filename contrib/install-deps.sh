@@ -1,0 +1,28 @@
+#!/bin/sh
+# Install every Debian 12 package dljob's build and test suite need.
+# Idempotent: apt-get skips what is already installed. Run as root.
+set -eu
+
+PKGS_BUILD="build-essential autoconf automake libtool pkg-config
+  libslurm-dev slurm-wlm-plugins-dev libhwloc-dev hwloc libpmix-dev
+  openmpi-bin libopenmpi-dev libdnnl-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev"
+PKGS_TEST="slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins
+  dataset-fashion-mnist python3-torch python3-torchvision python3-numpy python3-pil
+  libjpeg-turbo-progs imagemagick python3-skimage python3-sklearn"
+
+APT="apt-get -o DPkg::Lock::Timeout=600 -y -q"
+export DEBIAN_FRONTEND=noninteractive
+
+missing=""
+for p in $PKGS_BUILD $PKGS_TEST; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+		missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+	echo "install-deps: all packages present"
+	exit 0
+fi
+echo "install-deps: installing$missing"
+$APT update
+# shellcheck disable=SC2086
+$APT install --no-install-recommends $missing

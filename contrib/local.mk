@@ -1,0 +1,1 @@
+EXTRA_DIST += contrib/install-deps.sh contrib/plugstack.conf.d/dljob.conf

@@ -1,0 +1,37 @@
+/* The op interface every compute backend implements (CPU/oneDNN, CPU
+ * reference, CUDA).  A backend compiles a dl_graph for one batch size and
+ * runs forward and backward over it.  Inputs and outputs that cross this
+ * interface are plain float32: images (N,C,H,W), logits (N,K), and the
+ * graph's own param/grad/buffer arrays (torchvision layouts).  Inside, a
+ * backend keeps whatever layouts are fastest. */
+#ifndef DLJOB_ENGINE_BACKEND_H
+#define DLJOB_ENGINE_BACKEND_H
+
+#include <stddef.h>
+#include "engine/graph.h"
+
+struct dl_backend;
+
+struct dl_backend_ops {
+	const char *name; /* "cpu" (oneDNN), "ref" (plain C, float64 inside), "cuda" */
+	/* Prepare to run g at batch size n.  g must outlive the backend.  On error
+	 * returns NULL with a message in err. */
+	struct dl_backend *(*create)(struct dl_graph *g, int n, char *err, size_t errlen);
+	/* Forward pass.  x is (N,C,H,W) plain float32.  train=1: batch-norm uses
+	 * batch statistics and updates g's running buffers (momentum, unbiased
+	 * var as torch does); train=0: running statistics.  Returns 0 or -1. */
+	int (*forward)(struct dl_backend *b, const float *x, int train);
+	/* Logits of the last forward, (N,K) plain float32, owned by the backend. */
+	const float *(*logits)(struct dl_backend *b);
+	/* Backward from dlogits (N,K): overwrites every g->params[i].grad.
+	 * Valid only after forward(train=1). */
+	int (*backward)(struct dl_backend *b, const float *dlogits);
+	void (*destroy)(struct dl_backend *b);
+	/* Last error message of this backend (never NULL). */
+	const char *(*error)(struct dl_backend *b);
+};
+
+/* Look up a backend by name ("cpu", "ref", "cuda"); NULL if not built in. */
+const struct dl_backend_ops *dl_backend_find(const char *name);
+
+#endif

@@ -1,0 +1,77 @@
+/* Datasets and the batch loader.  A dataset turns (split, index) into one
+ * ready-to-train sample; the loader turns a dataset into per-rank batches
+ * (sharding, shuffling, worker threads, prefetch).  Everything random is
+ * drawn from seeds derived from (seed, epoch, index), so the batches are the
+ * same whatever the thread count. */
+#ifndef DLJOB_ENGINE_DATA_DATASET_H
+#define DLJOB_ENGINE_DATA_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum dl_split { DL_SPLIT_TRAIN = 0, DL_SPLIT_EVAL = 1 };
+
+struct dl_data_options {
+	int image_size;         /* model input side for JPEG data (default 224); 0: dataset native */
+	const char *cache_dir;  /* where an ImageFolder index may be cached (NULL: no cache) */
+	int threads;            /* decode threads for scanning/packing (0: auto) */
+	double max_bad_fraction;/* stop when more than this fraction of samples fail (default 0.01) */
+};
+
+struct dl_dataset {
+	char kind[16];            /* "fashion-mnist", "synthetic", "imagefolder", "shards" */
+	int channels, height, width; /* sample shape after transforms */
+	int num_classes;
+	size_t count[2];          /* samples per split */
+	/* Fill one sample: chw is (C,H,W) float32, normalized.  For the train
+	 * split, augmentation is drawn from aug_seed.  Returns 0, or -1 when this
+	 * sample is unusable (err names the file and reason; the loader
+	 * substitutes another sample and counts it). Thread-safe. */
+	int (*load)(struct dl_dataset *ds, enum dl_split split, size_t index,
+	            uint64_t aug_seed, float *chw, int *label, char *err, size_t errlen);
+	void (*close)(struct dl_dataset *ds);
+	void *impl;
+};
+
+/* Open a dataset from a spec:
+ *   "fashion-mnist:DIR"   IDX files (plain or .gz) as Debian's dataset-fashion-mnist ships them
+ *   "synthetic[:C,H,W,K[,N]]"  deterministic random images for benchmarks
+ *   "DIR"                 ImageFolder (DIR/train/<class>/..., DIR/val/...) or packed shards,
+ *                         detected from what DIR holds.
+ * Returns 0, or -1 with one line naming the problem in err. */
+int dl_dataset_open(const char *spec, const struct dl_data_options *opt,
+                    struct dl_dataset **out, char *err, size_t errlen);
+void dl_dataset_close(struct dl_dataset *ds);
+
+struct dl_loader_options {
+	int batch;          /* samples per batch on this rank */
+	int threads;        /* worker threads (0: CPUs this task may use, minus one; at least 1) */
+	int prefetch;       /* batches prepared ahead (default 2) */
+	uint64_t seed;
+	int rank, world;    /* this rank's shard of each epoch's permutation */
+	int shuffle;        /* train: 1, eval: 0 */
+	int drop_last;      /* train: 1 (equal steps on every rank); eval: 0 (every sample exactly once) */
+};
+
+struct dl_loader_stats {
+	double stall_seconds;   /* time dl_loader_next waited for data */
+	uint64_t bad_samples;   /* samples replaced because they could not be loaded */
+	uint64_t samples;       /* samples delivered */
+};
+
+struct dl_loader;
+
+struct dl_loader *dl_loader_create(struct dl_dataset *ds, enum dl_split split,
+                                   const struct dl_loader_options *o, char *err, size_t errlen);
+/* Batches this rank gets per epoch. */
+size_t dl_loader_steps(const struct dl_loader *l);
+/* Begin epoch `epoch`, skipping the first `skip` batches (resume). */
+int dl_loader_start_epoch(struct dl_loader *l, int epoch, size_t skip, char *err, size_t errlen);
+/* Next batch: x is (batch,C,H,W) float32, y (batch) labels; *n is how many
+ * are real (the last eval batch may be short; the rest is zero-filled).
+ * Returns 1 with a batch, 0 at the end of the epoch, -1 on error. */
+int dl_loader_next(struct dl_loader *l, float *x, int *y, int *n, char *err, size_t errlen);
+void dl_loader_get_stats(const struct dl_loader *l, struct dl_loader_stats *s);
+void dl_loader_destroy(struct dl_loader *l);
+
+#endif
