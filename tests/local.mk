@@ -1,5 +1,10 @@
-# tests/: the make check suite. Each sub-area adds its tests here.
+# tests/: the make check suite.  Each area has its own fragment.
 EXTRA_DIST += tests/cluster/cluster.sh tests/lib.sh
-include tests/slurm/local.mk
-include tests/engine/local.mk
+include tests/cluster/local.mk
+include tests/engine/ops.mk
+include tests/engine/model.mk
+include tests/engine/train.mk
 include tests/data/local.mk
+include tests/slurm/spank.mk
+include tests/slurm/world.mk
+include tests/gpu/local.mk

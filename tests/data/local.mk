@@ -1,1 +1,1 @@
-# tests/data
+# tests/data/local.mk

@@ -1,0 +1,1 @@
+# engine/cpu/local.mk

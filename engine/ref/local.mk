@@ -1,0 +1,1 @@
+# engine/ref/local.mk

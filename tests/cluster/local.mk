@@ -1,0 +1,1 @@
+# tests/cluster/local.mk
