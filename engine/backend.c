@@ -1,0 +1,28 @@
+#include "config.h"
+
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/ref/ref_backend.h"
+
+/* The CUDA backend (engine/cuda/) is not linked in here yet; when it lands it
+ * adds itself under DLJOB_HAVE_CUDA_BACKEND. */
+#ifdef DLJOB_HAVE_CUDA_BACKEND
+extern const struct dl_backend_ops dl_backend_cuda;
+#endif
+
+const struct dl_backend_ops *dl_backend_find(const char *name)
+{
+	static const struct dl_backend_ops *const all[] = {
+		&dl_backend_ref,
+#ifdef DLJOB_HAVE_CUDA_BACKEND
+		&dl_backend_cuda,
+#endif
+	};
+	if (!name)
+		return NULL;
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (strcmp(all[i]->name, name) == 0)
+			return all[i];
+	return NULL;
+}

@@ -1,1 +1,0 @@
-int dl_engine_placeholder(void); int dl_engine_placeholder(void) { return 0; }
