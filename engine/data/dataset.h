@@ -31,6 +31,10 @@ struct dl_dataset {
 	            uint64_t aug_seed, float *chw, int *label, char *err, size_t errlen);
 	void (*close)(struct dl_dataset *ds);
 	void *impl;
+	/* Added: copied from dl_data_options by dl_dataset_open (0 there means
+	 * the default 0.01); the loader stops when more than this fraction of
+	 * a split's distinct samples turned out unusable. */
+	double max_bad_fraction;
 };
 
 /* Open a dataset from a spec:

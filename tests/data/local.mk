@@ -1,1 +1,8 @@
-# tests/data/local.mk
+# tests/data/: the data pipeline (datasets, loader, decoders, shards).
+EXTRA_DIST += tests/data/check.h
+check_PROGRAMS += tests/data/test_loader tests/data/test_fmnist
+TESTS += tests/data/test_loader tests/data/test_fmnist
+tests_data_test_loader_SOURCES = tests/data/test_loader.c
+tests_data_test_loader_LDADD = engine/data/libdldata.la
+tests_data_test_fmnist_SOURCES = tests/data/test_fmnist.c
+tests_data_test_fmnist_LDADD = engine/data/libdldata.la

@@ -1,0 +1,77 @@
+/* dl_dataset_open: pick the dataset implementation from the spec string. */
+#include "config.h"
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "engine/data/internal.h"
+
+int dl_cpu_count(void)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	if (sched_getaffinity(0, sizeof set, &set) != 0)
+		return 1;
+	int n = CPU_COUNT(&set);
+	return n > 0 ? n : 1;
+}
+
+static int has_prefix(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+int dl_dataset_open(const char *spec, const struct dl_data_options *opt,
+                    struct dl_dataset **out, char *err, size_t errlen)
+{
+	struct dl_data_options o = {0};
+	int rv;
+
+	*out = NULL;
+	if (opt)
+		o = *opt;
+	if (o.image_size < 0 || o.max_bad_fraction < 0 || o.max_bad_fraction > 1 || o.threads < 0) {
+		dl_errf(err, errlen, "data options: image_size, threads and max_bad_fraction (0..1) must not be negative");
+		return -1;
+	}
+	if (o.max_bad_fraction == 0)
+		o.max_bad_fraction = DL_DEFAULT_MAX_BAD;
+	if (!spec || !*spec) {
+		dl_errf(err, errlen, "data: empty dataset spec (want fashion-mnist:DIR, synthetic[:C,H,W,K[,N]] or DIR)");
+		return -1;
+	}
+	if (has_prefix(spec, "fashion-mnist:")) {
+		rv = dl_fashion_mnist_open(spec + strlen("fashion-mnist:"), &o, out, err, errlen);
+	} else if (strcmp(spec, "synthetic") == 0 || has_prefix(spec, "synthetic:")) {
+		rv = dl_synthetic_open(spec[9] ? spec + 10 : "", &o, out, err, errlen);
+	} else {
+		/* A directory: packed shards when it holds our index file,
+		 * otherwise an ImageFolder tree. */
+		struct stat st;
+		char path[4096];
+		if (stat(spec, &st) != 0) {
+			dl_errf(err, errlen, "%s: %s (dataset spec is neither fashion-mnist:DIR, synthetic nor an existing directory)",
+			        spec, strerror(errno));
+			return -1;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			dl_errf(err, errlen, "%s: not a directory", spec);
+			return -1;
+		}
+		snprintf(path, sizeof path, "%s/dljob-shards.idx", spec);
+		if (access(path, F_OK) == 0)
+			rv = dl_shards_open(spec, &o, out, err, errlen);
+		else
+			rv = dl_imagefolder_open(spec, &o, out, err, errlen);
+	}
+	if (rv == 0)
+		(*out)->max_bad_fraction = o.max_bad_fraction;
+	return rv;
+}
+
+void dl_dataset_close(struct dl_dataset *ds)
+{
+	if (ds && ds->close)
+		ds->close(ds);
+}

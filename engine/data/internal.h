@@ -1,0 +1,70 @@
+/* Internal interface between the files of engine/data/: the dataset
+ * constructors that dl_dataset_open dispatches to, and the small helpers
+ * they share (seed mixing, error formatting). Not installed, not a contract. */
+#ifndef DLJOB_ENGINE_DATA_INTERNAL_H
+#define DLJOB_ENGINE_DATA_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "engine/data/dataset.h"
+
+/* splitmix64: one 64-bit state, good enough statistics for shuffling and
+ * augmentation, and trivially reproducible from a seed. */
+static inline uint64_t dl_splitmix64(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Combine two values into a seed; order matters, so (a,b) != (b,a). */
+static inline uint64_t dl_seed_mix(uint64_t a, uint64_t b)
+{
+	uint64_t s = a ^ 0x6a09e667f3bcc909ull;
+	(void)dl_splitmix64(&s);
+	s ^= b;
+	return dl_splitmix64(&s);
+}
+
+/* Uniform double in [0,1) with 53 random bits. */
+static inline double dl_rand_unit(uint64_t *state)
+{
+	return (double)(dl_splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Uniform integer in [0, n), n > 0 (Lemire's multiply; bias < 2^-32 for our n). */
+static inline uint64_t dl_rand_below(uint64_t *state, uint64_t n)
+{
+	return (uint64_t)(((unsigned __int128)dl_splitmix64(state) * n) >> 64);
+}
+
+__attribute__((format(printf, 3, 4)))
+static inline void dl_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	if (!err || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* Default values of struct dl_data_options fields left 0. */
+#define DL_DEFAULT_IMAGE_SIZE 224
+#define DL_DEFAULT_MAX_BAD 0.01
+
+/* CPUs this task may run on (sched_getaffinity), at least 1. */
+int dl_cpu_count(void);
+
+int dl_fashion_mnist_open(const char *dir, const struct dl_data_options *opt,
+                          struct dl_dataset **out, char *err, size_t errlen);
+int dl_synthetic_open(const char *args, const struct dl_data_options *opt,
+                      struct dl_dataset **out, char *err, size_t errlen);
+int dl_imagefolder_open(const char *dir, const struct dl_data_options *opt,
+                        struct dl_dataset **out, char *err, size_t errlen);
+int dl_shards_open(const char *dir, const struct dl_data_options *opt,
+                   struct dl_dataset **out, char *err, size_t errlen);
+
+#endif

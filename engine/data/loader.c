@@ -1,0 +1,385 @@
+/* The batch loader: worker threads fill a ring of `prefetch` batch slots with
+ * samples of this rank's share of the epoch permutation; dl_loader_next hands
+ * the slots out in order.
+ *
+ * Determinism: the sample at position p of the epoch depends only on (seed,
+ * epoch, p, rank, world) -- the permutation is seeded by (seed, epoch), the
+ * augmentation of dataset index i by (seed, epoch, i) -- and every worker
+ * writes to the fixed place of its sample in the slot, so the batches are
+ * bit-identical whatever the thread count or scheduling.
+ *
+ * Sharding: rank r of w takes positions r, r+w, r+2w, ... of the permutation.
+ * drop_last (train): every rank takes floor(n/w/batch) full batches, so every
+ * rank runs the same number of steps.  Otherwise (eval) every sample is
+ * delivered exactly once across ranks; every rank still gets the same number
+ * of batches, ceil(ceil(n/w)/batch), so collectives stay matched -- the last
+ * batch may be short (*n < batch), and on ranks holding one sample fewer it
+ * may even be empty (*n == 0). */
+#include "config.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "engine/data/internal.h"
+
+/* A sample that fails is replaced by the next index; give up on a run of
+ * this many consecutive failures (the data is gone, not damaged). */
+#define MAX_SUBSTITUTES 64
+
+struct slot {
+	float *x;   // (batch, C, H, W)
+	int *y;     // (batch)
+	int filled; // samples written so far
+};
+
+struct dl_loader {
+	struct dl_dataset *ds;
+	enum dl_split split;
+	struct dl_loader_options o;
+	size_t sample_floats; // C*H*W
+	size_t n;             // samples in the split
+	size_t *perm;         // (n) this epoch's order
+	size_t my_count;      // samples this rank takes per epoch
+	size_t steps;
+	uint64_t epoch_seed;
+
+	struct slot *slots; // (prefetch)
+	pthread_t *threads;
+	int nthreads, nstarted;
+
+	pthread_mutex_t mu;
+	pthread_cond_t work_cv; // workers wait for claimable items
+	pthread_cond_t done_cv; // the consumer / start_epoch wait for workers
+	size_t next_item;       // next position (of this rank's share) to claim
+	size_t cur_batch;       // next batch the consumer takes
+	unsigned gen;           // bumped per epoch so stale work is dropped
+	int active;             // workers loading right now
+	int running, stop, failed;
+	char fail_msg[1024];
+
+	uint8_t *bad_seen; // (n) 1 once index i failed; logged once
+	size_t bad_distinct;
+	uint64_t bad_samples, samples;
+	double stall;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Expected samples of batch b on this rank. */
+static size_t batch_fill(const struct dl_loader *l, size_t b)
+{
+	size_t start = b * (size_t)l->o.batch;
+	if (start >= l->my_count)
+		return 0;
+	size_t left = l->my_count - start;
+	return left < (size_t)l->o.batch ? left : (size_t)l->o.batch;
+}
+
+static void fail_locked(struct dl_loader *l, const char *msg)
+{
+	if (!l->failed) {
+		l->failed = 1;
+		snprintf(l->fail_msg, sizeof l->fail_msg, "%s", msg);
+	}
+	pthread_cond_broadcast(&l->done_cv);
+}
+
+/* Record that dataset index idx failed with err; returns 0 to carry on with
+ * a substitute, -1 when the bad fraction is exceeded. Called unlocked. */
+static int note_bad(struct dl_loader *l, size_t idx, const char *err)
+{
+	int rv = 0;
+	char msg[1024];
+
+	pthread_mutex_lock(&l->mu);
+	l->bad_samples++;
+	if (!l->bad_seen[idx]) {
+		l->bad_seen[idx] = 1;
+		l->bad_distinct++;
+		fprintf(stderr, "dljob: data: bad sample replaced by the next one: %s\n", err);
+		if ((double)l->bad_distinct > l->ds->max_bad_fraction * (double)l->n) {
+			snprintf(msg, sizeof msg,
+			         "data: %zu of %zu %s samples are unusable, more than the allowed fraction %g (last: %.700s)",
+			         l->bad_distinct, l->n, l->split == DL_SPLIT_TRAIN ? "train" : "eval",
+			         l->ds->max_bad_fraction, err);
+			fail_locked(l, msg);
+			rv = -1;
+		}
+	}
+	pthread_mutex_unlock(&l->mu);
+	return rv;
+}
+
+/* Load position p of this rank's share into its slot place, substituting
+ * following indices for unusable samples. Called unlocked. */
+static int fill_one(struct dl_loader *l, size_t p, uint64_t epoch_seed, const size_t *perm)
+{
+	size_t b = p / (size_t)l->o.batch, within = p % (size_t)l->o.batch;
+	struct slot *s = &l->slots[b % (size_t)l->o.prefetch];
+	float *dst = s->x + within * l->sample_floats;
+	size_t idx = perm[p * (size_t)l->o.world + (size_t)l->o.rank];
+	char err[1024];
+
+	for (int tries = 0; tries < MAX_SUBSTITUTES; tries++) {
+		int y = 0;
+		err[0] = 0;
+		if (l->ds->load(l->ds, l->split, idx, dl_seed_mix(epoch_seed, idx), dst, &y, err, sizeof err) == 0) {
+			if (y < 0 || y >= l->ds->num_classes) {
+				snprintf(err, sizeof err, "%s sample %zu: label %d out of range (%d classes)",
+				         l->ds->kind, idx, y, l->ds->num_classes);
+			} else {
+				s->y[within] = y;
+				return 0;
+			}
+		}
+		if (!err[0])
+			snprintf(err, sizeof err, "%s sample %zu: unusable", l->ds->kind, idx);
+		if (note_bad(l, idx, err) != 0)
+			return -1;
+		idx = (idx + 1) % l->n;
+	}
+	pthread_mutex_lock(&l->mu);
+	snprintf(err, sizeof err, "data: %d samples in a row are unusable, giving up", MAX_SUBSTITUTES);
+	fail_locked(l, err);
+	pthread_mutex_unlock(&l->mu);
+	return -1;
+}
+
+static void *worker(void *arg)
+{
+	struct dl_loader *l = arg;
+	size_t prefetch = (size_t)l->o.prefetch, batch = (size_t)l->o.batch;
+
+	pthread_mutex_lock(&l->mu);
+	while (!l->stop) {
+		if (!l->running || l->failed || l->next_item >= l->my_count ||
+		    l->next_item / batch >= l->cur_batch + prefetch) {
+			pthread_cond_wait(&l->work_cv, &l->mu);
+			continue;
+		}
+		size_t p = l->next_item++;
+		unsigned gen = l->gen;
+		uint64_t es = l->epoch_seed;
+		const size_t *perm = l->perm;
+		l->active++;
+		pthread_mutex_unlock(&l->mu);
+
+		int rc = fill_one(l, p, es, perm);
+
+		pthread_mutex_lock(&l->mu);
+		l->active--;
+		if (rc == 0 && gen == l->gen)
+			l->slots[(p / batch) % prefetch].filled++;
+		pthread_cond_broadcast(&l->done_cv);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+struct dl_loader *dl_loader_create(struct dl_dataset *ds, enum dl_split split,
+                                   const struct dl_loader_options *opt, char *err, size_t errlen)
+{
+	struct dl_loader *l = NULL;
+	struct dl_loader_options o = *opt;
+
+	if (o.prefetch == 0)
+		o.prefetch = 2;
+	if (o.threads == 0)
+		o.threads = dl_cpu_count() > 1 ? dl_cpu_count() - 1 : 1;
+	if (o.world == 0)
+		o.world = 1;
+	if (o.batch <= 0 || o.prefetch < 0 || o.threads < 0 || o.world < 0 ||
+	    o.rank < 0 || o.rank >= o.world) {
+		dl_errf(err, errlen, "loader: bad options (batch %d, prefetch %d, threads %d, rank %d of %d)",
+		        o.batch, o.prefetch, o.threads, o.rank, o.world);
+		return NULL;
+	}
+	l = calloc(1, sizeof *l);
+	if (!l) {
+		dl_errf(err, errlen, "loader: out of memory");
+		return NULL;
+	}
+	l->ds = ds;
+	l->split = split;
+	l->o = o;
+	l->sample_floats = (size_t)ds->channels * ds->height * ds->width;
+	l->n = ds->count[split == DL_SPLIT_EVAL];
+	if (o.drop_last) {
+		l->steps = l->n / (size_t)o.world / (size_t)o.batch;
+		l->my_count = l->steps * (size_t)o.batch;
+	} else {
+		size_t most = (l->n + (size_t)o.world - 1) / (size_t)o.world;
+		l->my_count = (size_t)o.rank < l->n ? (l->n - (size_t)o.rank + (size_t)o.world - 1) / (size_t)o.world : 0;
+		l->steps = (most + (size_t)o.batch - 1) / (size_t)o.batch;
+	}
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_cond_init(&l->work_cv, NULL);
+	pthread_cond_init(&l->done_cv, NULL);
+	l->perm = malloc((l->n ? l->n : 1) * sizeof *l->perm);
+	l->bad_seen = calloc(l->n ? l->n : 1, 1);
+	l->slots = calloc((size_t)o.prefetch, sizeof *l->slots);
+	l->threads = calloc((size_t)o.threads, sizeof *l->threads);
+	if (!l->perm || !l->bad_seen || !l->slots || !l->threads)
+		goto oom;
+	for (int i = 0; i < o.prefetch; i++) {
+		l->slots[i].x = malloc((size_t)o.batch * l->sample_floats * sizeof(float));
+		l->slots[i].y = malloc((size_t)o.batch * sizeof(int));
+		if (!l->slots[i].x || !l->slots[i].y)
+			goto oom;
+	}
+	for (int i = 0; i < o.threads; i++) {
+		int rc = pthread_create(&l->threads[i], NULL, worker, l);
+		if (rc != 0) {
+			dl_errf(err, errlen, "loader: pthread_create: %s", strerror(rc));
+			dl_loader_destroy(l);
+			return NULL;
+		}
+		l->nstarted++;
+	}
+	return l;
+oom:
+	dl_errf(err, errlen, "loader: out of memory for %d batches of %d samples of %zu floats",
+	        o.prefetch, o.batch, l->sample_floats);
+	dl_loader_destroy(l);
+	return NULL;
+}
+
+size_t dl_loader_steps(const struct dl_loader *l)
+{
+	return l->steps;
+}
+
+int dl_loader_start_epoch(struct dl_loader *l, int epoch, size_t skip, char *err, size_t errlen)
+{
+	int rv = -1;
+
+	pthread_mutex_lock(&l->mu);
+	/* Stop handing out work of the old epoch and let in-flight samples land. */
+	l->running = 0;
+	l->gen++;
+	while (l->active > 0)
+		pthread_cond_wait(&l->done_cv, &l->mu);
+	if (l->failed) {
+		dl_errf(err, errlen, "%s", l->fail_msg);
+		goto out;
+	}
+	if (skip > l->steps) {
+		dl_errf(err, errlen, "loader: cannot skip %zu batches, the epoch has %zu", skip, l->steps);
+		goto out;
+	}
+	l->epoch_seed = dl_seed_mix(l->o.seed, (uint64_t)epoch);
+	for (size_t i = 0; i < l->n; i++)
+		l->perm[i] = i;
+	if (l->o.shuffle) {
+		/* Fisher-Yates from a stream seeded by (seed, epoch) only. */
+		uint64_t st = dl_seed_mix(l->epoch_seed, 0x5045524dull);
+		for (size_t i = l->n; i > 1; i--) {
+			size_t j = (size_t)dl_rand_below(&st, i);
+			size_t t = l->perm[i - 1];
+			l->perm[i - 1] = l->perm[j];
+			l->perm[j] = t;
+		}
+	}
+	for (int i = 0; i < l->o.prefetch; i++)
+		l->slots[i].filled = 0;
+	l->cur_batch = skip;
+	l->next_item = skip * (size_t)l->o.batch;
+	l->running = 1;
+	pthread_cond_broadcast(&l->work_cv);
+	rv = 0;
+out:
+	pthread_mutex_unlock(&l->mu);
+	return rv;
+}
+
+int dl_loader_next(struct dl_loader *l, float *x, int *y, int *n, char *err, size_t errlen)
+{
+	size_t b, want;
+	struct slot *s;
+
+	pthread_mutex_lock(&l->mu);
+	if (!l->running) {
+		pthread_mutex_unlock(&l->mu);
+		dl_errf(err, errlen, "loader: dl_loader_next before dl_loader_start_epoch");
+		return -1;
+	}
+	b = l->cur_batch;
+	if (b >= l->steps) {
+		pthread_mutex_unlock(&l->mu);
+		return 0;
+	}
+	want = batch_fill(l, b);
+	s = &l->slots[b % (size_t)l->o.prefetch];
+	if ((size_t)s->filled < want && !l->failed) {
+		double t0 = now_s();
+		while ((size_t)s->filled < want && !l->failed)
+			pthread_cond_wait(&l->done_cv, &l->mu);
+		l->stall += now_s() - t0;
+	}
+	if (l->failed) {
+		dl_errf(err, errlen, "%s", l->fail_msg);
+		pthread_mutex_unlock(&l->mu);
+		return -1;
+	}
+	pthread_mutex_unlock(&l->mu);
+
+	/* The slot is ours until cur_batch moves on: workers only claim
+	 * batches below cur_batch + prefetch. */
+	memcpy(x, s->x, want * l->sample_floats * sizeof(float));
+	memcpy(y, s->y, want * sizeof(int));
+	if (want < (size_t)l->o.batch) {
+		memset(x + want * l->sample_floats, 0, ((size_t)l->o.batch - want) * l->sample_floats * sizeof(float));
+		memset(y + want, 0, ((size_t)l->o.batch - want) * sizeof(int));
+	}
+	*n = (int)want;
+
+	pthread_mutex_lock(&l->mu);
+	s->filled = 0;
+	l->cur_batch++;
+	l->samples += want;
+	pthread_cond_broadcast(&l->work_cv);
+	pthread_mutex_unlock(&l->mu);
+	return 1;
+}
+
+void dl_loader_get_stats(const struct dl_loader *l, struct dl_loader_stats *st)
+{
+	struct dl_loader *m = (struct dl_loader *)l; // the lock is not part of the observable state
+	pthread_mutex_lock(&m->mu);
+	st->stall_seconds = l->stall;
+	st->bad_samples = l->bad_samples;
+	st->samples = l->samples;
+	pthread_mutex_unlock(&m->mu);
+}
+
+void dl_loader_destroy(struct dl_loader *l)
+{
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->mu);
+	l->stop = 1;
+	pthread_cond_broadcast(&l->work_cv);
+	pthread_mutex_unlock(&l->mu);
+	for (int i = 0; i < l->nstarted; i++)
+		pthread_join(l->threads[i], NULL);
+	if (l->slots) {
+		for (int i = 0; i < l->o.prefetch; i++) {
+			free(l->slots[i].x);
+			free(l->slots[i].y);
+		}
+	}
+	free(l->slots);
+	free(l->threads);
+	free(l->perm);
+	free(l->bad_seen);
+	pthread_cond_destroy(&l->work_cv);
+	pthread_cond_destroy(&l->done_cv);
+	pthread_mutex_destroy(&l->mu);
+	free(l);
+}
