@@ -3,12 +3,18 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime/cli.h"
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "--version") == 0) {
 		printf("dljob %s (built for Slurm %s)\n", PACKAGE_VERSION, DLJOB_SLURM_VERSION);
 		return 0;
 	}
-	fprintf(stderr, "dljob: training is not built yet\n");
-	return 1;
+	/* `dljob pack SRC DST ...` is dispatched here once engine/data/pack.h lands. */
+	if (argc > 1 && strcmp(argv[1], "pack") == 0) {
+		fprintf(stderr, "dljob pack: not built yet\n");
+		return 1;
+	}
+	return dl_cli_train_main(argc, argv);
 }

@@ -1,0 +1,49 @@
+/* Training checkpoints: everything needed to continue a run so that the
+ * result is bit-for-bit what an uninterrupted run gives (single process):
+ * params, BN running stats and num_batches_tracked, SGD momentum buffers,
+ * the position in the schedule and in the data, and the seed everything
+ * random is derived from.  Stored as one safetensors file (torchvision
+ * names, so torch can read the weights directly) with the position in
+ * __metadata__. */
+#ifndef DLJOB_ENGINE_CHECKPOINT_H
+#define DLJOB_ENGINE_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "engine/graph.h"
+
+struct dl_optim;
+
+#define DL_CHECKPOINT_NAME "checkpoint.safetensors"
+#define DL_CHECKPOINT_PREV_NAME "checkpoint.prev.safetensors"
+
+struct dl_ckpt_state {
+	long step;           /* optimizer steps done in total */
+	int epoch;           /* 0-based epoch in progress (== epochs when finished) */
+	long epoch_step;     /* batches already done in that epoch (the loader skips them) */
+	uint64_t seed;       /* init, shuffling and augmentation all derive from it */
+	double wall_s;       /* training time so far, to continue the metrics clock */
+	/* Config essentials: resuming with different ones is refused, since the
+	 * data position and the schedule would no longer mean the same thing. */
+	char model[32];
+	int global_batch;
+	int epochs;
+};
+
+/* Write DIR/checkpoint.safetensors atomically; the one it replaces becomes
+ * DIR/checkpoint.prev.safetensors, so a crash mid-write always leaves one
+ * complete checkpoint.  Returns 0, or -1 with one line in err. */
+int dl_checkpoint_save(const char *dir, const struct dl_graph *g, struct dl_optim *o,
+                       const struct dl_ckpt_state *s, char *err, size_t errlen);
+
+/* The newest complete checkpoint in DIR, written to path.  Returns 0, or -1
+ * if there is none. */
+int dl_checkpoint_find(const char *dir, char *path, size_t len);
+
+/* Load PATH into g (params, buffers, num_batches_tracked) and o (momentum
+ * buffers, step count), and its position into s.  Returns 0, or -1 with one
+ * line in err naming the file and what is wrong. */
+int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim *o,
+                       struct dl_ckpt_state *s, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,87 @@
+#include "config.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/metrics.h"
+
+int dl_metrics_open(struct dl_metrics *m, const char *path, int truncate, char *err, size_t errlen)
+{
+	int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);
+	m->fd = open(path, flags, 0666);
+	if (m->fd < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* JSON has no NaN/Infinity: a diverged loss is written as null so every
+ * line still parses. */
+static int put_num(char *buf, size_t len, const char *key, double v, int fixed, int prec)
+{
+	if (!isfinite(v))
+		return snprintf(buf, len, ",\"%s\":null", key);
+	if (fixed)
+		return snprintf(buf, len, ",\"%s\":%.*f", key, prec, v);
+	return snprintf(buf, len, ",\"%s\":%.*g", key, prec, v);
+}
+
+int dl_metrics_write(struct dl_metrics *m, const struct dl_metrics_record *r, char *err, size_t errlen)
+{
+	char line[1024];
+	size_t n = 0;
+	int k;
+
+#define PUT(expr)                                                  \
+	do {                                                       \
+		k = (expr);                                        \
+		if (k < 0 || (size_t)k >= sizeof(line) - n)        \
+			goto too_long;                             \
+		n += (size_t)k;                                    \
+	} while (0)
+
+	PUT(snprintf(line + n, sizeof(line) - n, "{\"step\":%ld,\"epoch\":%d", r->step, r->epoch));
+	PUT(put_num(line + n, sizeof(line) - n, "loss", r->loss, 0, 6));
+	PUT(put_num(line + n, sizeof(line) - n, "lr", r->lr, 0, 6));
+	PUT(put_num(line + n, sizeof(line) - n, "img_per_s", r->img_per_s, 1, 1));
+	PUT(put_num(line + n, sizeof(line) - n, "loader_stall_s", r->loader_stall_s, 1, 3));
+	PUT(snprintf(line + n, sizeof(line) - n, ",\"bad_samples\":%" PRIu64, r->bad_samples));
+	PUT(put_num(line + n, sizeof(line) - n, "wall_s", r->wall_s, 1, 3));
+	if (r->has_eval) {
+		PUT(put_num(line + n, sizeof(line) - n, "top1", r->top1, 1, 4));
+		PUT(put_num(line + n, sizeof(line) - n, "top5", r->top5, 1, 4));
+		PUT(put_num(line + n, sizeof(line) - n, "eval_loss", r->eval_loss, 0, 6));
+		PUT(snprintf(line + n, sizeof(line) - n, ",\"eval_samples\":%" PRIu64, r->eval_samples));
+	}
+	PUT(snprintf(line + n, sizeof(line) - n, "}\n"));
+#undef PUT
+
+	/* One write per line: with O_APPEND a reader never sees half a record
+	 * from us, only possibly the tail of a crash. */
+	for (size_t done = 0; done < n;) {
+		ssize_t w = write(m->fd, line + done, n - done);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			snprintf(err, errlen, "writing metrics: %s", strerror(errno));
+			return -1;
+		}
+		done += (size_t)w;
+	}
+	return 0;
+too_long:
+	snprintf(err, errlen, "%s:%d: metrics record too long", __FILE__, __LINE__);
+	return -1;
+}
+
+void dl_metrics_close(struct dl_metrics *m)
+{
+	if (m->fd >= 0)
+		close(m->fd);
+	m->fd = -1;
+}

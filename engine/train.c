@@ -1,0 +1,500 @@
+/* Data-parallel SGD, one process's part.  Per step: forward -> loss ->
+ * backward -> sum the gradients over ranks (one flat buffer) -> divide by the
+ * rank count -> SGD step.  Every rank then holds the same weights; BN running
+ * statistics stay per rank (as torch DDP without SyncBatchNorm), and rank 0's
+ * are the ones saved.
+ *
+ * The flat buffer carries two more floats after the gradients: the rank's
+ * loss and its "stop requested" flag.  That gives the global loss for the
+ * log and makes every rank agree, in the same collective, on the step after
+ * which to stop on SIGTERM/SIGUSR1, so nobody is left waiting in a collective
+ * for a peer that already left. */
+#include "config.h"
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/backend.h"
+#include "engine/checkpoint.h"
+#include "engine/data/dataset.h"
+#include "engine/loss.h"
+#include "engine/metrics.h"
+#include "engine/model.h"
+#include "engine/optim.h"
+#include "engine/safetensors.h"
+#include "engine/schedule.h"
+#include "engine/train.h"
+
+void dl_train_config_defaults(struct dl_train_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->backend = "cpu";
+	c->epochs = 90;
+	c->batch = 128;
+	c->lr = 0.1;
+	c->schedule = "cosine";
+	c->warmup_epochs = 0;
+	c->momentum = 0.9;
+	c->weight_decay = 1e-4;
+	c->image_size = 224;
+	c->eval = 1;
+	c->print_every = 50;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void fmt_hms(char *buf, size_t len, double s)
+{
+	if (!isfinite(s) || s < 0)
+		s = 0;
+	long t = (long)(s + 0.5);
+	snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+}
+
+/* Everything one run owns, so cleanup is one function whatever failed. */
+struct run {
+	const struct dl_train_config *cfg;
+	struct dl_comm *comm;
+	struct dl_dataset *ds;
+	int own_ds;
+	struct dl_graph g;
+	int have_graph;
+	const struct dl_backend_ops *ops;
+	struct dl_backend *be;
+	struct dl_optim *opt;
+	struct dl_loader *train, *eval;
+	struct dl_schedule sched;
+	struct dl_metrics metrics;
+	float *x, *dlogits, *flat;
+	int *y;
+	size_t n_weights, sample;
+	long steps_per_epoch, total_steps;
+	struct dl_ckpt_state pos;
+	double wall0;     /* wall_s already spent before this process (resume) */
+	double t_start;   /* this process's clock origin */
+};
+
+/* Held-out accuracy with BN in eval mode; counts summed over ranks.  The
+ * same collective carries the stop flags, so it doubles as the epoch-end
+ * agreement on preemption.  res: top1 %, top5 %, mean loss, samples. */
+static int evaluate(struct run *r, int do_eval, int *stop, double res[4], char *err, size_t errlen)
+{
+	double acc[5] = {0, 0, 0, 0, 0}; /* top1, top5, loss sum, samples, stop */
+	int k = r->g.num_classes;
+	if (do_eval) {
+		if (dl_loader_start_epoch(r->eval, 0, 0, err, errlen) < 0)
+			return -1;
+		for (;;) {
+			int n, t1 = 0, t5 = 0, got;
+			got = dl_loader_next(r->eval, r->x, r->y, &n, err, errlen);
+			if (got < 0)
+				return -1;
+			if (got == 0)
+				break;
+			if (r->ops->forward(r->be, r->x, 0) < 0) {
+				snprintf(err, errlen, "eval forward: %s", r->ops->error(r->be));
+				return -1;
+			}
+			/* Only the first n rows are real samples (short last batch). */
+			double l = dl_softmax_xent(r->ops->logits(r->be), r->y, n, k, 0.0f, NULL, &t1, &t5);
+			acc[0] += t1;
+			acc[1] += t5;
+			acc[2] += l * n;
+			acc[3] += n;
+		}
+	}
+	acc[4] = r->cfg->stop && *r->cfg->stop ? 1 : 0;
+	if (r->comm->allreduce_sum_f64(r->comm, acc, 5, err, errlen) < 0)
+		return -1;
+	res[0] = acc[3] > 0 ? 100.0 * acc[0] / acc[3] : NAN;
+	res[1] = acc[3] > 0 ? 100.0 * acc[1] / acc[3] : NAN;
+	res[2] = acc[3] > 0 ? acc[2] / acc[3] : NAN;
+	res[3] = acc[3];
+	*stop = acc[4] > 0;
+	return 0;
+}
+
+/* Rank 0 writes, every rank learns whether it worked (so nobody goes on
+ * training after its checkpoint was lost). */
+static int save_checkpoint(struct run *r, char *err, size_t errlen)
+{
+	double failed = 0;
+	char lerr[512] = "";
+	r->pos.wall_s = r->wall0 + (now_s() - r->t_start);
+	if (r->comm->rank == 0 && dl_checkpoint_save(r->cfg->out_dir, &r->g, r->opt, &r->pos, lerr, sizeof(lerr)) < 0)
+		failed = 1;
+	if (r->comm->allreduce_sum_f64(r->comm, &failed, 1, err, errlen) < 0)
+		return -1;
+	if (failed) {
+		snprintf(err, errlen, "%s", r->comm->rank == 0 ? lerr : "rank 0 could not write the checkpoint");
+		return -1;
+	}
+	return 0;
+}
+
+/* The weights for users: torchvision's state_dict names, no optimizer. */
+static int export_weights(struct run *r, char *err, size_t errlen)
+{
+	char path[4096], meta[256];
+	if (r->comm->rank != 0)
+		return 0;
+	int n = snprintf(path, sizeof(path), "%s/model.safetensors", r->cfg->out_dir);
+	if (n < 0 || (size_t)n >= sizeof(path)) {
+		snprintf(err, errlen, "output path too long: %s", r->cfg->out_dir);
+		return -1;
+	}
+	/* Nothing time-dependent in here: identical training gives identical files. */
+	snprintf(meta, sizeof(meta), "{\"format\":\"pt\",\"model\":\"%s\",\"num_classes\":\"%d\",\"step\":\"%ld\"}",
+	         r->g.model, r->g.num_classes, r->pos.step);
+	return dl_model_state_write(path, &r->g, NULL, 0, meta, err, errlen);
+}
+
+static int setup(struct run *r, char *err, size_t errlen)
+{
+	const struct dl_train_config *c = r->cfg;
+	char lerr[384];
+
+	if (c->threads > 0)
+		omp_set_num_threads(c->threads);
+	if (c->dataset) {
+		r->ds = c->dataset;
+	} else {
+		struct dl_data_options dopt = {.image_size = c->image_size, .max_bad_fraction = 0.01,
+		                               .threads = c->loader_threads};
+		if (dl_dataset_open(c->data, &dopt, &r->ds, lerr, sizeof(lerr)) < 0) {
+			snprintf(err, errlen, "--data %s: %s", c->data, lerr);
+			return -1;
+		}
+		r->own_ds = 1;
+	}
+	if (dl_model_build(&r->g, c->model, r->ds->channels, r->ds->height, r->ds->width, r->ds->num_classes,
+	                   c->zero_init_residual, c->seed, err, errlen) < 0)
+		return -1;
+	r->have_graph = 1;
+	r->n_weights = dl_model_n_weights(&r->g);
+	r->sample = (size_t)r->ds->channels * (size_t)r->ds->height * (size_t)r->ds->width;
+
+	struct dl_optim_config oc = {
+		.momentum = c->momentum, .weight_decay = c->weight_decay, .nesterov = c->nesterov,
+		.lars = c->lars, .lars_eta = 0.001, .decay_bn_and_bias = 0,
+	};
+	r->opt = dl_optim_create(&r->g, &oc, err, errlen);
+	if (!r->opt)
+		return -1;
+
+	struct dl_loader_options lo = {
+		.batch = c->batch, .threads = c->loader_threads, .prefetch = 2, .seed = c->seed,
+		.rank = r->comm->rank, .world = r->comm->size, .shuffle = 1, .drop_last = 1,
+	};
+	r->train = dl_loader_create(r->ds, DL_SPLIT_TRAIN, &lo, err, errlen);
+	if (!r->train)
+		return -1;
+	r->steps_per_epoch = (long)dl_loader_steps(r->train);
+	if (r->steps_per_epoch <= 0) {
+		snprintf(err, errlen, "the training split (%zu samples) is smaller than one global batch (%d x %d ranks)",
+		         r->ds->count[DL_SPLIT_TRAIN], c->batch, r->comm->size);
+		return -1;
+	}
+	if (c->eval) {
+		if (r->ds->count[DL_SPLIT_EVAL] == 0) {
+			snprintf(err, errlen, "--data %s has no held-out split to evaluate on (use --eval 0)", c->data);
+			return -1;
+		}
+		lo.shuffle = 0;
+		lo.drop_last = 0;
+		r->eval = dl_loader_create(r->ds, DL_SPLIT_EVAL, &lo, err, errlen);
+		if (!r->eval)
+			return -1;
+	}
+
+	r->sched = (struct dl_schedule){
+		.base_lr = c->lr, .global_batch = c->batch * r->comm->size, .warmup_epochs = c->warmup_epochs,
+		.kind = (enum dl_sched_kind)dl_schedule_kind_parse(c->schedule), .step_gamma = 0.1,
+		.step_every = 30, .poly_power = 2.0, .epochs = c->epochs, .steps_per_epoch = r->steps_per_epoch,
+	};
+	if (dl_schedule_kind_parse(c->schedule) < 0) {
+		snprintf(err, errlen, "unknown schedule '%s'", c->schedule);
+		return -1;
+	}
+	r->total_steps = r->steps_per_epoch * c->epochs;
+	if (c->max_steps > 0 && c->max_steps < r->total_steps)
+		r->total_steps = c->max_steps;
+
+	r->pos.seed = c->seed;
+	snprintf(r->pos.model, sizeof(r->pos.model), "%s", c->model);
+	r->pos.global_batch = c->batch * r->comm->size;
+	r->pos.epochs = c->epochs;
+
+	/* Resume before the backend exists, so it never sees the fresh weights. */
+	if (c->resume) {
+		char path[4096];
+		struct dl_ckpt_state s;
+		if (*c->resume) {
+			snprintf(path, sizeof(path), "%s", c->resume);
+		} else if (dl_checkpoint_find(c->out_dir, path, sizeof(path)) < 0) {
+			snprintf(err, errlen, "--resume: no checkpoint in %s", c->out_dir);
+			return -1;
+		}
+		if (dl_checkpoint_load(path, &r->g, r->opt, &s, err, errlen) < 0)
+			return -1;
+		if (s.global_batch != r->pos.global_batch || s.epochs != c->epochs) {
+			snprintf(err, errlen, "%s was written with global batch %d and %d epochs, this run has %d and %d: "
+			         "the data position and schedule would not match", path, s.global_batch, s.epochs,
+			         r->pos.global_batch, c->epochs);
+			return -1;
+		}
+		if (s.seed != c->seed && r->comm->rank == 0)
+			fprintf(stderr, "dljob: resuming with the checkpoint's seed %llu (not --seed %llu)\n",
+			        (unsigned long long)s.seed, (unsigned long long)c->seed);
+		r->pos = s;
+		r->wall0 = s.wall_s;
+		if (r->comm->rank == 0)
+			fprintf(stderr, "dljob: resumed from %s at step %ld (epoch %d, batch %ld)\n", path, s.step,
+			        s.epoch + 1, s.epoch_step);
+	}
+
+	r->be = NULL;
+	r->ops = dl_backend_find(c->backend);
+	if (!r->ops) {
+		snprintf(err, errlen, "backend '%s' is not built in", c->backend);
+		return -1;
+	}
+	r->be = r->ops->create(&r->g, c->batch, err, errlen);
+	if (!r->be)
+		return -1;
+
+	r->x = malloc(sizeof(float) * r->sample * (size_t)c->batch);
+	r->y = malloc(sizeof(int) * (size_t)c->batch);
+	r->dlogits = malloc(sizeof(float) * (size_t)r->g.num_classes * (size_t)c->batch);
+	r->flat = malloc(sizeof(float) * (r->n_weights + 2));
+	if (!r->x || !r->y || !r->dlogits || !r->flat) {
+		snprintf(err, errlen, "out of memory for batch %d of %zu floats", c->batch, r->sample);
+		return -1;
+	}
+	if (r->comm->rank == 0) {
+		char path[4096];
+		int n = snprintf(path, sizeof(path), "%s/metrics.jsonl", c->out_dir);
+		if (n < 0 || (size_t)n >= sizeof(path)) {
+			snprintf(err, errlen, "output path too long: %s", c->out_dir);
+			return -1;
+		}
+		/* A resumed run continues the same log; a fresh one starts it over. */
+		if (dl_metrics_open(&r->metrics, path, !c->resume, err, errlen) < 0)
+			return -1;
+		fprintf(stderr, "dljob: %s, %zu weights, %s backend, %d rank%s x batch %d, %ld steps/epoch, "
+		        "%d epoch%s, peak lr %g\n", c->model, r->n_weights, c->backend, r->comm->size,
+		        r->comm->size == 1 ? "" : "s", c->batch, r->steps_per_epoch, c->epochs,
+		        c->epochs == 1 ? "" : "s", c->lr * r->pos.global_batch / 256.0);
+	}
+	return 0;
+}
+
+static void teardown(struct run *r)
+{
+	if (r->comm->rank == 0)
+		dl_metrics_close(&r->metrics);
+	free(r->x);
+	free(r->y);
+	free(r->dlogits);
+	free(r->flat);
+	if (r->be)
+		r->ops->destroy(r->be);
+	if (r->eval)
+		dl_loader_destroy(r->eval);
+	if (r->train)
+		dl_loader_destroy(r->train);
+	if (r->opt)
+		dl_optim_destroy(r->opt);
+	if (r->have_graph)
+		dl_model_free(&r->g);
+	if (r->own_ds)
+		dl_dataset_close(r->ds);
+}
+
+/* One optimizer step on one batch.  Returns the global mean loss through
+ * *loss and whether any rank asked to stop through *stop. */
+static int train_step(struct run *r, double lr, double *loss, int *stop, char *err, size_t errlen)
+{
+	const struct dl_train_config *c = r->cfg;
+	int k = r->g.num_classes;
+	size_t nw = r->n_weights, off = 0;
+
+	if (r->ops->forward(r->be, r->x, 1) < 0) {
+		snprintf(err, errlen, "forward: %s", r->ops->error(r->be));
+		return -1;
+	}
+	double l = dl_softmax_xent(r->ops->logits(r->be), r->y, c->batch, k, (float)c->label_smoothing,
+	                           r->dlogits, NULL, NULL);
+	if (r->ops->backward(r->be, r->dlogits) < 0) {
+		snprintf(err, errlen, "backward: %s", r->ops->error(r->be));
+		return -1;
+	}
+	// flat is (n_weights + 2): every grad in param order, then loss, stop flag
+	for (int i = 0; i < r->g.n_params; i++) {
+		memcpy(r->flat + off, r->g.params[i].grad, sizeof(float) * r->g.params[i].count);
+		off += r->g.params[i].count;
+	}
+	r->flat[nw] = (float)l;
+	r->flat[nw + 1] = c->stop && *c->stop ? 1.0f : 0.0f;
+	if (r->comm->size > 1) {
+		if (r->comm->allreduce_sum_f32(r->comm, r->flat, nw + 2, err, errlen) < 0)
+			return -1;
+		/* Each rank's grad is d(mean over its batch); the mean over the
+		 * global batch is the average of those. */
+		float inv = 1.0f / (float)r->comm->size;
+		off = 0;
+		for (int i = 0; i < r->g.n_params; i++) {
+			float *gr = r->g.params[i].grad;
+			const float *src = r->flat + off;
+			for (size_t j = 0; j < r->g.params[i].count; j++)
+				gr[j] = src[j] * inv;
+			off += r->g.params[i].count;
+		}
+	}
+	*loss = (double)r->flat[nw] / r->comm->size;
+	*stop = r->flat[nw + 1] > 0;
+	if (dl_optim_step(r->opt, lr) < 0) {
+		snprintf(err, errlen, "step %ld: loss or gradient is not finite (loss %g, lr %g): training diverged",
+		         r->pos.step + 1, *loss, lr);
+		return -1;
+	}
+	return 0;
+}
+
+int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err, size_t errlen)
+{
+	struct run r;
+	int rv = -1, stop = 0;
+
+	memset(&r, 0, sizeof(r));
+	r.cfg = cfg;
+	r.comm = comm;
+	r.metrics.fd = -1;
+	r.t_start = now_s();
+	if (setup(&r, err, errlen) < 0)
+		goto out;
+
+	double loss_sum = 0, t_mark = now_s(), t_train = 0;
+	long loss_n = 0, steps_here = 0, mark_step = r.pos.step;
+	double lr = 0;
+	long saved_step = -1;
+	/* --steps ends the run mid-epoch; at an epoch's last batch the epoch is
+	 * closed first (eval, checkpoint) so the limit never skips an eval. */
+#define LIMIT_REACHED() (cfg->max_steps > 0 && r.pos.step >= cfg->max_steps)
+	while (!stop && r.pos.epoch < cfg->epochs && !LIMIT_REACHED()) {
+		int epoch_done = 0;
+		if (dl_loader_start_epoch(r.train, r.pos.epoch, (size_t)r.pos.epoch_step, err, errlen) < 0)
+			goto out;
+		while (!stop) {
+			if (LIMIT_REACHED() && r.pos.epoch_step < r.steps_per_epoch)
+				break;
+			int n, got;
+			double t0 = now_s(), l;
+			got = dl_loader_next(r.train, r.x, r.y, &n, err, errlen);
+			if (got < 0)
+				goto out;
+			if (got == 0) {
+				epoch_done = 1;
+				break;
+			}
+			lr = dl_schedule_lr(&r.sched, r.pos.step);
+			if (train_step(&r, lr, &l, &stop, err, errlen) < 0)
+				goto out;
+			r.pos.step++;
+			r.pos.epoch_step++;
+			steps_here++;
+			loss_sum += l;
+			loss_n++;
+			t_train += now_s() - t0;
+			if (comm->rank == 0 && (r.pos.step % cfg->print_every == 0 || r.pos.step == r.total_steps)) {
+				double now = now_s(), eta_s;
+				struct dl_loader_stats ls;
+				char eta[32];
+				dl_loader_get_stats(r.train, &ls);
+				struct dl_metrics_record rec = {
+					.step = r.pos.step, .epoch = r.pos.epoch + 1, .loss = loss_sum / (double)loss_n,
+					.lr = lr, .img_per_s = (double)(r.pos.step - mark_step) * r.pos.global_batch / (now - t_mark),
+					.loader_stall_s = ls.stall_seconds, .bad_samples = ls.bad_samples,
+					.wall_s = r.wall0 + (now - r.t_start),
+				};
+				eta_s = t_train / (double)steps_here * (double)(r.total_steps - r.pos.step);
+				fmt_hms(eta, sizeof(eta), eta_s);
+				fprintf(stderr, "step %ld/%ld  epoch %d/%d  loss %.4f  lr %.4g  %.1f img/s  eta %s\n",
+				        r.pos.step, r.total_steps, rec.epoch, cfg->epochs, rec.loss, lr, rec.img_per_s, eta);
+				if (dl_metrics_write(&r.metrics, &rec, err, errlen) < 0)
+					goto out;
+				loss_sum = 0;
+				loss_n = 0;
+				mark_step = r.pos.step;
+				t_mark = now;
+			}
+		}
+		if (!epoch_done)
+			break;
+		/* End of an epoch: evaluate (also agrees on stopping), checkpoint. */
+		double res[4], t_eval = now_s();
+		int eval_stop;
+		if (evaluate(&r, cfg->eval, &eval_stop, res, err, errlen) < 0)
+			goto out;
+		stop = stop || eval_stop;
+		r.pos.epoch++;
+		r.pos.epoch_step = 0;
+		if (comm->rank == 0 && cfg->eval) {
+			struct dl_loader_stats ls;
+			double now = now_s();
+			dl_loader_get_stats(r.train, &ls);
+			struct dl_metrics_record rec = {
+				.step = r.pos.step, .epoch = r.pos.epoch, .loss = loss_n ? loss_sum / (double)loss_n : NAN,
+				.lr = lr, .img_per_s = (double)(r.pos.step - mark_step) * r.pos.global_batch / (t_eval - t_mark),
+				.loader_stall_s = ls.stall_seconds, .bad_samples = ls.bad_samples,
+				.wall_s = r.wall0 + (now - r.t_start), .has_eval = 1, .top1 = res[0], .top5 = res[1],
+				.eval_loss = res[2], .eval_samples = (uint64_t)res[3],
+			};
+			fprintf(stderr, "epoch %d/%d  eval top1 %.2f%%  top5 %.2f%%  loss %.4f  (%.0f samples, %.1f s)\n",
+			        r.pos.epoch, cfg->epochs, res[0], res[1], res[2], res[3], now - t_eval);
+			if (dl_metrics_write(&r.metrics, &rec, err, errlen) < 0)
+				goto out;
+			loss_sum = 0;
+			loss_n = 0;
+			mark_step = r.pos.step;
+			t_mark = now_s();
+		}
+		if (save_checkpoint(&r, err, errlen) < 0)
+			goto out;
+		saved_step = r.pos.step;
+	}
+
+	if (stop && !LIMIT_REACHED() && r.pos.epoch < cfg->epochs) {
+		if (saved_step != r.pos.step && save_checkpoint(&r, err, errlen) < 0)
+			goto out;
+		if (comm->rank == 0) {
+			int sig = cfg->stop ? (int)*cfg->stop : 0;
+			fprintf(stderr, "dljob: %s: stopped after step %ld (epoch %d, batch %ld), checkpoint written to "
+			        "%s/%s; continue with --resume\n", sig ? strsignal(sig) : "stop requested by a peer",
+			        r.pos.step, r.pos.epoch + 1, r.pos.epoch_step, cfg->out_dir, DL_CHECKPOINT_NAME);
+		}
+		rv = DL_TRAIN_PREEMPTED;
+		goto out;
+	}
+	/* Finished (epochs or --steps): the last position, then the weights. */
+	if (saved_step != r.pos.step && steps_here > 0 && save_checkpoint(&r, err, errlen) < 0)
+		goto out;
+#undef LIMIT_REACHED
+	if (export_weights(&r, err, errlen) < 0)
+		goto out;
+	if (comm->rank == 0)
+		fprintf(stderr, "dljob: done after %ld steps, weights in %s/model.safetensors\n", r.pos.step, cfg->out_dir);
+	rv = DL_TRAIN_DONE;
+out:
+	teardown(&r);
+	return rv;
+}

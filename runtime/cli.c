@@ -1,0 +1,387 @@
+/* dljob's training command line.  Order matters here: every option, the
+ * model, the backend, the dataset and an explicit resume file are checked
+ * before the output directory is created, so a typo never leaves an empty
+ * run directory behind (or clobbers a real one). */
+#include "config.h"
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "engine/backend.h"
+#include "engine/data/dataset.h"
+#include "engine/model.h"
+#include "runtime/cli.h"
+#include "runtime/world.h"
+
+#define DL_DEFAULT_DATA "fashion-mnist:/usr/share/datasets/fashion-mnist"
+
+/* The one piece of global state: what the signal handler may touch.  The
+ * engine only sees it through dl_train_config.stop. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig)
+{
+	stop_requested = sig;
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* A whole-string integer in [min, max]; anything else names the option. */
+static int parse_long(const char *opt, const char *s, long min, long max, long *out,
+                      char *err, size_t errlen)
+{
+	char *end;
+	long v;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (*s == '\0' || *end != '\0' || errno == ERANGE)
+		return fail(err, errlen, "--%s: '%s' is not an integer", opt, s);
+	if (v < min || v > max)
+		return fail(err, errlen, "--%s: %ld is out of range [%ld, %ld]", opt, v, min, max);
+	*out = v;
+	return 0;
+}
+
+static int parse_int(const char *opt, const char *s, int min, int max, int *out,
+                     char *err, size_t errlen)
+{
+	long v;
+	if (parse_long(opt, s, min, max, &v, err, errlen) < 0)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+/* A whole-string finite number in [min, max] (max_open: max itself excluded). */
+static int parse_double(const char *opt, const char *s, double min, double max, int max_open,
+                        double *out, char *err, size_t errlen)
+{
+	char *end;
+	double v;
+	errno = 0;
+	v = strtod(s, &end);
+	if (*s == '\0' || *end != '\0' || errno == ERANGE || !isfinite(v))
+		return fail(err, errlen, "--%s: '%s' is not a number", opt, s);
+	if (v < min || v > max || (max_open && v == max))
+		return fail(err, errlen, "--%s: %g is out of range [%g, %g%s", opt, v, min, max,
+		            max_open ? ")" : "]");
+	*out = v;
+	return 0;
+}
+
+static int parse_u64(const char *opt, const char *s, uint64_t *out, char *err, size_t errlen)
+{
+	char *end;
+	unsigned long long v;
+	errno = 0;
+	/* strtoull accepts "-1" and wraps it; a seed is never negative. */
+	if (*s == '-' || *s == '\0')
+		return fail(err, errlen, "--%s: '%s' is not a non-negative integer", opt, s);
+	v = strtoull(s, &end, 10);
+	if (*end != '\0' || errno == ERANGE)
+		return fail(err, errlen, "--%s: '%s' is not a non-negative integer", opt, s);
+	*out = (uint64_t)v;
+	return 0;
+}
+
+void dl_cli_usage(FILE *f)
+{
+	fprintf(f,
+	"Usage: dljob [OPTION]...           train a ResNet (data-parallel under Slurm)\n"
+	"       dljob pack SRC DST [OPTION]...  pack an image folder into shards\n"
+	"\n"
+	"Model and data:\n"
+	"  --model NAME           resnet18|34|50|101|152, resnet20|32|56 (required)\n"
+	"  --data SPEC            fashion-mnist:DIR, synthetic[:C,H,W,K[,N]] or DIR\n"
+	"                         (default " DL_DEFAULT_DATA ")\n"
+	"  --synthetic            same as --data synthetic\n"
+	"  --image-size N         input side for JPEG data (default: 224; 0: native)\n"
+	"Optimization:\n"
+	"  --epochs N             passes over the training split (default 90)\n"
+	"  --batch N              samples per process per step (default 128)\n"
+	"  --lr X                 base learning rate for a global batch of 256 (default 0.1)\n"
+	"  --schedule S           step|cosine|poly|constant (default cosine)\n"
+	"  --warmup-epochs X      linear warmup length (default 0)\n"
+	"  --momentum X           SGD momentum (default 0.9)\n"
+	"  --nesterov             Nesterov momentum\n"
+	"  --weight-decay X       L2 penalty, not on BN/bias (default 1e-4)\n"
+	"  --label-smoothing X    (default 0)\n"
+	"  --lars                 layer-wise adaptive rate scaling\n"
+	"  --zero-init-residual   zero the last BN gamma of every residual block\n"
+	"  --seed N               seed for init, shuffling, augmentation (default 0)\n"
+	"Run control:\n"
+	"  --out DIR              output directory (default ./dljob-$SLURM_JOB_ID or ./dljob-out)\n"
+	"  --resume[=PATH]        continue from PATH, or from the newest checkpoint in --out\n"
+	"  --steps N              stop after N optimizer steps in total (0: no limit)\n"
+	"  --eval 0|1             evaluate on the held-out split every epoch (default 1)\n"
+	"  --print-every N        progress line and metrics record every N steps (default 50)\n"
+	"  --backend B            cpu|ref|cuda (default cpu)\n"
+	"  --threads N            compute threads (default 0: all CPUs of the task)\n"
+	"  --loader-threads N     data worker threads (default 0: automatic)\n"
+	"  --timeout S            seconds to wait for peers at startup and in collectives (default 300)\n"
+	"  --help                 this text\n"
+	"  --version              version and build information\n");
+}
+
+enum {
+	OPT_MODEL = 256, OPT_DATA, OPT_SYNTHETIC, OPT_IMAGE_SIZE, OPT_EPOCHS, OPT_BATCH, OPT_LR,
+	OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_NESTEROV, OPT_WD, OPT_LS, OPT_LARS, OPT_ZIR,
+	OPT_SEED, OPT_OUT, OPT_RESUME, OPT_STEPS, OPT_EVAL, OPT_PRINT, OPT_BACKEND, OPT_THREADS,
+	OPT_LTHREADS, OPT_TIMEOUT, OPT_HELP,
+};
+
+static const struct option long_opts[] = {
+	{"model", required_argument, NULL, OPT_MODEL},
+	{"data", required_argument, NULL, OPT_DATA},
+	{"synthetic", no_argument, NULL, OPT_SYNTHETIC},
+	{"image-size", required_argument, NULL, OPT_IMAGE_SIZE},
+	{"epochs", required_argument, NULL, OPT_EPOCHS},
+	{"batch", required_argument, NULL, OPT_BATCH},
+	{"lr", required_argument, NULL, OPT_LR},
+	{"schedule", required_argument, NULL, OPT_SCHEDULE},
+	{"warmup-epochs", required_argument, NULL, OPT_WARMUP},
+	{"momentum", required_argument, NULL, OPT_MOMENTUM},
+	{"nesterov", no_argument, NULL, OPT_NESTEROV},
+	{"weight-decay", required_argument, NULL, OPT_WD},
+	{"label-smoothing", required_argument, NULL, OPT_LS},
+	{"lars", no_argument, NULL, OPT_LARS},
+	{"zero-init-residual", no_argument, NULL, OPT_ZIR},
+	{"seed", required_argument, NULL, OPT_SEED},
+	{"out", required_argument, NULL, OPT_OUT},
+	{"resume", optional_argument, NULL, OPT_RESUME},
+	{"steps", required_argument, NULL, OPT_STEPS},
+	{"eval", required_argument, NULL, OPT_EVAL},
+	{"print-every", required_argument, NULL, OPT_PRINT},
+	{"backend", required_argument, NULL, OPT_BACKEND},
+	{"threads", required_argument, NULL, OPT_THREADS},
+	{"loader-threads", required_argument, NULL, OPT_LTHREADS},
+	{"timeout", required_argument, NULL, OPT_TIMEOUT},
+	{"help", no_argument, NULL, OPT_HELP},
+	{NULL, 0, NULL, 0},
+};
+
+int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t errlen)
+{
+	struct dl_train_config *c = &cli->cfg;
+	const char *jobid;
+	int opt;
+
+	memset(cli, 0, sizeof(*cli));
+	dl_train_config_defaults(c);
+	c->data = DL_DEFAULT_DATA;
+	cli->timeout_s = 300;
+	/* Under Slurm each job gets its own directory, so two jobs submitted from
+	 * the same place never write into each other's checkpoints. */
+	jobid = getenv("SLURM_JOB_ID");
+	if (jobid && *jobid && strlen(jobid) < 64)
+		snprintf(cli->out_buf, sizeof(cli->out_buf), "./dljob-%s", jobid);
+	else
+		snprintf(cli->out_buf, sizeof(cli->out_buf), "./dljob-out");
+	c->out_dir = cli->out_buf;
+
+		optind = 1; /* ":" below: we report errors ourselves, as one line */
+	while ((opt = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+		int rv = 0;
+		switch (opt) {
+		case OPT_MODEL: c->model = optarg; break;
+		case OPT_DATA: c->data = optarg; break;
+		case OPT_SYNTHETIC: c->data = "synthetic"; break;
+		case OPT_IMAGE_SIZE: rv = parse_int("image-size", optarg, 0, 4096, &c->image_size, err, errlen); break;
+		case OPT_EPOCHS: rv = parse_int("epochs", optarg, 1, 100000, &c->epochs, err, errlen); break;
+		case OPT_BATCH: rv = parse_int("batch", optarg, 1, 65536, &c->batch, err, errlen); break;
+		case OPT_LR:
+			rv = parse_double("lr", optarg, 0, 1000, 0, &c->lr, err, errlen);
+			if (rv == 0 && c->lr <= 0)
+				rv = fail(err, errlen, "--lr: must be greater than 0, got '%s'", optarg);
+			break;
+		case OPT_SCHEDULE:
+			if (strcmp(optarg, "step") && strcmp(optarg, "cosine") && strcmp(optarg, "poly") &&
+			    strcmp(optarg, "constant"))
+				rv = fail(err, errlen, "--schedule: unknown schedule '%s' (step, cosine, poly, constant)", optarg);
+			c->schedule = optarg;
+			break;
+		case OPT_WARMUP: rv = parse_double("warmup-epochs", optarg, 0, 100000, 0, &c->warmup_epochs, err, errlen); break;
+		case OPT_MOMENTUM: rv = parse_double("momentum", optarg, 0, 1, 1, &c->momentum, err, errlen); break;
+		case OPT_NESTEROV: c->nesterov = 1; break;
+		case OPT_WD: rv = parse_double("weight-decay", optarg, 0, 1, 1, &c->weight_decay, err, errlen); break;
+		case OPT_LS: rv = parse_double("label-smoothing", optarg, 0, 1, 1, &c->label_smoothing, err, errlen); break;
+		case OPT_LARS: c->lars = 1; break;
+		case OPT_ZIR: c->zero_init_residual = 1; break;
+		case OPT_SEED: rv = parse_u64("seed", optarg, &c->seed, err, errlen); break;
+		case OPT_OUT:
+			if (*optarg == '\0')
+				rv = fail(err, errlen, "--out: empty directory name");
+			c->out_dir = optarg;
+			break;
+		case OPT_RESUME:
+			if (optarg && *optarg == '\0')
+				rv = fail(err, errlen, "--resume=: empty path");
+			c->resume = optarg ? optarg : "";
+			break;
+		case OPT_STEPS: rv = parse_long("steps", optarg, 0, LONG_MAX, &c->max_steps, err, errlen); break;
+		case OPT_EVAL: rv = parse_int("eval", optarg, 0, 1, &c->eval, err, errlen); break;
+		case OPT_PRINT: rv = parse_int("print-every", optarg, 1, INT_MAX, &c->print_every, err, errlen); break;
+		case OPT_BACKEND:
+			if (strcmp(optarg, "cpu") && strcmp(optarg, "ref") && strcmp(optarg, "cuda"))
+				rv = fail(err, errlen, "--backend: unknown backend '%s' (cpu, ref, cuda)", optarg);
+			c->backend = optarg;
+			break;
+		case OPT_THREADS: rv = parse_int("threads", optarg, 0, 4096, &c->threads, err, errlen); break;
+		case OPT_LTHREADS: rv = parse_int("loader-threads", optarg, 0, 4096, &c->loader_threads, err, errlen); break;
+		case OPT_TIMEOUT:
+			rv = parse_double("timeout", optarg, 0, 1e6, 0, &cli->timeout_s, err, errlen);
+			if (rv == 0 && cli->timeout_s <= 0)
+				rv = fail(err, errlen, "--timeout: must be greater than 0, got '%s'", optarg);
+			break;
+		case OPT_HELP: cli->help = 1; break;
+		case ':':
+			return fail(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+		case '?':
+		default:
+			/* getopt_long has moved past the offending word.  optopt is the
+			 * option's code when a value was given to a flag, 0 when the
+			 * option does not exist. */
+			if (optopt >= OPT_MODEL)
+				return fail(err, errlen, "option '%s' takes no value", argv[optind - 1]);
+			return fail(err, errlen, "unknown option '%s' (see dljob --help)", argv[optind - 1]);
+		}
+		if (rv < 0)
+			return -1;
+	}
+	if (cli->help)
+		return 0;
+	if (optind < argc)
+		return fail(err, errlen, "unexpected argument '%s' (see dljob --help)", argv[optind]);
+	if (!c->model)
+		return fail(err, errlen, "--model is required (e.g. --model resnet50)");
+	if (!dl_model_known(c->model))
+		return fail(err, errlen, "--model: unknown model '%s' (resnet18, resnet34, resnet50, resnet101, "
+		            "resnet152, resnet20, resnet32, resnet56)", c->model);
+	if (c->warmup_epochs > c->epochs)
+		return fail(err, errlen, "--warmup-epochs: %g is longer than --epochs %d", c->warmup_epochs, c->epochs);
+	return 0;
+}
+
+/* mkdir -p: the parents of --out may not exist yet (e.g. runs/resnet50/1). */
+static int make_dirs(const char *path, char *err, size_t errlen)
+{
+	char buf[4096];
+	size_t len = strlen(path);
+	if (len >= sizeof(buf))
+		return fail(err, errlen, "--out: path too long");
+	memcpy(buf, path, len + 1);
+	for (size_t i = 1; i <= len; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		char saved = buf[i];
+		buf[i] = '\0';
+		if (mkdir(buf, 0777) < 0 && errno != EEXIST)
+			return fail(err, errlen, "cannot create output directory %s: %s", buf, strerror(errno));
+		buf[i] = saved;
+	}
+	struct stat st;
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return fail(err, errlen, "output directory %s is not a directory", path);
+	return 0;
+}
+
+static int install_stop_handlers(char *err, size_t errlen)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	/* Restart interrupted reads and waits: the loop polls the flag once per
+	 * step, nothing needs to be woken early. */
+	sa.sa_flags = SA_RESTART;
+	if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGUSR1, &sa, NULL) < 0)
+		return fail(err, errlen, "sigaction: %s", strerror(errno));
+	return 0;
+}
+
+int dl_cli_train_main(int argc, char **argv)
+{
+	struct dl_cli *cli;
+	struct dl_dataset *ds = NULL;
+	struct dl_world world;
+	int world_open = 0;
+	char err[512];
+	int rv = DL_EXIT_ERROR;
+
+	cli = calloc(1, sizeof(*cli));
+	if (!cli) {
+		fprintf(stderr, "dljob: out of memory\n");
+		return DL_EXIT_ERROR;
+	}
+	if (dl_cli_parse(cli, argc, argv, err, sizeof(err)) < 0) {
+		fprintf(stderr, "dljob: %s\n", err);
+		rv = DL_EXIT_USAGE;
+		goto out;
+	}
+	if (cli->help) {
+		dl_cli_usage(stdout);
+		rv = DL_EXIT_OK;
+		goto out;
+	}
+	struct dl_train_config *c = &cli->cfg;
+	if (!dl_backend_find(c->backend)) {
+		fprintf(stderr, "dljob: --backend: backend '%s' is not built into this dljob\n", c->backend);
+		goto out;
+	}
+	struct dl_data_options dopt = {
+		.image_size = c->image_size,
+		.cache_dir = NULL,
+		.threads = c->loader_threads,
+		.max_bad_fraction = 0.01,
+	};
+	if (dl_dataset_open(c->data, &dopt, &ds, err, sizeof(err)) < 0) {
+		fprintf(stderr, "dljob: --data %s: %s\n", c->data, err);
+		goto out;
+	}
+	c->dataset = ds;
+	if (c->resume && *c->resume && access(c->resume, R_OK) < 0) {
+		fprintf(stderr, "dljob: --resume: cannot read %s: %s\n", c->resume, strerror(errno));
+		goto out;
+	}
+	if (install_stop_handlers(err, sizeof(err)) < 0 || make_dirs(c->out_dir, err, sizeof(err)) < 0) {
+		fprintf(stderr, "dljob: %s\n", err);
+		goto out;
+	}
+	if (dl_world_open(&world, cli->timeout_s, err, sizeof(err)) < 0) {
+		fprintf(stderr, "dljob: joining the job: %s\n", err);
+		goto out;
+	}
+	world_open = 1;
+	c->stop = &stop_requested;
+
+	int r = dl_train(c, &world.comm, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "dljob: rank %d: %s\n", world.comm.rank, err);
+		goto out;
+	}
+	rv = DL_EXIT_OK;
+out:
+	if (world_open)
+		dl_world_close(&world);
+	if (ds)
+		dl_dataset_close(ds);
+	free(cli);
+	return rv;
+}
