@@ -1,1 +1,11 @@
-# tests/engine/model.mk
+# tests/engine/model.mk: models, loss, optimizer, schedules, safetensors,
+# gradient check and the torchvision-equivalence test.
+check_PROGRAMS += tests/engine/engine_step tests/engine/test_model tests/engine/test_gradcheck
+tests_engine_engine_step_SOURCES = tests/engine/engine_step.c
+tests_engine_engine_step_LDADD = engine/libdlengine.la -lm
+tests_engine_test_model_SOURCES = tests/engine/test_model.c
+tests_engine_test_model_LDADD = engine/libdlengine.la -lm
+tests_engine_test_gradcheck_SOURCES = tests/engine/test_gradcheck.c
+tests_engine_test_gradcheck_LDADD = engine/libdlengine.la -lm
+dist_check_SCRIPTS += tests/engine/test_torchvision.py
+TESTS += tests/engine/test_model tests/engine/test_gradcheck tests/engine/test_torchvision.py
