@@ -1,9 +1,11 @@
 # spank/: the SPANK plugin dljob.so and its hwloc mapping library.
 slurm_plugin_LTLIBRARIES = dljob.la
 slurm_plugindir = @slurm_plugindir@
-dljob_la_SOURCES = spank/plugin.c
+dljob_la_SOURCES = spank/plugin.c spank/plugin.h spank/options.c spank/args.c \
+	spank/local.c spank/remote.c spank/nodelist.c spank/mapping.c spank/mapping.h
+dljob_la_CPPFLAGS = $(AM_CPPFLAGS) -DDLJOB_RUNTIME_DEFAULT=\"$(bindir)/dljob\"
 dljob_la_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
-dljob_la_LIBADD = $(HWLOC_LIBS)
+dljob_la_LIBADD = $(HWLOC_LIBS) -lm
 dljob_la_LDFLAGS = -module -avoid-version -shared \
 	-Wl,--version-script=$(top_srcdir)/spank/dljob.map
 EXTRA_DIST += spank/dljob.map

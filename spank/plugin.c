@@ -1,4 +1,72 @@
-/* dljob SPANK plugin: placeholder until the options land. */
+/* dljob SPANK plugin: a small dispatcher on spank_context().  srun, sbatch
+ * and salloc (local/allocator) only check the --dl-* options; slurmstepd
+ * (remote) sets up each task and, for --dl-job=MODEL, runs the runtime.
+ * Nothing here may take slurmd or slurmstepd down: errors are returned from
+ * the callbacks that fail a step, never abort/exit. */
+#include "config.h"
+
+#include <stdio.h>
 #include <slurm/spank.h>
+
+#include "spank/plugin.h"
+
 SPANK_PLUGIN(dljob, 1);
-int slurm_spank_init(spank_t sp, int ac, char **av) { (void)sp; (void)ac; (void)av; return 0; }
+
+/* plugstack.conf arguments, parsed once per process in slurm_spank_init.  A
+ * bad argument is kept as an error for the steps that use dljob rather than
+ * failing every job on the cluster. */
+static struct dl_args args;
+static char args_err[DL_ERR_LEN];
+
+static int plugin_context(void)
+{
+	spank_context_t c = spank_context();
+
+	return c == S_CTX_LOCAL || c == S_CTX_ALLOCATOR || c == S_CTX_REMOTE;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	if (!plugin_context())
+		return 0;
+	args_err[0] = '\0';
+	if (dl_args_parse(&args, ac, av, args_err, sizeof(args_err)) < 0 && !args_err[0])
+		snprintf(args_err, sizeof(args_err), "invalid plugstack.conf arguments");
+	if (dl_opts_register(sp) < 0)
+		return -1;
+	return 0;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	switch (spank_context()) {
+	case S_CTX_LOCAL:
+	case S_CTX_ALLOCATOR:
+		return dl_local_post_opt(sp, &args, args_err);
+	case S_CTX_REMOTE:
+		return dl_remote_post_opt(sp, &args, args_err);
+	default:
+		return 0;
+	}
+}
+
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+	if (spank_context() != S_CTX_REMOTE)
+		return 0;
+	return dl_remote_user_init(sp, &args);
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	if (spank_context() != S_CTX_REMOTE)
+		return 0;
+	return dl_remote_task_init(sp, &args);
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+	if (spank_context() == S_CTX_REMOTE)
+		dl_remote_exit();
+	return 0;
+}

@@ -1,0 +1,64 @@
+/* Internal interfaces of the dljob SPANK plugin: the option values (from
+ * srun/sbatch), the admin's plugstack.conf arguments and the per-context
+ * handlers.  Only plugin.c exports symbols (see dljob.map). */
+#ifndef DLJOB_SPANK_PLUGIN_H
+#define DLJOB_SPANK_PLUGIN_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <slurm/spank.h>
+
+#define DL_ERR_LEN 512
+
+/* --dl-* values as given (strings: checked by dl_opts_check). */
+struct dl_opts {
+	int given;              /* any --dl-* option was seen */
+	char job[64];           /* --dl-job: model name or "env" */
+	char data[PATH_MAX];
+	char epochs[32];
+	char batch[32];
+	char lr[64];
+	char out[PATH_MAX];
+	char bind[64];          /* --dl-bind as given, default "closest" */
+	int bind_none;          /* parsed from bind */
+	int verbose;            /* parsed from bind */
+};
+
+/* plugstack.conf arguments. */
+struct dl_args {
+	char runtime[PATH_MAX];
+	char data_allow[4096];  /* ':'-separated directories, "" = allow all */
+	char default_data[PATH_MAX];
+	char topology[PATH_MAX];/* hwloc XML, "" = this machine */
+	int nic;                /* 1: closest, 0: none */
+	int port_lo, port_hi;
+};
+
+/* options.c: the values live in the plugin because SPANK option callbacks
+ * get no context pointer; they are only written by the callbacks. */
+struct dl_opts *dl_opts(void);
+int dl_opts_register(spank_t sp);
+int dl_opts_is_env(const struct dl_opts *o);
+/* Check values and the data directory against the args; on success data is
+ * the resolved directory (or empty in env mode).  -1 with one line in err. */
+int dl_opts_check(struct dl_opts *o, const struct dl_args *a, char *err, size_t errlen);
+extern const char *const dl_models[];
+
+/* args.c */
+int dl_args_parse(struct dl_args *a, int ac, char **av, char *err, size_t errlen);
+
+/* local.c: srun, sbatch, salloc. */
+int dl_local_post_opt(spank_t sp, const struct dl_args *a, const char *args_err);
+
+/* remote.c: slurmstepd. */
+int dl_remote_post_opt(spank_t sp, const struct dl_args *a, const char *args_err);
+int dl_remote_user_init(spank_t sp, const struct dl_args *a);
+int dl_remote_task_init(spank_t sp, const struct dl_args *a);
+void dl_remote_exit(void);
+
+/* nodelist.c: first host of a Slurm node list ("n[01-04],x" -> "n01"). */
+int dl_first_host(const char *list, char *out, size_t outlen);
+/* MASTER_PORT for a job step inside [lo, hi]. */
+int dl_master_port(unsigned job, unsigned step, int lo, int hi);
+
+#endif
