@@ -9,3 +9,8 @@ tests_engine_test_gradcheck_SOURCES = tests/engine/test_gradcheck.c
 tests_engine_test_gradcheck_LDADD = engine/libdlengine.la -lm
 dist_check_SCRIPTS += tests/engine/test_torchvision.py
 TESTS += tests/engine/test_model tests/engine/test_gradcheck tests/engine/test_torchvision.py
+# Throughput benchmark, built by make check but run by hand: tests/bench/bench_engine.sh
+check_PROGRAMS += tests/bench/bench_engine
+tests_bench_bench_engine_SOURCES = tests/bench/bench_engine.c
+tests_bench_bench_engine_LDADD = engine/libdlengine.la -lm
+EXTRA_DIST += tests/bench/bench_engine.sh tests/bench/bench_engine_torch.py
