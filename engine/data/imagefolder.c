@@ -1,10 +1,637 @@
-/* ImageFolder: DIR/train/<class>/<image>, DIR/val/<class>/<image>. */
+/* ImageFolder: DIR/train/<class>/<image> and DIR/val/<class>/<image>, as
+ * torchvision.datasets.ImageFolder: class index = position of the class
+ * directory name in strcmp order, samples in (class, file name) order.
+ * Images are .jpg/.jpeg/.png in any letter case, directly in the class dir.
+ *
+ * Scanning 1.3M files is slow on network file systems, so class dirs are
+ * listed by parallel threads and the result is cached in opt->cache_dir,
+ * keyed by the tree's path and reused while the mtimes of DIR/train, DIR/val
+ * and every class dir are unchanged (adding, removing or renaming a file
+ * changes its directory's mtime). */
 #include "config.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "engine/data/image.h"
 #include "engine/data/internal.h"
+
+#define MAX_IMAGE_BYTES (256u << 20)
+static const char *split_dir[2] = {"train", "val"};
+
+struct if_split {
+	size_t count;
+	uint32_t *cls;      // (count)
+	size_t *name_off;   // (count) into arena
+};
+
+struct imagefolder {
+	char *root;
+	int nclass;
+	char **classes;     // (nclass) sorted
+	int64_t *mtime[2];  // (nclass) per split, ns
+	int64_t split_mtime[2]; // -1: absent
+	char *arena;        // file names, NUL separated
+	size_t arena_len, arena_cap;
+	struct if_split split[2];
+	int size;
+};
+
+static int64_t mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int is_image_name(const char *n)
+{
+	const char *dot = strrchr(n, '.');
+	return dot && dot != n && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0 ||
+	                           strcasecmp(dot, ".png") == 0);
+}
+
+struct strlist {
+	char **v;
+	size_t n, cap;
+};
+
+static int strlist_add(struct strlist *l, const char *s)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		char **v = realloc(l->v, cap * sizeof *v);
+		if (!v)
+			return -1;
+		l->v = v;
+		l->cap = cap;
+	}
+	if (!(l->v[l->n] = strdup(s)))
+		return -1;
+	l->n++;
+	return 0;
+}
+
+static void strlist_free(struct strlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof *l);
+}
+
+/* Sorted subdirectory names of path. */
+static int list_dirs(const char *path, struct strlist *out, char *err, size_t errlen)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	char p[PATH_MAX];
+
+	if (!d) {
+		dl_errf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	while ((errno = 0, e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		int isdir = e->d_type == DT_DIR;
+		if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) {
+			struct stat st;
+			snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+			isdir = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+		}
+		if (isdir && strlist_add(out, e->d_name) != 0) {
+			closedir(d);
+			dl_errf(err, errlen, "%s: out of memory", path);
+			return -1;
+		}
+	}
+	if (errno) {
+		dl_errf(err, errlen, "%s: readdir: %s", path, strerror(errno));
+		closedir(d);
+		return -1;
+	}
+	closedir(d);
+	qsort(out->v, out->n, sizeof *out->v, cmp_str);
+	return 0;
+}
+
+/* One class dir of one split, listed by a scan thread. */
+struct scan_task {
+	int split, cls;
+	struct strlist files;
+	int64_t mtime;
+	char err[512];
+	int failed;
+};
+
+struct scan {
+	struct imagefolder *f;
+	struct scan_task *tasks;
+	int ntasks, next;
+	pthread_mutex_t mu;
+};
+
+static void scan_one(struct imagefolder *f, struct scan_task *t)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof path, "%s/%s/%s", f->root, split_dir[t->split], f->classes[t->cls]);
+	if (!(d = opendir(path)) || fstat(dirfd(d), &st) != 0) {
+		dl_errf(t->err, sizeof t->err, "%s: %s", path, strerror(errno));
+		t->failed = 1;
+		if (d)
+			closedir(d);
+		return;
+	}
+	t->mtime = mtime_ns(&st);
+	while ((errno = 0, e = readdir(d))) {
+		if (e->d_name[0] != '.' && is_image_name(e->d_name) && strlist_add(&t->files, e->d_name) != 0) {
+			dl_errf(t->err, sizeof t->err, "%s: out of memory", path);
+			t->failed = 1;
+			break;
+		}
+	}
+	if (!t->failed && errno) {
+		dl_errf(t->err, sizeof t->err, "%s: readdir: %s", path, strerror(errno));
+		t->failed = 1;
+	}
+	closedir(d);
+	if (!t->failed && t->files.n == 0) {
+		dl_errf(t->err, sizeof t->err, "%s: empty class directory (no .jpg, .jpeg or .png images)", path);
+		t->failed = 1;
+	}
+	qsort(t->files.v, t->files.n, sizeof *t->files.v, cmp_str);
+}
+
+static void *scan_worker(void *arg)
+{
+	struct scan *s = arg;
+	for (;;) {
+		pthread_mutex_lock(&s->mu);
+		int i = s->next < s->ntasks ? s->next++ : -1;
+		pthread_mutex_unlock(&s->mu);
+		if (i < 0)
+			return NULL;
+		scan_one(s->f, &s->tasks[i]);
+	}
+}
+
+static int arena_add(struct imagefolder *f, const char *s, size_t *off)
+{
+	size_t n = strlen(s) + 1;
+	if (f->arena_len + n > f->arena_cap) {
+		size_t cap = f->arena_cap ? f->arena_cap * 2 : 1 << 16;
+		while (cap < f->arena_len + n)
+			cap *= 2;
+		char *a = realloc(f->arena, cap);
+		if (!a)
+			return -1;
+		f->arena = a;
+		f->arena_cap = cap;
+	}
+	memcpy(f->arena + f->arena_len, s, n);
+	*off = f->arena_len;
+	f->arena_len += n;
+	return 0;
+}
+
+static int alloc_split(struct if_split *sp, size_t n)
+{
+	sp->count = n;
+	sp->cls = malloc((n ? n : 1) * sizeof *sp->cls);
+	sp->name_off = malloc((n ? n : 1) * sizeof *sp->name_off);
+	return sp->cls && sp->name_off ? 0 : -1;
+}
+
+static int scan_tree(struct imagefolder *f, int nthreads, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	struct strlist cls[2] = {{0}};
+	struct stat st;
+	struct scan s = {.f = f};
+	pthread_t *th = NULL;
+	int started = 0, rv = -1, nsplit = 1;
+
+	pthread_mutex_init(&s.mu, NULL);
+	snprintf(path, sizeof path, "%s/train", f->root);
+	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		dl_errf(err, errlen, "%s: missing (an ImageFolder dataset needs DIR/train/<class>/<image files>)", path);
+		goto out;
+	}
+	f->split_mtime[0] = mtime_ns(&st);
+	if (list_dirs(path, &cls[0], err, errlen) != 0)
+		goto out;
+	if (cls[0].n == 0) {
+		dl_errf(err, errlen, "%s: no class directories", path);
+		goto out;
+	}
+	snprintf(path, sizeof path, "%s/val", f->root);
+	f->split_mtime[1] = -1;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		f->split_mtime[1] = mtime_ns(&st);
+		if (list_dirs(path, &cls[1], err, errlen) != 0)
+			goto out;
+		for (size_t i = 0; i < cls[0].n || i < cls[1].n; i++) {
+			const char *a = i < cls[0].n ? cls[0].v[i] : NULL, *b = i < cls[1].n ? cls[1].v[i] : NULL;
+			if (!a || !b || strcmp(a, b) != 0) {
+				const char *only = !a ? b : !b ? a : strcmp(a, b) < 0 ? a : b;
+				int in_train = only == a;
+				dl_errf(err, errlen, "%s/val: classes differ from %s/train: '%s' is only in %s (%zu vs %zu classes)",
+				        f->root, f->root, only, in_train ? "train" : "val", cls[0].n, cls[1].n);
+				goto out;
+			}
+		}
+		nsplit = 2;
+	}
+	f->nclass = (int)cls[0].n;
+	f->classes = cls[0].v;
+	cls[0].v = NULL;
+	cls[0].n = 0;
+	f->mtime[0] = calloc((size_t)f->nclass, sizeof(int64_t));
+	f->mtime[1] = calloc((size_t)f->nclass, sizeof(int64_t));
+	s.ntasks = f->nclass * nsplit;
+	s.tasks = calloc((size_t)s.ntasks, sizeof *s.tasks);
+	if (nthreads > s.ntasks)
+		nthreads = s.ntasks;
+	th = calloc((size_t)nthreads, sizeof *th);
+	if (!f->mtime[0] || !f->mtime[1] || !s.tasks || !th) {
+		dl_errf(err, errlen, "%s: out of memory", f->root);
+		goto out;
+	}
+	for (int i = 0; i < s.ntasks; i++) {
+		s.tasks[i].split = i / f->nclass;
+		s.tasks[i].cls = i % f->nclass;
+	}
+	for (int i = 1; i < nthreads; i++) {
+		if (pthread_create(&th[i], NULL, scan_worker, &s) != 0)
+			break;
+		started++;
+	}
+	scan_worker(&s);
+	for (int i = 1; i <= started; i++)
+		pthread_join(th[i], NULL);
+	size_t n[2] = {0, 0};
+	for (int i = 0; i < s.ntasks; i++) {
+		if (s.tasks[i].failed) {
+			dl_errf(err, errlen, "%s", s.tasks[i].err);
+			goto out;
+		}
+		n[s.tasks[i].split] += s.tasks[i].files.n;
+		f->mtime[s.tasks[i].split][s.tasks[i].cls] = s.tasks[i].mtime;
+	}
+	if (alloc_split(&f->split[0], n[0]) != 0 || alloc_split(&f->split[1], n[1]) != 0) {
+		dl_errf(err, errlen, "%s: out of memory", f->root);
+		goto out;
+	}
+	size_t k[2] = {0, 0};
+	for (int i = 0; i < s.ntasks; i++) {
+		struct scan_task *t = &s.tasks[i];
+		for (size_t j = 0; j < t->files.n; j++) {
+			struct if_split *sp = &f->split[t->split];
+			sp->cls[k[t->split]] = (uint32_t)t->cls;
+			if (arena_add(f, t->files.v[j], &sp->name_off[k[t->split]]) != 0) {
+				dl_errf(err, errlen, "%s: out of memory", f->root);
+				goto out;
+			}
+			k[t->split]++;
+		}
+	}
+	rv = 0;
+out:
+	if (s.tasks)
+		for (int i = 0; i < s.ntasks; i++)
+			strlist_free(&s.tasks[i].files);
+	free(s.tasks);
+	free(th);
+	strlist_free(&cls[0]);
+	strlist_free(&cls[1]);
+	pthread_mutex_destroy(&s.mu);
+	return rv;
+}
+
+/* ---- the index cache --------------------------------------------------- */
+
+#define CACHE_MAGIC "DLJOBIF1"
+
+struct wbuf {
+	FILE *f;
+	int bad;
+};
+
+static void put(struct wbuf *w, const void *p, size_t n)
+{
+	if (!w->bad && fwrite(p, 1, n, w->f) != n)
+		w->bad = 1;
+}
+
+static void put_u64(struct wbuf *w, uint64_t v)
+{
+	put(w, &v, sizeof v);
+}
+
+static void put_str(struct wbuf *w, const char *s)
+{
+	put_u64(w, strlen(s));
+	put(w, s, strlen(s));
+}
+
+static uint64_t fnv1a(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	return h;
+}
+
+static void cache_path(const char *cache_dir, const char *root, char *out, size_t len)
+{
+	snprintf(out, len, "%s/imagefolder-%016llx.idx", cache_dir, (unsigned long long)fnv1a(root));
+}
+
+static void cache_write(const struct imagefolder *f, const char *cache_dir)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 32];
+	struct wbuf w = {0};
+
+	cache_path(cache_dir, f->root, path, sizeof path);
+	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+	if (!(w.f = fopen(tmp, "wb"))) {
+		fprintf(stderr, "dljob: data: cannot write the index cache %s: %s (continuing without)\n", tmp,
+		        strerror(errno));
+		return;
+	}
+	put(&w, CACHE_MAGIC, 8);
+	put_str(&w, f->root);
+	put_u64(&w, (uint64_t)f->split_mtime[0]);
+	put_u64(&w, (uint64_t)f->split_mtime[1]);
+	put_u64(&w, (uint64_t)f->nclass);
+	for (int c = 0; c < f->nclass; c++) {
+		put_str(&w, f->classes[c]);
+		put_u64(&w, (uint64_t)f->mtime[0][c]);
+		put_u64(&w, (uint64_t)f->mtime[1][c]);
+	}
+	for (int s = 0; s < 2; s++) {
+		put_u64(&w, f->split[s].count);
+		for (size_t i = 0; i < f->split[s].count; i++) {
+			put_u64(&w, f->split[s].cls[i]);
+			put_str(&w, f->arena + f->split[s].name_off[i]);
+		}
+	}
+	if (fflush(w.f) != 0 || fsync(fileno(w.f)) != 0)
+		w.bad = 1;
+	if (fclose(w.f) != 0)
+		w.bad = 1;
+	if (w.bad || rename(tmp, path) != 0) {
+		fprintf(stderr, "dljob: data: cannot write the index cache %s: %s (continuing without)\n", path,
+		        strerror(errno));
+		unlink(tmp);
+	}
+}
+
+struct rbuf {
+	const uint8_t *p, *end;
+	int bad;
+};
+
+static uint64_t get_u64(struct rbuf *r)
+{
+	uint64_t v = 0;
+	if (r->end - r->p < 8) {
+		r->bad = 1;
+		return 0;
+	}
+	memcpy(&v, r->p, 8);
+	r->p += 8;
+	return v;
+}
+
+/* Returns a pointer into the buffer and the length; the caller copies. */
+static const char *get_str(struct rbuf *r, size_t *n)
+{
+	*n = (size_t)get_u64(r);
+	if (r->bad || *n > 4096 || (size_t)(r->end - r->p) < *n) {
+		r->bad = 1;
+		return NULL;
+	}
+	const char *s = (const char *)r->p;
+	r->p += *n;
+	return s;
+}
+
+static int stat_mtime(const char *path, int64_t *mt)
+{
+	struct stat st;
+	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+		return -1;
+	*mt = mtime_ns(&st);
+	return 0;
+}
+
+/* Fill f from the cache when it is there and still matches the tree. */
+static int cache_read(struct imagefolder *f, const char *cache_dir)
+{
+	char path[PATH_MAX], err[256];
+	uint8_t *buf = NULL;
+	size_t len, n;
+	int rv = -1;
+	int64_t mt;
+
+	cache_path(cache_dir, f->root, path, sizeof path);
+	if (access(path, R_OK) != 0 || dl_read_file(path, SIZE_MAX / 2, &buf, &len, err, sizeof err) != 0)
+		return -1;
+	struct rbuf r = {buf, buf + len, 0};
+	if (len < 8 || memcmp(buf, CACHE_MAGIC, 8) != 0)
+		goto out;
+	r.p += 8;
+	const char *root = get_str(&r, &n);
+	if (r.bad || n != strlen(f->root) || memcmp(root, f->root, n) != 0)
+		goto out;
+	f->split_mtime[0] = (int64_t)get_u64(&r);
+	f->split_mtime[1] = (int64_t)get_u64(&r);
+	for (int s = 0; s < 2; s++) {
+		snprintf(path, sizeof path, "%s/%s", f->root, split_dir[s]);
+		if (stat_mtime(path, &mt) != 0)
+			mt = -1;
+		if (mt != f->split_mtime[s])
+			goto out;
+	}
+	uint64_t nc = get_u64(&r);
+	if (r.bad || nc == 0 || nc > 1000000)
+		goto out;
+	f->nclass = (int)nc;
+	f->classes = calloc(nc, sizeof *f->classes);
+	f->mtime[0] = calloc(nc, sizeof(int64_t));
+	f->mtime[1] = calloc(nc, sizeof(int64_t));
+	if (!f->classes || !f->mtime[0] || !f->mtime[1])
+		goto out;
+	for (int c = 0; c < f->nclass; c++) {
+		const char *s = get_str(&r, &n);
+		if (r.bad || !(f->classes[c] = strndup(s, n)))
+			goto out;
+		f->mtime[0][c] = (int64_t)get_u64(&r);
+		f->mtime[1][c] = (int64_t)get_u64(&r);
+		for (int sp = 0; sp < 2 && f->split_mtime[sp] >= 0; sp++) {
+			snprintf(path, sizeof path, "%s/%s/%s", f->root, split_dir[sp], f->classes[c]);
+			if (stat_mtime(path, &mt) != 0 || mt != f->mtime[sp][c])
+				goto out;
+		}
+	}
+	for (int s = 0; s < 2; s++) {
+		uint64_t cnt = get_u64(&r);
+		if (r.bad || cnt > (uint64_t)(r.end - r.p) / 16 || alloc_split(&f->split[s], cnt) != 0)
+			goto out;
+		for (size_t i = 0; i < cnt; i++) {
+			uint64_t c = get_u64(&r);
+			const char *s2 = get_str(&r, &n);
+			char name[4097];
+			if (r.bad || c >= nc)
+				goto out;
+			memcpy(name, s2, n);
+			name[n] = 0;
+			f->split[s].cls[i] = (uint32_t)c;
+			if (arena_add(f, name, &f->split[s].name_off[i]) != 0)
+				goto out;
+		}
+	}
+	rv = r.p == r.end ? 0 : -1;
+out:
+	free(buf);
+	return rv;
+}
+
+/* ---- the dataset ------------------------------------------------------- */
+
+static void folder_free(struct imagefolder *f)
+{
+	if (!f)
+		return;
+	for (int c = 0; f->classes && c < f->nclass; c++)
+		free(f->classes[c]);
+	free(f->classes);
+	free(f->mtime[0]);
+	free(f->mtime[1]);
+	free(f->arena);
+	for (int s = 0; s < 2; s++) {
+		free(f->split[s].cls);
+		free(f->split[s].name_off);
+	}
+	free(f->root);
+	free(f);
+}
+
+static int folder_load(struct dl_dataset *ds, enum dl_split split, size_t index, uint64_t aug_seed,
+                       float *chw, int *label, char *err, size_t errlen)
+{
+	struct imagefolder *f = ds->impl;
+	int s = split == DL_SPLIT_EVAL;
+	const struct if_split *sp = &f->split[s];
+	char path[PATH_MAX + 256];
+	uint8_t *buf;
+	size_t len;
+
+	if (index >= sp->count) {
+		dl_errf(err, errlen, "%s: sample %zu of %s out of range", f->root, index, split_dir[s]);
+		return -1;
+	}
+	snprintf(path, sizeof path, "%s/%s/%s/%s", f->root, split_dir[s], f->classes[sp->cls[index]],
+	         f->arena + sp->name_off[index]);
+	if (dl_read_file(path, MAX_IMAGE_BYTES, &buf, &len, err, errlen) != 0)
+		return -1;
+	int rc = dl_image_sample(buf, len, path, f->size, !s, aug_seed, chw, err, errlen);
+	free(buf);
+	*label = (int)sp->cls[index];
+	return rc;
+}
+
+static void folder_close(struct dl_dataset *ds)
+{
+	folder_free(ds->impl);
+	free(ds);
+}
 
 int dl_imagefolder_open(const char *dir, const struct dl_data_options *opt,
                         struct dl_dataset **out, char *err, size_t errlen)
 {
-	dl_errf(err, errlen, "%s: ImageFolder datasets are not implemented yet", dir);
+	struct imagefolder *f = calloc(1, sizeof *f);
+	struct dl_dataset *ds = calloc(1, sizeof *ds);
+	char real[PATH_MAX];
+
+	if (!f || !ds) {
+		dl_errf(err, errlen, "%s: out of memory", dir);
+		goto fail;
+	}
+	f->root = strdup(realpath(dir, real) ? real : dir);
+	if (!f->root) {
+		dl_errf(err, errlen, "%s: out of memory", dir);
+		goto fail;
+	}
+	f->size = opt->image_size > 0 ? opt->image_size : DL_DEFAULT_IMAGE_SIZE;
+	if (!opt->cache_dir || cache_read(f, opt->cache_dir) != 0) {
+		/* no cache, or stale: throw away what was half read, scan */
+		char *root = f->root;
+		f->root = NULL;
+		folder_free(f);
+		if (!(f = calloc(1, sizeof *f))) {
+			free(root);
+			dl_errf(err, errlen, "%s: out of memory", dir);
+			goto fail;
+		}
+		f->root = root;
+		f->size = opt->image_size > 0 ? opt->image_size : DL_DEFAULT_IMAGE_SIZE;
+		if (scan_tree(f, opt->threads > 0 ? opt->threads : dl_cpu_count() * 2, err, errlen) != 0)
+			goto fail;
+		if (opt->cache_dir)
+			cache_write(f, opt->cache_dir);
+	}
+	snprintf(ds->kind, sizeof ds->kind, "imagefolder");
+	ds->channels = 3;
+	ds->height = ds->width = f->size;
+	ds->num_classes = f->nclass;
+	ds->count[0] = f->split[0].count;
+	ds->count[1] = f->split[1].count;
+	ds->load = folder_load;
+	ds->close = folder_close;
+	ds->impl = f;
+	*out = ds;
+	return 0;
+fail:
+	folder_free(f);
+	free(ds);
 	return -1;
+}
+
+/* For dljob pack: class names and (class, path) of sample i. */
+int dl_imagefolder_info(const struct dl_dataset *ds, int *nclass, const char *const **classes)
+{
+	const struct imagefolder *f = ds->impl;
+	if (strcmp(ds->kind, "imagefolder") != 0)
+		return -1;
+	*nclass = f->nclass;
+	*classes = (const char *const *)f->classes;
+	return 0;
+}
+
+int dl_imagefolder_path(const struct dl_dataset *ds, int split, size_t i, char *path, size_t len, int *label)
+{
+	const struct imagefolder *f = ds->impl;
+	const struct if_split *sp = &f->split[split];
+	if (i >= sp->count)
+		return -1;
+	snprintf(path, len, "%s/%s/%s/%s", f->root, split_dir[split], f->classes[sp->cls[i]],
+	         f->arena + sp->name_off[i]);
+	*label = (int)sp->cls[i];
+	return 0;
 }

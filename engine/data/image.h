@@ -1,0 +1,78 @@
+/* Image decode + transform, internal to engine/data/.  An encoded JPEG or
+ * PNG in memory becomes a normalized (3,size,size) float sample:
+ *   train: RandomResizedCrop(size) + RandomHorizontalFlip, as torchvision;
+ *   eval:  Resize(round(size/0.875)) + CenterCrop(size), as torchvision.
+ * Only the pixels the transform needs are decoded (JPEG: rows skipped, columns
+ * cropped, DCT-domain downscaling where it pays). */
+#ifndef DLJOB_ENGINE_DATA_IMAGE_H
+#define DLJOB_ENGINE_DATA_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Largest image we accept (the rest is "absurd dimensions": a crafted header
+ * should not make us allocate gigabytes). */
+#define DL_IMAGE_MAX_SIDE 32768
+#define DL_IMAGE_MAX_PIXELS 100000000ull
+
+enum dl_image_format { DL_IMG_UNKNOWN = 0, DL_IMG_JPEG = 1, DL_IMG_PNG = 2 };
+
+/* Resize the rect [x0,x1)x[y0,y1) of the source (PIL semantics: as if that
+ * rect were cropped out and resized to out_w x out_h with the bilinear,
+ * antialiasing filter), and keep the window (ox,oy,size,size) of the result. */
+struct dl_resize_plan {
+	double x0, y0, x1, y1;
+	int out_w, out_h;
+	int ox, oy, size;
+	int flip;
+};
+
+/* A decoded region: rows [y0,y0+h) and columns [x0,x0+w) of an image that is
+ * full_w x full_h, RGB8 interleaved, `stride` bytes per row. */
+struct dl_pixels {
+	uint8_t *rgb;
+	int x0, y0, w, h, full_w, full_h;
+	size_t stride;
+};
+
+enum dl_image_format dl_image_sniff(const uint8_t *buf, size_t len);
+
+/* Fill the plan for an image of w x h (original pixels). */
+void dl_plan_make(struct dl_resize_plan *p, int w, int h, int size, int train, uint64_t aug_seed);
+/* DCT-domain scale denominator (1,2,4,8) worth using for this plan: only
+ * when the rect's sides stay >= 2x the output after scaling (measured: below
+ * that a full decode + filter is faster than scaled decode at ImageNet size). */
+int dl_plan_scale_denom(const struct dl_resize_plan *p);
+/* Map the plan onto an image scaled from w x h to sw x sh. */
+void dl_plan_rescale(struct dl_resize_plan *p, int w, int h, int sw, int sh);
+/* Source rows [*y0,*y1) and columns [*x0,*x1) the plan reads, for an image
+ * of full_w x full_h. */
+void dl_plan_region(const struct dl_resize_plan *p, int full_w, int full_h,
+                    int *x0, int *y0, int *x1, int *y1);
+/* Resample + normalize (ImageNet mean/std) into chw (3,size,size). */
+int dl_resample_chw(const struct dl_pixels *px, const struct dl_resize_plan *p, float *chw,
+                    char *err, size_t errlen);
+
+/* JPEG: decode what `plan` needs (plan is made from the header's size and
+ * rescaled to the decoded scale). *px->rgb is malloc'd. */
+int dl_jpeg_decode_plan(const uint8_t *buf, size_t len, int size, int train, uint64_t aug_seed,
+                        struct dl_resize_plan *plan, struct dl_pixels *px, char *err, size_t errlen);
+/* JPEG: header only. */
+int dl_jpeg_dims(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen);
+/* Full decode to RGB8, optionally DCT-downscaled so the short side stays
+ * >= min_short (0: full size). */
+int dl_jpeg_decode_full(const uint8_t *buf, size_t len, int min_short, struct dl_pixels *px,
+                        char *err, size_t errlen);
+/* PNG: full decode to RGB8 (palette, gray, alpha and 16-bit converted as
+ * PIL's convert("RGB") does: alpha dropped, 16-bit keeps the high byte). */
+int dl_png_decode(const uint8_t *buf, size_t len, struct dl_pixels *px, char *err, size_t errlen);
+
+/* Everything together: encoded bytes -> normalized sample. `name` is used in
+ * error messages. */
+int dl_image_sample(const uint8_t *buf, size_t len, const char *name, int size, int train,
+                    uint64_t aug_seed, float *chw, char *err, size_t errlen);
+
+/* Read a whole regular file (bounded by max_bytes). */
+int dl_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,222 @@
+/* JPEG decoding with libjpeg-turbo: baseline, progressive, grayscale (to RGB),
+ * CMYK/YCCK (to RGB like PIL, Adobe's inverted CMYK included).  Errors and
+ * the warnings that mean the data ended early longjmp back to us, so a bad
+ * file is a returned error, never an exit. */
+#include "config.h"
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jpeglib.h>
+#include <jerror.h>
+#include "engine/data/image.h"
+#include "engine/data/internal.h"
+
+struct jerr {
+	struct jpeg_error_mgr pub;
+	jmp_buf jb;
+	char msg[JMSG_LENGTH_MAX];
+};
+
+static void on_error(j_common_ptr cinfo)
+{
+	struct jerr *e = (struct jerr *)cinfo->err;
+	(*cinfo->err->format_message)(cinfo, e->msg);
+	longjmp(e->jb, 1);
+}
+
+/* Warnings: "premature end" (of the file or of a data segment) leaves grey
+ * or garbage pixels behind -- a bad sample, like PIL's "image file is
+ * truncated".  Other warnings (extraneous bytes, ...) are harmless. */
+static void on_message(j_common_ptr cinfo, int level)
+{
+	struct jerr *e = (struct jerr *)cinfo->err;
+	if (level < 0 && (cinfo->err->msg_code == JWRN_JPEG_EOF || cinfo->err->msg_code == JWRN_HIT_MARKER)) {
+		(*cinfo->err->format_message)(cinfo, e->msg);
+		longjmp(e->jb, 1);
+	}
+}
+
+/* A JPEG ends with the EOI marker (FF D9), maybe followed by some padding; a
+ * file cut short does not.  Checking this up front makes a truncated file bad
+ * whatever part of it a random crop would decode. */
+static int has_eoi(const uint8_t *buf, size_t len)
+{
+	size_t lo = len > 4096 ? len - 4096 : 0;
+	for (size_t i = len - 1; i > lo; i--)
+		if (buf[i] == 0xd9 && buf[i - 1] == 0xff)
+			return 1;
+	return 0;
+}
+
+static int check_dims(unsigned w, unsigned h, char *err, size_t errlen)
+{
+	if (w == 0 || h == 0 || w > DL_IMAGE_MAX_SIDE || h > DL_IMAGE_MAX_SIDE ||
+	    (unsigned long long)w * h > DL_IMAGE_MAX_PIXELS) {
+		dl_errf(err, errlen, "absurd image dimensions %ux%u (limit %d per side, %llu pixels)", w, h,
+		        DL_IMAGE_MAX_SIDE, DL_IMAGE_MAX_PIXELS);
+		return -1;
+	}
+	return 0;
+}
+
+/* PIL's cmyk2rgb: R = (255-K) - C*(255-K)/255, with its MULDIV255 rounding.
+ * Adobe's files store the channels inverted. */
+static inline uint8_t muldiv255(unsigned a, unsigned b)
+{
+	unsigned t = a * b + 128;
+	return (uint8_t)(((t >> 8) + t) >> 8);
+}
+
+static void cmyk_row_to_rgb(uint8_t *row, int w, int inverted)
+{
+	for (int x = 0; x < w; x++) {
+		unsigned c = row[4 * x], m = row[4 * x + 1], yy = row[4 * x + 2], k = row[4 * x + 3];
+		if (!inverted) {
+			c = 255 - c;
+			m = 255 - m;
+			yy = 255 - yy;
+			k = 255 - k;
+		}
+		row[3 * x] = muldiv255(c, k);
+		row[3 * x + 1] = muldiv255(m, k);
+		row[3 * x + 2] = muldiv255(yy, k);
+	}
+}
+
+/* Decode rows [ry0,ry1) and (at least) columns [rx0,rx1) at 1/denom scale.
+ * plan (optional) is built from the header size when want_plan is set. */
+struct decode_req {
+	int denom_min_short; // full decode: keep the short side >= this (0: no scaling)
+	int want_plan, size, train;
+	uint64_t seed;
+	struct dl_resize_plan *plan;
+};
+
+static int decode(const uint8_t *buf, size_t len, struct decode_req *rq, struct dl_pixels *px,
+                  char *err, size_t errlen)
+{
+	struct jpeg_decompress_struct cinfo;
+	struct jerr je;
+	uint8_t *volatile rgb = NULL;
+	volatile int rv = -1;
+
+	memset(px, 0, sizeof *px);
+	if (len < 4 || !has_eoi(buf, len)) {
+		dl_errf(err, errlen, "truncated JPEG (no end-of-image marker)");
+		return -1;
+	}
+	cinfo.err = jpeg_std_error(&je.pub);
+	je.pub.error_exit = on_error;
+	je.pub.emit_message = on_message;
+	if (setjmp(je.jb)) {
+		dl_errf(err, errlen, "corrupt JPEG: %s", je.msg);
+		goto out;
+	}
+	jpeg_create_decompress(&cinfo);
+	jpeg_mem_src(&cinfo, buf, (unsigned long)len);
+	jpeg_read_header(&cinfo, TRUE);
+	if (check_dims(cinfo.image_width, cinfo.image_height, err, errlen) != 0)
+		goto out;
+	int w = (int)cinfo.image_width, h = (int)cinfo.image_height, denom = 1;
+	if (rq->want_plan) {
+		dl_plan_make(rq->plan, w, h, rq->size, rq->train, rq->seed);
+		denom = dl_plan_scale_denom(rq->plan);
+	} else if (rq->denom_min_short > 0) {
+		int s = w < h ? w : h;
+		for (denom = 8; denom > 1 && s / denom < rq->denom_min_short; denom /= 2)
+			;
+	}
+	int cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+	cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+	cinfo.scale_num = 1;
+	cinfo.scale_denom = (unsigned)denom;
+	cinfo.dct_method = JDCT_ISLOW;
+	jpeg_start_decompress(&cinfo);
+	int sw = (int)cinfo.output_width, sh = (int)cinfo.output_height;
+	int rx0 = 0, ry0 = 0, rx1 = sw, ry1 = sh;
+	if (rq->want_plan) {
+		if (denom > 1)
+			dl_plan_rescale(rq->plan, w, h, sw, sh);
+		dl_plan_region(rq->plan, sw, sh, &rx0, &ry0, &rx1, &ry1);
+	}
+	JDIMENSION xoff = (JDIMENSION)rx0, cw = (JDIMENSION)(rx1 - rx0);
+	if (cw < (JDIMENSION)sw)
+		jpeg_crop_scanline(&cinfo, &xoff, &cw); // widens to iMCU boundaries
+	int ncomp = cmyk ? 4 : 3;
+	size_t stride = (size_t)cw * (size_t)ncomp;
+	rgb = malloc(stride * (size_t)(ry1 - ry0) + 1);
+	if (!rgb) {
+		dl_errf(err, errlen, "out of memory for %ux%d pixels", cw, ry1 - ry0);
+		goto out;
+	}
+	if (ry0 > 0 && jpeg_skip_scanlines(&cinfo, (JDIMENSION)ry0) != (JDIMENSION)ry0) {
+		dl_errf(err, errlen, "corrupt JPEG: could not skip to row %d", ry0);
+		goto out;
+	}
+	while ((int)cinfo.output_scanline < ry1) {
+		JSAMPROW r = rgb + (size_t)((int)cinfo.output_scanline - ry0) * stride;
+		if (jpeg_read_scanlines(&cinfo, &r, 1) != 1) {
+			dl_errf(err, errlen, "corrupt JPEG: no data for row %u", cinfo.output_scanline);
+			goto out;
+		}
+		if (cmyk)
+			cmyk_row_to_rgb(r, (int)cw, cinfo.saw_Adobe_marker);
+	}
+	px->rgb = rgb;
+	px->x0 = (int)xoff;
+	px->y0 = ry0;
+	px->w = (int)cw;
+	px->h = ry1 - ry0;
+	px->full_w = sw;
+	px->full_h = sh;
+	px->stride = stride; // CMYK rows were converted in place: RGB in the first 3/4
+	rgb = NULL;
+	rv = 0;
+out:
+	/* We stop after the last row the transform needs; abort instead of
+	 * finish (which insists on every scanline). */
+	jpeg_destroy_decompress(&cinfo);
+	free(rgb);
+	return rv;
+}
+
+int dl_jpeg_decode_plan(const uint8_t *buf, size_t len, int size, int train, uint64_t aug_seed,
+                        struct dl_resize_plan *plan, struct dl_pixels *px, char *err, size_t errlen)
+{
+	struct decode_req rq = {.want_plan = 1, .size = size, .train = train, .seed = aug_seed, .plan = plan};
+	return decode(buf, len, &rq, px, err, errlen);
+}
+
+int dl_jpeg_decode_full(const uint8_t *buf, size_t len, int min_short, struct dl_pixels *px,
+                        char *err, size_t errlen)
+{
+	struct decode_req rq = {.denom_min_short = min_short};
+	return decode(buf, len, &rq, px, err, errlen);
+}
+
+int dl_jpeg_dims(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen)
+{
+	struct jpeg_decompress_struct cinfo;
+	struct jerr je;
+	volatile int rv = -1;
+
+	cinfo.err = jpeg_std_error(&je.pub);
+	je.pub.error_exit = on_error;
+	je.pub.emit_message = on_message;
+	if (setjmp(je.jb)) {
+		dl_errf(err, errlen, "corrupt JPEG: %s", je.msg);
+		goto out;
+	}
+	jpeg_create_decompress(&cinfo);
+	jpeg_mem_src(&cinfo, buf, (unsigned long)len);
+	jpeg_read_header(&cinfo, TRUE);
+	if (check_dims(cinfo.image_width, cinfo.image_height, err, errlen) != 0)
+		goto out;
+	*w = (int)cinfo.image_width;
+	*h = (int)cinfo.image_height;
+	rv = 0;
+out:
+	jpeg_destroy_decompress(&cinfo);
+	return rv;
+}

@@ -1,0 +1,104 @@
+/* PNG decoding with libpng's classic API, converted the way PIL's
+ * Image.convert("RGB") does it: palette expanded, gray replicated, alpha
+ * dropped (not composited), 16-bit reduced to its high byte. */
+#include "config.h"
+#include <setjmp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <png.h>
+#include "engine/data/image.h"
+#include "engine/data/internal.h"
+
+struct png_src {
+	const uint8_t *buf;
+	size_t len, pos;
+	char msg[256];
+};
+
+static void png_read_mem(png_structp png, png_bytep out, png_size_t n)
+{
+	struct png_src *s = png_get_io_ptr(png);
+	if (n > s->len - s->pos)
+		png_error(png, "truncated PNG (read past the end of the file)");
+	memcpy(out, s->buf + s->pos, n);
+	s->pos += n;
+}
+
+static void png_on_error(png_structp png, png_const_charp msg)
+{
+	struct png_src *s = png_get_error_ptr(png);
+	snprintf(s->msg, sizeof s->msg, "%s", msg);
+	png_longjmp(png, 1);
+}
+
+static void png_on_warning(png_structp png, png_const_charp msg)
+{
+	(void)png;
+	(void)msg; // benign (ancillary chunk issues); errors go to png_on_error
+}
+
+int dl_png_decode(const uint8_t *buf, size_t len, struct dl_pixels *px, char *err, size_t errlen)
+{
+	struct png_src src = {buf, len, 0, ""};
+	png_structp png = NULL;
+	png_infop info = NULL;
+	uint8_t *volatile rgb = NULL;
+	png_bytep *volatile rows = NULL;
+	volatile int rv = -1;
+
+	memset(px, 0, sizeof *px);
+	png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_on_error, png_on_warning);
+	if (!png || !(info = png_create_info_struct(png))) {
+		dl_errf(err, errlen, "out of memory for the PNG decoder");
+		goto out;
+	}
+	if (setjmp(png_jmpbuf(png))) {
+		dl_errf(err, errlen, "corrupt PNG: %s", src.msg);
+		goto out;
+	}
+	png_set_read_fn(png, &src, png_read_mem);
+	png_read_info(png, info);
+	png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+	if (w == 0 || h == 0 || w > DL_IMAGE_MAX_SIDE || h > DL_IMAGE_MAX_SIDE ||
+	    (unsigned long long)w * h > DL_IMAGE_MAX_PIXELS) {
+		dl_errf(err, errlen, "absurd image dimensions %ux%u (limit %d per side, %llu pixels)", w, h,
+		        DL_IMAGE_MAX_SIDE, DL_IMAGE_MAX_PIXELS);
+		goto out;
+	}
+	int ct = png_get_color_type(png, info);
+	png_set_expand(png);     // palette -> RGB, gray < 8 bit -> 8 bit, tRNS -> alpha
+	png_set_strip_16(png);   // high byte, as PIL
+	png_set_strip_alpha(png);
+	if (ct == PNG_COLOR_TYPE_GRAY || ct == PNG_COLOR_TYPE_GRAY_ALPHA)
+		png_set_gray_to_rgb(png);
+	png_set_interlace_handling(png);
+	png_read_update_info(png, info);
+	if (png_get_channels(png, info) != 3 || png_get_bit_depth(png, info) != 8) {
+		dl_errf(err, errlen, "%s:%d: PNG transforms gave %d channels of %d bits", __FILE__, __LINE__,
+		        png_get_channels(png, info), png_get_bit_depth(png, info));
+		goto out;
+	}
+	size_t stride = png_get_rowbytes(png, info);
+	rgb = malloc(stride * h);
+	rows = malloc(sizeof(png_bytep) * h);
+	if (!rgb || !rows) {
+		dl_errf(err, errlen, "out of memory for %ux%u pixels", w, h);
+		goto out;
+	}
+	for (png_uint_32 y = 0; y < h; y++)
+		rows[y] = rgb + y * stride;
+	png_read_image(png, rows);
+	/* The end (IEND, CRCs of the last chunks) is not needed for the pixels. */
+	px->rgb = rgb;
+	px->x0 = px->y0 = 0;
+	px->w = px->full_w = (int)w;
+	px->h = px->full_h = (int)h;
+	px->stride = stride;
+	rgb = NULL;
+	rv = 0;
+out:
+	png_destroy_read_struct(&png, &info, NULL);
+	free(rows);
+	free(rgb);
+	return rv;
+}

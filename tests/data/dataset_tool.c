@@ -1,0 +1,135 @@
+/* Test helper: drive a dataset / the loader from scripts.
+ *   dataset_tool dump SPEC SIZE train|eval OUT [CACHE_DIR]
+ *       prints "classes K count N", then "label L" per sample in index
+ *       order, and writes the samples (float32, (N,3,S,S)) to OUT.
+ *   dataset_tool epoch SPEC SIZE train|eval BATCH THREADS MAX_BAD
+ *       runs epoch 0 through the loader, prints "samples S bad B".
+ *   dataset_tool plan FILE SIZE SEED
+ *       prints the train crop torchvision-style: "top left height width flip".
+ * Errors: the one-line message on stderr, exit 2. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "engine/data/dataset.h"
+#include "engine/data/image.h"
+
+static int dump(int argc, char **argv)
+{
+	struct dl_data_options opt = {.image_size = atoi(argv[3]), .cache_dir = argc > 6 ? argv[6] : NULL};
+	struct dl_dataset *ds;
+	enum dl_split split = strcmp(argv[4], "train") == 0 ? DL_SPLIT_TRAIN : DL_SPLIT_EVAL;
+	char err[1024];
+
+	if (dl_dataset_open(argv[2], &opt, &ds, err, sizeof err) != 0) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	size_t sf = (size_t)ds->channels * ds->height * ds->width;
+	float *x = malloc(sizeof(float) * sf);
+	FILE *f = fopen(argv[5], "wb");
+	if (!x || !f) {
+		perror(argv[5]);
+		return 1;
+	}
+	printf("classes %d count %zu\n", ds->num_classes, ds->count[split]);
+	for (size_t i = 0; i < ds->count[split]; i++) {
+		int y = -1;
+		if (ds->load(ds, split, i, 12345 + i, x, &y, err, sizeof err) != 0) {
+			printf("bad %zu %s\n", i, err);
+			memset(x, 0, sizeof(float) * sf);
+		} else {
+			printf("label %d\n", y);
+		}
+		if (fwrite(x, sizeof(float), sf, f) != sf) {
+			perror(argv[5]);
+			return 1;
+		}
+	}
+	if (fclose(f) != 0) {
+		perror(argv[5]);
+		return 1;
+	}
+	free(x);
+	dl_dataset_close(ds);
+	return 0;
+}
+
+static int epoch(char **argv)
+{
+	struct dl_data_options opt = {.image_size = atoi(argv[3]), .max_bad_fraction = atof(argv[7])};
+	struct dl_dataset *ds;
+	enum dl_split split = strcmp(argv[4], "train") == 0 ? DL_SPLIT_TRAIN : DL_SPLIT_EVAL;
+	struct dl_loader_options lo = {.batch = atoi(argv[5]), .threads = atoi(argv[6]), .seed = 1, .world = 1,
+	                               .shuffle = split == DL_SPLIT_TRAIN, .drop_last = 0};
+	struct dl_loader_stats st;
+	char err[1024];
+	int n, rc;
+
+	if (dl_dataset_open(argv[2], &opt, &ds, err, sizeof err) != 0) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	struct dl_loader *l = dl_loader_create(ds, split, &lo, err, sizeof err);
+	float *x = malloc(sizeof(float) * (size_t)lo.batch * ds->channels * ds->height * ds->width);
+	int *y = malloc(sizeof(int) * (size_t)lo.batch);
+	if (!l || !x || !y || dl_loader_start_epoch(l, 0, 0, err, sizeof err) != 0) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	while ((rc = dl_loader_next(l, x, y, &n, err, sizeof err)) == 1)
+		;
+	if (rc < 0) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	dl_loader_get_stats(l, &st);
+	printf("samples %llu bad %llu\n", (unsigned long long)st.samples, (unsigned long long)st.bad_samples);
+	dl_loader_destroy(l);
+	dl_dataset_close(ds);
+	free(x);
+	free(y);
+	return 0;
+}
+
+static int plan(char **argv)
+{
+	char err[1024];
+	uint8_t *buf;
+	size_t len;
+	int w, h;
+	struct dl_resize_plan p;
+	struct dl_pixels px;
+
+	if (dl_read_file(argv[2], 1u << 30, &buf, &len, err, sizeof err) != 0)
+		goto fail;
+	if (dl_image_sniff(buf, len) == DL_IMG_JPEG) {
+		if (dl_jpeg_dims(buf, len, &w, &h, err, sizeof err) != 0)
+			goto fail;
+	} else {
+		if (dl_png_decode(buf, len, &px, err, sizeof err) != 0)
+			goto fail;
+		w = px.full_w;
+		h = px.full_h;
+		free(px.rgb);
+	}
+	dl_plan_make(&p, w, h, atoi(argv[3]), 1, strtoull(argv[4], NULL, 0));
+	printf("%d %d %d %d %d\n", (int)p.y0, (int)p.x0, (int)(p.y1 - p.y0), (int)(p.x1 - p.x0), p.flip);
+	free(buf);
+	return 0;
+fail:
+	fprintf(stderr, "%s\n", err);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 6 && strcmp(argv[1], "dump") == 0)
+		return dump(argc, argv);
+	if (argc == 8 && strcmp(argv[1], "epoch") == 0)
+		return epoch(argv);
+	if (argc == 5 && strcmp(argv[1], "plan") == 0)
+		return plan(argv);
+	fprintf(stderr, "usage: dataset_tool dump|epoch|plan ... (see the source)\n");
+	return 1;
+}
