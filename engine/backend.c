@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "engine/ref/ref_backend.h"
 
 /* The CUDA backend (engine/cuda/) is not linked in here yet; when it lands it
@@ -14,6 +15,7 @@ extern const struct dl_backend_ops dl_backend_cuda;
 const struct dl_backend_ops *dl_backend_find(const char *name)
 {
 	static const struct dl_backend_ops *const all[] = {
+		&dl_backend_cpu,
 		&dl_backend_ref,
 #ifdef DLJOB_HAVE_CUDA_BACKEND
 		&dl_backend_cuda,

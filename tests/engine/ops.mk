@@ -1,1 +1,10 @@
-# tests/engine/ops.mk
+# tests/engine/ops.mk: oneDNN ops and whole-network backends vs the float64 reference.
+check_PROGRAMS += tests/engine/test_ops tests/engine/test_net
+TESTS += tests/engine/test_ops tests/engine/test_net
+EXTRA_DIST += tests/engine/test_ops_util.h
+tests_engine_test_ops_SOURCES = tests/engine/test_ops.c tests/engine/test_ops_util.h
+tests_engine_test_ops_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+tests_engine_test_ops_LDADD = engine/libdlengine.la -lm
+tests_engine_test_net_SOURCES = tests/engine/test_net.c tests/engine/test_ops_util.h
+tests_engine_test_net_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+tests_engine_test_net_LDADD = engine/libdlengine.la -lm

@@ -1,0 +1,249 @@
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include "engine/cpu/cpu_common.h"
+
+void cpu_fail(struct cpu_ctx *c, const char *file, int line, const char *call, dnnl_status_t st)
+{
+	snprintf(c->err, sizeof(c->err), "%s:%d: %s: %s", file, line, call, dnnl_status2str(st));
+}
+
+void cpu_errf(struct cpu_ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->err, sizeof(c->err), fmt, ap);
+	va_end(ap);
+}
+
+/* Append p to a growable array of pointers. */
+static int push(struct cpu_ctx *c, void ***arr, int *n, int *cap, void *p)
+{
+	if (*n == *cap) {
+		int nc = *cap ? *cap * 2 : 64;
+		void **na = realloc(*arr, sizeof(void *) * nc);
+		if (!na) {
+			cpu_errf(c, "cpu backend: out of memory");
+			return -1;
+		}
+		*arr = na;
+		*cap = nc;
+	}
+	(*arr)[(*n)++] = p;
+	return 0;
+}
+
+#define PUSH(field, p) push(c, (void ***)&c->field, &c->n_##field, &c->cap_##field, (void *)(p))
+
+int cpu_ctx_init(struct cpu_ctx *c)
+{
+	memset(c, 0, sizeof(*c));
+	DN(dnnl_engine_create(&c->eng, dnnl_cpu, 0));
+	DN(dnnl_stream_create(&c->strm, c->eng, dnnl_stream_default_flags));
+	DN(dnnl_primitive_attr_create(&c->attr));
+	DN(dnnl_primitive_attr_set_scratchpad_mode(c->attr, dnnl_scratchpad_mode_user));
+	return 0;
+fail:
+	return -1;
+}
+
+int cpu_ctx_finalize(struct cpu_ctx *c)
+{
+	free(c->scratch);
+	free(c->tmp);
+	/* 64-byte alignment for the AVX-512 kernels; never a zero-sized request. */
+	c->scratch = aligned_alloc(64, (c->scratch_size + 64) / 64 * 64);
+	c->tmp = aligned_alloc(64, (c->tmp_size + 64) / 64 * 64);
+	CHECK(c->scratch && c->tmp, "cpu backend: out of memory for %zu bytes of scratchpad",
+	      c->scratch_size + c->tmp_size);
+	for (int i = 0; i < c->n_scratch_mems; i++)
+		DN(dnnl_memory_set_data_handle(c->scratch_mems[i], c->scratch));
+	for (int i = 0; i < c->n_tmp_mems; i++)
+		DN(dnnl_memory_set_data_handle(c->tmp_mems[i], c->tmp));
+	return 0;
+fail:
+	return -1;
+}
+
+void cpu_ctx_destroy(struct cpu_ctx *c)
+{
+	for (int i = 0; i < c->n_prims; i++)
+		dnnl_primitive_destroy(c->prims[i]);
+	for (int i = 0; i < c->n_pds; i++)
+		dnnl_primitive_desc_destroy(c->pds[i]);
+	for (int i = 0; i < c->n_mems; i++)
+		dnnl_memory_destroy(c->mems[i]);
+	free(c->prims);
+	free(c->pds);
+	free(c->mems);
+	free(c->scratch_mems);
+	free(c->tmp_mems);
+	free(c->scratch);
+	free(c->tmp);
+	if (c->attr)
+		dnnl_primitive_attr_destroy(c->attr);
+	if (c->strm)
+		dnnl_stream_destroy(c->strm);
+	if (c->eng)
+		dnnl_engine_destroy(c->eng);
+	memset(c, 0, sizeof(*c));
+}
+
+int cpu_md(struct cpu_ctx *c, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims,
+	   dnnl_format_tag_t tag)
+{
+	DN(dnnl_memory_desc_init_by_tag(md, ndims, dims, dnnl_f32, tag));
+	return 0;
+fail:
+	return -1;
+}
+
+int cpu_md4(struct cpu_ctx *c, dnnl_memory_desc_t *md, int n, int ch, int h, int w,
+	    dnnl_format_tag_t tag)
+{
+	dnnl_dims_t d = { n, ch, h, w };
+	return cpu_md(c, md, 4, d, tag);
+}
+
+dnnl_memory_t cpu_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, void *handle)
+{
+	dnnl_memory_t m = NULL;
+	DN(dnnl_memory_create(&m, md, c->eng, handle ? handle : DNNL_MEMORY_ALLOCATE));
+	if (PUSH(mems, m) < 0) {
+		dnnl_memory_destroy(m);
+		return NULL;
+	}
+	if (!handle) /* fresh allocations start at zero, not garbage */
+		memset(cpu_handle(m), 0, dnnl_memory_desc_get_size(md));
+	return m;
+fail:
+	return NULL;
+}
+
+dnnl_memory_t cpu_tmp_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md)
+{
+	dnnl_memory_t m = NULL;
+	size_t sz = dnnl_memory_desc_get_size(md);
+	DN(dnnl_memory_create(&m, md, c->eng, DNNL_MEMORY_NONE));
+	if (PUSH(mems, m) < 0) {
+		dnnl_memory_destroy(m);
+		return NULL;
+	}
+	if (PUSH(tmp_mems, m) < 0)
+		return NULL;
+	c->tmp_size = sz > c->tmp_size ? sz : c->tmp_size;
+	return m;
+fail:
+	return NULL;
+}
+
+int cpu_set_handle(struct cpu_ctx *c, dnnl_memory_t m, const void *handle)
+{
+	/* oneDNN takes void *; inputs we pass this way are only read. */
+	DN(dnnl_memory_set_data_handle(m, (void *)(uintptr_t)handle));
+	return 0;
+fail:
+	return -1;
+}
+
+void *cpu_handle(dnnl_memory_t m)
+{
+	void *h = NULL;
+	if (dnnl_memory_get_data_handle(m, &h) != dnnl_success)
+		return NULL;
+	return h;
+}
+
+const dnnl_memory_desc_t *cpu_query(const_dnnl_primitive_desc_t pd, dnnl_query_t what)
+{
+	return dnnl_primitive_desc_query_md(pd, what, 0);
+}
+
+int cpu_md_eq(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b)
+{
+	return dnnl_memory_desc_equal(a, b);
+}
+
+dnnl_primitive_desc_t cpu_pd(struct cpu_ctx *c, const void *op_desc,
+			     const_dnnl_primitive_attr_t attr, const_dnnl_primitive_desc_t hint)
+{
+	dnnl_primitive_desc_t pd = NULL;
+	DN(dnnl_primitive_desc_create(&pd, (const_dnnl_op_desc_t)op_desc, attr ? attr : c->attr,
+				      c->eng, hint));
+	if (PUSH(pds, pd) < 0) {
+		dnnl_primitive_desc_destroy(pd);
+		return NULL;
+	}
+	return pd;
+fail:
+	return NULL;
+}
+
+int cpu_prim_make(struct cpu_ctx *c, struct cpu_prim *p, dnnl_primitive_desc_t pd)
+{
+	p->p = NULL;
+	p->scratch = NULL;
+	CHECK(pd, "%s", c->err);
+	DN(dnnl_primitive_create(&p->p, pd));
+	if (PUSH(prims, p->p) < 0) {
+		dnnl_primitive_destroy(p->p);
+		p->p = NULL;
+		return -1;
+	}
+	const dnnl_memory_desc_t *smd = cpu_query(pd, dnnl_query_scratchpad_md);
+	size_t sz = smd ? dnnl_memory_desc_get_size(smd) : 0;
+	if (sz > 0) {
+		DN(dnnl_memory_create(&p->scratch, smd, c->eng, DNNL_MEMORY_NONE));
+		if (PUSH(mems, p->scratch) < 0) {
+			dnnl_memory_destroy(p->scratch);
+			return -1;
+		}
+		if (PUSH(scratch_mems, p->scratch) < 0)
+			return -1;
+		c->scratch_size = sz > c->scratch_size ? sz : c->scratch_size;
+	}
+	return 0;
+fail:
+	return -1;
+}
+
+int cpu_reorder_make(struct cpu_ctx *c, struct cpu_prim *p, const dnnl_memory_desc_t *src,
+		     const dnnl_memory_desc_t *dst)
+{
+	dnnl_primitive_desc_t pd = NULL;
+	DN(dnnl_reorder_primitive_desc_create(&pd, src, c->eng, dst, c->eng, c->attr));
+	if (PUSH(pds, pd) < 0) {
+		dnnl_primitive_desc_destroy(pd);
+		return -1;
+	}
+	return cpu_prim_make(c, p, pd);
+fail:
+	return -1;
+}
+
+int cpu_exec(struct cpu_ctx *c, struct cpu_prim *p, int nargs, const dnnl_exec_arg_t *args)
+{
+	dnnl_exec_arg_t a[16];
+	CHECK(nargs < 16, "%s:%d: too many primitive arguments", __FILE__, __LINE__);
+	memcpy(a, args, sizeof(*a) * nargs);
+	if (p->scratch)
+		a[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, p->scratch };
+	DN(dnnl_primitive_execute(p->p, c->strm, nargs, a));
+	DN(dnnl_stream_wait(c->strm));
+	return 0;
+fail:
+	return -1;
+}
+
+int cpu_reorder(struct cpu_ctx *c, struct cpu_prim *p, dnnl_memory_t src, dnnl_memory_t dst)
+{
+	dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, src }, { DNNL_ARG_TO, dst } };
+	return cpu_exec(c, p, 2, a);
+}

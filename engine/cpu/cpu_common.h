@@ -1,0 +1,95 @@
+/* Shared plumbing of the oneDNN backend: one engine and stream, a registry
+ * of every oneDNN object created (so teardown is one call whatever failed
+ * half-way), primitives that share one user-managed scratchpad, and the
+ * DN() check for every dnnl_status_t. */
+#ifndef DLJOB_ENGINE_CPU_CPU_COMMON_H
+#define DLJOB_ENGINE_CPU_CPU_COMMON_H
+
+#include <stddef.h>
+#include <oneapi/dnnl/dnnl.h>
+
+struct cpu_ctx {
+	dnnl_engine_t eng;
+	dnnl_stream_t strm;
+	dnnl_primitive_attr_t attr; /* user scratchpad, nothing else */
+	/* Every primitive, primitive desc and memory made through this ctx. */
+	dnnl_primitive_t *prims;
+	int n_prims, cap_prims;
+	dnnl_primitive_desc_t *pds;
+	int n_pds, cap_pds;
+	dnnl_memory_t *mems;
+	int n_mems, cap_mems;
+	/* Memories that live in a shared buffer (scratchpads, diff temporaries):
+	 * their handle is set once the largest size is known. */
+	dnnl_memory_t *scratch_mems;
+	int n_scratch_mems, cap_scratch_mems;
+	size_t scratch_size;
+	void *scratch;
+	dnnl_memory_t *tmp_mems;
+	int n_tmp_mems, cap_tmp_mems;
+	size_t tmp_size;
+	void *tmp;
+	char err[256];
+};
+
+/* A primitive with its scratchpad memory. */
+struct cpu_prim {
+	dnnl_primitive_t p;
+	dnnl_memory_t scratch;
+};
+
+/* Check a dnnl_status_t: on failure record "file:line: call: status" in
+ * ctx->err and jump to fail.  Needs `struct cpu_ctx *c` and a `fail:` label. */
+#define DN(call)                                                             \
+	do {                                                                 \
+		dnnl_status_t dn_st_ = (call);                               \
+		if (dn_st_ != dnnl_success) {                                \
+			cpu_fail(c, __FILE__, __LINE__, #call, dn_st_);      \
+			goto fail;                                           \
+		}                                                            \
+	} while (0)
+
+/* The same for our own conditions. */
+#define CHECK(cond, ...)                                                     \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			cpu_errf(c, __VA_ARGS__);                            \
+			goto fail;                                           \
+		}                                                            \
+	} while (0)
+
+void cpu_fail(struct cpu_ctx *c, const char *file, int line, const char *call, dnnl_status_t st);
+void cpu_errf(struct cpu_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int cpu_ctx_init(struct cpu_ctx *c);
+/* Allocates the shared scratchpad and temporary buffers; call after every
+ * primitive is created and before the first execute. */
+int cpu_ctx_finalize(struct cpu_ctx *c);
+void cpu_ctx_destroy(struct cpu_ctx *c);
+
+/* Plain 4D (N,C,H,W) or 1D/2D descs with a format tag (any allowed). */
+int cpu_md(struct cpu_ctx *c, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims,
+	   dnnl_format_tag_t tag);
+int cpu_md4(struct cpu_ctx *c, dnnl_memory_desc_t *md, int n, int ch, int h, int w,
+	    dnnl_format_tag_t tag);
+/* Memory owned by oneDNN (handle NULL: allocate) or over a caller's buffer. */
+dnnl_memory_t cpu_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, void *handle);
+/* Memory over the shared diff temporary (contents live until the next use). */
+dnnl_memory_t cpu_tmp_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md);
+int cpu_set_handle(struct cpu_ctx *c, dnnl_memory_t m, const void *handle);
+void *cpu_handle(dnnl_memory_t m);
+
+/* Register a primitive desc (ctx owns it) and make its primitive. */
+int cpu_prim_make(struct cpu_ctx *c, struct cpu_prim *p, dnnl_primitive_desc_t pd);
+/* Create a pd from an op desc with the ctx's attr (or attr if non-NULL). */
+dnnl_primitive_desc_t cpu_pd(struct cpu_ctx *c, const void *op_desc,
+			     const_dnnl_primitive_attr_t attr, const_dnnl_primitive_desc_t hint);
+int cpu_reorder_make(struct cpu_ctx *c, struct cpu_prim *p, const dnnl_memory_desc_t *src,
+		     const dnnl_memory_desc_t *dst);
+/* Execute with args (+ the scratchpad); waits for completion. */
+int cpu_exec(struct cpu_ctx *c, struct cpu_prim *p, int nargs, const dnnl_exec_arg_t *args);
+int cpu_reorder(struct cpu_ctx *c, struct cpu_prim *p, dnnl_memory_t src, dnnl_memory_t dst);
+const dnnl_memory_desc_t *cpu_query(const_dnnl_primitive_desc_t pd, dnnl_query_t what);
+int cpu_md_eq(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b);
+
+#endif

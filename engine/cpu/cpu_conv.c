@@ -1,0 +1,135 @@
+#include "config.h"
+
+#include "engine/cpu/cpu_layers.h"
+
+/* oneDNN picks the blocked layouts (format any) for dst and weights, and for
+ * src too when the caller leaves it open; diffs use the forward layouts, so
+ * activations stay blocked through the whole network. */
+int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_t *src_md,
+		  int n, int ci, int h, int w, int co, int k, int stride, int pad,
+		  int need_bwd_data)
+{
+	int ho = (h + 2 * pad - k) / stride + 1, wo = (w + 2 * pad - k) / stride + 1;
+	dnnl_memory_desc_t src_any, w_any, dst_any, w_plain_md;
+	dnnl_convolution_desc_t fd, bdd, bwd;
+	dnnl_dims_t strides = { stride, stride }, pl = { pad, pad };
+	/* Right padding that makes oneDNN's output side equal torch's floor. */
+	dnnl_dims_t pr = { (ho - 1) * stride + k - h - pad, (wo - 1) * stride + k - w - pad };
+	dnnl_dims_t wdims = { co, ci, k, k };
+	dnnl_primitive_desc_t fpd, bdpd, bwpd;
+
+	l->has_bwd_data = need_bwd_data;
+	if (cpu_md4(c, &src_any, n, ci, h, w, dnnl_format_tag_any) < 0 ||
+	    cpu_md4(c, &dst_any, n, co, ho, wo, dnnl_format_tag_any) < 0 ||
+	    cpu_md(c, &w_any, 4, wdims, dnnl_format_tag_any) < 0 ||
+	    cpu_md(c, &w_plain_md, 4, wdims, dnnl_oihw) < 0)
+		goto fail;
+	DN(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
+					      dnnl_convolution_direct,
+					      src_md ? src_md : &src_any, &w_any, NULL, &dst_any,
+					      strides, pl, pr));
+	if (!(fpd = cpu_pd(c, &fd, NULL, NULL)))
+		goto fail;
+	l->src_md = *cpu_query(fpd, dnnl_query_src_md);
+	l->dst_md = *cpu_query(fpd, dnnl_query_dst_md);
+	const dnnl_memory_desc_t *wf_md = cpu_query(fpd, dnnl_query_weights_md);
+	if (cpu_prim_make(c, &l->fwd, fpd) < 0)
+		goto fail;
+	l->w_plain = cpu_mem(c, &w_plain_md, NULL);
+	CHECK(l->w_plain, "%s", c->err);
+	l->w_fwd_plain = cpu_md_eq(wf_md, &w_plain_md);
+	if (l->w_fwd_plain) {
+		l->w_fwd = l->w_plain;
+	} else {
+		CHECK(l->w_fwd = cpu_mem(c, wf_md, NULL), "%s", c->err);
+		if (cpu_reorder_make(c, &l->w_to_fwd, &w_plain_md, wf_md) < 0)
+			goto fail;
+	}
+
+	DN(dnnl_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &l->src_md,
+						       &w_any, NULL, &l->dst_md, strides, pl, pr));
+	if (!(bwpd = cpu_pd(c, &bwd, NULL, fpd)) || cpu_prim_make(c, &l->bwd_w, bwpd) < 0)
+		goto fail;
+	const dnnl_memory_desc_t *dw_md = cpu_query(bwpd, dnnl_query_diff_weights_md);
+	l->dw_plain_direct = cpu_md_eq(dw_md, &w_plain_md);
+	CHECK(l->dw_plain = cpu_mem(c, &w_plain_md, NULL), "%s", c->err);
+	if (l->dw_plain_direct) {
+		l->dw_blk = l->dw_plain;
+	} else {
+		CHECK(l->dw_blk = cpu_mem(c, dw_md, NULL), "%s", c->err);
+		if (cpu_reorder_make(c, &l->dw_to_plain, dw_md, &w_plain_md) < 0)
+			goto fail;
+	}
+
+	if (need_bwd_data) {
+		DN(dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct,
+							    &l->src_md, &w_any, &l->dst_md,
+							    strides, pl, pr));
+		if (!(bdpd = cpu_pd(c, &bdd, NULL, fpd)) || cpu_prim_make(c, &l->bwd_data, bdpd) < 0)
+			goto fail;
+		const dnnl_memory_desc_t *wb_md = cpu_query(bdpd, dnnl_query_weights_md);
+		l->w_bwd_same = cpu_md_eq(wb_md, wf_md);
+		if (l->w_bwd_same) {
+			l->w_bwd = l->w_fwd;
+		} else {
+			CHECK(l->w_bwd = cpu_mem(c, wb_md, NULL), "%s", c->err);
+			if (cpu_reorder_make(c, &l->w_to_bwd, &w_plain_md, wb_md) < 0)
+				goto fail;
+		}
+	}
+	return 0;
+fail:
+	return -1;
+}
+
+/* The plain weight memory points at the caller's array for the reorder, so
+ * a step never copies weights twice. */
+static int load_weights(struct cpu_ctx *c, struct cpu_conv *l, const float *w, int bwd)
+{
+	if (bwd ? l->w_bwd_same : l->w_fwd_plain) {
+		if (!bwd && cpu_set_handle(c, l->w_plain, w) < 0)
+			return -1;
+		return 0;
+	}
+	if (cpu_set_handle(c, l->w_plain, w) < 0)
+		return -1;
+	return cpu_reorder(c, bwd ? &l->w_to_bwd : &l->w_to_fwd, l->w_plain,
+			   bwd ? l->w_bwd : l->w_fwd);
+}
+
+int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
+			  dnnl_memory_t src, dnnl_memory_t dst)
+{
+	if (load_weights(c, l, w, 0) < 0)
+		return -1;
+	dnnl_exec_arg_t a[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_WEIGHTS, l->w_fwd },
+				{ DNNL_ARG_DST, dst } };
+	return cpu_exec(c, &l->fwd, 3, a);
+}
+
+int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, float *dw,
+			   dnnl_memory_t src, dnnl_memory_t diff_dst, dnnl_memory_t diff_src)
+{
+	/* Weight grads go straight into the caller's plain array: either
+	 * oneDNN writes it directly or the reorder out of the blocked diff does. */
+	if (cpu_set_handle(c, l->dw_plain, dw) < 0)
+		return -1;
+	dnnl_exec_arg_t aw[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_DIFF_DST, diff_dst },
+				 { DNNL_ARG_DIFF_WEIGHTS, l->dw_blk } };
+	if (cpu_exec(c, &l->bwd_w, 3, aw) < 0)
+		return -1;
+	if (!l->dw_plain_direct && cpu_reorder(c, &l->dw_to_plain, l->dw_blk, l->dw_plain) < 0)
+		return -1;
+	if (!diff_src || !l->has_bwd_data)
+		return 0;
+	/* Forward loaded w into w_fwd already when the layouts agree; the
+	 * caller may have changed nothing since, but reload for safety when
+	 * bwd has its own layout. */
+	if (!l->w_bwd_same && load_weights(c, l, w, 1) < 0)
+		return -1;
+	if (l->w_bwd_same && l->w_fwd_plain && cpu_set_handle(c, l->w_plain, w) < 0)
+		return -1;
+	dnnl_exec_arg_t ad[] = { { DNNL_ARG_DIFF_DST, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_bwd },
+				 { DNNL_ARG_DIFF_SRC, diff_src } };
+	return cpu_exec(c, &l->bwd_data, 3, ad);
+}

@@ -1,0 +1,102 @@
+/* oneDNN layers: one struct per op family, built once for a batch size and
+ * an input memory desc (usually a blocked layout chosen by the producer),
+ * executed on caller-owned memories.  Params cross in plain torchvision
+ * layouts (float arrays) and are reordered at the edges. */
+#ifndef DLJOB_ENGINE_CPU_CPU_LAYERS_H
+#define DLJOB_ENGINE_CPU_CPU_LAYERS_H
+
+#include "engine/cpu/cpu_common.h"
+
+/* Convolution without bias.  src (N,Ci,H,W) -> dst (N,Co,Ho,Wo), weight (Co,Ci,k,k). */
+struct cpu_conv {
+	dnnl_memory_desc_t src_md, dst_md; /* as executed (src fixed by caller or chosen) */
+	struct cpu_prim fwd, bwd_data, bwd_w;
+	struct cpu_prim w_to_fwd, w_to_bwd, dw_to_plain;
+	int w_fwd_plain, w_bwd_same, dw_plain_direct, has_bwd_data;
+	dnnl_memory_t w_plain, w_fwd, w_bwd, dw_plain, dw_blk;
+};
+/* src_md NULL: let oneDNN choose the input layout (read it from l->src_md). */
+int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_t *src_md,
+		  int n, int ci, int h, int w, int co, int k, int stride, int pad,
+		  int need_bwd_data);
+/* Reorders the plain weights in and runs the convolution. */
+int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
+			  dnnl_memory_t src, dnnl_memory_t dst);
+/* dw (plain, overwritten) from src and diff_dst; diff_src (if non-NULL and
+ * the layer was built with need_bwd_data) from diff_dst and w. */
+int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, float *dw,
+			   dnnl_memory_t src, dnnl_memory_t diff_dst, dnnl_memory_t diff_src);
+
+/* Batch norm with scale and shift, optionally fused with the following ReLU
+ * (the workspace keeps the ReLU mask for backward). */
+struct cpu_bn {
+	dnnl_memory_desc_t md;
+	int c, relu;
+	struct cpu_prim fwd_train, fwd_eval, bwd;
+	dnnl_memory_t scale, shift, mean, var, run_mean, run_var, ws, dscale, dshift;
+};
+int cpu_bn_init(struct cpu_ctx *c, struct cpu_bn *l, const dnnl_memory_desc_t *md, int ch,
+		int relu, float eps);
+/* Training: mean/var (C, biased var) of the batch land in l->mean/l->var. */
+int cpu_bn_forward_train_exec(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma,
+			      const float *beta, dnnl_memory_t src, dnnl_memory_t dst);
+int cpu_bn_forward_eval_exec(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma,
+			     const float *beta, const float *run_mean, const float *run_var,
+			     dnnl_memory_t src, dnnl_memory_t dst);
+int cpu_bn_backward_exec(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma,
+			 float *dgamma, float *dbeta, dnnl_memory_t src, dnnl_memory_t diff_dst,
+			 dnnl_memory_t diff_src);
+
+/* ReLU; backward uses the forward output (dst), so it can run in place. */
+struct cpu_relu {
+	struct cpu_prim fwd, bwd;
+};
+int cpu_relu_init(struct cpu_ctx *c, struct cpu_relu *l, const dnnl_memory_desc_t *md);
+int cpu_relu_forward_exec(struct cpu_ctx *c, struct cpu_relu *l, dnnl_memory_t src,
+			  dnnl_memory_t dst);
+int cpu_relu_backward_exec(struct cpu_ctx *c, struct cpu_relu *l, dnnl_memory_t dst,
+			   dnnl_memory_t diff_dst, dnnl_memory_t diff_src);
+
+/* dst = src0 + src1 (+ ReLU as a post-op); dst has src0's layout. */
+struct cpu_add {
+	int relu;
+	struct cpu_prim fwd;
+	struct cpu_relu relu_l; /* backward of the fused ReLU */
+};
+int cpu_add_init(struct cpu_ctx *c, struct cpu_add *l, const dnnl_memory_desc_t *md0,
+		 const dnnl_memory_desc_t *md1, int relu);
+int cpu_add_forward_exec(struct cpu_ctx *c, struct cpu_add *l, dnnl_memory_t src0,
+			 dnnl_memory_t src1, dnnl_memory_t dst);
+
+/* Max pool (k, stride, pad; padding never wins) or, with k = 0, global
+ * average pool over H x W.  dst layout chosen by oneDNN. */
+struct cpu_pool {
+	dnnl_memory_desc_t dst_md;
+	struct cpu_prim fwd, bwd;
+	dnnl_memory_t ws;
+};
+int cpu_pool_init(struct cpu_ctx *c, struct cpu_pool *l, const dnnl_memory_desc_t *src_md,
+		  int n, int ch, int h, int w, int k, int stride, int pad);
+int cpu_pool_forward_exec(struct cpu_ctx *c, struct cpu_pool *l, dnnl_memory_t src,
+			  dnnl_memory_t dst);
+int cpu_pool_backward_exec(struct cpu_ctx *c, struct cpu_pool *l, dnnl_memory_t diff_dst,
+			   dnnl_memory_t diff_src);
+
+/* Fully connected: src (N,C,h,w) -> dst (N,K) plain; weight (K,C*h*w), bias (K) or none. */
+struct cpu_fc {
+	dnnl_memory_desc_t dst_md;
+	int has_bias, has_bwd_data;
+	struct cpu_prim fwd, bwd_data, bwd_w;
+	struct cpu_prim w_to_fwd, w_to_bwd, dw_to_plain;
+	int w_fwd_plain, w_bwd_same, dw_plain_direct;
+	dnnl_memory_t w_plain, w_fwd, w_bwd, dw_plain, dw_blk, bias, dbias;
+};
+int cpu_fc_init(struct cpu_ctx *c, struct cpu_fc *l, const dnnl_memory_desc_t *src_md, int n,
+		int ch, int h, int w, int k, int has_bias, int need_bwd_data);
+int cpu_fc_forward_exec(struct cpu_ctx *c, struct cpu_fc *l, const float *w, const float *b,
+			dnnl_memory_t src, dnnl_memory_t dst);
+int cpu_fc_backward_exec(struct cpu_ctx *c, struct cpu_fc *l, const float *w, float *dw,
+			 float *db, dnnl_memory_t src, dnnl_memory_t diff_dst,
+			 dnnl_memory_t diff_src);
+
+#endif

@@ -1,0 +1,446 @@
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_layers.h"
+
+/* Where the gradient of one node input goes: straight into the value's diff
+ * when this node is the last reader in forward order (the first in backward),
+ * else into the shared temporary, then added to the value's diff. */
+struct grad_sink {
+	int direct;
+	dnnl_memory_t tmp;
+	struct cpu_prim acc;  /* dval[v] += tmp */
+	struct cpu_prim copy; /* ADD only: dval[out] -> target (layouts may differ) */
+};
+
+struct cpu_node {
+	struct cpu_conv conv;
+	struct cpu_bn bn;
+	struct cpu_relu relu;
+	struct cpu_add add;
+	struct cpu_pool pool;
+	struct cpu_fc fc;
+	struct grad_sink sink[2];
+};
+
+struct dl_backend {
+	struct dl_graph *g;
+	int n;
+	struct cpu_ctx c;
+	dnnl_memory_desc_t *vmd; /* per value, the layout it lives in */
+	int *vmd_set;
+	dnnl_memory_t *val, *dval;
+	struct cpu_node *nodes;
+	int *param_used;
+	dnnl_memory_t in_user;   /* the caller's plain (N,C,H,W) image batch */
+	int in_direct;           /* the first layer reads plain NCHW: no reorder */
+	struct cpu_prim in_reorder;
+	int trained;
+	char err[256];
+};
+
+static size_t value_count(const struct dl_backend *b, int v)
+{
+	const struct dl_shape *s = &b->g->values[v];
+	return (size_t)b->n * s->c * s->h * s->w;
+}
+
+static void cpu_destroy(struct dl_backend *b)
+{
+	if (!b)
+		return;
+	cpu_ctx_destroy(&b->c);
+	free(b->vmd);
+	free(b->vmd_set);
+	free(b->val);
+	free(b->dval);
+	free(b->nodes);
+	free(b->param_used);
+	free(b);
+}
+
+static int sink_init(struct dl_backend *b, struct grad_sink *s, int v, int direct,
+		     const dnnl_memory_desc_t *from_md)
+{
+	struct cpu_ctx *c = &b->c;
+	const dnnl_memory_desc_t *md = &b->vmd[v];
+	s->direct = direct;
+	if (!direct) {
+		dnnl_binary_desc_t bd;
+		dnnl_primitive_desc_t pd;
+		CHECK(s->tmp = cpu_tmp_mem(c, md), "%s", c->err);
+		DN(dnnl_binary_desc_init(&bd, dnnl_binary_add, md, md, md));
+		if (!(pd = cpu_pd(c, &bd, NULL, NULL)) || cpu_prim_make(c, &s->acc, pd) < 0)
+			goto fail;
+	}
+	if (from_md && cpu_reorder_make(c, &s->copy, from_md, md) < 0)
+		goto fail;
+	return 0;
+fail:
+	return -1;
+}
+
+static dnnl_memory_t sink_target(struct dl_backend *b, struct grad_sink *s, int v)
+{
+	return s->direct ? b->dval[v] : s->tmp;
+}
+
+static int sink_finish(struct dl_backend *b, struct grad_sink *s, int v)
+{
+	if (s->direct)
+		return 0;
+	dnnl_exec_arg_t a[] = { { DNNL_ARG_SRC_0, b->dval[v] }, { DNNL_ARG_SRC_1, s->tmp },
+				{ DNNL_ARG_DST, b->dval[v] } };
+	return cpu_exec(&b->c, &s->acc, 3, a);
+}
+
+/* Layout of value v for a reader that cannot choose: plain NCHW if nobody
+ * has fixed it yet (only the graph input can be unset here). */
+static int need_md(struct dl_backend *b, int v)
+{
+	struct cpu_ctx *c = &b->c;
+	const struct dl_shape *s = &b->g->values[v];
+	if (b->vmd_set[v])
+		return 0;
+	if (cpu_md4(c, &b->vmd[v], b->n, s->c, s->h, s->w, dnnl_nchw) < 0)
+		return -1;
+	b->vmd_set[v] = 1;
+	return 0;
+}
+
+static int build_node(struct dl_backend *b, int i)
+{
+	struct cpu_ctx *c = &b->c;
+	struct dl_graph *g = b->g;
+	const struct dl_node *d = &g->nodes[i];
+	struct cpu_node *cn = &b->nodes[i];
+	const struct dl_shape *xs = &g->values[d->in[0]], *ys = &g->values[d->out];
+	int v0 = d->in[0], vo = d->out, n = b->n;
+	int bwd_data = v0 != g->input;
+
+	switch (d->kind) {
+	case DL_NODE_CONV:
+		if (cpu_conv_init(c, &cn->conv, b->vmd_set[v0] ? &b->vmd[v0] : NULL, n, xs->c, xs->h,
+				  xs->w, ys->c, d->kernel, d->stride, d->pad, bwd_data) < 0)
+			return -1;
+		b->vmd[v0] = cn->conv.src_md;
+		b->vmd_set[v0] = 1;
+		b->vmd[vo] = cn->conv.dst_md;
+		break;
+	case DL_NODE_BN:
+		if (need_md(b, v0) < 0 ||
+		    cpu_bn_init(c, &cn->bn, &b->vmd[v0], xs->c, d->relu, g->bn_eps) < 0)
+			return -1;
+		b->vmd[vo] = b->vmd[v0];
+		break;
+	case DL_NODE_RELU:
+		if (need_md(b, v0) < 0 || cpu_relu_init(c, &cn->relu, &b->vmd[v0]) < 0)
+			return -1;
+		b->vmd[vo] = b->vmd[v0];
+		break;
+	case DL_NODE_ADD:
+		if (need_md(b, v0) < 0 || need_md(b, d->in[1]) < 0 ||
+		    cpu_add_init(c, &cn->add, &b->vmd[v0], &b->vmd[d->in[1]], d->relu) < 0)
+			return -1;
+		b->vmd[vo] = b->vmd[v0];
+		break;
+	case DL_NODE_MAXPOOL:
+	case DL_NODE_GAP:
+		if (need_md(b, v0) < 0 ||
+		    cpu_pool_init(c, &cn->pool, &b->vmd[v0], n, xs->c, xs->h, xs->w,
+				  d->kind == DL_NODE_GAP ? 0 : d->kernel, d->stride, d->pad) < 0)
+			return -1;
+		b->vmd[vo] = cn->pool.dst_md;
+		break;
+	case DL_NODE_FC:
+		if (need_md(b, v0) < 0 ||
+		    cpu_fc_init(c, &cn->fc, &b->vmd[v0], n, xs->c, xs->h, xs->w, ys->c,
+				d->param[1] >= 0, bwd_data) < 0)
+			return -1;
+		b->vmd[vo] = cn->fc.dst_md;
+		break;
+	default:
+		cpu_errf(c, "cpu backend: node %d has unknown kind %d", i, (int)d->kind);
+		return -1;
+	}
+	b->vmd_set[vo] = 1;
+	return 0;
+}
+
+static struct dl_backend *cpu_create(struct dl_graph *g, int n, char *err, size_t errlen)
+{
+	struct dl_backend *b = calloc(1, sizeof(*b));
+	struct cpu_ctx *c = NULL;
+	int *seen = NULL;
+	if (!b) {
+		snprintf(err, errlen, "cpu backend: out of memory");
+		return NULL;
+	}
+	b->g = g;
+	b->n = n;
+	if (cpu_ctx_init(&b->c) < 0) {
+		snprintf(err, errlen, "%s", b->c.err);
+		cpu_destroy(b);
+		return NULL;
+	}
+	c = &b->c;
+	CHECK(n >= 1, "cpu backend: batch size %d must be >= 1", n);
+	CHECK(g->n_nodes >= 1 && g->output >= 0 && g->output < g->n_values,
+	      "cpu backend: graph has no nodes or a bad output value %d", g->output);
+	CHECK(g->nodes[g->n_nodes - 1].kind == DL_NODE_FC && g->nodes[g->n_nodes - 1].out == g->output,
+	      "cpu backend: the logits must be the output of the last node, an FC");
+	b->vmd = calloc(g->n_values, sizeof(*b->vmd));
+	b->vmd_set = calloc(g->n_values, sizeof(int));
+	b->val = calloc(g->n_values, sizeof(dnnl_memory_t));
+	b->dval = calloc(g->n_values, sizeof(dnnl_memory_t));
+	b->nodes = calloc(g->n_nodes, sizeof(*b->nodes));
+	b->param_used = calloc(g->n_params + 1, sizeof(int));
+	seen = calloc(g->n_values, sizeof(int));
+	CHECK(b->vmd && b->vmd_set && b->val && b->dval && b->nodes && b->param_used && seen,
+	      "cpu backend: out of memory");
+
+	for (int i = 0; i < g->n_nodes; i++) {
+		const struct dl_node *d = &g->nodes[i];
+		int nin = d->kind == DL_NODE_ADD ? 2 : 1;
+		for (int j = 0; j < nin; j++)
+			CHECK(d->in[j] >= 0 && d->in[j] < g->n_values &&
+				      (b->vmd_set[d->in[j]] || d->in[j] == g->input),
+			      "cpu backend: node %d reads value %d before it is produced", i,
+			      d->in[j]);
+		CHECK(d->out >= 0 && d->out < g->n_values && !b->vmd_set[d->out],
+		      "cpu backend: node %d writes bad or already produced value %d", i, d->out);
+		for (int j = 0; j < 2; j++)
+			if ((d->kind == DL_NODE_CONV && j == 0) || d->kind == DL_NODE_BN ||
+			    (d->kind == DL_NODE_FC && d->param[j] >= 0)) {
+				CHECK(d->param[j] >= 0 && d->param[j] < g->n_params,
+				      "cpu backend: node %d has bad param index %d", i, d->param[j]);
+				b->param_used[d->param[j]] = 1;
+			}
+		if (d->kind == DL_NODE_BN)
+			CHECK(d->buffer[0] >= 0 && d->buffer[0] < g->n_buffers && d->buffer[1] >= 0 &&
+				      d->buffer[1] < g->n_buffers,
+			      "cpu backend: node %d has bad buffer indices", i);
+		if (build_node(b, i) < 0)
+			goto fail;
+	}
+
+	/* Activations and their diffs, each in its producer's layout. */
+	for (int v = 0; v < g->n_values; v++) {
+		if (!b->vmd_set[v])
+			continue;
+		if (v == g->input)
+			continue;
+		CHECK(b->val[v] = cpu_mem(c, &b->vmd[v], NULL), "%s", c->err);
+		CHECK(b->dval[v] = cpu_mem(c, &b->vmd[v], NULL), "%s", c->err);
+	}
+	{
+		const struct dl_shape *s = &g->values[g->input];
+		dnnl_memory_desc_t plain;
+		CHECK(b->vmd_set[g->input], "cpu backend: nothing reads the input");
+		if (cpu_md4(c, &plain, n, s->c, s->h, s->w, dnnl_nchw) < 0)
+			goto fail;
+		CHECK(b->in_user = cpu_mem(c, &plain, NULL), "%s", c->err);
+		b->in_direct = cpu_md_eq(&plain, &b->vmd[g->input]);
+		if (b->in_direct) {
+			b->val[g->input] = b->in_user;
+		} else {
+			CHECK(b->val[g->input] = cpu_mem(c, &b->vmd[g->input], NULL), "%s", c->err);
+			if (cpu_reorder_make(c, &b->in_reorder, &plain, &b->vmd[g->input]) < 0)
+				goto fail;
+		}
+	}
+
+	/* Gradient sinks, deciding in backward order who writes first. */
+	for (int i = g->n_nodes - 1; i >= 0; i--) {
+		const struct dl_node *d = &g->nodes[i];
+		int nin = d->kind == DL_NODE_ADD ? 2 : 1;
+		for (int j = 0; j < nin; j++) {
+			int v = d->in[j];
+			if (v == g->input)
+				continue;
+			if (sink_init(b, &b->nodes[i].sink[j], v, !seen[v],
+				      d->kind == DL_NODE_ADD ? &b->vmd[d->out] : NULL) < 0)
+				goto fail;
+			seen[v] = 1;
+		}
+	}
+	if (cpu_ctx_finalize(c) < 0)
+		goto fail;
+	free(seen);
+	return b;
+fail:
+	snprintf(err, errlen, "%s", c->err);
+	free(seen);
+	cpu_destroy(b);
+	return NULL;
+}
+
+static float *pdata(struct dl_graph *g, int p)
+{
+	return g->params[p].data;
+}
+
+static int cpu_forward(struct dl_backend *b, const float *x, int train)
+{
+	struct dl_graph *g = b->g;
+	struct cpu_ctx *c = &b->c;
+	int n = b->n;
+	if (cpu_set_handle(c, b->in_user, x) < 0)
+		goto fail;
+	if (!b->in_direct && cpu_reorder(c, &b->in_reorder, b->in_user, b->val[g->input]) < 0)
+		goto fail;
+	for (int i = 0; i < g->n_nodes; i++) {
+		const struct dl_node *d = &g->nodes[i];
+		struct cpu_node *cn = &b->nodes[i];
+		dnnl_memory_t in = b->val[d->in[0]], out = b->val[d->out];
+		int rc = 0;
+		switch (d->kind) {
+		case DL_NODE_CONV:
+			rc = cpu_conv_forward_exec(c, &cn->conv, pdata(g, d->param[0]), in, out);
+			break;
+		case DL_NODE_BN:
+			if (train)
+				rc = cpu_bn_forward_train_exec(c, &cn->bn, pdata(g, d->param[0]),
+							       pdata(g, d->param[1]), in, out);
+			else
+				rc = cpu_bn_forward_eval_exec(
+					c, &cn->bn, pdata(g, d->param[0]), pdata(g, d->param[1]),
+					g->buffers[d->buffer[0]].data, g->buffers[d->buffer[1]].data,
+					in, out);
+			break;
+		case DL_NODE_RELU:
+			rc = cpu_relu_forward_exec(c, &cn->relu, in, out);
+			break;
+		case DL_NODE_ADD:
+			rc = cpu_add_forward_exec(c, &cn->add, in, b->val[d->in[1]], out);
+			break;
+		case DL_NODE_MAXPOOL:
+		case DL_NODE_GAP:
+			rc = cpu_pool_forward_exec(c, &cn->pool, in, out);
+			break;
+		case DL_NODE_FC:
+			rc = cpu_fc_forward_exec(c, &cn->fc, pdata(g, d->param[0]),
+						 d->param[1] >= 0 ? pdata(g, d->param[1]) : NULL, in,
+						 out);
+			break;
+		}
+		if (rc < 0)
+			goto fail;
+		/* torch's running update: momentum and the unbiased variance. */
+		if (train && d->kind == DL_NODE_BN) {
+			const struct dl_shape *s = &g->values[d->in[0]];
+			size_t cnt = (size_t)n * s->h * s->w;
+			float unbias = cnt > 1 ? (float)cnt / (float)(cnt - 1) : 1.f;
+			float m = g->bn_momentum;
+			const float *mean = cpu_handle(cn->bn.mean), *var = cpu_handle(cn->bn.var);
+			float *rm = g->buffers[d->buffer[0]].data, *rv = g->buffers[d->buffer[1]].data;
+			for (int ch = 0; ch < s->c; ch++) {
+				rm[ch] = (1 - m) * rm[ch] + m * mean[ch];
+				rv[ch] = (1 - m) * rv[ch] + m * var[ch] * unbias;
+			}
+		}
+	}
+	if (train)
+		g->bn_batches_tracked++;
+	b->trained = train;
+	return 0;
+fail:
+	snprintf(b->err, sizeof(b->err), "%s", c->err);
+	return -1;
+}
+
+static const float *cpu_logits(struct dl_backend *b)
+{
+	return cpu_handle(b->val[b->g->output]);
+}
+
+static int cpu_backward(struct dl_backend *b, const float *dlogits)
+{
+	struct dl_graph *g = b->g;
+	struct cpu_ctx *c = &b->c;
+	CHECK(b->trained, "cpu backend: backward without a train forward");
+	memcpy(cpu_handle(b->dval[g->output]), dlogits, value_count(b, g->output) * sizeof(float));
+	for (int p = 0; p < g->n_params; p++) {
+		CHECK(g->params[p].grad, "cpu backend: param %s has no grad array",
+		      g->params[p].name);
+		if (!b->param_used[p])
+			memset(g->params[p].grad, 0, g->params[p].count * sizeof(float));
+	}
+	for (int i = g->n_nodes - 1; i >= 0; i--) {
+		const struct dl_node *d = &g->nodes[i];
+		struct cpu_node *cn = &b->nodes[i];
+		int v0 = d->in[0], has_dx = v0 != g->input;
+		dnnl_memory_t in = b->val[v0], dy = b->dval[d->out];
+		dnnl_memory_t dx = has_dx ? sink_target(b, &cn->sink[0], v0) : NULL;
+		int rc = 0;
+		switch (d->kind) {
+		case DL_NODE_CONV:
+			rc = cpu_conv_backward_exec(c, &cn->conv, pdata(g, d->param[0]),
+						    g->params[d->param[0]].grad, in, dy, dx);
+			break;
+		case DL_NODE_BN:
+			if (has_dx)
+				rc = cpu_bn_backward_exec(c, &cn->bn, pdata(g, d->param[0]),
+							  g->params[d->param[0]].grad,
+							  g->params[d->param[1]].grad, in, dy, dx);
+			else /* BN straight on the input image: still need dgamma/dbeta */
+				rc = -1, cpu_errf(c, "cpu backend: BN on the graph input is not supported");
+			break;
+		case DL_NODE_RELU:
+			if (has_dx)
+				rc = cpu_relu_backward_exec(c, &cn->relu, b->val[d->out], dy, dx);
+			break;
+		case DL_NODE_ADD:
+			if (d->relu)
+				rc = cpu_relu_backward_exec(c, &cn->add.relu_l, b->val[d->out], dy, dy);
+			for (int j = 0; j < 2 && rc == 0; j++) {
+				int v = d->in[j];
+				if (v == g->input)
+					continue;
+				rc = cpu_reorder(c, &cn->sink[j].copy, dy, sink_target(b, &cn->sink[j], v));
+				if (rc == 0)
+					rc = sink_finish(b, &cn->sink[j], v);
+			}
+			break;
+		case DL_NODE_MAXPOOL:
+		case DL_NODE_GAP:
+			if (has_dx)
+				rc = cpu_pool_backward_exec(c, &cn->pool, dy, dx);
+			break;
+		case DL_NODE_FC:
+			rc = cpu_fc_backward_exec(c, &cn->fc, pdata(g, d->param[0]),
+						  g->params[d->param[0]].grad,
+						  d->param[1] >= 0 ? g->params[d->param[1]].grad : NULL,
+						  in, dy, dx);
+			break;
+		}
+		if (rc < 0)
+			goto fail;
+		if (has_dx && d->kind != DL_NODE_ADD && sink_finish(b, &cn->sink[0], v0) < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	snprintf(b->err, sizeof(b->err), "%s", c->err);
+	return -1;
+}
+
+static const char *cpu_error(struct dl_backend *b)
+{
+	return b->err;
+}
+
+const struct dl_backend_ops dl_backend_cpu = {
+	.name = "cpu",
+	.create = cpu_create,
+	.forward = cpu_forward,
+	.logits = cpu_logits,
+	.backward = cpu_backward,
+	.destroy = cpu_destroy,
+	.error = cpu_error,
+};

@@ -1,0 +1,47 @@
+/* One oneDNN op at a time on plain float32 NCHW arrays, for tests and
+ * benchmarks.  Each call builds the same layer the network uses (cpu_layers.h),
+ * moves the inputs into the blocked layout the network would hold them in
+ * (nChw16c, or oneDNN's choice for a convolution reading 3 channels), runs,
+ * and moves the results back.  Every call returns 0, or -1 with a message in
+ * err.  Shapes as in engine/ref/ref_ops.h. */
+#ifndef DLJOB_ENGINE_CPU_CPU_OPS_H
+#define DLJOB_ENGINE_CPU_CPU_OPS_H
+
+#include <stddef.h>
+
+/* x (N,Ci,H,W), w (Co,Ci,k,k) -> y (N,Co,Ho,Wo). */
+int cpu_conv_forward(const float *x, const float *w, float *y, int n, int ci, int h, int wd,
+		     int co, int k, int stride, int pad, char *err, size_t errlen);
+/* dy (N,Co,Ho,Wo), w -> dx (N,Ci,H,W). */
+int cpu_conv_backward_data(const float *dy, const float *w, float *dx, int n, int ci, int h,
+			   int wd, int co, int k, int stride, int pad, char *err, size_t errlen);
+/* x, dy -> dw (Co,Ci,k,k). */
+int cpu_conv_backward_weights(const float *x, const float *dy, float *dw, int n, int ci, int h,
+			      int wd, int co, int k, int stride, int pad, char *err,
+			      size_t errlen);
+/* Training batch norm (optionally fused with ReLU), forward then backward
+ * from dy: y (N,C,H,W), batch mean/var (C, biased), dx, dgamma, dbeta (C). */
+int cpu_bn_train(const float *x, const float *gamma, const float *beta, const float *dy,
+		 float *y, float *mean, float *var, float *dx, float *dgamma, float *dbeta, int n,
+		 int c, int h, int w, int relu, float eps, char *err, size_t errlen);
+/* Inference batch norm with the given running statistics. */
+int cpu_bn_eval(const float *x, const float *gamma, const float *beta, const float *mean,
+		const float *var, float *y, int n, int c, int h, int w, int relu, float eps,
+		char *err, size_t errlen);
+/* ReLU forward y and backward dx from dy. */
+int cpu_relu(const float *x, const float *dy, float *y, float *dx, int n, int c, int h, int w,
+	     char *err, size_t errlen);
+/* y = a + b (ReLU'd if relu); dsum = the gradient both inputs receive from dy. */
+int cpu_add(const float *a, const float *b, const float *dy, float *y, float *dsum, int n,
+	    int c, int h, int w, int relu, char *err, size_t errlen);
+/* Max pool forward y and backward dx from dy. */
+int cpu_maxpool(const float *x, const float *dy, float *y, float *dx, int n, int c, int h, int w,
+		int k, int stride, int pad, char *err, size_t errlen);
+/* Global average pool: x (N,C,H,W) -> y (N,C); dx from dy (N,C). */
+int cpu_gap(const float *x, const float *dy, float *y, float *dx, int n, int c, int h, int w,
+	    char *err, size_t errlen);
+/* FC: x (N,C), w (K,C), b (K) -> y (N,K); dx, dw, db from dy (N,K). */
+int cpu_fc(const float *x, const float *w, const float *b, const float *dy, float *y, float *dx,
+	   float *dw, float *db, int n, int c, int k, char *err, size_t errlen);
+
+#endif

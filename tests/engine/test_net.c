@@ -1,0 +1,277 @@
+/* The whole "cpu" backend against "ref" on a tiny ResNet built by hand
+ * (conv-bn-relu stem, max-pool, one basic block with a 1x1 downsample
+ * shortcut, GAP, FC): logits, every param grad, the updated running
+ * buffers, eval-mode logits.  Then the reference itself against central
+ * finite differences in float64. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/ref/ref_backend.h"
+#include "tests/engine/test_ops_util.h"
+
+#define N 4
+#define K 10
+#define TOL 1e-4
+
+enum { V_IN, V_C1, V_B1, V_MP, V_L1C1, V_L1B1, V_L1R1, V_L1C2, V_L1B2, V_DSC, V_DSB, V_ADD,
+       V_GAP, V_FC, N_VALUES };
+
+static void add_tensor(struct dl_tensor_f32 *t, const char *name, int ndim, const int *dims,
+		       int is_param)
+{
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->ndim = ndim;
+	t->count = 1;
+	for (int i = 0; i < ndim; i++) {
+		t->dims[i] = dims[i];
+		t->count *= dims[i];
+	}
+	t->data = test_alloc(t->count * sizeof(float));
+	t->grad = is_param ? test_alloc(t->count * sizeof(float)) : NULL;
+}
+
+/* Builds the graph with random params (same RNG stream -> same graph). */
+static void build(struct dl_graph *g)
+{
+	static const struct dl_shape shapes[N_VALUES] = {
+		[V_IN] = { 3, 20, 20 },	 [V_C1] = { 8, 10, 10 },   [V_B1] = { 8, 10, 10 },
+		[V_MP] = { 8, 5, 5 },	 [V_L1C1] = { 24, 3, 3 },  [V_L1B1] = { 24, 3, 3 },
+		[V_L1R1] = { 24, 3, 3 }, [V_L1C2] = { 24, 3, 3 },  [V_L1B2] = { 24, 3, 3 },
+		[V_DSC] = { 24, 3, 3 },	 [V_DSB] = { 24, 3, 3 },   [V_ADD] = { 24, 3, 3 },
+		[V_GAP] = { 24, 1, 1 },	 [V_FC] = { K, 1, 1 },
+	};
+	memset(g, 0, sizeof(*g));
+	snprintf(g->model, sizeof(g->model), "tinyresnet");
+	g->n_values = N_VALUES;
+	g->values = test_alloc(sizeof(shapes));
+	memcpy(g->values, shapes, sizeof(shapes));
+	g->input = V_IN;
+	g->output = V_FC;
+	g->num_classes = K;
+	g->bn_momentum = 0.1f;
+	g->bn_eps = 1e-5f;
+	g->params = test_alloc(14 * sizeof(*g->params));
+	g->buffers = test_alloc(8 * sizeof(*g->buffers));
+	g->nodes = test_alloc(13 * sizeof(*g->nodes));
+
+	struct {
+		const char *name;
+		int co, ci, k;
+	} convs[4] = { { "conv1", 8, 3, 7 },
+		       { "layer1.0.conv1", 24, 8, 3 },
+		       { "layer1.0.conv2", 24, 24, 3 },
+		       { "layer1.0.downsample.0", 24, 8, 1 } };
+	const char *bns[4] = { "bn1", "layer1.0.bn1", "layer1.0.bn2", "layer1.0.downsample.1" };
+	int conv_p[4], bn_p[4], bn_b[4];
+	char name[96];
+	for (int i = 0; i < 4; i++) {
+		int d[4] = { convs[i].co, convs[i].ci, convs[i].k, convs[i].k }, c[1] = { convs[i].co };
+		struct dl_tensor_f32 *t;
+		conv_p[i] = g->n_params;
+		snprintf(name, sizeof name, "%s.weight", convs[i].name);
+		t = &g->params[g->n_params++];
+		add_tensor(t, name, 4, d, 1);
+		/* Kaiming-like uniform keeps activations O(1). */
+		double a = sqrt(6.0 / (convs[i].ci * convs[i].k * convs[i].k));
+		test_fill(t->data, t->count, -a, a);
+		bn_p[i] = g->n_params;
+		snprintf(name, sizeof name, "%s.weight", bns[i]);
+		t = &g->params[g->n_params++];
+		add_tensor(t, name, 1, c, 1);
+		test_fill(t->data, t->count, 0.5, 1.5);
+		t->no_decay = 1;
+		snprintf(name, sizeof name, "%s.bias", bns[i]);
+		t = &g->params[g->n_params++];
+		add_tensor(t, name, 1, c, 1);
+		test_fill(t->data, t->count, -0.5, 0.5);
+		t->no_decay = 1;
+		bn_b[i] = g->n_buffers;
+		snprintf(name, sizeof name, "%s.running_mean", bns[i]);
+		t = &g->buffers[g->n_buffers++];
+		add_tensor(t, name, 1, c, 0);
+		test_fill(t->data, t->count, -0.1, 0.1);
+		snprintf(name, sizeof name, "%s.running_var", bns[i]);
+		t = &g->buffers[g->n_buffers++];
+		add_tensor(t, name, 1, c, 0);
+		test_fill(t->data, t->count, 0.5, 1.5);
+	}
+	int fcw[2] = { K, 24 }, fcb[1] = { K };
+	int fc_p = g->n_params;
+	add_tensor(&g->params[g->n_params++], "fc.weight", 2, fcw, 1);
+	test_fill(g->params[fc_p].data, g->params[fc_p].count, -0.3, 0.3);
+	add_tensor(&g->params[g->n_params++], "fc.bias", 1, fcb, 1);
+	test_fill(g->params[fc_p + 1].data, K, -0.1, 0.1);
+	g->params[fc_p + 1].no_decay = 1;
+
+#define CONV(i, a, b, k, s, p)                                                                 \
+	(struct dl_node){ DL_NODE_CONV, { a, -1 }, b, 0, k, s, p, { conv_p[i], -1 }, { -1, -1 } }
+#define BN(i, a, b, r)                                                                         \
+	(struct dl_node){ DL_NODE_BN,                                                          \
+			  { a, -1 },                                                           \
+			  b,                                                                   \
+			  r,                                                                   \
+			  0,                                                                   \
+			  0,                                                                   \
+			  0,                                                                   \
+			  { bn_p[i], bn_p[i] + 1 },                                            \
+			  { bn_b[i], bn_b[i] + 1 } }
+	struct dl_node *nd = g->nodes;
+	int n = 0;
+	nd[n++] = CONV(0, V_IN, V_C1, 7, 2, 3);
+	nd[n++] = BN(0, V_C1, V_B1, 1);
+	nd[n++] = (struct dl_node){ DL_NODE_MAXPOOL, { V_B1, -1 }, V_MP, 0, 3, 2, 1, { -1, -1 }, { -1, -1 } };
+	nd[n++] = CONV(1, V_MP, V_L1C1, 3, 2, 1);
+	nd[n++] = BN(1, V_L1C1, V_L1B1, 0); /* unfused BN then a RELU node */
+	nd[n++] = (struct dl_node){ DL_NODE_RELU, { V_L1B1, -1 }, V_L1R1, 0, 0, 0, 0, { -1, -1 }, { -1, -1 } };
+	nd[n++] = CONV(2, V_L1R1, V_L1C2, 3, 1, 1);
+	nd[n++] = BN(2, V_L1C2, V_L1B2, 0);
+	nd[n++] = CONV(3, V_MP, V_DSC, 1, 2, 0);
+	nd[n++] = BN(3, V_DSC, V_DSB, 0);
+	nd[n++] = (struct dl_node){ DL_NODE_ADD, { V_L1B2, V_DSB }, V_ADD, 1, 0, 0, 0, { -1, -1 }, { -1, -1 } };
+	nd[n++] = (struct dl_node){ DL_NODE_GAP, { V_ADD, -1 }, V_GAP, 0, 0, 0, 0, { -1, -1 }, { -1, -1 } };
+	nd[n++] = (struct dl_node){ DL_NODE_FC, { V_GAP, -1 }, V_FC, 0, 0, 0, 0, { fc_p, fc_p + 1 }, { -1, -1 } };
+	g->n_nodes = n;
+}
+
+static void copy_graph(struct dl_graph *dst, const struct dl_graph *src)
+{
+	for (int i = 0; i < src->n_params; i++)
+		memcpy(dst->params[i].data, src->params[i].data, src->params[i].count * 4);
+	for (int i = 0; i < src->n_buffers; i++)
+		memcpy(dst->buffers[i].data, src->buffers[i].data, src->buffers[i].count * 4);
+}
+
+static int failures;
+
+static void check(const char *what, const float *a, const float *b, size_t n)
+{
+	double *b64 = test_to_f64(b, n);
+	double e = test_relerr(a, b64, n);
+	int ok = e < TOL;
+	printf("%-4s cpu vs ref %-40s relerr %.3g\n", ok ? "ok" : "FAIL", what, e);
+	failures += !ok;
+	free(b64);
+}
+
+/* Central differences of L = sum(logits * r) in float64 on the ref backend. */
+static void finite_diff(struct dl_graph *g, const float *x, const float *r)
+{
+	char err[256];
+	const struct dl_backend_ops *ref = dl_backend_find("ref");
+	struct dl_backend *b = ref->create(g, N, err, sizeof err);
+	if (!b) {
+		printf("FAIL ref create: %s\n", err);
+		failures++;
+		return;
+	}
+	size_t nx = (size_t)N * 3 * 20 * 20;
+	double *x64 = test_to_f64(x, nx), *r64 = test_to_f64(r, N * K);
+	dl_ref_load_graph(b);
+	dl_ref_forward_f64(b, x64, 1);
+	dl_ref_backward_f64(b, r64);
+	/* param index, element: stem conv, a BN gamma and beta, the 3x3 and
+	 * shortcut convs, FC weight and bias. */
+	static const int probes[][2] = { { 0, 17 },  { 0, 300 }, { 4, 5 },  { 5, 11 }, { 6, 100 },
+					 { 8, 3 },   { 9, 40 },	 { 10, 7 }, { 12, 33 }, { 13, 2 } };
+	for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+		int p = probes[i][0], j = probes[i][1];
+		double an = dl_ref_grad_f64(b, p)[j];
+		double *w = dl_ref_param_f64(b, p), w0 = w[j], h = 1e-5, lp = 0, lm = 0;
+		w[j] = w0 + h;
+		dl_ref_forward_f64(b, x64, 1);
+		for (int k = 0; k < N * K; k++)
+			lp += dl_ref_logits_f64(b)[k] * r64[k];
+		w[j] = w0 - h;
+		dl_ref_forward_f64(b, x64, 1);
+		for (int k = 0; k < N * K; k++)
+			lm += dl_ref_logits_f64(b)[k] * r64[k];
+		w[j] = w0;
+		double fd = (lp - lm) / (2 * h);
+		double e = fabs(fd - an) / fmax(fabs(an), 1e-3);
+		int ok = e < 1e-5;
+		printf("%-4s ref finite diff %-28s[%3d] analytic % .9f numeric % .9f relerr %.2g\n",
+		       ok ? "ok" : "FAIL", g->params[p].name, j, an, fd, e);
+		failures += !ok;
+	}
+	free(x64);
+	free(r64);
+	ref->destroy(b);
+}
+
+int main(void)
+{
+	struct dl_graph gr, gc;
+	char err[256];
+	test_seed();
+	uint64_t st = test_rng_state;
+	build(&gr);
+	test_rng_state = st;
+	build(&gc);
+	copy_graph(&gc, &gr);
+
+	const struct dl_backend_ops *ref = dl_backend_find("ref"), *cpu = dl_backend_find("cpu");
+	if (!ref || !cpu || dl_backend_find("nope") || strcmp(ref->name, "ref") || strcmp(cpu->name, "cpu")) {
+		printf("FAIL dl_backend_find\n");
+		return 1;
+	}
+	struct dl_backend *br = ref->create(&gr, N, err, sizeof err);
+	if (!br) {
+		printf("FAIL ref create: %s\n", err);
+		return 1;
+	}
+	struct dl_backend *bc = cpu->create(&gc, N, err, sizeof err);
+	if (!bc) {
+		printf("FAIL cpu create: %s\n", err);
+		return 1;
+	}
+	size_t nx = (size_t)N * 3 * 20 * 20;
+	float *x = test_alloc(nx * 4), *dl = test_alloc(N * K * 4);
+	char what[128];
+	/* Two steps: primitives and memories are reused, the running buffers
+	 * accumulate. */
+	for (int step = 0; step < 2; step++) {
+		test_fill(x, nx, -1, 1);
+		test_fill(dl, N * K, -1, 1);
+		if (ref->forward(br, x, 1) < 0 || cpu->forward(bc, x, 1) < 0) {
+			printf("FAIL forward: ref: %s cpu: %s\n", ref->error(br), cpu->error(bc));
+			return 1;
+		}
+		snprintf(what, sizeof what, "step %d train logits", step);
+		check(what, cpu->logits(bc), ref->logits(br), N * K);
+		if (ref->backward(br, dl) < 0 || cpu->backward(bc, dl) < 0) {
+			printf("FAIL backward: ref: %s cpu: %s\n", ref->error(br), cpu->error(bc));
+			return 1;
+		}
+		for (int p = 0; p < gr.n_params; p++) {
+			snprintf(what, sizeof what, "step %d grad %s", step, gr.params[p].name);
+			check(what, gc.params[p].grad, gr.params[p].grad, gr.params[p].count);
+		}
+		for (int p = 0; p < gr.n_buffers; p++) {
+			snprintf(what, sizeof what, "step %d %s", step, gr.buffers[p].name);
+			check(what, gc.buffers[p].data, gr.buffers[p].data, gr.buffers[p].count);
+		}
+	}
+	if (gr.bn_batches_tracked != 2 || gc.bn_batches_tracked != 2) {
+		printf("FAIL bn_batches_tracked ref %lld cpu %lld, want 2\n",
+		       (long long)gr.bn_batches_tracked, (long long)gc.bn_batches_tracked);
+		failures++;
+	}
+	test_fill(x, nx, -1, 1);
+	if (ref->forward(br, x, 0) < 0 || cpu->forward(bc, x, 0) < 0) {
+		printf("FAIL eval forward: ref: %s cpu: %s\n", ref->error(br), cpu->error(bc));
+		return 1;
+	}
+	check("eval logits", cpu->logits(bc), ref->logits(br), N * K);
+	/* The reference's own gradients, on its graph as it is now. */
+	finite_diff(&gr, x, dl);
+	ref->destroy(br);
+	cpu->destroy(bc);
+	if (failures)
+		printf("%d check(s) failed\n", failures);
+	return failures ? 1 : 0;
+}

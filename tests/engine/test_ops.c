@@ -1,0 +1,272 @@
+/* Every oneDNN op (engine/cpu/cpu_ops.h), forward and backward, against the
+ * float64 reference ops on fresh random inputs of awkward shapes. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/cpu_ops.h"
+#include "engine/ref/ref_ops.h"
+#include "tests/engine/test_ops_util.h"
+
+#define TOL 1e-5
+
+static int failures;
+static char err[512];
+
+static void report(const char *what, const char *shape, const char *out, const float *a,
+		   const double *b, size_t n)
+{
+	double e = test_relerr(a, b, n);
+	int ok = e < TOL;
+	printf("%-4s %-18s %-34s %-8s relerr %.3g\n", ok ? "ok" : "FAIL", what, shape, out, e);
+	if (!ok)
+		failures++;
+}
+
+static void op_failed(const char *what)
+{
+	printf("FAIL %-18s %s\n", what, err);
+	failures++;
+}
+
+static void test_conv(int n, int ci, int h, int w, int co, int k, int s, int p)
+{
+	int ho = ref_out_side(h, k, s, p), wo = ref_out_side(w, k, s, p);
+	size_t nx = (size_t)n * ci * h * w, nw = (size_t)co * ci * k * k, ny = (size_t)n * co * ho * wo;
+	float *x = test_alloc(nx * 4), *wt = test_alloc(nw * 4), *dy = test_alloc(ny * 4);
+	float *y = test_alloc(ny * 4), *dx = test_alloc(nx * 4), *dw = test_alloc(nw * 4);
+	double *ry = test_alloc(ny * 8), *rdx = test_alloc(nx * 8), *rdw = test_alloc(nw * 8);
+	char shape[96];
+	snprintf(shape, sizeof shape, "n%d %dx%dx%d->%d k%d s%d p%d", n, ci, h, w, co, k, s, p);
+	test_fill(x, nx, -1, 1);
+	test_fill(wt, nw, -1, 1);
+	test_fill(dy, ny, -1, 1);
+	double *x64 = test_to_f64(x, nx), *w64 = test_to_f64(wt, nw), *dy64 = test_to_f64(dy, ny);
+	ref_conv_forward(x64, w64, ry, n, ci, h, w, co, k, s, p);
+	ref_conv_backward_data(dy64, w64, rdx, n, ci, h, w, co, k, s, p);
+	ref_conv_backward_weights(x64, dy64, rdw, n, ci, h, w, co, k, s, p);
+	if (cpu_conv_forward(x, wt, y, n, ci, h, w, co, k, s, p, err, sizeof err) < 0)
+		op_failed("conv fwd");
+	else
+		report("conv fwd", shape, "y", y, ry, ny);
+	if (cpu_conv_backward_data(dy, wt, dx, n, ci, h, w, co, k, s, p, err, sizeof err) < 0)
+		op_failed("conv bwd-data");
+	else
+		report("conv bwd-data", shape, "dx", dx, rdx, nx);
+	if (cpu_conv_backward_weights(x, dy, dw, n, ci, h, w, co, k, s, p, err, sizeof err) < 0)
+		op_failed("conv bwd-weights");
+	else
+		report("conv bwd-weights", shape, "dw", dw, rdw, nw);
+	free(x), free(wt), free(dy), free(y), free(dx), free(dw), free(ry), free(rdx), free(rdw);
+	free(x64), free(w64), free(dy64);
+}
+
+static void test_bn(int n, int c, int h, int w, int relu)
+{
+	size_t nx = (size_t)n * c * h * w;
+	const float eps = 1e-5f;
+	float *x = test_alloc(nx * 4), *dy = test_alloc(nx * 4), *y = test_alloc(nx * 4);
+	float *dx = test_alloc(nx * 4), *g = test_alloc(c * 4), *bt = test_alloc(c * 4);
+	float *mean = test_alloc(c * 4), *var = test_alloc(c * 4), *dg = test_alloc(c * 4);
+	float *db = test_alloc(c * 4), *rm = test_alloc(c * 4), *rv = test_alloc(c * 4);
+	double *ry = test_alloc(nx * 8), *rdx = test_alloc(nx * 8), *rmean = test_alloc(c * 8);
+	double *rvar = test_alloc(c * 8), *rdg = test_alloc(c * 8), *rdb = test_alloc(c * 8);
+	char shape[96];
+	snprintf(shape, sizeof shape, "n%d c%d %dx%d%s", n, c, h, w, relu ? " +relu" : "");
+	/* Off-centre inputs so the mean matters. */
+	test_fill(x, nx, -0.5, 2);
+	test_fill(dy, nx, -1, 1);
+	test_fill(g, c, 0.5, 1.5);
+	test_fill(bt, c, -0.5, 0.5);
+	test_fill(rm, c, -0.2, 0.8);
+	test_fill(rv, c, 0.5, 1.5);
+	double *x64 = test_to_f64(x, nx), *dy64 = test_to_f64(dy, nx), *g64 = test_to_f64(g, c);
+	double *b64 = test_to_f64(bt, c), *rm64 = test_to_f64(rm, c), *rv64 = test_to_f64(rv, c);
+	ref_bn_forward_train(x64, g64, b64, ry, rmean, rvar, n, c, h * w, eps);
+	if (relu)
+		ref_relu_forward(ry, ry, nx);
+	/* The fused ReLU's backward masks dy by the output first. */
+	double *dyin = test_alloc(nx * 8);
+	if (relu)
+		ref_relu_backward(ry, dy64, dyin, nx);
+	else
+		memcpy(dyin, dy64, nx * 8);
+	ref_bn_backward(x64, dyin, g64, rmean, rvar, rdx, rdg, rdb, n, c, h * w, eps);
+	if (cpu_bn_train(x, g, bt, dy, y, mean, var, dx, dg, db, n, c, h, w, relu, eps, err,
+			 sizeof err) < 0) {
+		op_failed("bn train");
+	} else {
+		report("bn train fwd", shape, "y", y, ry, nx);
+		report("bn train fwd", shape, "mean", mean, rmean, c);
+		report("bn train fwd", shape, "var", var, rvar, c);
+		report("bn bwd", shape, "dx", dx, rdx, nx);
+		report("bn bwd", shape, "dgamma", dg, rdg, c);
+		report("bn bwd", shape, "dbeta", db, rdb, c);
+	}
+	ref_bn_forward_eval(x64, g64, b64, rm64, rv64, ry, n, c, h * w, eps);
+	if (relu)
+		ref_relu_forward(ry, ry, nx);
+	if (cpu_bn_eval(x, g, bt, rm, rv, y, n, c, h, w, relu, eps, err, sizeof err) < 0)
+		op_failed("bn eval");
+	else
+		report("bn eval fwd", shape, "y", y, ry, nx);
+	free(x), free(dy), free(y), free(dx), free(g), free(bt), free(mean), free(var), free(dg);
+	free(db), free(rm), free(rv), free(ry), free(rdx), free(rmean), free(rvar), free(rdg);
+	free(rdb), free(x64), free(dy64), free(g64), free(b64), free(rm64), free(rv64), free(dyin);
+}
+
+static void test_relu_add(int n, int c, int h, int w, int relu)
+{
+	size_t nx = (size_t)n * c * h * w;
+	float *a = test_alloc(nx * 4), *b = test_alloc(nx * 4), *dy = test_alloc(nx * 4);
+	float *y = test_alloc(nx * 4), *dx = test_alloc(nx * 4);
+	double *ry = test_alloc(nx * 8), *rdx = test_alloc(nx * 8);
+	char shape[96];
+	snprintf(shape, sizeof shape, "n%d c%d %dx%d%s", n, c, h, w, relu ? " +relu" : "");
+	test_fill(a, nx, -1, 1);
+	test_fill(b, nx, -1, 1);
+	test_fill(dy, nx, -1, 1);
+	double *a64 = test_to_f64(a, nx), *b64 = test_to_f64(b, nx), *dy64 = test_to_f64(dy, nx);
+	if (!relu) { /* plain ReLU op once per shape */
+		ref_relu_forward(a64, ry, nx);
+		ref_relu_backward(ry, dy64, rdx, nx);
+		if (cpu_relu(a, dy, y, dx, n, c, h, w, err, sizeof err) < 0) {
+			op_failed("relu");
+		} else {
+			report("relu fwd", shape, "y", y, ry, nx);
+			report("relu bwd", shape, "dx", dx, rdx, nx);
+		}
+	}
+	ref_add_forward(a64, b64, ry, nx);
+	if (relu)
+		ref_relu_forward(ry, ry, nx);
+	if (relu)
+		ref_relu_backward(ry, dy64, rdx, nx);
+	else
+		memcpy(rdx, dy64, nx * 8);
+	if (cpu_add(a, b, dy, y, dx, n, c, h, w, relu, err, sizeof err) < 0) {
+		op_failed("add");
+	} else {
+		report("add fwd", shape, "y", y, ry, nx);
+		report("add bwd", shape, "da=db", dx, rdx, nx);
+	}
+	free(a), free(b), free(dy), free(y), free(dx), free(ry), free(rdx), free(a64), free(b64);
+	free(dy64);
+}
+
+static void test_maxpool(int n, int c, int h, int w, int k, int s, int p)
+{
+	int ho = ref_out_side(h, k, s, p), wo = ref_out_side(w, k, s, p);
+	size_t nx = (size_t)n * c * h * w, ny = (size_t)n * c * ho * wo;
+	float *x = test_alloc(nx * 4), *dy = test_alloc(ny * 4), *y = test_alloc(ny * 4);
+	float *dx = test_alloc(nx * 4);
+	double *ry = test_alloc(ny * 8), *rdx = test_alloc(nx * 8);
+	char shape[96];
+	snprintf(shape, sizeof shape, "n%d c%d %dx%d k%d s%d p%d", n, c, h, w, k, s, p);
+	/* Negative inputs: padding must lose even against them. */
+	test_fill(x, nx, -2, -0.1);
+	for (size_t i = 0; i < nx; i += 3)
+		x[i] += 1.5f;
+	test_fill(dy, ny, -1, 1);
+	double *x64 = test_to_f64(x, nx), *dy64 = test_to_f64(dy, ny);
+	ref_maxpool_forward(x64, ry, n, c, h, w, k, s, p);
+	ref_maxpool_backward(x64, dy64, rdx, n, c, h, w, k, s, p);
+	if (cpu_maxpool(x, dy, y, dx, n, c, h, w, k, s, p, err, sizeof err) < 0) {
+		op_failed("maxpool");
+	} else {
+		report("maxpool fwd", shape, "y", y, ry, ny);
+		report("maxpool bwd", shape, "dx", dx, rdx, nx);
+	}
+	free(x), free(dy), free(y), free(dx), free(ry), free(rdx), free(x64), free(dy64);
+}
+
+static void test_gap(int n, int c, int h, int w)
+{
+	size_t nx = (size_t)n * c * h * w, ny = (size_t)n * c;
+	float *x = test_alloc(nx * 4), *dy = test_alloc(ny * 4), *y = test_alloc(ny * 4);
+	float *dx = test_alloc(nx * 4);
+	double *ry = test_alloc(ny * 8), *rdx = test_alloc(nx * 8);
+	char shape[96];
+	snprintf(shape, sizeof shape, "n%d c%d %dx%d", n, c, h, w);
+	test_fill(x, nx, -1, 1);
+	test_fill(dy, ny, -1, 1);
+	double *x64 = test_to_f64(x, nx), *dy64 = test_to_f64(dy, ny);
+	ref_gap_forward(x64, ry, n, c, h * w);
+	ref_gap_backward(dy64, rdx, n, c, h * w);
+	if (cpu_gap(x, dy, y, dx, n, c, h, w, err, sizeof err) < 0) {
+		op_failed("gap");
+	} else {
+		report("gap fwd", shape, "y", y, ry, ny);
+		report("gap bwd", shape, "dx", dx, rdx, nx);
+	}
+	free(x), free(dy), free(y), free(dx), free(ry), free(rdx), free(x64), free(dy64);
+}
+
+static void test_fc(int n, int c, int k)
+{
+	size_t nx = (size_t)n * c, nw = (size_t)k * c, ny = (size_t)n * k;
+	float *x = test_alloc(nx * 4), *w = test_alloc(nw * 4), *b = test_alloc(k * 4);
+	float *dy = test_alloc(ny * 4), *y = test_alloc(ny * 4), *dx = test_alloc(nx * 4);
+	float *dw = test_alloc(nw * 4), *db = test_alloc(k * 4);
+	double *ry = test_alloc(ny * 8), *rdx = test_alloc(nx * 8), *rdw = test_alloc(nw * 8);
+	double *rdb = test_alloc(k * 8);
+	char shape[96];
+	snprintf(shape, sizeof shape, "n%d %d->%d", n, c, k);
+	test_fill(x, nx, -1, 1);
+	test_fill(w, nw, -1, 1);
+	test_fill(b, k, -1, 1);
+	test_fill(dy, ny, -1, 1);
+	double *x64 = test_to_f64(x, nx), *w64 = test_to_f64(w, nw), *b64 = test_to_f64(b, k);
+	double *dy64 = test_to_f64(dy, ny);
+	ref_fc_forward(x64, w64, b64, ry, n, c, k);
+	ref_fc_backward_data(dy64, w64, rdx, n, c, k);
+	ref_fc_backward_weights(x64, dy64, rdw, rdb, n, c, k);
+	if (cpu_fc(x, w, b, dy, y, dx, dw, db, n, c, k, err, sizeof err) < 0) {
+		op_failed("fc");
+	} else {
+		report("fc fwd", shape, "y", y, ry, ny);
+		report("fc bwd-data", shape, "dx", dx, rdx, nx);
+		report("fc bwd-weights", shape, "dw", dw, rdw, nw);
+		report("fc bwd-weights", shape, "db", db, rdb, k);
+	}
+	free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(ry);
+	free(rdx), free(rdw), free(rdb), free(x64), free(w64), free(b64), free(dy64);
+}
+
+int main(void)
+{
+	test_seed();
+	/* n, ci, h, w, co, k, stride, pad */
+	test_conv(1, 3, 7, 9, 16, 3, 1, 1);
+	test_conv(3, 3, 20, 20, 16, 7, 2, 3);   /* resnet stem */
+	test_conv(3, 16, 9, 7, 24, 3, 2, 1);
+	test_conv(1, 24, 7, 9, 16, 1, 1, 0);
+	test_conv(3, 64, 8, 8, 64, 3, 1, 1);
+	test_conv(1, 16, 9, 9, 64, 1, 2, 0);    /* downsample shortcut */
+	test_conv(3, 24, 11, 10, 24, 3, 2, 0);
+	test_conv(1, 16, 12, 12, 16, 7, 1, 3);
+	for (int relu = 0; relu < 2; relu++) {
+		test_bn(3, 16, 7, 9, relu);
+		test_bn(1, 24, 5, 5, relu);
+		test_bn(3, 3, 7, 9, relu);
+		test_bn(1, 64, 4, 4, relu);
+		test_relu_add(3, 16, 7, 9, relu);
+		test_relu_add(1, 24, 5, 3, relu);
+		test_relu_add(3, 3, 4, 4, relu);
+	}
+	test_maxpool(3, 16, 9, 7, 3, 2, 1);
+	test_maxpool(1, 24, 8, 8, 3, 2, 1);
+	test_maxpool(3, 3, 7, 9, 3, 2, 1);
+	test_maxpool(1, 64, 6, 6, 2, 2, 0);
+	test_gap(3, 64, 7, 7);
+	test_gap(1, 24, 3, 5);
+	test_gap(3, 3, 1, 1);
+	test_fc(3, 64, 10);
+	test_fc(1, 24, 7);
+	test_fc(4, 16, 16);
+	if (failures)
+		printf("%d check(s) failed\n", failures);
+	return failures ? 1 : 0;
+}
