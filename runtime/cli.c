@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine/backend.h"
+#include "engine/checkpoint.h"
 #include "engine/data/dataset.h"
 #include "engine/model.h"
 #include "runtime/cli.h"
@@ -69,8 +70,9 @@ static int parse_int(const char *opt, const char *s, int min, int max, int *out,
 	return 0;
 }
 
-/* A whole-string finite number in [min, max] (max_open: max itself excluded). */
-static int parse_double(const char *opt, const char *s, double min, double max, int max_open,
+/* A whole-string finite number in [min, max]; min_open/max_open exclude
+ * the bound itself ("--lr 0" is as wrong as "--lr -1"). */
+static int parse_double(const char *opt, const char *s, double min, int min_open, double max, int max_open,
                         double *out, char *err, size_t errlen)
 {
 	char *end;
@@ -79,9 +81,9 @@ static int parse_double(const char *opt, const char *s, double min, double max, 
 	v = strtod(s, &end);
 	if (*s == '\0' || *end != '\0' || errno == ERANGE || !isfinite(v))
 		return fail(err, errlen, "--%s: '%s' is not a number", opt, s);
-	if (v < min || v > max || (max_open && v == max))
-		return fail(err, errlen, "--%s: %g is out of range [%g, %g%s", opt, v, min, max,
-		            max_open ? ")" : "]");
+	if (v < min || v > max || (min_open && v == min) || (max_open && v == max))
+		return fail(err, errlen, "--%s: %s is out of range %s%g, %g%s", opt, s, min_open ? "(" : "[",
+		            min, max, max_open ? ")" : "]");
 	*out = v;
 	return 0;
 }
@@ -207,9 +209,7 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t er
 		case OPT_EPOCHS: rv = parse_int("epochs", optarg, 1, 100000, &c->epochs, err, errlen); break;
 		case OPT_BATCH: rv = parse_int("batch", optarg, 1, 65536, &c->batch, err, errlen); break;
 		case OPT_LR:
-			rv = parse_double("lr", optarg, 0, 1000, 0, &c->lr, err, errlen);
-			if (rv == 0 && c->lr <= 0)
-				rv = fail(err, errlen, "--lr: must be greater than 0, got '%s'", optarg);
+			rv = parse_double("lr", optarg, 0, 1, 1000, 0, &c->lr, err, errlen);
 			break;
 		case OPT_SCHEDULE:
 			if (strcmp(optarg, "step") && strcmp(optarg, "cosine") && strcmp(optarg, "poly") &&
@@ -217,11 +217,11 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t er
 				rv = fail(err, errlen, "--schedule: unknown schedule '%s' (step, cosine, poly, constant)", optarg);
 			c->schedule = optarg;
 			break;
-		case OPT_WARMUP: rv = parse_double("warmup-epochs", optarg, 0, 100000, 0, &c->warmup_epochs, err, errlen); break;
-		case OPT_MOMENTUM: rv = parse_double("momentum", optarg, 0, 1, 1, &c->momentum, err, errlen); break;
+		case OPT_WARMUP: rv = parse_double("warmup-epochs", optarg, 0, 0, 100000, 0, &c->warmup_epochs, err, errlen); break;
+		case OPT_MOMENTUM: rv = parse_double("momentum", optarg, 0, 0, 1, 1, &c->momentum, err, errlen); break;
 		case OPT_NESTEROV: c->nesterov = 1; break;
-		case OPT_WD: rv = parse_double("weight-decay", optarg, 0, 1, 1, &c->weight_decay, err, errlen); break;
-		case OPT_LS: rv = parse_double("label-smoothing", optarg, 0, 1, 1, &c->label_smoothing, err, errlen); break;
+		case OPT_WD: rv = parse_double("weight-decay", optarg, 0, 0, 1, 1, &c->weight_decay, err, errlen); break;
+		case OPT_LS: rv = parse_double("label-smoothing", optarg, 0, 0, 1, 1, &c->label_smoothing, err, errlen); break;
 		case OPT_LARS: c->lars = 1; break;
 		case OPT_ZIR: c->zero_init_residual = 1; break;
 		case OPT_SEED: rv = parse_u64("seed", optarg, &c->seed, err, errlen); break;
@@ -246,9 +246,7 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t er
 		case OPT_THREADS: rv = parse_int("threads", optarg, 0, 4096, &c->threads, err, errlen); break;
 		case OPT_LTHREADS: rv = parse_int("loader-threads", optarg, 0, 4096, &c->loader_threads, err, errlen); break;
 		case OPT_TIMEOUT:
-			rv = parse_double("timeout", optarg, 0, 1e6, 0, &cli->timeout_s, err, errlen);
-			if (rv == 0 && cli->timeout_s <= 0)
-				rv = fail(err, errlen, "--timeout: must be greater than 0, got '%s'", optarg);
+			rv = parse_double("timeout", optarg, 0, 1, 1e6, 0, &cli->timeout_s, err, errlen);
 			break;
 		case OPT_HELP: cli->help = 1; break;
 		case ':':
@@ -272,8 +270,7 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t er
 	if (!c->model)
 		return fail(err, errlen, "--model is required (e.g. --model resnet50)");
 	if (!dl_model_known(c->model))
-		return fail(err, errlen, "--model: unknown model '%s' (resnet18, resnet34, resnet50, resnet101, "
-		            "resnet152, resnet20, resnet32, resnet56)", c->model);
+		return fail(err, errlen, "--model: unknown model '%s' (known: %s)", c->model, dl_model_names());
 	if (c->warmup_epochs > c->epochs)
 		return fail(err, errlen, "--warmup-epochs: %g is longer than --epochs %d", c->warmup_epochs, c->epochs);
 	return 0;
@@ -359,6 +356,19 @@ int dl_cli_train_main(int argc, char **argv)
 	if (c->resume && *c->resume && access(c->resume, R_OK) < 0) {
 		fprintf(stderr, "dljob: --resume: cannot read %s: %s\n", c->resume, strerror(errno));
 		goto out;
+	}
+	char ckpt[4096];
+	if (c->resume && !*c->resume && dl_checkpoint_find(c->out_dir, ckpt, sizeof(ckpt)) < 0) {
+		fprintf(stderr, "dljob: --resume: no checkpoint in %s\n", c->out_dir);
+		goto out;
+	}
+	/* A job Slurm requeued (preemption with requeue, or scontrol requeue)
+	 * runs the same command line again: continue where it stopped instead of
+	 * starting over in the same --out. */
+	const char *restarts = getenv("SLURM_RESTART_COUNT");
+	if (!c->resume && restarts && atoi(restarts) > 0 && dl_checkpoint_find(c->out_dir, ckpt, sizeof(ckpt)) == 0) {
+		fprintf(stderr, "dljob: requeued job (SLURM_RESTART_COUNT=%s): resuming from %s\n", restarts, ckpt);
+		c->resume = "";
 	}
 	if (install_stop_handlers(err, sizeof(err)) < 0 || make_dirs(c->out_dir, err, sizeof(err)) < 0) {
 		fprintf(stderr, "dljob: %s\n", err);

@@ -1,1 +1,7 @@
-# tests/engine/train.mk
+# tests/engine/train.mk: the training loop, checkpoints/preemption and the
+# dljob command line, end to end through the built dljob.
+TRAIN_TESTS = \
+	tests/engine/test_cli.sh \
+	tests/engine/test_resume.sh
+TESTS += $(TRAIN_TESTS)
+dist_check_SCRIPTS += $(TRAIN_TESTS)

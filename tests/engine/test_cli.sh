@@ -1,0 +1,71 @@
+#!/bin/bash
+# dljob's command line: every bad invocation exits non-zero with one line
+# naming the problem, and creates nothing (no output directory).
+set -u
+bin=${DLJOB_BIN:?DLJOB_BIN not set}
+work=$(mktemp -d "${TMPDIR:-/tmp}/dljob-cli.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+fails=0
+
+# expect STATUS PATTERN ARGS...: run dljob ARGS --out out, check the exit
+# status, that stderr is exactly one line matching PATTERN, and no out/.
+expect() {
+	local want=$1 pat=$2; shift 2
+	"$bin" "$@" --out out >stdout 2>stderr
+	local rc=$? lines
+	lines=$(wc -l <stderr)
+	if [ "$rc" -ne "$want" ] || [ "$lines" -ne 1 ] || ! grep -q -e "$pat" stderr || [ -e out ]; then
+		echo "FAIL: dljob $* --out out: rc=$rc (want $want), $lines stderr lines, out/ $( [ -e out ] && echo exists || echo absent)"
+		sed 's/^/  stderr: /' stderr
+		fails=$((fails + 1))
+		rm -rf out
+	else
+		echo "ok: dljob $* -> $rc: $(cat stderr)"
+	fi
+}
+
+syn=synthetic:1,8,8,4,64
+expect 2 "unknown model 'resnet99'"        --model resnet99 --data $syn
+expect 2 "model is required"               --data $syn
+expect 2 "\-\-epochs: 'x' is not an integer" --model resnet20 --epochs x --data $syn
+expect 2 "\-\-epochs: '3x' is not an integer" --model resnet20 --epochs 3x --data $syn
+expect 2 "\-\-lr: -1 is out of range"       --model resnet20 --lr -1 --data $syn
+expect 2 "\-\-lr: 'abc' is not a number"    --model resnet20 --lr abc --data $syn
+expect 2 "\-\-batch: 0 is out of range"     --model resnet20 --batch 0 --data $syn
+expect 2 "\-\-batch: '99999999999999999999' is not an integer" --model resnet20 --batch 99999999999999999999 --data $syn
+expect 2 "\-\-momentum: 1 is out of range"  --model resnet20 --momentum 1 --data $syn
+expect 2 "\-\-seed: '-3'"                   --model resnet20 --seed -3 --data $syn
+expect 2 "\-\-schedule: unknown schedule 'linear'" --model resnet20 --schedule linear --data $syn
+expect 2 "\-\-backend: unknown backend 'tpu'" --model resnet20 --backend tpu --data $syn
+expect 2 "\-\-eval: 2 is out of range"      --model resnet20 --eval 2 --data $syn
+expect 2 "unknown option '\-\-bogus'"       --model resnet20 --bogus --data $syn
+expect 2 "option '\-\-nesterov=1' takes no value" --model resnet20 --nesterov=1 --data $syn
+expect 2 "unexpected argument 'extra'"      --model resnet20 extra --data $syn
+expect 2 "warmup-epochs: 5 is longer than --epochs 1" --model resnet20 --epochs 1 --warmup-epochs 5 --data $syn
+expect 1 "/nonexistent/fmnist"              --model resnet20 --backend ref --data fashion-mnist:/nonexistent/fmnist
+expect 1 "/nonexistent/images"              --model resnet20 --backend ref --data /nonexistent/images
+expect 1 "\-\-resume: cannot read /nonexistent.safetensors" --model resnet20 --backend ref --data $syn --resume=/nonexistent.safetensors
+expect 1 "\-\-resume: no checkpoint in out" --model resnet20 --backend ref --data $syn --resume
+
+# A value missing at the very end of the command line.
+"$bin" --model resnet20 --out out --epochs >stdout 2>stderr
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "option '--epochs' needs a value" stderr || [ -e out ]; then
+	echo "FAIL: trailing --epochs: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
+fi
+
+# --help and --version succeed and say what they should.
+"$bin" --help >help.txt 2>&1 && grep -q -- "--resume\[=PATH\]" help.txt || { echo "FAIL: --help"; fails=$((fails + 1)); }
+"$bin" --version | grep -q "^dljob [0-9]" || { echo "FAIL: --version"; fails=$((fails + 1)); }
+
+# And a good command line does create the directory (the checks above
+# would pass vacuously if nothing ever did).
+"$bin" --model resnet20 --backend ref --data $syn --batch 16 --steps 1 --eval 0 --threads 1 --out out 2>stderr
+rc=$?
+if [ $rc -ne 0 ] || [ ! -s out/model.safetensors ]; then
+	echo "FAIL: valid run: rc=$rc"; cat stderr; fails=$((fails + 1))
+fi
+
+[ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
+exit 0
