@@ -1,7 +1,8 @@
 #include "config.h"
 
-/* Finite-difference check of a whole network's backward pass: resnet20 on a
- * tiny batch, in float64 on the "ref" backend, train-mode BN.  The loss is a
+/* Finite-difference check of a whole network's backward pass: resnet20 and
+ * resnet18 (max-pool, strided stem) on tiny batches, in float64 on the "ref"
+ * backend, train-mode BN.  The loss is a
  * fixed random projection of the logits, L = sum(R * logits), so dlogits = R
  * and every path through the net matters.  For a few elements of every
  * parameter tensor the central difference (L(w+h) - L(w-h)) / 2h must match
@@ -33,16 +34,15 @@ static double loss_at(struct dl_backend *b, const double *x, const double *r, in
 	return l;
 }
 
-int main(void)
+static int check_model(const char *model, int n, int c, int hw, int k, int picks_per_tensor)
 {
-	const int n = 2, c = 2, hw = 8, k = 5;
 	int rv = 1, checked = 0, bad = 0;
 	char err[256];
 	struct dl_graph g;
 	struct dl_backend *b = NULL;
 	double *x = NULL, *r = NULL;
 	uint64_t s = 12345;
-	if (dl_model_build(&g, "resnet20", c, hw, hw, k, 0, 7, err, sizeof(err))) {
+	if (dl_model_build(&g, model, c, hw, hw, k, 0, 7, err, sizeof(err))) {
 		fprintf(stderr, "test_gradcheck: %s\n", err);
 		return 1;
 	}
@@ -80,11 +80,11 @@ int main(void)
 		for (size_t j = 0; j < cnt; j++)
 			gmax = fmax(gmax, fabs(an[j]));
 		double *w = dl_ref_param_f64(b, i);
-		// three elements per tensor: first, last and one in between
-		size_t picks[3] = {0, cnt - 1, (size_t)((lcg(&s) + 1) / 2 * (double)(cnt - 1))};
-		for (int p = 0; p < 3; p++) {
+		// first, last and one in between
+		size_t picks[3] = {(size_t)((lcg(&s) + 1) / 2 * (double)(cnt - 1)), 0, cnt - 1};
+		for (int p = 0; p < picks_per_tensor && p < 3; p++) {
 			size_t j = picks[p];
-			double w0 = w[j], h = 1e-5 * fmax(1.0, fabs(w0));
+			double w0 = w[j], h = 1e-6 * fmax(1.0, fabs(w0));
 			w[j] = w0 + h;
 			double lp = loss_at(b, x, r, n * k);
 			w[j] = w0 - h;
@@ -101,14 +101,15 @@ int main(void)
 			}
 			if (!(e < 1e-5)) {
 				bad++;
-				fprintf(stderr, "FAIL %s[%zu]: analytic %.10g, finite difference %.10g (rel %.2e)\n",
-				        g.params[i].name, j, an[j], fd, e);
+				fprintf(stderr, "FAIL %s %s[%zu]: analytic %.10g, finite difference %.10g (rel %.2e)\n",
+				        model, g.params[i].name, j, an[j], fd, e);
 			}
 		}
 		free(an);
 	}
-	printf("test_gradcheck: resnet20 %dx%dx%dx%d, %d elements of %d tensors, worst rel err %.2e (%s)\n", n, c, hw,
+	printf("test_gradcheck: %s %dx%dx%dx%d, %d elements of %d tensors, worst rel err %.2e (%s)\n", model, n, c, hw,
 	       hw, checked, g.n_params, worst, worst_name);
+	fflush(stdout);
 	rv = bad ? 1 : 0;
 out:
 	if (b)
@@ -117,4 +118,11 @@ out:
 	free(r);
 	dl_model_free(&g);
 	return rv;
+}
+
+int main(void)
+{
+	int bad = check_model("resnet20", 2, 2, 8, 5, 3);
+	bad |= check_model("resnet18", 4, 3, 32, 4, 1);
+	return bad ? 1 : 0;
 }
