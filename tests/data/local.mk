@@ -12,3 +12,6 @@ tests_data_dump_sample_LDADD = engine/data/libdldata.la
 check_PROGRAMS += tests/data/dataset_tool
 tests_data_dataset_tool_SOURCES = tests/data/dataset_tool.c
 tests_data_dataset_tool_LDADD = engine/data/libdldata.la
+EXTRA_DIST += tests/data/fixtures.py
+dist_check_SCRIPTS += tests/data/test_imagefolder.py tests/data/test_bad_inputs.py
+TESTS += tests/data/test_imagefolder.py tests/data/test_bad_inputs.py

@@ -1,0 +1,148 @@
+"""ImageFolder datasets against torchvision (the oracle, /usr/bin/python3).
+
+Fixtures (see fixtures.py for where each image comes from) are built in a
+temp dir: Fashion-MNIST images written as JPEG/PNG under class dirs whose
+creation order differs from their sorted order, plus real photos and their
+grayscale / progressive / CMYK / 16-bit / palette / RGBA variants.
+Checks:
+  - labels and sample order equal torchvision.datasets.ImageFolder's;
+  - eval samples equal Resize(round(S/0.875))+CenterCrop(S)+Normalize on PIL
+    within a mean abs diff of 1.5/255 per image (decoders differ slightly);
+  - train samples equal resized_crop(+hflip) on PIL at the crop our
+    RandomResizedCrop drew (reported by dataset_tool plan), within 3/255
+    (DCT-domain downscaling is allowed to differ a bit more);
+  - grayscale output has R == G == B, the CMYK JPEG is close to the RGB
+    original;
+  - the index cache is reused while dir mtimes are unchanged, rescanned after.
+"""
+import os, subprocess, sys, tempfile, time
+import numpy as np
+import torch
+import torchvision
+import torchvision.transforms as T
+import torchvision.transforms.functional as F
+from PIL import Image
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixtures import fmnist_images, photo_variants, tool
+
+torch.set_num_threads(2)
+MEAN = np.array([0.485, 0.456, 0.406], np.float32).reshape(3, 1, 1)
+STD = np.array([0.229, 0.224, 0.225], np.float32).reshape(3, 1, 1)
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg, file=sys.stderr)
+
+
+def dump(root, size, split, cache=None):
+    out = os.path.join(os.path.dirname(root), f"dump-{split}.f32")
+    cmd = [tool("dataset_tool"), "dump", root, str(size), split, out] + ([cache] if cache else [])
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, None, p.stderr.strip()
+    lines = p.stdout.splitlines()
+    labels = []
+    for l in lines[1:]:
+        labels.append(int(l.split()[1]) if l.startswith("label") else l)
+    x = np.fromfile(out, np.float32).reshape(len(labels), 3, size, size)
+    return labels, x, lines[0]
+
+
+def to255(chw):
+    return (chw * STD + MEAN) * 255.0
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="dljob-if-")
+    root = os.path.join(tmp, "folder")
+    size = 112
+    imgs, ys = fmnist_images(40)
+    # class dirs created in non-sorted order; strcmp order is Apple, mango, zebra
+    classes = ["zebra", "Apple", "mango"]
+    for split in ["train", "val"]:
+        for c in classes:
+            os.makedirs(os.path.join(root, split, c))
+    for i in range(40):
+        c = classes[int(ys[i]) % 3]
+        split = "train" if i < 30 else "val"
+        ext = [".jpg", ".JPEG", ".png", ".jpeg"][i % 4]
+        Image.fromarray(imgs[i]).save(os.path.join(root, split, c, f"fm{i:03d}{ext}"), quality=95)
+    # photos: the variants go to val (eval compare) and, once more, to train
+    names = photo_variants(os.path.join(root, "val", "mango"))
+    for n in names:
+        os.link(os.path.join(root, "val", "mango", n), os.path.join(root, "train", "Apple", "p_" + n))
+    with open(os.path.join(root, "train", "zebra", "notes.txt"), "w") as f:
+        f.write("not an image, not an image extension: ignored\n")
+
+    for split, tvdir in [("train", "train"), ("eval", "val")]:
+        labels, x, head = dump(root, size, split)
+        check(labels is not None, f"dump {split} failed: {head}")
+        if labels is None:
+            continue
+        ref = torchvision.datasets.ImageFolder(os.path.join(root, tvdir))
+        check(head == f"classes 3 count {len(ref.samples)}", f"{split}: header '{head}', torchvision has {len(ref.samples)}")
+        check(labels == ref.targets, f"{split}: labels {labels} != torchvision {ref.targets}")
+        check(ref.classes == ["Apple", "mango", "zebra"], f"torchvision classes {ref.classes}")
+        for i, (path, _) in enumerate(ref.samples):
+            if i >= len(x):
+                break
+            img = Image.open(path).convert("RGB")
+            if split == "eval":
+                want = T.Compose([T.Resize(round(size / 0.875)), T.CenterCrop(size), T.ToTensor()])(img).numpy() * 255
+                tol = 1.5
+            else:
+                p = subprocess.run([tool("dataset_tool"), "plan", path, str(size), str(12345 + i)],
+                                   capture_output=True, text=True, check=True)
+                top, left, h, w, flip = map(int, p.stdout.split())
+                t = F.resized_crop(img, top, left, h, w, [size, size])
+                if flip:
+                    t = F.hflip(t)
+                want = F.to_tensor(t).numpy() * 255
+                tol = 3.0
+            got = to255(x[i])
+            d = np.abs(got - want).mean()
+            check(d < tol, f"{split} {os.path.basename(path)}: mean abs diff {d:.2f}/255 vs PIL (tolerance {tol})")
+            base = os.path.basename(path)
+            if "gray" in base or base.startswith("fm") or base.startswith("p_fm"):
+                spread = np.abs(got[0] - got[1]).max() + np.abs(got[1] - got[2]).max()
+                check(spread < 0.51, f"{split} {base}: grayscale gives R,G,B differing by {spread:.2f}")
+            if split == "eval" and base == "chelsea_cmyk.jpg":
+                orig = [j for j, (q, _) in enumerate(ref.samples) if q.endswith("/chelsea.png")][0]
+                d2 = np.abs(got - to255(x[orig])).mean()
+                check(d2 < 8.0, f"CMYK chelsea differs from the RGB original by {d2:.2f}/255")
+            if split == "eval":
+                print(f"eval {base}: mean abs diff {d:.3f}/255")
+
+    # the index cache: reused while mtimes are unchanged
+    cache = os.path.join(tmp, "cache")
+    os.makedirs(cache)
+    labels, _, head = dump(root, 32, "train", cache)
+    check(labels is not None and len(os.listdir(cache)) == 1, f"no cache file written: {os.listdir(cache)} {head}")
+    zdir = os.path.join(root, "train", "zebra")
+    victim = sorted(n for n in os.listdir(zdir) if n.startswith("fm"))[0]
+    st = os.stat(zdir)
+    os.rename(os.path.join(zdir, victim), os.path.join(zdir, "renamed_" + victim))
+    os.utime(zdir, ns=(st.st_atime_ns, st.st_mtime_ns))
+    labels, _, head = dump(root, 32, "train", cache)
+    bad = [l for l in (labels or []) if isinstance(l, str)]
+    check(len(bad) == 1 and victim in bad[0], f"cache not reused (a stale name should fail to load): {bad}")
+    os.utime(zdir)  # now the dir looks changed: rescan finds the renamed file
+    time.sleep(0.01)
+    labels, _, head = dump(root, 32, "train", cache)
+    bad = [l for l in (labels or []) if isinstance(l, str)]
+    check(labels is not None and not bad, f"cache not invalidated by a changed dir mtime: {bad}")
+
+    subprocess.run(["rm", "-rf", tmp])
+    if failures:
+        print(f"test_imagefolder: {len(failures)} checks failed", file=sys.stderr)
+        return 1
+    print("test_imagefolder: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
