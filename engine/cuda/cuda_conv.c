@@ -1,0 +1,190 @@
+#include "config.h"
+
+/* Convolutions through cuDNN's legacy API, NHWC tensors and KRSC filters in
+ * the working dtype with fp32 accumulation.  Algorithms are chosen once per
+ * shape at create() (timed with cudnnFind*, or by heuristics) and cached;
+ * the cuDNN graph API (runtime fusion of conv+BN stats) is future work. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cuda/cuda_internal.h"
+
+void dlc_conv_free(struct dlc_conv *c)
+{
+	if (c->xd)
+		cudnnDestroyTensorDescriptor(c->xd);
+	if (c->yd)
+		cudnnDestroyTensorDescriptor(c->yd);
+	if (c->wd)
+		cudnnDestroyFilterDescriptor(c->wd);
+	if (c->cd)
+		cudnnDestroyConvolutionDescriptor(c->cd);
+	memset(c, 0, sizeof *c);
+}
+
+/* fp32 checks must not silently run in TF32 */
+static int math_ok(const struct dl_backend *b, cudnnMathType_t m)
+{
+	return b->dt != DLC_F32 || m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
+}
+
+static int choose_fwd(struct dl_backend *b, struct dlc_conv *c, cudnnConvolutionFwdAlgo_t *algo)
+{
+	cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+	int got = 0;
+	if (b->opt.conv_find)
+		CK_CUDNN(b, cudnnFindConvolutionForwardAlgorithm(b->cudnn, c->xd, c->wd, c->cd, c->yd,
+								 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
+	else
+		CK_CUDNN(b, cudnnGetConvolutionForwardAlgorithm_v7(b->cudnn, c->xd, c->wd, c->cd, c->yd,
+								   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
+	for (int i = 0; i < got; i++)
+		if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= b->opt.workspace_limit &&
+		    math_ok(b, perf[i].mathType)) {
+			*algo = perf[i].algo;
+			return 0;
+		}
+	dlc_failf(b, "cuda backend: cuDNN has no forward algorithm for this convolution within %zu bytes of workspace",
+		  b->opt.workspace_limit);
+	return -1;
+}
+
+static int choose_bwd_data(struct dl_backend *b, struct dlc_conv *c, cudnnConvolutionBwdDataAlgo_t *algo)
+{
+	cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+	int got = 0;
+	if (b->opt.conv_find)
+		CK_CUDNN(b, cudnnFindConvolutionBackwardDataAlgorithm(b->cudnn, c->wd, c->yd, c->cd, c->xd,
+								      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
+	else
+		CK_CUDNN(b, cudnnGetConvolutionBackwardDataAlgorithm_v7(b->cudnn, c->wd, c->yd, c->cd, c->xd,
+									CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
+	for (int i = 0; i < got; i++)
+		if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= b->opt.workspace_limit &&
+		    math_ok(b, perf[i].mathType)) {
+			*algo = perf[i].algo;
+			return 0;
+		}
+	dlc_failf(b, "cuda backend: cuDNN has no backward-data algorithm for this convolution within %zu bytes of workspace",
+		  b->opt.workspace_limit);
+	return -1;
+}
+
+static int choose_bwd_filter(struct dl_backend *b, struct dlc_conv *c, cudnnConvolutionBwdFilterAlgo_t *algo)
+{
+	cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+	int got = 0;
+	if (b->opt.conv_find)
+		CK_CUDNN(b, cudnnFindConvolutionBackwardFilterAlgorithm(b->cudnn, c->xd, c->yd, c->cd, c->wd,
+									CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
+	else
+		CK_CUDNN(b, cudnnGetConvolutionBackwardFilterAlgorithm_v7(b->cudnn, c->xd, c->yd, c->cd, c->wd,
+									  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
+	for (int i = 0; i < got; i++)
+		if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= b->opt.workspace_limit &&
+		    math_ok(b, perf[i].mathType)) {
+			*algo = perf[i].algo;
+			return 0;
+		}
+	dlc_failf(b, "cuda backend: cuDNN has no backward-filter algorithm for this convolution within %zu bytes of workspace",
+		  b->opt.workspace_limit);
+	return -1;
+}
+
+/* Descriptors, algorithms and the arena space (dw, workspace) of conv node i. */
+int dlc_conv_setup(struct dl_backend *b, int i)
+{
+	const struct dl_node *d = &b->g->nodes[i];
+	struct dlc_conv *c = &b->node[i].conv;
+	const struct dlc_value *x = &b->val[d->in[0]], *y = &b->val[d->out];
+	const struct dl_tensor_f32 *wt = &b->g->params[d->param[0]];
+	int k = d->kernel;
+	if (wt->ndim != 4 || wt->dims[0] != y->c || wt->dims[1] != x->c || wt->dims[2] != k || wt->dims[3] != k) {
+		dlc_failf(b, "cuda backend: conv node %d: weight %s is not (%d,%d,%d,%d)", i, wt->name, y->c, x->c, k, k);
+		return -1;
+	}
+	c->ip = x->cp;
+	CK_CUDNN(b, cudnnCreateTensorDescriptor(&c->xd));
+	CK_CUDNN(b, cudnnCreateTensorDescriptor(&c->yd));
+	CK_CUDNN(b, cudnnCreateFilterDescriptor(&c->wd));
+	CK_CUDNN(b, cudnnCreateConvolutionDescriptor(&c->cd));
+	CK_CUDNN(b, cudnnSetTensor4dDescriptor(c->xd, CUDNN_TENSOR_NHWC, b->cudnn_dt, b->n, x->cp, x->h, x->w));
+	CK_CUDNN(b, cudnnSetTensor4dDescriptor(c->yd, CUDNN_TENSOR_NHWC, b->cudnn_dt, b->n, y->cp, y->h, y->w));
+	CK_CUDNN(b, cudnnSetFilter4dDescriptor(c->wd, b->cudnn_dt, CUDNN_TENSOR_NHWC, y->c, c->ip, k, k));
+	CK_CUDNN(b, cudnnSetConvolution2dDescriptor(c->cd, d->pad, d->pad, d->stride, d->stride, 1, 1,
+						    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+	CK_CUDNN(b, cudnnSetConvolutionMathType(c->cd, b->dt == DLC_F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+	int on, oc, oh, ow;
+	CK_CUDNN(b, cudnnGetConvolution2dForwardOutputDim(c->cd, c->xd, c->wd, &on, &oc, &oh, &ow));
+	if (on != b->n || oc != y->c || oh != y->h || ow != y->w) {
+		dlc_failf(b, "cuda backend: conv node %d: cuDNN output (%d,%d,%d,%d) but the graph says (%d,%d,%d,%d)",
+			  i, on, oc, oh, ow, b->n, y->c, y->h, y->w);
+		return -1;
+	}
+	int need_dx = d->in[0] != b->g->input; /* no gradient for the image */
+	int key[10] = { b->n, c->ip, x->h, x->w, y->c, k, d->stride, d->pad, y->h, y->w };
+	struct dlc_algo *a = NULL;
+	for (int j = 0; j < b->n_algos; j++)
+		if (memcmp(b->algos[j].key, key, sizeof key) == 0 && (b->algos[j].have_bwd_data || !need_dx))
+			a = &b->algos[j];
+	if (!a) {
+		a = &b->algos[b->n_algos];
+		memset(a, 0, sizeof *a);
+		memcpy(a->key, key, sizeof key);
+		if (choose_fwd(b, c, &a->fwd) || choose_bwd_filter(b, c, &a->bwd_filter))
+			return -1;
+		if (need_dx) {
+			if (choose_bwd_data(b, c, &a->bwd_data))
+				return -1;
+			a->have_bwd_data = 1;
+		}
+		b->n_algos++;
+	}
+	c->fwd = a->fwd;
+	c->bwd_filter = a->bwd_filter;
+	c->bwd_data = a->bwd_data;
+	size_t ws = 0, t;
+	CK_CUDNN(b, cudnnGetConvolutionForwardWorkspaceSize(b->cudnn, c->xd, c->wd, c->cd, c->yd, c->fwd, &t));
+	ws = t > ws ? t : ws;
+	CK_CUDNN(b, cudnnGetConvolutionBackwardFilterWorkspaceSize(b->cudnn, c->xd, c->yd, c->cd, c->wd, c->bwd_filter, &t));
+	ws = t > ws ? t : ws;
+	if (need_dx) {
+		CK_CUDNN(b, cudnnGetConvolutionBackwardDataWorkspaceSize(b->cudnn, c->wd, c->yd, c->cd, c->xd, c->bwd_data, &t));
+		ws = t > ws ? t : ws;
+	}
+	if (ws > b->ws_bytes)
+		b->ws_bytes = ws;
+	return dlc_plan(b, &c->dw, (size_t)y->c * k * k * c->ip * b->esize);
+}
+
+int dlc_conv_fwd(struct dl_backend *b, int i)
+{
+	const struct dl_node *d = &b->g->nodes[i];
+	struct dlc_conv *c = &b->node[i].conv;
+	const float one = 1.0f, zero = 0.0f;
+	CK_CUDNN(b, cudnnConvolutionForward(b->cudnn, &one, c->xd, b->val[d->in[0]].act, c->wd,
+					    b->h_tensors[d->param[0]].work, c->cd, c->fwd, b->ws, b->ws_bytes, &zero,
+					    c->yd, b->val[d->out].act));
+	return 0;
+}
+
+/* dW into the flat fp32 grad (OIHW); dX added to the input's gradient. */
+int dlc_conv_bwd(struct dl_backend *b, int i)
+{
+	const struct dl_node *d = &b->g->nodes[i];
+	struct dlc_conv *c = &b->node[i].conv;
+	struct dlc_value *x = &b->val[d->in[0]], *y = &b->val[d->out];
+	const struct dl_tensor_f32 *wt = &b->g->params[d->param[0]];
+	const float one = 1.0f, zero = 0.0f;
+	CK_CUDNN(b, cudnnConvolutionBackwardFilter(b->cudnn, &one, c->xd, x->act, c->yd, y->grad, c->cd, c->bwd_filter,
+						   b->ws, b->ws_bytes, &zero, c->wd, c->dw));
+	CK_CUDA(b, dlc_krsc_to_oihw(c->dw, b->dt, b->gr + b->p_off[d->param[0]], wt->dims[0], wt->dims[1],
+				    wt->dims[2], wt->dims[3], c->ip, b->s));
+	if (x->grad) {
+		CK_CUDNN(b, cudnnConvolutionBackwardData(b->cudnn, &one, c->wd, b->h_tensors[d->param[0]].work, c->yd,
+							 y->grad, c->cd, c->bwd_data, b->ws, b->ws_bytes,
+							 x->grad_set ? &one : &zero, c->xd, x->grad));
+		x->grad_set = 1;
+	}
+	return 0;
+}

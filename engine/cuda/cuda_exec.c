@@ -1,0 +1,168 @@
+#include "config.h"
+
+/* Running the graph: input conversion, forward and backward over the nodes
+ * in topological order, all enqueued on the backend's compute stream. */
+#include <string.h>
+
+#include "engine/cuda/cuda_internal.h"
+#include "engine/cuda/nccl_comm.h"
+
+/* The image value from the pinned host buffers, converted on the GPU. */
+int dlc_input(struct dl_backend *b, enum dl_cuda_input in)
+{
+	const struct dl_shape *xs = &b->g->values[b->g->input];
+	struct dlc_value *x = &b->val[b->g->input];
+	if (in == DL_CUDA_INPUT_F32) {
+		CK_CUDA(b, cudaMemcpyAsync(b->d_x, b->h_x, b->x_count * sizeof(float), cudaMemcpyHostToDevice, b->s));
+		CK_CUDA(b, dlc_nchw_to_nhwc(b->d_x, x->act, b->dt, b->n, xs->c, xs->h, xs->w, x->cp, b->s));
+	} else {
+		CK_CUDA(b, cudaMemcpyAsync(b->d_u8, b->h_u8, b->x_count, cudaMemcpyHostToDevice, b->s));
+		CK_CUDA(b, cudaMemcpyAsync(b->d_flip, b->h_flip, (size_t)b->n, cudaMemcpyHostToDevice, b->s));
+		CK_CUDA(b, dlc_u8_to_nhwc(b->d_u8, b->d_flip, b->norm, x->act, b->dt, b->n, xs->h, xs->w, xs->c, x->cp,
+					  b->s));
+	}
+	return 0;
+}
+
+int dlc_refresh_work(struct dl_backend *b)
+{
+	CK_CUDA(b, dlc_sgd(b->d_tensors, b->d_chunks, b->n_chunks, b->w, b->gr, b->mom, b->d_lr, 0.0f, 1.0f, 0, 0,
+			   b->dt, b->s));
+	return 0;
+}
+
+int dlc_forward(struct dl_backend *b, int train)
+{
+	const struct dl_graph *g = b->g;
+	for (int i = 0; i < g->n_nodes; i++) {
+		const struct dl_node *d = &g->nodes[i];
+		struct dlc_value *x = &b->val[d->in[0]], *y = &b->val[d->out];
+		size_t m = (size_t)b->n * x->h * x->w;
+		switch (d->kind) {
+		case DL_NODE_CONV:
+			if (dlc_conv_fwd(b, i))
+				return -1;
+			break;
+		case DL_NODE_BN: {
+			const float *gamma = b->w + b->p_off[d->param[0]], *beta = b->w + b->p_off[d->param[1]];
+			float *rm = b->bufs + b->b_off[d->buffer[0]], *rv = b->bufs + b->b_off[d->buffer[1]];
+			if (train)
+				CK_CUDA(b, dlc_bn_fwd_train(x->act, y->act, b->dt, m, x->c, gamma, beta, b->node[i].mean,
+							    b->node[i].invstd, rm, rv, g->bn_momentum, g->bn_eps, d->relu,
+							    b->bn_part, b->s));
+			else
+				CK_CUDA(b, dlc_bn_fwd_infer(x->act, y->act, b->dt, m, x->c, gamma, beta, rm, rv, g->bn_eps,
+							    d->relu, b->s));
+			break;
+		}
+		case DL_NODE_RELU:
+			CK_CUDA(b, dlc_add_relu(x->act, NULL, y->act, b->dt, y->elems, 1, b->s));
+			break;
+		case DL_NODE_ADD:
+			CK_CUDA(b, dlc_add_relu(x->act, b->val[d->in[1]].act, y->act, b->dt, y->elems, d->relu, b->s));
+			break;
+		case DL_NODE_MAXPOOL:
+			CK_CUDA(b, dlc_maxpool_fwd(x->act, y->act, b->node[i].arg, b->dt, b->n, x->h, x->w, x->c, y->h, y->w,
+						   d->kernel, d->stride, d->pad, b->s));
+			break;
+		case DL_NODE_GAP:
+			CK_CUDA(b, dlc_gap_fwd(x->act, y->act, b->dt, b->n, x->h * x->w, x->c, b->s));
+			break;
+		case DL_NODE_FC:
+			if (dlc_fc_fwd(b, i))
+				return -1;
+			break;
+		}
+	}
+	/* logits (N, C*H*W) fp32 in torch's order; an FC output is already there */
+	const struct dlc_value *o = &b->val[g->output];
+	if (o->act)
+		CK_CUDA(b, dlc_nhwc_to_nchw(o->act, b->dt, b->d_logits, b->n, o->c, o->h, o->w, o->cp, b->s));
+	return 0;
+}
+
+/* Gradients of the buckets that node i completed go to NCCL on their own
+ * stream while backward continues. */
+static int launch_buckets(struct dl_backend *b, int i)
+{
+	for (int k = 0; k < b->node[i].n_ready; k++) {
+		int bi = b->node[i].ready[k];
+		CK_CUDA(b, cudaEventRecord(b->ev_bk[bi], b->s));
+		CK_CUDA(b, cudaStreamWaitEvent(b->cs, b->ev_bk[bi], 0));
+		if (dl_nccl_allreduce_f32(b->opt.nccl, b->gr + b->bk[bi].off, b->bk[bi].count, b->cs, b->err,
+					  sizeof b->err))
+			return -1;
+	}
+	return 0;
+}
+
+/* Backward from b->d_dlogits (already scaled by the loss scale). */
+int dlc_backward(struct dl_backend *b, int allreduce)
+{
+	const struct dl_graph *g = b->g;
+	for (int v = 0; v < g->n_values; v++)
+		b->val[v].grad_set = 0;
+	struct dlc_value *o = &b->val[g->output];
+	if (o->act) {
+		CK_CUDA(b, dlc_nchw_to_nhwc_scaled(b->d_dlogits, 1.0f, o->grad, b->dt, b->n, o->c, o->h, o->w, b->s));
+		o->grad_set = 1;
+	}
+	for (int i = g->n_nodes - 1; i >= 0; i--) {
+		const struct dl_node *d = &g->nodes[i];
+		struct dlc_value *x = &b->val[d->in[0]], *y = &b->val[d->out];
+		size_t m = (size_t)b->n * x->h * x->w;
+		if (d->kind != DL_NODE_FC && !y->grad_set) {
+			/* nothing consumed this value: its gradient is zero */
+			CK_CUDA(b, cudaMemsetAsync(y->grad, 0, y->elems * b->esize, b->s));
+			y->grad_set = 1;
+		}
+		switch (d->kind) {
+		case DL_NODE_CONV:
+			if (dlc_conv_bwd(b, i))
+				return -1;
+			break;
+		case DL_NODE_BN:
+			CK_CUDA(b, dlc_bn_bwd(x->act, y->act, y->grad, x->grad, b->dt, m, x->c, b->w + b->p_off[d->param[0]],
+					      b->node[i].mean, b->node[i].invstd, b->gr + b->p_off[d->param[0]],
+					      b->gr + b->p_off[d->param[1]], d->relu, x->grad_set, b->bn_part, b->s));
+			x->grad_set = x->grad != NULL;
+			break;
+		case DL_NODE_RELU:
+			if (x->grad) {
+				CK_CUDA(b, dlc_relu_bwd(y->grad, y->act, x->grad, b->dt, y->elems, x->grad_set, b->s));
+				x->grad_set = 1;
+			}
+			break;
+		case DL_NODE_ADD:
+			for (int k = 0; k < 2; k++) {
+				struct dlc_value *a = &b->val[d->in[k]];
+				if (!a->grad)
+					continue;
+				CK_CUDA(b, dlc_relu_bwd(y->grad, d->relu ? y->act : NULL, a->grad, b->dt, y->elems,
+							a->grad_set, b->s));
+				a->grad_set = 1;
+			}
+			break;
+		case DL_NODE_MAXPOOL:
+			if (x->grad) {
+				CK_CUDA(b, dlc_maxpool_bwd(y->grad, b->node[i].arg, x->grad, b->dt, b->n, x->h, x->w, x->c,
+							   y->h, y->w, d->kernel, d->stride, d->pad, x->grad_set, b->s));
+				x->grad_set = 1;
+			}
+			break;
+		case DL_NODE_GAP:
+			if (x->grad) {
+				CK_CUDA(b, dlc_gap_bwd(y->grad, x->grad, b->dt, b->n, x->h * x->w, x->c, x->grad_set, b->s));
+				x->grad_set = 1;
+			}
+			break;
+		case DL_NODE_FC:
+			if (dlc_fc_bwd(b, i))
+				return -1;
+			break;
+		}
+		if (allreduce && launch_buckets(b, i))
+			return -1;
+	}
+	return 0;
+}

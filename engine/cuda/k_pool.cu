@@ -1,0 +1,144 @@
+#include "config.h"
+
+// Max pool and global average pool over NHWC activations.
+#include "engine/cuda/k_common.cuh"
+
+// One thread per output element; arg records which window position won so
+// backward can route the gradient without re-reading x.
+template <typename T>
+__global__ void maxpool_fwd_k(const T *x, T *y, uint8_t *arg, int n, int h, int w, int c, int ho, int wo,
+			      int k, int stride, int pad)
+{
+	size_t total = (size_t)n * ho * wo * c;
+	DLC_GRID_STRIDE(i, total) {
+		int ch = (int)(i % c);
+		size_t r = i / c;
+		int ow = (int)(r % wo);
+		r /= wo;
+		int oh = (int)(r % ho);
+		int ni = (int)(r / ho);
+		float best = -INFINITY;
+		int bi = 0, first = 1;
+		for (int a = 0; a < k; a++) {
+			int ih = oh * stride - pad + a;
+			if (ih < 0 || ih >= h)
+				continue;
+			for (int b = 0; b < k; b++) {
+				int iw = ow * stride - pad + b;
+				if (iw < 0 || iw >= w)
+					continue;
+				float v = ldf(x, (((size_t)ni * h + ih) * w + iw) * c + ch);
+				// the first in-bounds position wins ties, as in torch
+				if (first || v > best) {
+					best = v;
+					bi = a * k + b;
+					first = 0;
+				}
+			}
+		}
+		stf(y, i, best);
+		arg[i] = (uint8_t)bi;
+	}
+}
+
+extern "C" cudaError_t dlc_maxpool_fwd(const void *x, void *y, uint8_t *arg, enum dlc_dtype dt, int n, int h,
+				       int w, int c, int ho, int wo, int k, int stride, int pad, cudaStream_t s)
+{
+	if (k * k > 255)
+		return cudaErrorInvalidValue;
+	size_t total = (size_t)n * ho * wo * c;
+	DLC_DISPATCH(dt, maxpool_fwd_k<T><<<dlc_blocks(total), DLC_THREADS, 0, s>>>((const T *)x, (T *)y, arg, n, h, w,
+									      c, ho, wo, k, stride, pad));
+	return cudaGetLastError();
+}
+
+// One thread per input element: gather the gradient of every window that
+// contains it and chose it (no atomics, deterministic).
+template <typename T>
+__global__ void maxpool_bwd_k(const T *dy, const uint8_t *arg, T *dx, int n, int h, int w, int c, int ho,
+			      int wo, int k, int stride, int pad, int accumulate)
+{
+	size_t total = (size_t)n * h * w * c;
+	DLC_GRID_STRIDE(i, total) {
+		int ch = (int)(i % c);
+		size_t r = i / c;
+		int iw = (int)(r % w);
+		r /= w;
+		int ih = (int)(r % h);
+		int ni = (int)(r / h);
+		// windows oh with oh*stride-pad <= ih <= oh*stride-pad+k-1
+		int th = ih + pad - k + 1, tw = iw + pad - k + 1;
+		int oh0 = th <= 0 ? 0 : (th + stride - 1) / stride;
+		int ow0 = tw <= 0 ? 0 : (tw + stride - 1) / stride;
+		int oh1 = min(ho - 1, (ih + pad) / stride);
+		int ow1 = min(wo - 1, (iw + pad) / stride);
+		float acc = 0.0f;
+		for (int oh = oh0; oh <= oh1; oh++)
+			for (int ow = ow0; ow <= ow1; ow++) {
+				size_t o = (((size_t)ni * ho + oh) * wo + ow) * c + ch;
+				int pos = (ih - (oh * stride - pad)) * k + (iw - (ow * stride - pad));
+				if (arg[o] == pos)
+					acc += ldf(dy, o);
+			}
+		if (accumulate)
+			acc += ldf(dx, i);
+		stf(dx, i, acc);
+	}
+}
+
+extern "C" cudaError_t dlc_maxpool_bwd(const void *dy, const uint8_t *arg, void *dx, enum dlc_dtype dt, int n,
+				       int h, int w, int c, int ho, int wo, int k, int stride, int pad,
+				       int accumulate, cudaStream_t s)
+{
+	size_t total = (size_t)n * h * w * c;
+	DLC_DISPATCH(dt, maxpool_bwd_k<T><<<dlc_blocks(total), DLC_THREADS, 0, s>>>((const T *)dy, arg, (T *)dx, n, h, w,
+									      c, ho, wo, k, stride, pad, accumulate));
+	return cudaGetLastError();
+}
+
+// y (N,C) = mean over HW of x (N,HW,C); one thread per (n,c), reads coalesced over c.
+template <typename T>
+__global__ void gap_fwd_k(const T *x, T *y, int n, int hw, int c)
+{
+	size_t total = (size_t)n * c;
+	DLC_GRID_STRIDE(i, total) {
+		int ch = (int)(i % c);
+		size_t ni = i / c;
+		float acc = 0.0f;
+		for (int p = 0; p < hw; p++)
+			acc += ldf(x, ((size_t)ni * hw + p) * c + ch);
+		stf(y, i, acc / (float)hw);
+	}
+}
+
+extern "C" cudaError_t dlc_gap_fwd(const void *x, void *y, enum dlc_dtype dt, int n, int hw, int c,
+				   cudaStream_t s)
+{
+	size_t total = (size_t)n * c;
+	DLC_DISPATCH(dt, gap_fwd_k<T><<<dlc_blocks(total), DLC_THREADS, 0, s>>>((const T *)x, (T *)y, n, hw, c));
+	return cudaGetLastError();
+}
+
+template <typename T>
+__global__ void gap_bwd_k(const T *dy, T *dx, int n, int hw, int c, int accumulate)
+{
+	size_t total = (size_t)n * hw * c;
+	float inv = 1.0f / (float)hw;
+	DLC_GRID_STRIDE(i, total) {
+		int ch = (int)(i % c);
+		size_t ni = i / ((size_t)hw * c);
+		float v = ldf(dy, ni * c + ch) * inv;
+		if (accumulate)
+			v += ldf(dx, i);
+		stf(dx, i, v);
+	}
+}
+
+extern "C" cudaError_t dlc_gap_bwd(const void *dy, void *dx, enum dlc_dtype dt, int n, int hw, int c,
+				   int accumulate, cudaStream_t s)
+{
+	size_t total = (size_t)n * hw * c;
+	DLC_DISPATCH(dt, gap_bwd_k<T><<<dlc_blocks(total), DLC_THREADS, 0, s>>>((const T *)dy, (T *)dx, n, hw, c,
+									  accumulate));
+	return cudaGetLastError();
+}
