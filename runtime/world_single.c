@@ -1,7 +1,7 @@
 /* A process group of one: what dljob is when started outside Slurm. */
 #include "config.h"
 #include <string.h>
-#include "runtime/world.h"
+#include "runtime/world_int.h"
 
 static int single_allreduce_f32(struct dl_comm *c, float *buf, size_t n, char *err, size_t errlen)
 {
@@ -21,10 +21,31 @@ static int single_barrier(struct dl_comm *c, char *err, size_t errlen)
 	return 0;
 }
 
+static int single_exchange(struct dl_world *w, const void *mine, size_t len, void *all,
+			   char *err, size_t errlen)
+{
+	(void)w; (void)err; (void)errlen;
+	memmove(all, mine, len);
+	return 0;
+}
+
+static void single_close(struct dl_world *w)
+{
+	(void)w;
+}
+
+static void single_abort(struct dl_world *w, const char *why)
+{
+	(void)w; (void)why;
+}
+
+static const struct dl_world_ops single_ops = { single_exchange, single_close, single_abort };
+
 void dl_world_single(struct dl_world *w)
 {
 	memset(w, 0, sizeof(*w));
 	w->method = "single";
+	w->ops = &single_ops;
 	w->comm.rank = 0;
 	w->comm.size = 1;
 	w->comm.local_rank = 0;
@@ -32,16 +53,4 @@ void dl_world_single(struct dl_world *w)
 	w->comm.allreduce_sum_f32 = single_allreduce_f32;
 	w->comm.allreduce_sum_f64 = single_allreduce_f64;
 	w->comm.barrier = single_barrier;
-}
-
-int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen)
-{
-	(void)timeout_s; (void)err; (void)errlen;
-	dl_world_single(w);
-	return 0;
-}
-
-void dl_world_close(struct dl_world *w)
-{
-	memset(w, 0, sizeof(*w));
 }

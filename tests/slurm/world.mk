@@ -1,1 +1,11 @@
-# tests/slurm/world.mk
+# tests/slurm/world.mk: the world bootstrap (PMIx, TCP, single) and its
+# collectives, on the private Slurm cluster and as local processes.
+check_PROGRAMS += tests/slurm/world_check
+tests_slurm_world_check_SOURCES = tests/slurm/world_check.c $(DLJOB_WORLD_SOURCES)
+tests_slurm_world_check_CFLAGS = $(AM_CFLAGS) $(PMIX_CFLAGS) $(MPI_CFLAGS)
+tests_slurm_world_check_LDADD = $(PMIX_LIBS) $(MPI_LIBS)
+dist_check_SCRIPTS += tests/slurm/test_world_local.sh tests/slurm/test_world_tcp.sh \
+	tests/slurm/test_world_pmix.sh tests/slurm/test_world_fail.sh tests/slurm/world_lib.sh
+TESTS += tests/slurm/test_world_local.sh tests/slurm/test_world_tcp.sh \
+	tests/slurm/test_world_pmix.sh tests/slurm/test_world_fail.sh
+EXTRA_DIST += tests/bench/bench_launch.sh

@@ -1,0 +1,211 @@
+/* How this process joins its job, read from the environment:
+ *   DLJOB_WORLD=single|pmix|tcp                 forces a method;
+ *   PMIX_RANK + PMIX_NAMESPACE                  srun --mpi=pmix: PMIx;
+ *   RANK + WORLD_SIZE (+ MASTER_ADDR/PORT)      torchrun style (the SPANK
+ *                                               plugin exports these): TCP;
+ *   SLURM_PROCID + SLURM_STEP_NUM_TASKS         any srun step: TCP, with
+ *                                               MASTER_ADDR the step's first
+ *                                               node, MASTER_PORT from the ids;
+ *   otherwise                                   a single process.
+ * A batch script itself has SLURM_PROCID=0 but no SLURM_STEP_NUM_TASKS, so it
+ * runs as a single process instead of waiting for tasks that never come. */
+#include "config.h"
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "runtime/world_int.h"
+
+/* Ports for MASTER_PORT derived from the job id: below Linux's ephemeral
+ * range (32768-60999), so no outgoing connection holds it. */
+#define PORT_BASE 15000
+#define PORT_SPAN 15000
+
+static int env_int(const char *name, long lo, long hi, long *out, char *err, size_t errlen)
+{
+	const char *s = getenv(name);
+	char *end;
+	if (!s || !*s)
+		return 0;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || v < lo || v > hi) {
+		snprintf(err, errlen, "%s='%s' is not an integer in [%ld, %ld]", name, s, lo, hi);
+		return -1;
+	}
+	*out = v;
+	return 1;
+}
+
+int dl_hostlist_first(const char *list, char *out, size_t outlen)
+{
+	size_t o = 0;
+	const char *p = list;
+
+	if (!list || !*list)
+		return -1;
+	/* prefix[range,...]suffix: the first host takes the prefix, the first
+	 * number of the first range (with its zero padding) and the suffix.  A
+	 * name may have several bracket groups ("r[1-2]n[3-4]"): take the first
+	 * number of each. */
+	while (*p && *p != ',') {
+		if (*p == '[') {
+			p++;
+			while (*p && isdigit((unsigned char)*p)) {
+				if (o + 1 >= outlen)
+					return -1;
+				out[o++] = *p++;
+			}
+			while (*p && *p != ']')
+				p++;
+			if (*p != ']')
+				return -1;
+			p++;
+			continue;
+		}
+		if (o + 1 >= outlen)
+			return -1;
+		out[o++] = *p++;
+	}
+	out[o] = 0;
+	return o > 0 ? 0 : -1;
+}
+
+static void node_name(char *out, size_t outlen)
+{
+	const char *n = getenv("SLURMD_NODENAME");
+	/* Slurm's node name, not the host name: several slurmd may share one
+	 * host (as in the test cluster), and the node is what an admin greps. */
+	if (n && *n) {
+		snprintf(out, outlen, "%s", n);
+		return;
+	}
+	if (gethostname(out, outlen) < 0)
+		snprintf(out, outlen, "unknown-host");
+	out[outlen - 1] = 0;
+}
+
+static int tcp_master(struct dl_world_env *e, int from_slurm, char *err, size_t errlen)
+{
+	const char *addr = getenv("MASTER_ADDR");
+	long port = 0, jobid = 0, stepid = 0;
+	int have;
+
+	if (addr && *addr) {
+		snprintf(e->master_addr, sizeof(e->master_addr), "%s", addr);
+	} else if (from_slurm) {
+		const char *nl = getenv("SLURM_STEP_NODELIST");
+		if (!nl || !*nl)
+			nl = getenv("SLURM_JOB_NODELIST");
+		if (!nl || !*nl) {
+			snprintf(err, errlen, "MASTER_ADDR is unset and so are SLURM_STEP_NODELIST "
+				 "and SLURM_JOB_NODELIST: cannot tell where rank 0 runs");
+			return -1;
+		}
+		if (dl_hostlist_first(nl, e->master_addr, sizeof(e->master_addr)) < 0) {
+			snprintf(err, errlen, "cannot parse the node list '%s'", nl);
+			return -1;
+		}
+	} else {
+		snprintf(err, errlen, "RANK/WORLD_SIZE are set but MASTER_ADDR is not");
+		return -1;
+	}
+
+	if ((have = env_int("MASTER_PORT", 1, 65535, &port, err, errlen)) < 0)
+		return -1;
+	if (!have) {
+		if (!from_slurm) {
+			snprintf(err, errlen, "RANK/WORLD_SIZE are set but MASTER_PORT is not");
+			return -1;
+		}
+		if (env_int("SLURM_JOB_ID", 0, LONG_MAX, &jobid, err, errlen) <= 0 ||
+		    env_int("SLURM_STEP_ID", 0, LONG_MAX, &stepid, err, errlen) < 0) {
+			if (!err[0])
+				snprintf(err, errlen, "MASTER_PORT and SLURM_JOB_ID are unset");
+			return -1;
+		}
+		/* Every step of a job gets its own port, so back-to-back steps do
+		 * not meet each other's leftovers. */
+		port = PORT_BASE + (long)(((unsigned long)jobid * 97u + (unsigned long)stepid) % PORT_SPAN);
+	}
+	e->master_port = (int)port;
+	return 0;
+}
+
+int dl_world_env(struct dl_world_env *e, char *err, size_t errlen)
+{
+	const char *force = getenv("DLJOB_WORLD");
+	long rank = 0, size = 1;
+	int r1, r2, from_slurm = 0;
+
+	memset(e, 0, sizeof(*e));
+	err[0] = 0;
+	e->kind = DL_WORLD_SINGLE;
+	e->size = 1;
+	node_name(e->node, sizeof(e->node));
+
+	if (force && *force && strcmp(force, "single") != 0 && strcmp(force, "pmix") != 0 &&
+	    strcmp(force, "tcp") != 0) {
+		snprintf(err, errlen, "DLJOB_WORLD='%s': expected single, pmix or tcp", force);
+		return -1;
+	}
+	if (force && strcmp(force, "single") == 0)
+		return 0;
+	if ((force && strcmp(force, "pmix") == 0) ||
+	    (!(force && *force) && getenv("PMIX_RANK") && getenv("PMIX_NAMESPACE"))) {
+		if (!getenv("PMIX_NAMESPACE")) {
+			snprintf(err, errlen, "DLJOB_WORLD=pmix but PMIX_NAMESPACE is unset "
+				 "(not started by srun --mpi=pmix?)");
+			return -1;
+		}
+		e->kind = DL_WORLD_PMIX;
+		return 0;
+	}
+
+	/* TCP: torchrun-style variables first, then Slurm's own. */
+	if ((r1 = env_int("RANK", 0, INT_MAX, &rank, err, errlen)) < 0 ||
+	    (r2 = env_int("WORLD_SIZE", 1, INT_MAX, &size, err, errlen)) < 0)
+		return -1;
+	if (r1 != r2) {
+		snprintf(err, errlen, "%s is set but %s is not", r1 ? "RANK" : "WORLD_SIZE",
+			 r1 ? "WORLD_SIZE" : "RANK");
+		return -1;
+	}
+	if (!r1) {
+		if ((r1 = env_int("SLURM_PROCID", 0, INT_MAX, &rank, err, errlen)) < 0 ||
+		    (r2 = env_int("SLURM_STEP_NUM_TASKS", 1, INT_MAX, &size, err, errlen)) < 0)
+			return -1;
+		if (!(r1 && r2)) {
+			if (force && strcmp(force, "tcp") == 0) {
+				snprintf(err, errlen, "DLJOB_WORLD=tcp but neither RANK/WORLD_SIZE nor "
+					 "SLURM_PROCID/SLURM_STEP_NUM_TASKS are set");
+				return -1;
+			}
+			return 0; /* single */
+		}
+		from_slurm = 1;
+	} else {
+		/* Under Slurm the node list can stand in for MASTER_ADDR. */
+		from_slurm = getenv("SLURM_JOB_ID") != NULL;
+	}
+	if (rank >= size) {
+		snprintf(err, errlen, "rank %ld is not below the world size %ld", rank, size);
+		return -1;
+	}
+	e->rank = (int)rank;
+	e->size = (int)size;
+	if (size == 1)
+		return 0; /* single: no rendezvous needed */
+	e->kind = DL_WORLD_TCP;
+	if (tcp_master(e, from_slurm, err, errlen) < 0)
+		return -1;
+	{
+		const char *j = getenv("SLURM_JOB_ID"), *s = getenv("SLURM_STEP_ID");
+		snprintf(e->jobkey, sizeof(e->jobkey), "%.12s.%.12s@%.24s:%d", j ? j : "-", s ? s : "-",
+			 e->master_addr, e->master_port);
+	}
+	return 0;
+}

@@ -1,0 +1,272 @@
+/* Socket helpers for the bootstrap: every wait has a deadline, every socket
+ * is non-blocking, and nothing ever raises SIGPIPE (a dead peer must become
+ * an error message, not a silent death of the survivor). */
+#include "config.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "runtime/world_int.h"
+
+double dl_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int ms_until(double deadline)
+{
+	double left = deadline - dl_now();
+	if (left <= 0)
+		return 0;
+	if (left > 1e6)
+		return 1000000000;
+	return (int)(left * 1000.0) + 1;
+}
+
+int dl_set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -1;
+	return 0;
+}
+
+static void tune(int fd)
+{
+	int one = 1;
+	/* Small control messages must not wait for Nagle. */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+int dl_listen(int af, int port, char *err, size_t errlen)
+{
+	int fd = -1, one = 1;
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	memset(&ss, 0, sizeof(ss));
+	if (af == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_addr = in6addr_any;
+		s6->sin6_port = htons((uint16_t)port);
+		len = sizeof(*s6);
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		s4->sin_family = AF_INET;
+		s4->sin_addr.s_addr = htonl(INADDR_ANY);
+		s4->sin_port = htons((uint16_t)port);
+		len = sizeof(*s4);
+		af = AF_INET;
+	}
+	fd = socket(af, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	/* A previous job's connections in TIME_WAIT must not block the port. */
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 1024) < 0 ||
+	    dl_set_nonblock(fd) < 0) {
+		snprintf(err, errlen, "cannot listen on TCP port %d: %s", port, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int dl_local_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return -1;
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* One non-blocking connect attempt: fd when connected, -1 with *retry set if
+ * it is worth trying again (nobody listening yet), -1 otherwise. */
+static int try_connect(const struct sockaddr *sa, socklen_t salen, double deadline, int *retry,
+		       char *err, size_t errlen)
+{
+	int fd, soerr = 0;
+	socklen_t sl = sizeof(soerr);
+
+	*retry = 0;
+	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	if (connect(fd, sa, salen) < 0) {
+		if (errno != EINPROGRESS) {
+			soerr = errno;
+		} else {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+			/* Bound one attempt so an unreachable address is retried. */
+			int ms = ms_until(deadline);
+			if (ms > 2000)
+				ms = 2000;
+			int r = poll(&p, 1, ms);
+			if (r < 0)
+				soerr = errno;
+			else if (r == 0)
+				soerr = ETIMEDOUT;
+			else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+				soerr = errno;
+		}
+	}
+	if (soerr == 0) {
+		tune(fd);
+		return fd;
+	}
+	close(fd);
+	*retry = soerr == ECONNREFUSED || soerr == ETIMEDOUT || soerr == EHOSTUNREACH ||
+		 soerr == ENETUNREACH || soerr == ECONNRESET || soerr == EINTR || soerr == EAGAIN;
+	snprintf(err, errlen, "%s", strerror(soerr));
+	return -1;
+}
+
+int dl_connect_addr(const struct sockaddr_storage *sa, socklen_t salen, double deadline,
+		    char *err, size_t errlen)
+{
+	double pause = 0.01;
+	for (;;) {
+		int retry;
+		int fd = try_connect((const struct sockaddr *)sa, salen, deadline, &retry, err, errlen);
+		if (fd >= 0)
+			return fd;
+		if (!retry || dl_now() + pause > deadline)
+			return -1;
+		struct timespec ts = { 0, (long)(pause * 1e9) };
+		nanosleep(&ts, NULL);
+		if (pause < 0.2)
+			pause *= 2;
+	}
+}
+
+int dl_connect_retry(const char *host, int port, double deadline, char *err, size_t errlen)
+{
+	char ps[16], e[256] = "";
+	struct addrinfo hints, *res = NULL, *ai;
+	double pause = 0.01;
+	int rc;
+
+	snprintf(ps, sizeof(ps), "%d", port);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	rc = getaddrinfo(host, ps, &hints, &res);
+	if (rc != 0) {
+		snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
+		return -1;
+	}
+	for (;;) {
+		int again = 0;
+		for (ai = res; ai; ai = ai->ai_next) {
+			int retry;
+			int fd = try_connect(ai->ai_addr, ai->ai_addrlen, deadline, &retry, e, sizeof(e));
+			if (fd >= 0) {
+				freeaddrinfo(res);
+				return fd;
+			}
+			again |= retry;
+		}
+		if (!again || dl_now() + pause > deadline)
+			break;
+		struct timespec ts = { 0, (long)(pause * 1e9) };
+		nanosleep(&ts, NULL);
+		if (pause < 0.2)
+			pause *= 2;
+	}
+	freeaddrinfo(res);
+	snprintf(err, errlen, "cannot connect to %s:%d: %s", host, port, e);
+	return -1;
+}
+
+int dl_accept_until(int lfd, double deadline, char *err, size_t errlen)
+{
+	for (;;) {
+		struct pollfd p = { .fd = lfd, .events = POLLIN };
+		int r = poll(&p, 1, ms_until(deadline));
+		if (r < 0 && errno != EINTR) {
+			snprintf(err, errlen, "poll: %s", strerror(errno));
+			return -1;
+		}
+		if (r > 0) {
+			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+			if (fd >= 0) {
+				tune(fd);
+				return fd;
+			}
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+				snprintf(err, errlen, "accept: %s", strerror(errno));
+				return -1;
+			}
+		}
+		if (dl_now() >= deadline)
+			return -2;
+	}
+}
+
+int dl_write_full(int fd, const void *buf, size_t len, double deadline, char *err, size_t errlen)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			snprintf(err, errlen, "%s", strerror(errno));
+			return -1;
+		}
+		struct pollfd pf = { .fd = fd, .events = POLLOUT };
+		if (dl_now() >= deadline) {
+			snprintf(err, errlen, "timed out");
+			return -1;
+		}
+		(void)poll(&pf, 1, ms_until(deadline));
+	}
+	return 0;
+}
+
+int dl_read_full(int fd, void *buf, size_t len, double deadline, char *err, size_t errlen)
+{
+	char *p = buf;
+	while (len > 0) {
+		ssize_t n = recv(fd, p, len, 0);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n == 0) {
+			snprintf(err, errlen, "peer closed the connection");
+			return -1;
+		}
+		if (errno != EAGAIN && errno != EINTR) {
+			snprintf(err, errlen, "%s", strerror(errno));
+			return -1;
+		}
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		if (dl_now() >= deadline) {
+			snprintf(err, errlen, "timed out");
+			return -1;
+		}
+		(void)poll(&pf, 1, ms_until(deadline));
+	}
+	return 0;
+}

@@ -1,0 +1,87 @@
+/* dl_world_open: pick the bootstrap the environment asks for (see
+ * runtime/world_env.c) and hand out the method-independent calls. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/world_int.h"
+
+int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, double timeout_s,
+		       char *err, size_t errlen);
+int dl_world_tcp_open(struct dl_world *w, const struct dl_world_env *env, double timeout_s,
+		      char *err, size_t errlen);
+
+int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen)
+{
+	struct dl_world_env env;
+	char e[512];
+	int rc = 0;
+
+	dl_world_single(w);
+	if (!(timeout_s > 0)) {
+		snprintf(err, errlen, "world: timeout must be positive, not %g s", timeout_s);
+		return -1;
+	}
+	if (dl_world_env(&env, e, sizeof(e)) < 0) {
+		snprintf(err, errlen, "world: %s", e);
+		return -1;
+	}
+	if (env.kind == DL_WORLD_PMIX)
+		rc = dl_world_pmix_open(w, &env, timeout_s, e, sizeof(e));
+	else if (env.kind == DL_WORLD_TCP)
+		rc = dl_world_tcp_open(w, &env, timeout_s, e, sizeof(e));
+	if (rc < 0) {
+		snprintf(err, errlen, "world (%s): %s", env.kind == DL_WORLD_PMIX ? "pmix" : "tcp", e);
+		dl_world_single(w);
+		return -1;
+	}
+	w->timeout_s = timeout_s;
+	return 0;
+}
+
+void dl_world_close(struct dl_world *w)
+{
+	if (w->ops && w->ops->close)
+		w->ops->close(w);
+	memset(w, 0, sizeof(*w));
+}
+
+void dl_world_abort(struct dl_world *w, const char *why)
+{
+	if (w->ops && w->ops->abort)
+		w->ops->abort(w, why);
+}
+
+int dl_world_exchange(struct dl_world *w, const void *mine, size_t len, void *all,
+		      char *err, size_t errlen)
+{
+	if (!w->ops) {
+		snprintf(err, errlen, "world: exchange on a world that is not open");
+		return -1;
+	}
+	return w->ops->exchange(w, mine, len, all, err, errlen);
+}
+
+int dl_world_broadcast_blob(struct dl_world *w, int root, void *buf, size_t len,
+			    char *err, size_t errlen)
+{
+	char *all;
+	int rv;
+
+	if (root < 0 || root >= w->comm.size) {
+		snprintf(err, errlen, "world: broadcast from rank %d of %d", root, w->comm.size);
+		return -1;
+	}
+	if (w->comm.size == 1)
+		return 0;
+	all = malloc(len * (size_t)w->comm.size + 1);
+	if (!all) {
+		snprintf(err, errlen, "world: out of memory for a %zu-byte broadcast", len);
+		return -1;
+	}
+	rv = dl_world_exchange(w, buf, len, all, err, errlen);
+	if (rv == 0)
+		memcpy(buf, all + (size_t)root * len, len);
+	free(all);
+	return rv;
+}

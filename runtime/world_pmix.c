@@ -1,0 +1,395 @@
+/* The PMIx world: for tasks started by srun --mpi=pmix.  Rank, size and the
+ * local rank come from the PMIx server in slurmstepd; blobs (the NCCL unique
+ * id, later) travel by PMIx_Put/Commit/Fence/Get; the CPU collectives are
+ * Open MPI's, which bootstraps over the same PMIx server.
+ *
+ * MPI has no timeouts and no way to cancel a collective, so every MPI wait
+ * is a non-blocking call polled against a deadline, and next to MPI every
+ * rank keeps a TCP connection to rank 0 (the star, runtime/world_star.c):
+ * when a process dies its connection closes, rank 0 tells everybody which
+ * rank it was, and the survivors leave their wait with that message instead
+ * of hanging in MPI.  After a failure MPI_Finalize is skipped (it would wait
+ * for the dead), and the caller exits non-zero. */
+#include "config.h"
+#include <limits.h>
+#include <mpi.h>
+#include <pmix.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "runtime/world_int.h"
+
+#define HUB_LEN 128 /* "host port" of rank 0's star listener */
+
+struct pmix_world {
+	pmix_proc_t me;
+	struct dl_star star;
+	MPI_Comm comm;
+	int mpi_up;
+	double timeout_s;
+	unsigned seq;            /* exchange number: keys must not repeat */
+	pmix_info_t fence_info;  /* must outlive a fence that timed out */
+	atomic_int fence_done;
+	atomic_int fence_status;
+	int fence_pending;       /* a fence never finished: impl must not be freed */
+	int failed;
+	char why[512];
+};
+
+static void fence_cb(pmix_status_t status, void *cbdata)
+{
+	struct pmix_world *p = cbdata;
+	atomic_store(&p->fence_status, (int)status);
+	atomic_store(&p->fence_done, 1);
+}
+
+static int give_up(struct pmix_world *p, const char *msg, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s", msg);
+	if (!p->failed) {
+		p->failed = 1;
+		snprintf(p->why, sizeof(p->why), "%s", msg);
+		dl_star_abort(&p->star, msg);
+	}
+	return -1;
+}
+
+/* Put mine under a fresh key, fence with data collection, read everybody's.
+ * The fence is polled against the deadline while the star (once up) watches
+ * for deaths. */
+static int pmix_allgather(struct pmix_world *p, int size, const void *mine, size_t len, void *all,
+			  char *err, size_t errlen)
+{
+	char key[64], msg[512];
+	pmix_value_t v;
+	pmix_status_t rc;
+	double deadline = dl_now() + p->timeout_s;
+	int star_up = p->star.fd != NULL;
+
+	snprintf(key, sizeof(key), "dljob.x%u", p->seq++);
+	memset(&v, 0, sizeof(v));
+	v.type = PMIX_BYTE_OBJECT;
+	v.data.bo.bytes = (char *)mine;
+	v.data.bo.size = len;
+	if ((rc = PMIx_Put(PMIX_GLOBAL, key, &v)) != PMIX_SUCCESS ||
+	    (rc = PMIx_Commit()) != PMIX_SUCCESS) {
+		snprintf(msg, sizeof(msg), "PMIx_Put/Commit of %s: %s", key, PMIx_Error_string(rc));
+		return give_up(p, msg, err, errlen);
+	}
+	atomic_store(&p->fence_done, 0);
+	p->fence_pending = 1;
+	rc = PMIx_Fence_nb(NULL, 0, &p->fence_info, 1, fence_cb, p);
+	if (rc != PMIX_SUCCESS) {
+		p->fence_pending = 0;
+		snprintf(msg, sizeof(msg), "PMIx_Fence: %s", PMIx_Error_string(rc));
+		return give_up(p, msg, err, errlen);
+	}
+	while (!atomic_load(&p->fence_done)) {
+		if (star_up) {
+			if (dl_star_pump(&p->star, 2, msg, sizeof(msg)) < 0)
+				return give_up(p, msg, err, errlen);
+		} else {
+			usleep(1000);
+		}
+		if (dl_now() > deadline) {
+			snprintf(msg, sizeof(msg), "PMIx fence: not every rank arrived within %g s",
+				 p->timeout_s);
+			return give_up(p, msg, err, errlen);
+		}
+	}
+	p->fence_pending = 0;
+	if ((rc = atomic_load(&p->fence_status)) != PMIX_SUCCESS) {
+		snprintf(msg, sizeof(msg), "PMIx fence failed: %s", PMIx_Error_string(rc));
+		return give_up(p, msg, err, errlen);
+	}
+	for (int r = 0; r < size; r++) {
+		pmix_proc_t who;
+		pmix_value_t *got = NULL;
+		PMIX_PROC_LOAD(&who, p->me.nspace, (pmix_rank_t)r);
+		rc = PMIx_Get(&who, key, NULL, 0, &got);
+		if (rc != PMIX_SUCCESS || !got || got->type != PMIX_BYTE_OBJECT ||
+		    got->data.bo.size != len) {
+			snprintf(msg, sizeof(msg), "PMIx_Get of %s from rank %d: %s", key, r,
+				 rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "wrong type or size");
+			if (got)
+				PMIX_VALUE_RELEASE(got);
+			return give_up(p, msg, err, errlen);
+		}
+		memcpy((char *)all + (size_t)r * len, got->data.bo.bytes, len);
+		PMIX_VALUE_RELEASE(got);
+	}
+	return 0;
+}
+
+static int pmix_exchange(struct dl_world *w, const void *mine, size_t len, void *all,
+			 char *err, size_t errlen)
+{
+	struct pmix_world *p = w->impl;
+	if (p->failed) {
+		snprintf(err, errlen, "%s", p->why);
+		return -1;
+	}
+	return pmix_allgather(p, w->comm.size, mine, len, all, err, errlen);
+}
+
+/* Wait for an MPI request, watching the star, until the deadline. */
+static int mpi_wait(struct pmix_world *p, MPI_Request *req, const char *op, char *err, size_t errlen)
+{
+	double deadline = dl_now() + p->timeout_s;
+	char msg[512];
+	for (long it = 0;; it++) {
+		int done = 0, rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+		if (rc != MPI_SUCCESS) {
+			char es[MPI_MAX_ERROR_STRING];
+			int el = 0;
+			MPI_Error_string(rc, es, &el);
+			snprintf(msg, sizeof(msg), "%s: MPI error: %s", op, es);
+			return give_up(p, msg, err, errlen);
+		}
+		if (done)
+			return 0;
+		/* Spin briefly (a small allreduce is done in microseconds), then
+		 * sleep in poll() so waiting ranks leave the CPU to the others. */
+		if (dl_star_pump(&p->star, it < 200 ? 0 : 1, msg, sizeof(msg)) < 0)
+			return give_up(p, msg, err, errlen);
+		if (dl_now() > deadline) {
+			snprintf(msg, sizeof(msg), "%s: no answer for %g s and no rank reported dead "
+				 "(a peer is hung, or stopped?)", op, p->timeout_s);
+			return give_up(p, msg, err, errlen);
+		}
+	}
+}
+
+static int mpi_allreduce(struct dl_comm *c, void *buf, size_t n, MPI_Datatype dt, size_t esize,
+			 char *err, size_t errlen)
+{
+	struct pmix_world *p = c->impl;
+	if (p->failed) {
+		snprintf(err, errlen, "%s", p->why);
+		return -1;
+	}
+	/* MPI counts are int: go in slices. */
+	for (size_t off = 0; off < n;) {
+		size_t k = n - off > (size_t)(INT_MAX / 2) ? (size_t)(INT_MAX / 2) : n - off;
+		MPI_Request req;
+		int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + off * esize, (int)k, dt, MPI_SUM,
+					p->comm, &req);
+		if (rc != MPI_SUCCESS) {
+			char es[MPI_MAX_ERROR_STRING], msg[512];
+			int el = 0;
+			MPI_Error_string(rc, es, &el);
+			snprintf(msg, sizeof(msg), "allreduce: MPI_Iallreduce: %s", es);
+			return give_up(p, msg, err, errlen);
+		}
+		if (mpi_wait(p, &req, "allreduce", err, errlen) < 0)
+			return -1;
+		off += k;
+	}
+	return 0;
+}
+
+static int pmix_allreduce_f32(struct dl_comm *c, float *buf, size_t n, char *err, size_t errlen)
+{
+	return mpi_allreduce(c, buf, n, MPI_FLOAT, sizeof(float), err, errlen);
+}
+
+static int pmix_allreduce_f64(struct dl_comm *c, double *buf, size_t n, char *err, size_t errlen)
+{
+	return mpi_allreduce(c, buf, n, MPI_DOUBLE, sizeof(double), err, errlen);
+}
+
+static int pmix_barrier(struct dl_comm *c, char *err, size_t errlen)
+{
+	struct pmix_world *p = c->impl;
+	MPI_Request req;
+	if (p->failed) {
+		snprintf(err, errlen, "%s", p->why);
+		return -1;
+	}
+	if (MPI_Ibarrier(p->comm, &req) != MPI_SUCCESS)
+		return give_up(p, "barrier: MPI_Ibarrier failed", err, errlen);
+	return mpi_wait(p, &req, "barrier", err, errlen);
+}
+
+static void pmix_close(struct dl_world *w)
+{
+	struct pmix_world *p = w->impl;
+	char e[512];
+	if (!p)
+		return;
+	/* Everybody must be here before MPI_Finalize, which would wait forever
+	 * for a rank that died after the last collective. */
+	if (!p->failed && p->star.fd && dl_star_barrier(&p->star, p->timeout_s, e, sizeof(e)) < 0) {
+		fprintf(stderr, "dljob: leaving the job: %s\n", e);
+		dl_star_abort(&p->star, e);
+		p->failed = 1;
+	}
+	if (p->mpi_up) {
+		if (!p->failed) {
+			MPI_Comm_free(&p->comm);
+			MPI_Finalize();
+		}
+	}
+	dl_star_close(&p->star);
+	if (!p->failed)
+		PMIx_Finalize(NULL, 0);
+	if (!p->fence_pending)
+		free(p);
+	w->impl = NULL;
+}
+
+static void pmix_abort(struct dl_world *w, const char *why)
+{
+	struct pmix_world *p = w->impl;
+	char e[512];
+	if (p)
+		(void)give_up(p, why, e, sizeof(e));
+}
+
+static const struct dl_world_ops pmix_ops = { pmix_exchange, pmix_close, pmix_abort };
+
+int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, double timeout_s,
+		       char *err, size_t errlen);
+
+int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, double timeout_s,
+		       char *err, size_t errlen)
+{
+	struct pmix_world *p;
+	pmix_proc_t wild;
+	pmix_value_t *val = NULL;
+	pmix_status_t rc;
+	char *hubs = NULL, hub[HUB_LEN], host[256], e[512];
+	int lfd = -1, rv = -1, size, local_rank, local_size;
+	bool collect = true;
+
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	p->timeout_s = timeout_s;
+	p->comm = MPI_COMM_NULL;
+	PMIX_INFO_LOAD(&p->fence_info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+
+	if ((rc = PMIx_Init(&p->me, NULL, 0)) != PMIX_SUCCESS) {
+		snprintf(err, errlen, "PMIx_Init: %s (PMIX_RANK is set: was this started by "
+			 "srun --mpi=pmix?)", PMIx_Error_string(rc));
+		goto out;
+	}
+	PMIX_PROC_LOAD(&wild, p->me.nspace, PMIX_RANK_WILDCARD);
+	if ((rc = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &val)) != PMIX_SUCCESS || !val) {
+		snprintf(err, errlen, "PMIx_Get(PMIX_JOB_SIZE): %s", PMIx_Error_string(rc));
+		goto out;
+	}
+	size = (int)val->data.uint32;
+	PMIX_VALUE_RELEASE(val);
+	val = NULL;
+	if ((rc = PMIx_Get(&p->me, PMIX_LOCAL_RANK, NULL, 0, &val)) != PMIX_SUCCESS || !val) {
+		snprintf(err, errlen, "PMIx_Get(PMIX_LOCAL_RANK): %s", PMIx_Error_string(rc));
+		goto out;
+	}
+	local_rank = (int)val->data.uint16;
+	PMIX_VALUE_RELEASE(val);
+	val = NULL;
+	if ((rc = PMIx_Get(&wild, PMIX_LOCAL_SIZE, NULL, 0, &val)) != PMIX_SUCCESS || !val) {
+		snprintf(err, errlen, "PMIx_Get(PMIX_LOCAL_SIZE): %s", PMIx_Error_string(rc));
+		goto out;
+	}
+	local_size = (int)val->data.uint32;
+	PMIX_VALUE_RELEASE(val);
+	val = NULL;
+	int rank = (int)p->me.rank;
+	if (size < 1 || rank < 0 || rank >= size || local_rank >= local_size) {
+		snprintf(err, errlen, "PMIx gave rank %d, size %d, local rank %d of %d: inconsistent",
+			 rank, size, local_rank, local_size);
+		goto out;
+	}
+
+	/* The star's hub address travels by PMIx: rank 0 listens on any port. */
+	memset(hub, 0, sizeof(hub));
+	if (rank == 0) {
+		if ((lfd = dl_listen(AF_INET, 0, e, sizeof(e))) < 0) {
+			snprintf(err, errlen, "rank 0: %s", e);
+			goto out;
+		}
+		if (gethostname(host, sizeof(host)) < 0) {
+			snprintf(err, errlen, "gethostname failed");
+			goto out;
+		}
+		host[sizeof(host) - 1] = 0;
+		snprintf(hub, sizeof(hub), "%.100s %d", host, dl_local_port(lfd));
+	}
+	hubs = malloc((size_t)size * HUB_LEN);
+	if (!hubs) {
+		snprintf(err, errlen, "out of memory for %d ranks", size);
+		goto out;
+	}
+	if (pmix_allgather(p, size, hub, HUB_LEN, hubs, e, sizeof(e)) < 0) {
+		snprintf(err, errlen, "rank %d: %s", rank, e);
+		goto out;
+	}
+	int hub_port = 0;
+	hubs[HUB_LEN - 1] = 0;
+	if (sscanf(hubs, "%255s %d", host, &hub_port) != 2) {
+		snprintf(err, errlen, "rank 0 published a bad address '%.100s'", hubs);
+		goto out;
+	}
+	char jobkey[64];
+	snprintf(jobkey, sizeof(jobkey), "pmix:%.40s", p->me.nspace);
+	if (dl_star_open(&p->star, rank, size, lfd, host, hub_port, 0, env->node, jobkey,
+			 dl_now() + timeout_s, e, sizeof(e)) < 0) {
+		snprintf(err, errlen, "%s", e);
+		goto out;
+	}
+
+	/* Open MPI finds the same PMIx server (and our PMIx_Init is counted). */
+	int provided, mr = -1, ms = -1;
+	if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+		snprintf(err, errlen, "MPI_Init_thread failed");
+		dl_star_abort(&p->star, err);
+		goto out;
+	}
+	p->mpi_up = 1;
+	/* Errors must come back to us, not abort the process with MPI's text. */
+	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	MPI_Comm_rank(MPI_COMM_WORLD, &mr);
+	MPI_Comm_size(MPI_COMM_WORLD, &ms);
+	if (mr != rank || ms != size) {
+		snprintf(err, errlen, "MPI says rank %d of %d, PMIx says %d of %d", mr, ms, rank, size);
+		dl_star_abort(&p->star, err);
+		goto out;
+	}
+	if (MPI_Comm_dup(MPI_COMM_WORLD, &p->comm) != MPI_SUCCESS) {
+		snprintf(err, errlen, "MPI_Comm_dup failed");
+		dl_star_abort(&p->star, err);
+		goto out;
+	}
+	MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN);
+
+	w->method = "pmix";
+	w->impl = p;
+	w->ops = &pmix_ops;
+	w->comm.rank = rank;
+	w->comm.size = size;
+	w->comm.local_rank = local_rank;
+	w->comm.local_size = local_size;
+	w->comm.allreduce_sum_f32 = pmix_allreduce_f32;
+	w->comm.allreduce_sum_f64 = pmix_allreduce_f64;
+	w->comm.barrier = pmix_barrier;
+	w->comm.impl = p;
+	rv = 0;
+out:
+	free(hubs);
+	if (lfd >= 0)
+		close(lfd);
+	if (rv < 0) {
+		/* A failed start: the process is about to exit non-zero; leave MPI
+		 * and PMIx as they are rather than wait in their finalize. */
+		dl_star_close(&p->star);
+		if (!p->fence_pending)
+			free(p);
+	}
+	return rv;
+}

@@ -1,0 +1,77 @@
+#!/bin/bash
+# The world without Slurm: a single process; 3 local processes joined by
+# RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (TCP) with exact sums; a rank killed
+# mid-run and a rank that never starts both end every other rank with an
+# error naming it, in bounded time; bad variables are refused by name.
+set -u
+# shellcheck source=tests/slurm/world_lib.sh
+source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
+
+# run_local N OUT [world_check options]: N ranks on 127.0.0.1; returns the
+# worst exit status.
+run_local() {
+	local n=$1 out=$2 port r rc=0 pids=()
+	shift 2
+	port=$(free_port) || fail "no free port"
+	: >"$out"
+	for r in $(seq 0 $((n - 1))); do
+		clean_env RANK="$r" WORLD_SIZE="$n" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+			"$WC" "$@" >>"$out" 2>&1 &
+		pids+=($!)
+	done
+	for r in "${pids[@]}"; do
+		wait "$r" || rc=$?
+	done
+	return $rc
+}
+
+# Single process: no variables at all.
+clean_env "$WC" --expect-method single --expect-size 1 >"$WTMP/single" 2>&1 ||
+	fail "single process: $(cat "$WTMP/single")"
+check_ok "$WTMP/single" 1 single 1
+
+# Three local processes over TCP.
+run_local 3 "$WTMP/tcp3" --timeout 20 --steps 2 || fail "3 local ranks: $(cat "$WTMP/tcp3")"
+check_ok "$WTMP/tcp3" 3 tcp 3
+
+# WORLD_SIZE=1 is a single process too (no rendezvous, nobody listens).
+run_local 1 "$WTMP/tcp1" --expect-method single || fail "WORLD_SIZE=1: $(cat "$WTMP/tcp1")"
+
+# A rank killed mid-run: the others name it and stop, fast.
+for dead in 1 0; do
+	start=$SECONDS
+	run_local 3 "$WTMP/die$dead" --timeout 20 --steps 3 --die-at-step 1 --rank $dead &&
+		fail "killing rank $dead: all exited 0: $(cat "$WTMP/die$dead")"
+	[ $((SECONDS - start)) -lt 15 ] || fail "killing rank $dead: took $((SECONDS - start)) s"
+	check_failed "$WTMP/die$dead" 3 "$dead"
+done
+
+# A rank that never starts: the others wait only --timeout, and name it.
+port=$(free_port) || fail "no free port"
+start=$SECONDS
+pids=()
+for r in 0 1; do
+	clean_env RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+		"$WC" --timeout 3 >>"$WTMP/missing" 2>&1 &
+	pids+=($!)
+done
+for p in "${pids[@]}"; do
+	wait "$p" && fail "a rank passed with rank 2 missing: $(cat "$WTMP/missing")"
+done
+[ $((SECONDS - start)) -lt 12 ] || fail "missing rank: took $((SECONDS - start)) s for a 3 s timeout"
+[ "$(grep -c "rank 2 (of 3) never joined" "$WTMP/missing")" -eq 2 ] ||
+	fail "missing rank 2 not named by both ranks: $(cat "$WTMP/missing")"
+
+# Bad variables are refused, naming the variable.
+clean_env RANK=0 "$WC" >"$WTMP/bad1" 2>&1 && fail "RANK without WORLD_SIZE accepted"
+grep -q "RANK is set but WORLD_SIZE is not" "$WTMP/bad1" || fail "bad message: $(cat "$WTMP/bad1")"
+clean_env RANK=3 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 "$WC" >"$WTMP/bad2" 2>&1 &&
+	fail "RANK=3 of 2 accepted"
+grep -q "rank 3 is not below the world size 2" "$WTMP/bad2" || fail "bad message: $(cat "$WTMP/bad2")"
+clean_env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "$WC" >"$WTMP/bad3" 2>&1 &&
+	fail "no MASTER_PORT accepted"
+grep -q "MASTER_PORT is not" "$WTMP/bad3" || fail "bad message: $(cat "$WTMP/bad3")"
+clean_env DLJOB_WORLD=mpi "$WC" >"$WTMP/bad4" 2>&1 && fail "DLJOB_WORLD=mpi accepted"
+grep -q "DLJOB_WORLD='mpi'" "$WTMP/bad4" || fail "bad message: $(cat "$WTMP/bad4")"
+echo "PASS: single, 3 local TCP ranks, killed and missing ranks, bad variables"
+exit 0

@@ -1,0 +1,21 @@
+#!/bin/bash
+# srun --mpi=pmix on the private 2-node cluster: the PMIx world (rank, size
+# and local rank from PMIx, blobs by PMIx fence, allreduce by Open MPI) gives
+# exact sums, the same bits everywhere, on 4 ranks 2 per node; and on 1 rank.
+set -u
+# shellcheck source=tests/slurm/world_lib.sh
+source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
+cluster_up 4
+
+clean_srun() { clean_env SLURM_CONF="$SLURM_CONF" OMPI_MCA_btl="$OMPI_MCA_btl" srun "$@"; }
+
+clean_srun --jobid="$JOB" -N2 -n4 --mpi=pmix "$WC" --timeout 30 >"$WTMP/pmix4" 2>&1 ||
+	fail "srun -N2 -n4 --mpi=pmix: $(cat "$WTMP/pmix4")"
+check_ok "$WTMP/pmix4" 4 pmix 2
+
+clean_srun --jobid="$JOB" -N1 -n1 --mpi=pmix "$WC" --timeout 30 >"$WTMP/pmix1" 2>&1 ||
+	fail "srun -n1 --mpi=pmix: $(cat "$WTMP/pmix1")"
+check_ok "$WTMP/pmix1" 1 pmix 1
+nodes_idle
+echo "PASS: PMIx world under srun --mpi=pmix"
+exit 0

@@ -1,0 +1,104 @@
+#!/bin/bash
+# Helpers for the world tests (tests/slurm/test_world_*.sh): sourced, not run.
+# Environment from make check: DLJOB_SRCDIR, DLJOB_BUILDDIR.
+
+WC=${DLJOB_BUILDDIR:?}/tests/slurm/world_check
+WTMP=$(mktemp -d /tmp/dljob-world.XXXXXX) || exit 1
+# Open MPI's shared-memory transport crashes across the two slurmd "nodes"
+# of the test cluster, which share one host: TCP only (a test-only setting).
+export OMPI_MCA_btl=self,tcp
+trap 'rm -rf "$WTMP"' EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+# Run a command with every job-describing variable removed, so a test never
+# inherits a world from the shell that runs make check.
+clean_env() {
+	local unset=() v
+	for v in $(compgen -e); do
+		case $v in
+		SLURM_*|PMIX_*|PMI_*|OMPI_COMM_*|RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|DLJOB_WORLD)
+			unset+=(-u "$v") ;;
+		esac
+	done
+	env "${unset[@]}" "$@"
+}
+
+# A free TCP port on this machine.
+free_port() {
+	local p i
+	for i in $(seq 1 200); do
+		p=$((20000 + RANDOM % 12000))
+		if ! ss -Htan "( sport = :$p )" 2>/dev/null | grep -q .; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# check_ok FILE N METHOD [LOCAL_SIZE]: all N ranks came up with METHOD and
+# finished with every sum right.
+check_ok() {
+	local f=$1 n=$2 m=$3 ls=${4-} r
+	for r in $(seq 0 $((n - 1))); do
+		grep -q "^world_check: ready method=$m rank=$r size=$n " "$f" ||
+			fail "rank $r of $n did not come up with method $m: $(cat "$f")"
+		grep -q "^world_check: rank $r OK" "$f" || fail "rank $r did not pass: $(cat "$f")"
+	done
+	if [ -n "$ls" ]; then
+		[ "$(grep -c "^world_check: ready .* local_size=$ls " "$f")" -eq "$n" ] ||
+			fail "local sizes are not all $ls: $(grep ready "$f")"
+	fi
+	return 0
+}
+
+# check_failed FILE N DEAD: every rank but DEAD reported DEAD's death by
+# name, and none passed.
+check_failed() {
+	local f=$1 n=$2 dead=$3 r
+	grep -q "world_check: rank $dead dies" "$f" || fail "rank $dead never died: $(cat "$f")"
+	for r in $(seq 0 $((n - 1))); do
+		[ "$r" = "$dead" ] && continue
+		grep -q "^world_check: rank $r: .*rank $dead \(([^)]*) \)\?died" "$f" ||
+			fail "rank $r did not name rank $dead as dead: $(cat "$f")"
+	done
+	! grep -q "^world_check: rank [0-9]* OK" "$f" || fail "a rank passed after a death: $(cat "$f")"
+	return 0
+}
+
+# Start the private cluster and one allocation of both nodes; sets JOB.
+cluster_up() {
+	local tasks=${1-4}
+	# shellcheck source=/dev/null
+	source "$DLJOB_SRCDIR/tests/cluster/cluster.sh" || fail "cannot source cluster.sh"
+	cluster_start || fail "cannot start the test cluster"
+	trap 'cluster_stop; rm -rf "$WTMP"' EXIT
+	JOB=$(salloc -N2 -n"$tasks" --no-shell 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')
+	[ -n "$JOB" ] || fail "salloc gave no allocation"
+}
+
+# No node is drained or down.
+nodes_usable() {
+	local st
+	st=$(sinfo -h -N -o '%N %T' | sort | tr '\n' ' ')
+	case $st in *drain*|*down*|*fail*) fail "a node is not usable after the test: $st" ;; esac
+	return 0
+}
+
+# Give the allocation back and wait until both nodes are idle again (never
+# drained), up to 30 s.
+nodes_idle() {
+	scancel "$JOB" 2>/dev/null
+	local i st
+	for i in $(seq 1 60); do
+		st=$(sinfo -h -N -o '%N %T' | sort | tr '\n' ' ')
+		[ "$st" = "n1 idle n2 idle " ] && return 0
+		case $st in *drain*|*down*) fail "a node is not usable after the test: $st" ;; esac
+		sleep 0.5
+	done
+	fail "nodes not idle after 30 s: $st"
+}
