@@ -4,6 +4,8 @@
  *       order, and writes the samples (float32, (N,3,S,S)) to OUT.
  *   dataset_tool epoch SPEC SIZE train|eval BATCH THREADS MAX_BAD
  *       runs epoch 0 through the loader, prints "samples S bad B".
+ *   dataset_tool bench SPEC SIZE THREADS BATCH SECONDS
+ *       train-split throughput through the loader: prints "img/s R".
  *   dataset_tool plan FILE SIZE SEED
  *       prints the train crop torchvision-style: "top left height width flip".
  * Errors: the one-line message on stderr, exit 2. */
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "engine/data/dataset.h"
 #include "engine/data/image.h"
 
@@ -92,6 +95,56 @@ static int epoch(char **argv)
 	return 0;
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int bench(char **argv)
+{
+	struct dl_data_options opt = {.image_size = atoi(argv[3]), .max_bad_fraction = 0.5};
+	struct dl_dataset *ds;
+	struct dl_loader_options lo = {.batch = atoi(argv[5]), .threads = atoi(argv[4]), .prefetch = 4, .seed = 1,
+	                               .world = 1, .shuffle = 1, .drop_last = 1};
+	double secs = atof(argv[6]), t0, t;
+	char err[1024];
+	long done = 0;
+	int n, rc = 0, ep = 0;
+
+	if (dl_dataset_open(argv[2], &opt, &ds, err, sizeof err) != 0) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	struct dl_loader *l = dl_loader_create(ds, DL_SPLIT_TRAIN, &lo, err, sizeof err);
+	float *x = malloc(sizeof(float) * (size_t)lo.batch * ds->channels * ds->height * ds->width);
+	int *y = malloc(sizeof(int) * (size_t)lo.batch);
+	if (!l || !x || !y) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	t0 = now_s();
+	do {
+		if (dl_loader_start_epoch(l, ep++, 0, err, sizeof err) != 0) {
+			fprintf(stderr, "%s\n", err);
+			return 2;
+		}
+		while ((t = now_s()) - t0 < secs && (rc = dl_loader_next(l, x, y, &n, err, sizeof err)) == 1)
+			done += n;
+		if (rc < 0) {
+			fprintf(stderr, "%s\n", err);
+			return 2;
+		}
+	} while (t - t0 < secs);
+	printf("img/s %.1f\n", done / (t - t0));
+	dl_loader_destroy(l);
+	dl_dataset_close(ds);
+	free(x);
+	free(y);
+	return 0;
+}
+
 static int plan(char **argv)
 {
 	char err[1024];
@@ -128,6 +181,8 @@ int main(int argc, char **argv)
 		return dump(argc, argv);
 	if (argc == 8 && strcmp(argv[1], "epoch") == 0)
 		return epoch(argv);
+	if (argc == 7 && strcmp(argv[1], "bench") == 0)
+		return bench(argv);
 	if (argc == 5 && strcmp(argv[1], "plan") == 0)
 		return plan(argv);
 	fprintf(stderr, "usage: dataset_tool dump|epoch|plan ... (see the source)\n");
