@@ -502,7 +502,8 @@ static int setup(struct dl_backend *b)
 	for (int k = 0; k < b->n_bk; k++)
 		CK_CUDA(b, cudaEventCreateWithFlags(&b->ev_bk[k], cudaEventDisableTiming));
 	CK_CUDA(b, cudaEventCreateWithFlags(&b->ev_comm, cudaEventDisableTiming));
-	CK_CUDA(b, cudaEventCreateWithFlags(&b->ev_done, cudaEventDisableTiming));
+	CK_CUDA(b, cudaEventCreate(&b->ev_start));
+	CK_CUDA(b, cudaEventCreate(&b->ev_done));
 	b->have_events = 1;
 
 	{
@@ -541,6 +542,8 @@ static void destroy(struct dl_backend *b)
 				cudaEventDestroy(b->ev_bk[k]);
 		if (b->ev_comm)
 			cudaEventDestroy(b->ev_comm);
+		if (b->ev_start)
+			cudaEventDestroy(b->ev_start);
 		if (b->ev_done)
 			cudaEventDestroy(b->ev_done);
 	}

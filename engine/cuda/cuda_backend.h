@@ -59,7 +59,10 @@ struct dl_cuda_sgd {
 };
 int dl_cuda_set_sgd(struct dl_backend *b, const struct dl_cuda_sgd *s);
 
-enum dl_cuda_input { DL_CUDA_INPUT_F32 = 0, DL_CUDA_INPUT_U8 = 1 };
+/* F32/U8: copy the pinned buffer below to the GPU first; RESIDENT: reuse the
+ * float32 batch already on the GPU from the last F32 step (benchmarks with
+ * synthetic data in GPU memory). */
+enum dl_cuda_input { DL_CUDA_INPUT_F32 = 0, DL_CUDA_INPUT_U8 = 1, DL_CUDA_INPUT_RESIDENT = 2 };
 /* Pinned host buffers the next step reads: (N,C,H,W) float32 normalized
  * images; or (N,H,W,C) uint8 images plus flip flags (N) that the GPU
  * normalizes with dl_cuda_set_normalize's mean/std and mirrors; labels (N). */
@@ -77,6 +80,9 @@ int dl_cuda_eval_step(struct dl_backend *b, enum dl_cuda_input in);
 /* Wait for the last step; mean loss and number of correct top-1 over the
  * batch.  Returns -1 on any CUDA/NCCL error or timeout. */
 int dl_cuda_step_result(struct dl_backend *b, double *loss, int *correct);
+
+/* GPU time of the last collected train/eval step in ms (CUDA events). */
+double dl_cuda_last_step_ms(struct dl_backend *b);
 
 /* Graph <-> device: load g's params and running buffers (and reset the
  * momentum), or store the device's params, buffers and momentum into g

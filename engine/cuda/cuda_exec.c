@@ -12,8 +12,10 @@ int dlc_input(struct dl_backend *b, enum dl_cuda_input in)
 {
 	const struct dl_shape *xs = &b->g->values[b->g->input];
 	struct dlc_value *x = &b->val[b->g->input];
-	if (in == DL_CUDA_INPUT_F32) {
-		CK_CUDA(b, cudaMemcpyAsync(b->d_x, b->h_x, b->x_count * sizeof(float), cudaMemcpyHostToDevice, b->s));
+	if (in == DL_CUDA_INPUT_F32 || in == DL_CUDA_INPUT_RESIDENT) {
+		if (in == DL_CUDA_INPUT_F32)
+			CK_CUDA(b, cudaMemcpyAsync(b->d_x, b->h_x, b->x_count * sizeof(float), cudaMemcpyHostToDevice,
+						   b->s));
 		CK_CUDA(b, dlc_nchw_to_nhwc(b->d_x, x->act, b->dt, b->n, xs->c, xs->h, xs->w, x->cp, b->s));
 	} else {
 		CK_CUDA(b, cudaMemcpyAsync(b->d_u8, b->h_u8, b->x_count, cudaMemcpyHostToDevice, b->s));

@@ -150,7 +150,9 @@ struct dl_backend {
 	int n_bk;
 	cudaEvent_t *ev_bk;     /* one per bucket: grads complete on s */
 	cudaEvent_t ev_comm;    /* all allreduces done on cs */
-	cudaEvent_t ev_done;    /* step finished */
+	cudaEvent_t ev_start;   /* step enqueued (timing) */
+	cudaEvent_t ev_done;    /* step finished (timing) */
+	double last_ms;
 	int have_events;
 	int step_pending;       /* 0 none, 1 train, 2 eval */
 	int last_train;         /* ops path: the last forward() was a training one */

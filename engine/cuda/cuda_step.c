@@ -158,7 +158,12 @@ int dl_cuda_train_step(struct dl_backend *b, enum dl_cuda_input in, float lr)
 		dlc_failf(b, "cuda backend: train_step before dl_cuda_set_sgd");
 		return -1;
 	}
+	if (in == DL_CUDA_INPUT_RESIDENT && b->steps == 0) {
+		dlc_failf(b, "cuda backend: a resident input needs an earlier F32 step");
+		return -1;
+	}
 	*b->h_lr = lr;
+	CK_CUDA(b, cudaEventRecord(b->ev_start, b->s));
 	/* the first step runs eagerly: cuDNN/cuBLAS finish their lazy setup outside the capture */
 	if (b->opt.cuda_graphs && b->steps >= 1) {
 		if (b->graph_in != (int)in && capture(b, in))
@@ -183,6 +188,7 @@ int dl_cuda_eval_step(struct dl_backend *b, enum dl_cuda_input in)
 	int k = logits_k(b);
 	if (k < 0)
 		return -1;
+	CK_CUDA(b, cudaEventRecord(b->ev_start, b->s));
 	CK_CUDA(b, cudaMemcpyAsync(b->d_labels, b->h_labels, (size_t)b->n * sizeof(int), cudaMemcpyHostToDevice, b->s));
 	if (dlc_input(b, in) || dlc_forward(b, 0))
 		return -1;
@@ -193,6 +199,11 @@ int dl_cuda_eval_step(struct dl_backend *b, enum dl_cuda_input in)
 	CK_CUDA(b, cudaEventRecord(b->ev_done, b->s));
 	b->step_pending = 2;
 	return 0;
+}
+
+double dl_cuda_last_step_ms(struct dl_backend *b)
+{
+	return b->last_ms;
 }
 
 int dl_cuda_step_result(struct dl_backend *b, double *loss, int *correct)
@@ -208,6 +219,9 @@ int dl_cuda_step_result(struct dl_backend *b, double *loss, int *correct)
 	} else {
 		CK_CUDA(b, cudaEventSynchronize(b->ev_done));
 	}
+	float ms = 0.0f;
+	CK_CUDA(b, cudaEventElapsedTime(&ms, b->ev_start, b->ev_done));
+	b->last_ms = ms;
 	double sum = 0.0;
 	int ok = 0;
 	for (int i = 0; i < b->n; i++) {

@@ -1,0 +1,177 @@
+#include "config.h"
+
+/* ResNet training throughput of the CUDA backend's fast path on synthetic
+ * data resident in GPU memory, plus the GPU's measured bf16 matmul rate so
+ * the result can be put against the physical limit.  Prints one JSON line.
+ *
+ *   bench_gpu [--model resnet50] [--batch 256] [--size 224] [--steps 30]
+ *             [--warmup 10] [--precision bf16|fp16|fp32] [--graphs 0|1]
+ *
+ * Each step's time is measured with CUDA events around the step on the
+ * backend's stream; the median over the timed steps is reported. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include <cublas_v2.h>
+
+#include "engine/cuda/cuda_backend.h"
+#include "engine/model.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* TFLOP/s of a bf16 x bf16 -> fp32-accumulate GEMM of side m (what the
+ * convolutions' tensor cores can do at best). */
+static double matmul_tflops(int m, char *err, size_t errlen)
+{
+	void *a = NULL, *bm = NULL, *c = NULL;
+	cublasHandle_t h = NULL;
+	cudaEvent_t e0 = NULL, e1 = NULL;
+	double rv = -1.0;
+	size_t bytes = (size_t)m * m * 2;
+	const float one = 1.0f, zero = 0.0f;
+	if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&bm, bytes) != cudaSuccess ||
+	    cudaMalloc(&c, bytes) != cudaSuccess) {
+		snprintf(err, errlen, "matmul: cudaMalloc of 3 x %zu bytes failed", bytes);
+		goto out;
+	}
+	if (cudaMemset(a, 0, bytes) != cudaSuccess || cudaMemset(bm, 0, bytes) != cudaSuccess ||
+	    cublasCreate(&h) != CUBLAS_STATUS_SUCCESS || cudaEventCreate(&e0) != cudaSuccess ||
+	    cudaEventCreate(&e1) != cudaSuccess) {
+		snprintf(err, errlen, "matmul: setup failed");
+		goto out;
+	}
+	const int reps = 20;
+	float best = 1e30f;
+	for (int r = 0; r < reps + 3; r++) {
+		float ms = 0.0f;
+		if (cudaEventRecord(e0, 0) != cudaSuccess ||
+		    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a, CUDA_R_16BF, m, bm, CUDA_R_16BF, m, &zero,
+				 c, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS ||
+		    cudaEventRecord(e1, 0) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+		    cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+			snprintf(err, errlen, "matmul: cublasGemmEx bf16 failed");
+			goto out;
+		}
+		if (r >= 3 && ms < best)
+			best = ms;
+	}
+	rv = 2.0 * m * (double)m * m / (best * 1e-3) / 1e12;
+out:
+	if (e0)
+		cudaEventDestroy(e0);
+	if (e1)
+		cudaEventDestroy(e1);
+	if (h)
+		cublasDestroy(h);
+	cudaFree(a);
+	cudaFree(bm);
+	cudaFree(c);
+	return rv;
+}
+
+int main(int argc, char **argv)
+{
+	const char *model = "resnet50", *prec = "bf16";
+	int batch = 256, size = 224, steps = 30, warmup = 10, graphs = 0;
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--model"))
+			model = argv[i + 1];
+		else if (!strcmp(argv[i], "--batch"))
+			batch = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--size"))
+			size = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--steps"))
+			steps = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--warmup"))
+			warmup = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--precision"))
+			prec = argv[i + 1];
+		else if (!strcmp(argv[i], "--graphs"))
+			graphs = atoi(argv[i + 1]);
+		else {
+			fprintf(stderr, "bench_gpu: unknown option %s\n", argv[i]);
+			return 2;
+		}
+	}
+	if (batch < 1 || size < 32 || steps < 1 || warmup < 1) {
+		fprintf(stderr, "bench_gpu: bad --batch/--size/--steps/--warmup\n");
+		return 2;
+	}
+	if (dl_cuda_device_count() < 1) {
+		fprintf(stderr, "bench_gpu: no CUDA device\n");
+		return 77;
+	}
+	char err[512];
+	struct dl_graph g;
+	struct dl_backend *b = NULL;
+	double *ms = calloc((size_t)steps, sizeof *ms);
+	int rc = 1;
+	if (!ms) {
+		fprintf(stderr, "bench_gpu: out of memory\n");
+		return 1;
+	}
+	if (dl_model_build(&g, model, 3, size, size, 1000, 0, 1, err, sizeof err)) {
+		fprintf(stderr, "bench_gpu: %s\n", err);
+		free(ms);
+		return 1;
+	}
+	struct dl_cuda_options o;
+	dl_cuda_default_options(&o);
+	o.precision = !strcmp(prec, "fp32") ? DL_CUDA_FP32 : !strcmp(prec, "fp16") ? DL_CUDA_FP16 : DL_CUDA_BF16;
+	o.cuda_graphs = graphs;
+	struct dl_cuda_sgd sgd = { .momentum = 0.9f, .weight_decay = 5e-5f };
+	b = dl_cuda_create(&g, batch, &o, err, sizeof err);
+	if (!b) {
+		fprintf(stderr, "bench_gpu: %s\n", err);
+		goto out;
+	}
+	if (dl_cuda_set_sgd(b, &sgd))
+		goto fail;
+	float *x = dl_cuda_input_f32(b);
+	uint64_t r = 88172645463325252ull;
+	for (size_t i = 0; i < (size_t)batch * 3 * size * size; i++) {
+		r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+		x[i] = (float)(r >> 40) / (float)(1 << 24) * 4.0f - 2.0f;
+	}
+	for (int i = 0; i < batch; i++)
+		dl_cuda_labels(b)[i] = i % 1000;
+	double loss = 0.0;
+	for (int s = 0; s < warmup + steps; s++) {
+		/* the first step uploads the batch; later ones reuse it in GPU memory */
+		if (dl_cuda_train_step(b, s == 0 ? DL_CUDA_INPUT_F32 : DL_CUDA_INPUT_RESIDENT, 0.01f) ||
+		    dl_cuda_step_result(b, &loss, NULL))
+			goto fail;
+		if (s >= warmup)
+			ms[s - warmup] = dl_cuda_last_step_ms(b);
+	}
+	qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+	double med = ms[steps / 2];
+	size_t arena = 0, dev = 0, free_b = 0, total_b = 0;
+	dl_cuda_memory(b, &arena, &dev);
+	cudaMemGetInfo(&free_b, &total_b);
+	double tf = matmul_tflops(8192, err, sizeof err);
+	double ips = batch / (med * 1e-3);
+	/* ResNet-50 training: ~3 x 4.1 GMAC x 2 = 24.5 GFLOP per 224x224 image */
+	double gflop_img = 24.5 * ((double)size * size) / (224.0 * 224.0);
+	printf("{\"engine\": \"dljob\", \"model\": \"%s\", \"batch\": %d, \"size\": %d, \"precision\": \"%s\", "
+	       "\"cuda_graphs\": %d, \"step_ms_median\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, "
+	       "\"img_per_s\": %.1f, \"final_loss\": %.4f, \"arena_gib\": %.3f, \"device_used_gib\": %.3f, "
+	       "\"matmul_bf16_tflops\": %.1f, \"gflop_per_img\": %.2f, \"fraction_of_limit\": %.3f}\n",
+	       model, batch, size, prec, graphs, med, ms[0], ms[steps - 1], ips, loss, (double)arena / (1 << 30),
+	       (double)dev / (1 << 30), tf, gflop_img, tf > 0 ? ips * gflop_img * 1e9 / (tf * 1e12) : -1.0);
+	rc = 0;
+	goto out;
+fail:
+	fprintf(stderr, "bench_gpu: %s\n", dl_backend_cuda.error(b));
+out:
+	if (b)
+		dl_backend_cuda.destroy(b);
+	dl_model_free(&g);
+	free(ms);
+	return rc;
+}
