@@ -1,1 +1,3 @@
-# tests/cluster/local.mk
+# tests/cluster: the private Slurm cluster the Slurm-facing tests run on.
+TESTS += tests/cluster/test_cluster.sh
+dist_check_SCRIPTS += tests/cluster/test_cluster.sh
