@@ -120,10 +120,8 @@ static int allowed_dir(const char *dir, const char *allow)
 
 int dl_opts_check(struct dl_opts *o, const struct dl_args *a, char *err, size_t errlen)
 {
-	char real[PATH_MAX], bind[sizeof(o->bind)];
-	const char *data;
+	char bind[sizeof(o->bind)];
 	int known = 0;
-	struct stat st;
 
 	if (!o->job[0]) {
 		snprintf(err, errlen, "--dl-job=MODEL|env is required with the other --dl-* options");
@@ -166,6 +164,15 @@ int dl_opts_check(struct dl_opts *o, const struct dl_args *a, char *err, size_t 
 			return -1;
 		}
 	}
+
+	return 0;
+}
+
+int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, char *err, size_t errlen)
+{
+	char real[PATH_MAX];
+	const char *data;
+	struct stat st;
 
 	data = o->data[0] ? o->data : a->default_data;
 	if (!data[0]) {

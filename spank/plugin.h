@@ -39,9 +39,12 @@ struct dl_args {
 struct dl_opts *dl_opts(void);
 int dl_opts_register(spank_t sp);
 int dl_opts_is_env(const struct dl_opts *o);
-/* Check values and the data directory against the args; on success data is
- * the resolved directory (or empty in env mode).  -1 with one line in err. */
+/* Check the values (and parse --dl-bind).  -1 with one line in err. */
 int dl_opts_check(struct dl_opts *o, const struct dl_args *a, char *err, size_t errlen);
+/* Resolve --dl-data (or default_data) from the current directory and check
+ * it against data_allow; on success o->data is the real path (empty in env
+ * mode without data).  -1 with one line in err. */
+int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, char *err, size_t errlen);
 extern const char *const dl_models[];
 
 /* args.c */

@@ -26,6 +26,7 @@ static struct {
 	char out[PATH_MAX];
 	struct dl_map *map;        /* NULL: no mapping (bind=none or topology failed) */
 	char map_err[DL_ERR_LEN];
+	char err[DL_ERR_LEN];      /* the step's options are wrong: fail every task */
 } st;
 
 int dl_remote_post_opt(spank_t sp, const struct dl_args *a, const char *args_err)
@@ -34,6 +35,7 @@ int dl_remote_post_opt(spank_t sp, const struct dl_args *a, const char *args_err
 	char err[DL_ERR_LEN];
 
 	st.active = 0;
+	st.err[0] = '\0';
 	if (spank_get_item(sp, S_JOB_STEPID, &st.step) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_ID, &st.job) != ESPANK_SUCCESS)
 		return 0;
@@ -45,13 +47,14 @@ int dl_remote_post_opt(spank_t sp, const struct dl_args *a, const char *args_err
 		return 0;
 	if (!o->given)
 		return 0;
-	if (args_err[0]) {
-		slurm_error("dljob: %s", args_err);
-		return -1;
-	}
-	if (dl_opts_check(o, a, err, sizeof(err)) < 0) {
-		slurm_error("dljob: %s", err);
-		return -1;
+	/* A failed init_post_opt only makes srun print "launch failed" and
+	 * exit 0; failing every task (dl_remote_task_init) gives the user the
+	 * message and a non-zero exit. */
+	if (args_err[0] || dl_opts_check(o, a, err, sizeof(err)) < 0) {
+		snprintf(st.err, sizeof(st.err), "%s", args_err[0] ? args_err : err);
+		slurm_error("dljob: %s", st.err);
+		st.active = 1;
+		return 0;
 	}
 	if (o->out[0])
 		snprintf(st.out, sizeof(st.out), "%s", o->out);
@@ -64,7 +67,7 @@ int dl_remote_post_opt(spank_t sp, const struct dl_args *a, const char *args_err
 int dl_remote_user_init(spank_t sp, const struct dl_args *a)
 {
 	(void)sp;
-	if (!st.active || dl_opts()->bind_none)
+	if (!st.active || st.err[0] || dl_opts()->bind_none)
 		return 0;
 	st.map = dl_map_open(a->topology[0] ? a->topology : NULL, st.map_err, sizeof(st.map_err));
 	if (!st.map)
@@ -150,7 +153,10 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 		dl_map_task_clear(&t);
 	}
 	if (dl_map_task(st.map, gpus, ng, (int)local, (int)nlocal, allowed, a->nic, &t, err, sizeof(err)) < 0) {
-		fprintf(stderr, "dljob: rank=%u local_rank=%u not bound: %s\n", rank, local, err);
+		/* E.g. the step's GPUs are not in the topology: run unbound. */
+		slurm_verbose("dljob: rank=%u not bound: %s", rank, err);
+		if (o->verbose)
+			fprintf(stderr, "dljob: rank=%u local_rank=%u not bound: %s\n", rank, local, err);
 		hwloc_bitmap_free(allowed);
 		return;
 	}
@@ -244,6 +250,13 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 
 	if (!st.active)
 		return 0;
+	/* The data path is checked here, in the task, because only the task
+	 * is in the job's working directory (a relative --dl-data). */
+	if (st.err[0] || dl_opts_check_data(dl_opts(), a, st.err, sizeof(st.err)) < 0) {
+		fprintf(stderr, "dljob: %s\n", st.err);
+		slurm_error("dljob: %s", st.err);
+		return -1;
+	}
 	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &world) != ESPANK_SUCCESS ||

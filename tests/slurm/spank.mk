@@ -6,3 +6,7 @@ tests_slurm_test_map_LDADD = $(HWLOC_LIBS)
 TESTS += tests/slurm/test_map
 dist_check_DATA += tests/slurm/topologies/2s-8gpu-4hca.xml tests/slurm/topologies/shared-nic.xml \
 	tests/slurm/topologies/no-nic.xml
+TESTS += tests/slurm/test_spank_options.sh tests/slurm/test_spank_env.sh tests/slurm/test_spank_model.sh
+dist_check_SCRIPTS += tests/slurm/test_spank_options.sh tests/slurm/test_spank_env.sh \
+	tests/slurm/test_spank_model.sh tests/slurm/test_spank_fake_runtime.sh
+dist_check_DATA += tests/slurm/test_spank_lib.bash

@@ -1,0 +1,60 @@
+#!/bin/bash
+# --dl-job=env: the user's program gets RANK, LOCAL_RANK, WORLD_SIZE,
+# LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT under plain srun (PyTorch
+# init_method="env://" works, no torchrun); without --dl-* nothing changes.
+. "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
+spank_cluster_up
+cd "$WORK" || fail "cd $WORK"
+
+vars='^(RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|SLURM_JOB_ID|SLURM_STEP_ID|SLURMD_NODENAME)='
+srun -N2 -n4 --dl-job=env bash -c 'env | grep -E "'"$vars"'" | sort | tr "\n" " "; echo' >env.out 2>env.err ||
+	fail "srun --dl-job=env failed: $(cat env.err)"
+[ "$(wc -l <env.out)" -eq 4 ] || fail "expected 4 tasks: $(cat env.out)"
+job=$(grep -o 'SLURM_JOB_ID=[0-9]*' env.out | sort -u | cut -d= -f2)
+step=$(grep -o 'SLURM_STEP_ID=[0-9]*' env.out | sort -u | cut -d= -f2)
+[ -n "$job" ] && [ -n "$step" ] || fail "no job/step id in $(cat env.out)"
+# Default range 29500-29999, port = lo + (job*31 + step) % (hi-lo+1).
+port=$((29500 + (job * 31 + step) % 500))
+for r in 0 1 2 3; do
+	node=n$((r / 2 + 1))
+	want="LOCAL_RANK=$((r % 2)) LOCAL_WORLD_SIZE=2 MASTER_ADDR=n1 MASTER_PORT=$port RANK=$r SLURMD_NODENAME=$node SLURM_JOB_ID=$job SLURM_STEP_ID=$step WORLD_SIZE=4 "
+	grep -qxF "$want" env.out || fail "rank $r: expected '$want' in:
+$(cat env.out)"
+done
+echo "ok   srun -N2 -n4 --dl-job=env: ranks, sizes, MASTER_ADDR=n1, MASTER_PORT=$port"
+
+cluster_plugstack "master_port_range=31000-31003"
+p=$(srun -N1 -n1 --dl-job=env printenv MASTER_PORT) || fail "srun with master_port_range"
+[ "$p" -ge 31000 ] && [ "$p" -le 31003 ] || fail "MASTER_PORT=$p outside master_port_range=31000-31003"
+echo "ok   master_port_range=31000-31003 gives MASTER_PORT=$p"
+cluster_plugstack ""
+
+# PyTorch gloo allreduce over env:// across the two nodes.
+out=$(timeout 120 srun -N2 -n2 --dl-job=env "${TORCH_PYTHON:-/usr/bin/python3}" -c '
+import torch, torch.distributed as dist
+torch.set_num_threads(2)
+dist.init_process_group("gloo", init_method="env://")
+t = torch.tensor([float(dist.get_rank() + 1), 10.0])
+dist.all_reduce(t)
+print("rank %d/%d sum %g %g" % (dist.get_rank(), dist.get_world_size(), t[0].item(), t[1].item()), flush=True)
+dist.destroy_process_group()
+' 2>&1) || fail "gloo allreduce under srun --dl-job=env failed: $out"
+for r in 0 1; do
+	grep -qx "rank $r/2 sum 3 20" <<<"$out" || fail "rank $r: wrong allreduce: $out"
+done
+echo "ok   torch gloo allreduce with init_method=env:// under srun -N2 -n2"
+
+# Without any --dl-* option the job is exactly what it is without the
+# plugin: the same variable names and the same CPU binding.
+probe='env | cut -d= -f1 | grep -vE "^(SLURM_JOB_START_TIME|SLURM_JOB_END_TIME)$" | sort; grep ^Cpus_allowed_list /proc/self/status'
+srun -N2 -n2 bash -c "$probe" | sort >with.out || fail "srun with the plugin"
+DLJOB_SPANK= cluster_plugstack ""
+[ ! -s "$CLUSTER_DIR/plugstack.conf" ] || fail "plugstack.conf not emptied"
+srun -N2 -n2 bash -c "$probe" | sort >without.out || fail "srun without the plugin"
+cluster_plugstack ""
+diff without.out with.out >/dev/null || fail "a job without --dl-* differs with the plugin loaded:
+$(diff without.out with.out)"
+grep -E '^(RANK|LOCAL_RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT|DLJOB_GPU|DLJOB_CPUS|DLJOB_NUMA|CUDA_DEVICE_ORDER|NCCL_IB_HCA|NCCL_SOCKET_IFNAME)$' with.out && fail "dljob variables without --dl-*"
+echo "ok   without --dl-* the environment and binding are unchanged"
+
+nodes_idle

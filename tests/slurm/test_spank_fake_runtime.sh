@@ -1,0 +1,26 @@
+#!/bin/bash
+# A stand-in for the dljob runtime in the plugin tests (plugstack runtime=):
+# records its argv, the rank variables and its CPU affinity in
+# $FAKE_RUNTIME_LOG/rank$RANK, then exits with $FAKE_RUNTIME_RC_<RANK> (0).
+# With FAKE_RUNTIME_WAIT set it waits for SIGUSR1 (a preemption warning),
+# records it and exits 0, as the real runtime does after a checkpoint.
+log=${FAKE_RUNTIME_LOG:?}/rank${RANK:-unset}.${SLURM_RESTART_COUNT:-0}
+{
+	printf 'argv0=%s\n' "$0"
+	i=1
+	for a in "$@"; do printf 'arg%d=%s\n' $i "$a"; i=$((i + 1)); done
+	for v in RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT DLJOB_GPU \
+		CUDA_VISIBLE_DEVICES NCCL_IB_HCA SLURM_JOB_ID SLURM_RESTART_COUNT; do
+		printf '%s=%s\n' "$v" "${!v-}"
+	done
+	grep '^Cpus_allowed_list' /proc/self/status
+} >"$log"
+if [ -n "${FAKE_RUNTIME_WAIT-}" ]; then
+	trap 'echo usr1=1 >>"$log"; exit 0' USR1
+	echo waiting >>"$log"
+	for _ in $(seq 1 600); do sleep 0.1; done
+	echo usr1=0 >>"$log"
+	exit 0
+fi
+rcvar=FAKE_RUNTIME_RC_${RANK:-0}
+exit "${!rcvar:-0}"

@@ -1,0 +1,84 @@
+#!/bin/bash
+# --dl-job=MODEL: slurmstepd replaces every task with the site's runtime
+# (plugstack runtime=), whatever the user's command, with exactly
+#   RUNTIME --model M --data D [--epochs E] [--batch B] [--lr L] --out O
+# and the rank variables; its output and exit code reach srun.
+. "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
+spank_cluster_up
+cd "$WORK" || fail "cd $WORK"
+fake=$DLJOB_SRCDIR/tests/slurm/test_spank_fake_runtime.sh
+mkdir -p data/fmnist log || fail mkdir
+export FAKE_RUNTIME_LOG=$WORK/log
+
+cluster_plugstack "runtime=$fake data_allow=$WORK/data"
+srun -N2 -n2 --dl-job=resnet20 --dl-data=data/fmnist --dl-epochs=3 --dl-batch=16 --dl-lr=0.05 \
+	--dl-out=run1 dljob --ignored-user-args 2>err.txt || fail "srun --dl-job=resnet20 failed: $(cat err.txt)"
+for r in 0 1; do
+	f=log/rank$r.0
+	[ -f "$f" ] || fail "rank $r did not run the runtime"
+	want="argv0=$fake
+arg1=--model
+arg2=resnet20
+arg3=--data
+arg4=$WORK/data/fmnist
+arg5=--epochs
+arg6=3
+arg7=--batch
+arg8=16
+arg9=--lr
+arg10=0.05
+arg11=--out
+arg12=run1
+RANK=$r
+LOCAL_RANK=0
+WORLD_SIZE=2
+LOCAL_WORLD_SIZE=1
+MASTER_ADDR=n1"
+	got=$(grep -E '^(argv0|arg[0-9]+|RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|MASTER_ADDR)=' "$f")
+	[ "$got" = "$want" ] || fail "rank $r runtime argv/env:
+$(diff <(echo "$want") <(echo "$got"))"
+	grep -qE '^MASTER_PORT=29[5-9][0-9][0-9]$' "$f" || fail "rank $r: no MASTER_PORT in $f"
+done
+echo "ok   srun -N2 -n2 --dl-job=resnet20 ran the runtime with the exact argv and rank variables"
+
+# Defaults: --out ./dljob-<jobid>, only the options given; default_data.
+rm -f log/*
+cluster_plugstack "runtime=$fake default_data=$WORK/data/fmnist"
+srun -N1 -n1 --dl-job=resnet50 anything 2>err.txt || fail "srun --dl-job=resnet50: $(cat err.txt)"
+job=$(sed -n 's/^SLURM_JOB_ID=//p' log/rank0.0)
+got=$(grep -E '^arg[0-9]+=' log/rank0.0 | tr '\n' ' ')
+[ -n "$job" ] && [ "$got" = "arg1=--model arg2=resnet50 arg3=--data arg4=$WORK/data/fmnist arg5=--out arg6=./dljob-$job " ] ||
+	fail "default argv (job $job): $got"
+echo "ok   defaults: default_data and --out ./dljob-$job"
+
+# The runtime's exit code and output reach srun.
+rm -f log/*
+out=$(FAKE_RUNTIME_RC_1=3 srun -N2 -n2 --dl-job=resnet18 --dl-data=data/fmnist dljob 2>&1) &&
+	fail "srun exited 0 although rank 1's runtime exited 3"
+grep -q "exit code 3" <<<"$out" || fail "srun did not report rank 1's exit code 3: $out"
+echo "ok   the runtime's exit code 3 reaches srun"
+
+# A runtime that cannot be run fails the tasks with one clear line; the node stays up.
+cluster_plugstack "runtime=$WORK/no-such-runtime"
+out=$(srun -N1 -n1 --dl-job=resnet18 --dl-data=data/fmnist dljob 2>&1) && fail "srun with a missing runtime succeeded"
+grep -qF "dljob: cannot run the runtime $WORK/no-such-runtime: No such file or directory" <<<"$out" ||
+	fail "no clear error for a missing runtime: $out"
+grep -q "exit code 127" <<<"$out" || fail "task did not exit 127: $out"
+nodes_idle
+echo "ok   missing runtime: task exits 127 with a clear error, nodes idle"
+
+# The real dljob runtime, built with the plugin: it parses exactly the
+# argv the plugin builds (a bad value is reported by the runtime itself,
+# after the plugin's checks passed: an empty data directory).
+if [ -x "${DLJOB_BIN:-}" ]; then
+	cluster_plugstack "runtime=$DLJOB_BIN"
+	mkdir -p data/empty
+	out=$(srun -N1 -n1 --dl-job=resnet20 --dl-data=data/empty --dl-epochs=1 --dl-batch=4 --dl-lr=0.1 \
+		--dl-out=real1 dljob 2>&1) && fail "real runtime accepted an empty data directory: $out"
+	grep -q "^dljob: --data $WORK/data/empty" <<<"$out" || fail "the real runtime did not report the data: $out"
+	grep -qiE "unknown option|unrecognized|usage" <<<"$out" && fail "the real runtime rejected the plugin's argv: $out"
+	echo "ok   real runtime $DLJOB_BIN parses the plugin's argv"
+else
+	fail "DLJOB_BIN=${DLJOB_BIN:-} is not built"
+fi
+nodes_idle
