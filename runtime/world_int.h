@@ -74,6 +74,7 @@ enum dl_star_msg {
 	DL_MSG_BARRIER,    /* rank -> 0: I reached the barrier */
 	DL_MSG_GO,         /* 0 -> rank: everybody reached it */
 	DL_MSG_BYE,        /* either way: I close normally, my EOF is no failure */
+	DL_MSG_STUCK,      /* rank -> 0: my wait timed out (text: in what) */
 };
 
 struct dl_peer_addr {
@@ -92,6 +93,10 @@ struct dl_star {
 	int *fd;                 /* rank 0: fd[i] to rank i; others: fd[0] to rank 0 */
 	struct dl_inbox *in;     /* bytes read from fd[i], not yet consumed */
 	unsigned char *bye;      /* peer said BYE: its EOF is expected */
+	unsigned char *stuck;    /* rank 0: peer reported a timed-out wait */
+	char stuck_what[160];    /* rank 0: what the first report said */
+	double timeout_s;        /* the world's timeout, for the verdicts */
+	int diagnosing;          /* rank 0 is collecting STUCK reports */
 	struct dl_peer_addr *peer; /* everybody's node (and ring address) */
 	int failed;              /* the job is over: every call fails with why */
 	char why[512];
@@ -117,6 +122,12 @@ int dl_star_recv(struct dl_star *st, int peer, int type, void **p, size_t *len,
 int dl_star_barrier(struct dl_star *st, double timeout_s, char *err, size_t errlen);
 int dl_star_exchange(struct dl_star *st, const void *mine, size_t len, void *all,
 		     double timeout_s, char *err, size_t errlen);
+/* A wait of this rank ("what": "allreduce", ...) saw no progress for the
+ * timeout.  Find out who is not answering: every rank whose wait times out
+ * reports to rank 0, which waits a grace period for the reports and names
+ * the ranks that never sent one (hung, stopped, or stuck elsewhere).
+ * Returns -1 with that verdict in err; the job is then over for everybody. */
+int dl_star_timeout(struct dl_star *st, const char *what, char *err, size_t errlen);
 /* This rank gives up: tell the others why (rank 0 tells all, the others tell
  * rank 0, which passes it on).  Best effort, bounded. */
 void dl_star_abort(struct dl_star *st, const char *why);

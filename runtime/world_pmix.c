@@ -94,8 +94,12 @@ static int pmix_allgather(struct pmix_world *p, int size, const void *mine, size
 			usleep(1000);
 		}
 		if (dl_now() > deadline) {
-			snprintf(msg, sizeof(msg), "PMIx fence: not every rank arrived within %g s",
-				 p->timeout_s);
+			if (star_up) {
+				(void)dl_star_timeout(&p->star, "exchange (PMIx fence)", msg, sizeof(msg));
+			} else {
+				snprintf(msg, sizeof(msg), "PMIx fence: not every rank arrived within %g s",
+					 p->timeout_s);
+			}
 			return give_up(p, msg, err, errlen);
 		}
 	}
@@ -155,8 +159,7 @@ static int mpi_wait(struct pmix_world *p, MPI_Request *req, const char *op, char
 		if (dl_star_pump(&p->star, it < 200 ? 0 : 1, msg, sizeof(msg)) < 0)
 			return give_up(p, msg, err, errlen);
 		if (dl_now() > deadline) {
-			snprintf(msg, sizeof(msg), "%s: no answer for %g s and no rank reported dead "
-				 "(a peer is hung, or stopped?)", op, p->timeout_s);
+			(void)dl_star_timeout(&p->star, op, msg, sizeof(msg));
 			return give_up(p, msg, err, errlen);
 		}
 	}
@@ -343,6 +346,7 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 		snprintf(err, errlen, "%s", e);
 		goto out;
 	}
+	p->star.timeout_s = timeout_s;
 
 	/* Open MPI finds the same PMIx server (and our PMIx_Init is counted). */
 	int provided, mr = -1, ms = -1;

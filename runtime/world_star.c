@@ -138,6 +138,11 @@ static void scan(struct dl_star *st, int peer)
 	while ((n = inbox_msg_at(in, off, &h)) > 0) {
 		if (h.type == DL_MSG_BYE) {
 			st->bye[peer] = 1;
+		} else if (h.type == DL_MSG_STUCK && st->rank == 0) {
+			st->stuck[peer] = 1;
+			if (!st->stuck_what[0])
+				snprintf(st->stuck_what, sizeof(st->stuck_what), "%.*s", (int)h.len,
+					 (const char *)in->buf + off + sizeof(h));
 		} else if (h.type == DL_MSG_DEAD && !st->failed) {
 			int tl = (int)h.len;
 			const char *t = (const char *)in->buf + off + sizeof(h);
@@ -191,6 +196,8 @@ static int drain(struct dl_star *st, int peer, const char **how)
 	}
 }
 
+static void diagnose(struct dl_star *st);
+
 int dl_star_pump(struct dl_star *st, int timeout_ms, char *err, size_t errlen)
 {
 	struct pollfd pf[st->size > 0 ? st->size : 1];
@@ -232,6 +239,12 @@ int dl_star_pump(struct dl_star *st, int timeout_ms, char *err, size_t errlen)
 		}
 		if (st->failed)
 			return fail(st, err, errlen);
+	}
+	if (st->rank == 0 && st->stuck_what[0] && !st->diagnosing) {
+		/* Somebody's wait timed out: the job is over; find out who is
+		 * to blame before saying so. */
+		diagnose(st);
+		return fail(st, err, errlen);
 	}
 	return 0;
 }
@@ -320,7 +333,7 @@ int dl_star_recv(struct dl_star *st, int peer, int type, void **p, size_t *len,
 		if (left <= 0) {
 			dl_star_name(st, peer, name, sizeof(name));
 			snprintf(err, errlen, "timed out waiting for %s", name);
-			return -1;
+			return -2;
 		}
 		if (st->fd[peer] < 0) {
 			dl_star_name(st, peer, name, sizeof(name));
@@ -340,8 +353,9 @@ static int setup(struct dl_star *st, int rank, int size, char *err, size_t errle
 	st->fd = malloc(sizeof(int) * (size_t)size);
 	st->in = calloc((size_t)size, sizeof(*st->in));
 	st->bye = calloc((size_t)size, 1);
+	st->stuck = calloc((size_t)size, 1);
 	st->peer = calloc((size_t)size, sizeof(*st->peer));
-	if (!st->fd || !st->in || !st->bye || !st->peer) {
+	if (!st->fd || !st->in || !st->bye || !st->stuck || !st->peer) {
 		snprintf(err, errlen, "out of memory for a world of %d ranks", size);
 		return -1;
 	}
@@ -565,23 +579,28 @@ int dl_star_barrier(struct dl_star *st, double timeout_s, char *err, size_t errl
 	void *p = NULL;
 	size_t len;
 	char e[512];
+	int rc;
 
 	if (st->rank != 0) {
-		if (dl_star_send(st, 0, DL_MSG_BARRIER, NULL, 0, deadline, e, sizeof(e)) < 0 ||
-		    dl_star_recv(st, 0, DL_MSG_GO, &p, &len, deadline, e, sizeof(e)) < 0)
+		if (dl_star_send(st, 0, DL_MSG_BARRIER, NULL, 0, deadline, e, sizeof(e)) < 0)
 			goto bad;
+		if ((rc = dl_star_recv(st, 0, DL_MSG_GO, &p, &len, deadline, e, sizeof(e))) < 0)
+			goto timeout_or_bad;
 		free(p);
 		return 0;
 	}
 	for (int r = 1; r < st->size; r++) {
-		if (dl_star_recv(st, r, DL_MSG_BARRIER, &p, &len, deadline, e, sizeof(e)) < 0)
-			goto bad;
+		if ((rc = dl_star_recv(st, r, DL_MSG_BARRIER, &p, &len, deadline, e, sizeof(e))) < 0)
+			goto timeout_or_bad;
 		free(p);
 	}
 	for (int r = 1; r < st->size; r++)
 		if (dl_star_send(st, r, DL_MSG_GO, NULL, 0, deadline, e, sizeof(e)) < 0)
 			goto bad;
 	return 0;
+timeout_or_bad:
+	if (rc == -2)
+		return dl_star_timeout(st, "barrier", err, errlen);
 bad:
 	snprintf(err, errlen, "barrier: %s", e);
 	return -1;
@@ -594,12 +613,13 @@ int dl_star_exchange(struct dl_star *st, const void *mine, size_t len, void *all
 	void *p = NULL;
 	size_t got;
 	char e[512], name[96];
-	int rv = -1;
+	int rv = -1, rc;
 
 	if (st->rank != 0) {
-		if (dl_star_send(st, 0, DL_MSG_BLOB, mine, len, deadline, e, sizeof(e)) < 0 ||
-		    dl_star_recv(st, 0, DL_MSG_BLOBS, &p, &got, deadline, e, sizeof(e)) < 0)
+		if (dl_star_send(st, 0, DL_MSG_BLOB, mine, len, deadline, e, sizeof(e)) < 0)
 			goto bad;
+		if ((rc = dl_star_recv(st, 0, DL_MSG_BLOBS, &p, &got, deadline, e, sizeof(e))) < 0)
+			goto timeout_or_bad;
 		if (got != len * (size_t)st->size) {
 			snprintf(e, sizeof(e), "rank 0 sent %zu bytes, expected %d x %zu", got,
 				 st->size, len);
@@ -611,8 +631,8 @@ int dl_star_exchange(struct dl_star *st, const void *mine, size_t len, void *all
 	}
 	memcpy(all, mine, len);
 	for (int r = 1; r < st->size; r++) {
-		if (dl_star_recv(st, r, DL_MSG_BLOB, &p, &got, deadline, e, sizeof(e)) < 0)
-			goto bad;
+		if ((rc = dl_star_recv(st, r, DL_MSG_BLOB, &p, &got, deadline, e, sizeof(e))) < 0)
+			goto timeout_or_bad;
 		if (got != len) {
 			dl_star_name(st, r, name, sizeof(name));
 			snprintf(e, sizeof(e), "%s gave %zu bytes, rank 0 gave %zu", name, got, len);
@@ -628,11 +648,102 @@ int dl_star_exchange(struct dl_star *st, const void *mine, size_t len, void *all
 			goto bad;
 	rv = 0;
 	goto out;
+timeout_or_bad:
+	if (rc == -2) {
+		(void)dl_star_timeout(st, "exchange", err, errlen);
+		goto out;
+	}
 bad:
 	snprintf(err, errlen, "exchange: %s", e);
 out:
 	free(p);
 	return rv;
+}
+
+/* How long rank 0 waits for the reports of timed-out waits. */
+static double grace(const struct dl_star *st)
+{
+	double g = 0.25 * st->timeout_s;
+	return g < 1.0 ? 1.0 : g > 10.0 ? 10.0 : g;
+}
+
+/* Rank 0: some wait timed out.  Wait for the reports of the ranks that are
+ * alive and waiting too, then blame those that never reported. */
+static void diagnose(struct dl_star *st)
+{
+	double until = dl_now() + grace(st);
+	char e[512], list[256] = "", name[96];
+	int nsus = 0;
+	size_t o = 0;
+
+	st->diagnosing = 1;
+	st->stuck[0] = 1;
+	for (;;) {
+		int pending = 0;
+		for (int i = 1; i < st->size; i++)
+			pending += !st->stuck[i] && st->fd[i] >= 0 && !st->bye[i];
+		if (!pending || dl_now() >= until)
+			break;
+		if (dl_star_pump(st, 50, e, sizeof(e)) < 0) {
+			st->diagnosing = 0;
+			return; /* a death explains it all (why is set, everybody told) */
+		}
+	}
+	st->diagnosing = 0;
+	if (st->failed)
+		return;
+	for (int i = 1; i < st->size; i++) {
+		if (st->stuck[i] || st->fd[i] < 0 || st->bye[i])
+			continue;
+		if (nsus < 8 && o < sizeof(list)) {
+			dl_star_name(st, i, name, sizeof(name));
+			o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", nsus ? ", " : "", name);
+		} else if (nsus == 8 && o < sizeof(list)) {
+			o += (size_t)snprintf(list + o, sizeof(list) - o, ", ...");
+		}
+		nsus++;
+	}
+	if (nsus == 0)
+		snprintf(st->why, sizeof(st->why), "every rank waited %g s in %s without progress "
+			 "(did the ranks call different collectives?)", st->timeout_s, st->stuck_what);
+	else
+		snprintf(st->why, sizeof(st->why), "%s did not answer for %g s (hung or stopped?) "
+			 "while the other ranks waited in %s", list, st->timeout_s, st->stuck_what);
+	st->failed = 1;
+	tell_all(st, -1);
+}
+
+int dl_star_timeout(struct dl_star *st, const char *what, char *err, size_t errlen)
+{
+	char e[512], name[96];
+
+	if (st->failed)
+		return fail(st, err, errlen);
+	if (!st->fd) {
+		snprintf(err, errlen, "%s: no progress for %g s", what, st->timeout_s);
+		return -1;
+	}
+	if (st->rank == 0) {
+		if (!st->stuck_what[0])
+			snprintf(st->stuck_what, sizeof(st->stuck_what), "%s", what);
+		diagnose(st);
+		return fail(st, err, errlen);
+	}
+	if (st->fd[0] >= 0 &&
+	    send_msg(st->fd[0], DL_MSG_STUCK, what, strlen(what), dl_now() + 1.0, e, sizeof(e)) == 0) {
+		/* Rank 0 answers within its grace period, unless it is the one
+		 * that hangs. */
+		double until = dl_now() + 2.0 * grace(st) + 1.0;
+		while (dl_now() < until)
+			if (dl_star_pump(st, 100, err, errlen) < 0)
+				return -1;
+	}
+	dl_star_name(st, 0, name, sizeof(name));
+	snprintf(e, sizeof(e), "%s: no progress for %g s, and %s did not answer either "
+		 "(hung or stopped?)", what, st->timeout_s, name);
+	dl_star_abort(st, e);
+	snprintf(err, errlen, "%s", e);
+	return -1;
 }
 
 void dl_star_abort(struct dl_star *st, const char *why)
@@ -668,6 +779,7 @@ void dl_star_close(struct dl_star *st)
 	free(st->fd);
 	free(st->in);
 	free(st->bye);
+	free(st->stuck);
 	free(st->peer);
 	memset(st, 0, sizeof(*st));
 }

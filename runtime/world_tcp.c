@@ -109,13 +109,9 @@ static int ring_step(struct tcp_world *t, const unsigned char *sbuf, size_t slen
 		if (moved) {
 			last = now;
 		} else if (now - last > t->timeout_s) {
-			char name[96];
-			int peer = got < rlen ? (me - 1 + n) % n : (me + 1) % n;
-			dl_star_name(&t->star, peer, name, sizeof(name));
-			snprintf(err, errlen, "%s: no progress for %g s waiting for %s "
-				 "(hung, or stopped?)", op, t->timeout_s, name);
-			dl_star_abort(&t->star, err);
-			return -1;
+			/* The ring neighbour may only be waiting for its own: let
+			 * rank 0 find the rank that holds everybody up. */
+			return dl_star_timeout(&t->star, op, err, errlen);
 		}
 	}
 	return 0;
@@ -314,6 +310,7 @@ int dl_world_tcp_open(struct dl_world *w, const struct dl_world_env *env, double
 		snprintf(err, errlen, "%s", e);
 		goto out;
 	}
+	t->star.timeout_s = timeout_s;
 	if (lfd >= 0) {
 		close(lfd);
 		lfd = -1;

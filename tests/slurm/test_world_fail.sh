@@ -3,6 +3,7 @@
 # and with TCP: every other rank stops with an error naming the dead rank
 # well within 30 s, srun exits non-zero, and both nodes are usable again
 # (never drained).  Ranks 2 (a rank on the second node) and 0 (the hub).
+# Then a rank that hangs instead of dying: named after the --timeout.
 set -u
 # shellcheck source=tests/slurm/world_lib.sh
 source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
@@ -24,6 +25,23 @@ for mpi in pmix none; do
 		echo "--mpi=$mpi, rank $dead killed: the others stopped in $took s"
 	done
 done
+# A hung rank (alive, never answering): the others time out, name it, and
+# exit 1; srun -K then ends it too.
+for mpi in pmix none; do
+	out=$WTMP/$mpi.hang
+	start=$SECONDS
+	clean_srun --jobid="$JOB" -K -N2 -n4 --mpi=$mpi "$WC" --timeout 3 --steps 3 \
+		--hang-at-step 1 --rank 3 >"$out" 2>&1 &&
+		fail "--mpi=$mpi, rank 3 hung: srun exited 0: $(cat "$out")"
+	took=$((SECONDS - start))
+	[ $took -lt 30 ] || fail "--mpi=$mpi, rank 3 hung: took $took s"
+	for r in 0 1 2; do
+		grep -q "^world_check: rank $r: .*rank 3 (n2) did not answer" "$out" ||
+			fail "--mpi=$mpi: rank $r did not name the hung rank 3: $(cat "$out")"
+	done
+	nodes_usable
+	echo "--mpi=$mpi, rank 3 hung: the others named it and stopped in $took s"
+done
 nodes_idle
-echo "PASS: killed ranks are named and end the job, for PMIx and TCP"
+echo "PASS: killed and hung ranks are named and end the job, for PMIx and TCP"
 exit 0

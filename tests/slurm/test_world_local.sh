@@ -1,8 +1,9 @@
 #!/bin/bash
 # The world without Slurm: a single process; 3 local processes joined by
-# RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (TCP) with exact sums; a rank killed
-# mid-run and a rank that never starts both end every other rank with an
-# error naming it, in bounded time; bad variables are refused by name.
+# RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (TCP) with exact sums; a rank
+# killed mid-run, a rank that hangs and a rank that never starts all end
+# every other rank with an error naming it, in bounded time; bad variables
+# are refused by name.
 set -u
 # shellcheck source=tests/slurm/world_lib.sh
 source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
@@ -46,6 +47,35 @@ for dead in 1 0; do
 	check_failed "$WTMP/die$dead" 3 "$dead"
 done
 
+# A rank that hangs (sleeps in the middle of the collectives): the others
+# time out, and rank 0 names the one that never reported waiting (or, when
+# rank 0 hangs, the others name rank 0).
+for hung in 1 0; do
+	port=$(free_port) || fail "no free port"
+	out=$WTMP/hang$hung
+	: >"$out"
+	pids=()
+	for r in 0 1 2; do
+		clean_env RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+			"$WC" --timeout 3 --steps 3 --hang-at-step 1 --rank $hung >>"$out" 2>&1 &
+		pids+=($!)
+	done
+	start=$SECONDS
+	for r in 0 1 2; do
+		[ $r = $hung ] && continue
+		wait "${pids[$r]}" && fail "rank $r passed while rank $hung hung: $(cat "$out")"
+	done
+	took=$((SECONDS - start))
+	kill -9 "${pids[$hung]}" 2>/dev/null
+	wait "${pids[$hung]}" 2>/dev/null
+	[ $took -lt 15 ] || fail "rank $hung hung: the others took $took s with a 3 s timeout"
+	for r in 0 1 2; do
+		[ $r = $hung ] && continue
+		grep -q "^world_check: rank $r: .*rank $hung (.*did not answer" "$out" ||
+			fail "rank $r did not name the hung rank $hung: $(cat "$out")"
+	done
+done
+
 # A rank that never starts: the others wait only --timeout, and name it.
 port=$(free_port) || fail "no free port"
 start=$SECONDS
@@ -73,5 +103,5 @@ clean_env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "$WC" >"$WTMP/bad3" 2>&1 &&
 grep -q "MASTER_PORT is not" "$WTMP/bad3" || fail "bad message: $(cat "$WTMP/bad3")"
 clean_env DLJOB_WORLD=mpi "$WC" >"$WTMP/bad4" 2>&1 && fail "DLJOB_WORLD=mpi accepted"
 grep -q "DLJOB_WORLD='mpi'" "$WTMP/bad4" || fail "bad message: $(cat "$WTMP/bad4")"
-echo "PASS: single, 3 local TCP ranks, killed and missing ranks, bad variables"
+echo "PASS: single, 3 local TCP ranks, killed, hung and missing ranks, bad variables"
 exit 0

@@ -7,6 +7,8 @@
  *   - allreduce of random floats gives the same bits on every rank.
  * --die-at-step K --rank R: rank R kills itself (SIGKILL) at step K, so the
  * others must fail with an error naming it, in bounded time.
+ * --hang-at-step K --rank R: rank R stops taking part (sleeps for an hour)
+ * at step K, so the others must time out and name it.
  * Prints "world_check: ready ..." with the wall clock time at which the world
  * was up (for tests/bench/bench_launch.sh) and "world_check: rank N OK". */
 #include "config.h"
@@ -44,7 +46,8 @@ static double mono(void)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: world_check [--timeout S] [--steps N] [--expect-method M]\n"
-		   "                   [--expect-size N] [--die-at-step K --rank R]\n");
+		   "                   [--expect-size N] [--die-at-step K --rank R]\n"
+		   "                   [--hang-at-step K --rank R]\n");
 }
 
 static int check_idents(const struct ident *all, int size, int me, char *msg, size_t msglen)
@@ -89,6 +92,7 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "steps", required_argument, NULL, 's' },
 		{ "die-at-step", required_argument, NULL, 'd' },
+		{ "hang-at-step", required_argument, NULL, 'g' },
 		{ "rank", required_argument, NULL, 'r' },
 		{ "expect-method", required_argument, NULL, 'm' },
 		{ "expect-size", required_argument, NULL, 'n' },
@@ -97,7 +101,7 @@ int main(int argc, char **argv)
 	};
 	static const size_t sizes[] = { 1, 1000, 1000003 };
 	double timeout = 30, t0 = mono();
-	int steps = 2, die_step = -1, die_rank = -1, expect_size = 0, c, rv = 1, opened = 0;
+	int steps = 2, die_step = -1, hang_step = -1, die_rank = -1, expect_size = 0, c, rv = 1, opened = 0;
 	const char *expect_method = NULL;
 	struct dl_world w;
 	struct ident me, *all = NULL;
@@ -110,6 +114,7 @@ int main(int argc, char **argv)
 		case 't': timeout = atof(optarg); break;
 		case 's': steps = atoi(optarg); break;
 		case 'd': die_step = atoi(optarg); break;
+		case 'g': hang_step = atoi(optarg); break;
 		case 'r': die_rank = atoi(optarg); break;
 		case 'm': expect_method = optarg; break;
 		case 'n': expect_size = atoi(optarg); break;
@@ -192,6 +197,12 @@ int main(int argc, char **argv)
 		if (s == die_step && rank == die_rank) {
 			printf("world_check: rank %d dies at step %d\n", rank, s);
 			raise(SIGKILL);
+		}
+		if (s == hang_step && rank == die_rank) {
+			printf("world_check: rank %d hangs at step %d\n", rank, s);
+			struct timespec hour = { 3600, 0 };
+			while (nanosleep(&hour, &hour) != 0)
+				;
 		}
 		for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 			size_t n = sizes[k];
