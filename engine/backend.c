@@ -6,9 +6,8 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/ref/ref_backend.h"
 
-/* The CUDA backend (engine/cuda/) is not linked in here yet; when it lands it
- * adds itself under DLJOB_HAVE_CUDA_BACKEND. */
-#ifdef DLJOB_HAVE_CUDA_BACKEND
+/* The CUDA backend (engine/cuda/) is built when configure found CUDA. */
+#ifdef DLJOB_HAVE_CUDA
 extern const struct dl_backend_ops dl_backend_cuda;
 #endif
 
@@ -17,7 +16,7 @@ const struct dl_backend_ops *dl_backend_find(const char *name)
 	static const struct dl_backend_ops *const all[] = {
 		&dl_backend_cpu,
 		&dl_backend_ref,
-#ifdef DLJOB_HAVE_CUDA_BACKEND
+#ifdef DLJOB_HAVE_CUDA
 		&dl_backend_cuda,
 #endif
 	};

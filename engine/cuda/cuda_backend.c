@@ -130,6 +130,29 @@ static int check_graph(struct dl_backend *b)
 				return -1;
 			}
 		}
+		/* shapes the elementwise kernels assume */
+		const struct dl_shape *xs = &g->values[d->in[0]], *ys = &g->values[d->out];
+		int same = xs->c == ys->c && xs->h == ys->h && xs->w == ys->w;
+		if (d->kind == DL_NODE_ADD) {
+			const struct dl_shape *x2 = &g->values[d->in[1]];
+			same = same && x2->c == ys->c && x2->h == ys->h && x2->w == ys->w;
+		}
+		if ((d->kind == DL_NODE_BN || d->kind == DL_NODE_RELU || d->kind == DL_NODE_ADD) && !same) {
+			dlc_failf(b, "cuda backend: node %d: input and output shapes differ", i);
+			return -1;
+		}
+		if (d->kind == DL_NODE_MAXPOOL &&
+		    (d->kernel < 1 || d->stride < 1 || d->pad < 0 || d->pad >= d->kernel || ys->c != xs->c ||
+		     ys->h != (xs->h + 2 * d->pad - d->kernel) / d->stride + 1 ||
+		     ys->w != (xs->w + 2 * d->pad - d->kernel) / d->stride + 1)) {
+			dlc_failf(b, "cuda backend: max-pool node %d: output (%d,%d,%d) does not follow from its input", i,
+				  ys->c, ys->h, ys->w);
+			return -1;
+		}
+		if (d->kind == DL_NODE_GAP && (ys->c != xs->c || ys->h != 1 || ys->w != 1)) {
+			dlc_failf(b, "cuda backend: GAP node %d: output is not (%d,1,1)", i, xs->c);
+			return -1;
+		}
 		int np = d->kind == DL_NODE_CONV ? 1 : (d->kind == DL_NODE_BN || d->kind == DL_NODE_FC) ? 2 : 0;
 		for (int k = 0; k < np; k++)
 			if (d->param[k] < 0 || d->param[k] >= g->n_params) {
@@ -139,8 +162,10 @@ static int check_graph(struct dl_backend *b)
 		if (d->kind == DL_NODE_BN)
 			for (int k = 0; k < 2; k++)
 				if (d->buffer[k] < 0 || d->buffer[k] >= g->n_buffers ||
-				    g->buffers[d->buffer[k]].count != (size_t)b->val[d->in[0]].c) {
-					dlc_failf(b, "cuda backend: BN node %d: bad running buffer %d", i, d->buffer[k]);
+				    g->buffers[d->buffer[k]].count != (size_t)xs->c ||
+				    g->params[d->param[k]].count != (size_t)xs->c) {
+					dlc_failf(b, "cuda backend: BN node %d: gamma/beta or running buffer %d is not %d long", i,
+						  d->buffer[k], xs->c);
 					return -1;
 				}
 		if (d->kind == DL_NODE_MAXPOOL && d->kernel * d->kernel > 255) {
@@ -499,12 +524,12 @@ static int setup(struct dl_backend *b)
 
 	if (b->opt.nccl && plan_buckets(b, writer))
 		goto out;
+	b->have_events = 1; /* destroy() frees whichever were made */
 	for (int k = 0; k < b->n_bk; k++)
 		CK_CUDA(b, cudaEventCreateWithFlags(&b->ev_bk[k], cudaEventDisableTiming));
 	CK_CUDA(b, cudaEventCreateWithFlags(&b->ev_comm, cudaEventDisableTiming));
 	CK_CUDA(b, cudaEventCreate(&b->ev_start));
 	CK_CUDA(b, cudaEventCreate(&b->ev_done));
-	b->have_events = 1;
 
 	{
 		/* torchvision's ImageNet normalization for RGB, 0.5/0.5 otherwise */

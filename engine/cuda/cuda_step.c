@@ -95,6 +95,21 @@ static int logits_k(struct dl_backend *b)
 	return o->c;
 }
 
+/* The loss kernel trusts labels: check them on the host, every step (a
+ * replayed graph reads whatever the pinned buffer holds). */
+static int check_labels(struct dl_backend *b)
+{
+	int k = logits_k(b);
+	if (k < 0)
+		return -1;
+	for (int i = 0; i < b->n; i++)
+		if (b->h_labels[i] < 0 || b->h_labels[i] >= k) {
+			dlc_failf(b, "cuda backend: label %d of sample %d is not in [0,%d)", b->h_labels[i], i, k);
+			return -1;
+		}
+	return 0;
+}
+
 /* Everything one training step enqueues on b->s (and b->cs for NCCL). */
 static int enqueue_train(struct dl_backend *b, enum dl_cuda_input in)
 {
@@ -158,6 +173,8 @@ int dl_cuda_train_step(struct dl_backend *b, enum dl_cuda_input in, float lr)
 		dlc_failf(b, "cuda backend: train_step before dl_cuda_set_sgd");
 		return -1;
 	}
+	if (check_labels(b))
+		return -1;
 	if (in == DL_CUDA_INPUT_RESIDENT && b->steps == 0) {
 		dlc_failf(b, "cuda backend: a resident input needs an earlier F32 step");
 		return -1;
@@ -186,7 +203,7 @@ int dl_cuda_eval_step(struct dl_backend *b, enum dl_cuda_input in)
 		return -1;
 	}
 	int k = logits_k(b);
-	if (k < 0)
+	if (k < 0 || check_labels(b))
 		return -1;
 	CK_CUDA(b, cudaEventRecord(b->ev_start, b->s));
 	CK_CUDA(b, cudaMemcpyAsync(b->d_labels, b->h_labels, (size_t)b->n * sizeof(int), cudaMemcpyHostToDevice, b->s));
