@@ -53,16 +53,25 @@ void dl_plan_region(const struct dl_resize_plan *p, int full_w, int full_h,
 int dl_resample_chw(const struct dl_pixels *px, const struct dl_resize_plan *p, float *chw,
                     char *err, size_t errlen);
 
+/* Resize a whole decoded image (x0 = y0 = 0) to out_w x out_h with the same
+ * filter, RGB8 out (for dljob pack --max-side). */
+int dl_resize_rgb8(const struct dl_pixels *px, int out_w, int out_h, struct dl_pixels *out,
+                   char *err, size_t errlen);
+
 /* JPEG: decode what `plan` needs (plan is made from the header's size and
  * rescaled to the decoded scale). *px->rgb is malloc'd. */
 int dl_jpeg_decode_plan(const uint8_t *buf, size_t len, int size, int train, uint64_t aug_seed,
                         struct dl_resize_plan *plan, struct dl_pixels *px, char *err, size_t errlen);
 /* JPEG: header only. */
 int dl_jpeg_dims(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen);
-/* Full decode to RGB8, optionally DCT-downscaled so the short side stays
- * >= min_short (0: full size). */
-int dl_jpeg_decode_full(const uint8_t *buf, size_t len, int min_short, struct dl_pixels *px,
+/* Full decode to RGB8; when max_short > 0 and the short side is longer,
+ * DCT-downscaled by M/8 so that it is at most max_short (and > 7/8 of it,
+ * or 1/8 of the original). */
+int dl_jpeg_decode_full(const uint8_t *buf, size_t len, int max_short, struct dl_pixels *px,
                         char *err, size_t errlen);
+/* Encode RGB8 rows as a baseline JPEG (malloc'd into *out). */
+int dl_jpeg_encode(const struct dl_pixels *px, int quality, uint8_t **out, size_t *outlen,
+                   char *err, size_t errlen);
 /* PNG: full decode to RGB8 (palette, gray, alpha and 16-bit converted as
  * PIL's convert("RGB") does: alpha dropped, 16-bit keeps the high byte). */
 int dl_png_decode(const uint8_t *buf, size_t len, struct dl_pixels *px, char *err, size_t errlen);

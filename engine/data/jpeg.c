@@ -87,7 +87,7 @@ static void cmyk_row_to_rgb(uint8_t *row, int w, int inverted)
 /* Decode rows [ry0,ry1) and (at least) columns [rx0,rx1) at 1/denom scale.
  * plan (optional) is built from the header size when want_plan is set. */
 struct decode_req {
-	int denom_min_short; // full decode: keep the short side >= this (0: no scaling)
+	int max_short; // full decode: scale by M/8 so the short side is <= this (0: no scaling)
 	int want_plan, size, train;
 	uint64_t seed;
 	struct dl_resize_plan *plan;
@@ -118,18 +118,21 @@ static int decode(const uint8_t *buf, size_t len, struct decode_req *rq, struct 
 	jpeg_read_header(&cinfo, TRUE);
 	if (check_dims(cinfo.image_width, cinfo.image_height, err, errlen) != 0)
 		goto out;
-	int w = (int)cinfo.image_width, h = (int)cinfo.image_height, denom = 1;
+	int w = (int)cinfo.image_width, h = (int)cinfo.image_height, denom = 1, num = 1;
 	if (rq->want_plan) {
 		dl_plan_make(rq->plan, w, h, rq->size, rq->train, rq->seed);
 		denom = dl_plan_scale_denom(rq->plan);
-	} else if (rq->denom_min_short > 0) {
+	} else if (rq->max_short > 0 && (w < h ? w : h) > rq->max_short) {
+		/* libjpeg-turbo scales by M/8, M = 1..16, in the DCT domain */
 		int s = w < h ? w : h;
-		for (denom = 8; denom > 1 && s / denom < rq->denom_min_short; denom /= 2)
-			;
+		denom = 8;
+		num = (int)((8LL * rq->max_short) / s);
+		if (num < 1)
+			num = 1;
 	}
 	int cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
 	cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-	cinfo.scale_num = 1;
+	cinfo.scale_num = (unsigned)num;
 	cinfo.scale_denom = (unsigned)denom;
 	/* Training crops are random anyway: trade the last bit of accuracy
 	 * for speed (merged upsampling, fast integer IDCT). Eval matches PIL. */
@@ -139,7 +142,7 @@ static int decode(const uint8_t *buf, size_t len, struct decode_req *rq, struct 
 	int sw = (int)cinfo.output_width, sh = (int)cinfo.output_height;
 	int rx0 = 0, ry0 = 0, rx1 = sw, ry1 = sh;
 	if (rq->want_plan) {
-		if (denom > 1)
+		if (denom != num)
 			dl_plan_rescale(rq->plan, w, h, sw, sh);
 		dl_plan_region(rq->plan, sw, sh, &rx0, &ry0, &rx1, &ry1);
 	}
@@ -191,10 +194,10 @@ int dl_jpeg_decode_plan(const uint8_t *buf, size_t len, int size, int train, uin
 	return decode(buf, len, &rq, px, err, errlen);
 }
 
-int dl_jpeg_decode_full(const uint8_t *buf, size_t len, int min_short, struct dl_pixels *px,
+int dl_jpeg_decode_full(const uint8_t *buf, size_t len, int max_short, struct dl_pixels *px,
                         char *err, size_t errlen)
 {
-	struct decode_req rq = {.denom_min_short = min_short};
+	struct decode_req rq = {.max_short = max_short};
 	return decode(buf, len, &rq, px, err, errlen);
 }
 
@@ -221,5 +224,45 @@ int dl_jpeg_dims(const uint8_t *buf, size_t len, int *w, int *h, char *err, size
 	rv = 0;
 out:
 	jpeg_destroy_decompress(&cinfo);
+	return rv;
+}
+
+int dl_jpeg_encode(const struct dl_pixels *px, int quality, uint8_t **out, size_t *outlen,
+                   char *err, size_t errlen)
+{
+	struct jpeg_compress_struct cinfo;
+	struct jerr je;
+	unsigned char *volatile mem = NULL;
+	unsigned long memlen = 0;
+	volatile int rv = -1;
+
+	*out = NULL;
+	cinfo.err = jpeg_std_error(&je.pub);
+	je.pub.error_exit = on_error;
+	if (setjmp(je.jb)) {
+		dl_errf(err, errlen, "JPEG encoder: %s", je.msg);
+		goto out;
+	}
+	jpeg_create_compress(&cinfo);
+	jpeg_mem_dest(&cinfo, (unsigned char **)&mem, &memlen);
+	cinfo.image_width = (JDIMENSION)px->w;
+	cinfo.image_height = (JDIMENSION)px->h;
+	cinfo.input_components = 3;
+	cinfo.in_color_space = JCS_RGB;
+	jpeg_set_defaults(&cinfo);
+	jpeg_set_quality(&cinfo, quality, TRUE);
+	jpeg_start_compress(&cinfo, TRUE);
+	while (cinfo.next_scanline < cinfo.image_height) {
+		JSAMPROW r = px->rgb + (size_t)cinfo.next_scanline * px->stride;
+		jpeg_write_scanlines(&cinfo, &r, 1);
+	}
+	jpeg_finish_compress(&cinfo);
+	*out = mem;
+	*outlen = memlen;
+	mem = NULL;
+	rv = 0;
+out:
+	jpeg_destroy_compress(&cinfo);
+	free(mem);
 	return rv;
 }

@@ -348,3 +348,53 @@ out:
 	free(vrow);
 	return rv;
 }
+
+int dl_resize_rgb8(const struct dl_pixels *px, int out_w, int out_h, struct dl_pixels *out,
+                   char *err, size_t errlen)
+{
+	struct coeffs cx = {0}, cy = {0};
+	float *vrow = NULL;
+	int rv = -1;
+
+	memset(out, 0, sizeof *out);
+	if (coeffs_make(&cx, 0, px->w, 0, px->w, out_w, 0, out_w) != 0 ||
+	    coeffs_make(&cy, 0, px->h, 0, px->h, out_h, 0, out_h) != 0)
+		goto oom;
+	vrow = malloc(sizeof(float) * (size_t)px->w * 3);
+	out->rgb = malloc((size_t)out_w * out_h * 3);
+	if (!vrow || !out->rgb)
+		goto oom;
+	out->w = out->full_w = out_w;
+	out->h = out->full_h = out_h;
+	out->stride = (size_t)out_w * 3;
+	for (int y = 0; y < out_h; y++) {
+		const float *k = cy.w + (size_t)y * cy.ksize;
+		memset(vrow, 0, sizeof(float) * (size_t)px->w * 3);
+		for (int j = 0; j < cy.n[y]; j++) {
+			const uint8_t *s = px->rgb + (size_t)(cy.start[y] + j) * px->stride;
+			for (int i = 0; i < px->w * 3; i++)
+				vrow[i] += k[j] * s[i];
+		}
+		uint8_t *o = out->rgb + (size_t)y * out->stride;
+		for (int x = 0; x < out_w; x++) {
+			const float *kx = cx.w + (size_t)x * cx.ksize;
+			for (int c = 0; c < 3; c++) {
+				float a = 0.5f;
+				for (int j = 0; j < cx.n[x]; j++)
+					a += kx[j] * vrow[(size_t)(cx.start[x] + j) * 3 + c];
+				o[3 * x + c] = (uint8_t)(a < 0 ? 0 : a > 255 ? 255 : a);
+			}
+		}
+	}
+	rv = 0;
+	goto out;
+oom:
+	dl_errf(err, errlen, "resize: out of memory");
+	free(out->rgb);
+	out->rgb = NULL;
+out:
+	coeffs_free(&cx);
+	coeffs_free(&cy);
+	free(vrow);
+	return rv;
+}

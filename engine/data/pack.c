@@ -1,0 +1,452 @@
+/* dljob pack SRC DST: ImageFolder -> shards.
+ *
+ * JPEGs are stored as they are, unless --max-side N caps their short side:
+ * then they are decoded at M/8 scale (libjpeg-turbo, DCT domain) and
+ * re-encoded.  PNGs become JPEG at quality 95 (smaller, faster to decode),
+ * or are stored as they are with --keep-png.  Unusable files are reported
+ * and left out.  Samples are processed by worker threads a block at a time
+ * and written in index order, so the output does not depend on the thread
+ * count.  Every file is written under a temporary name and renamed into
+ * place; the index comes last, so an interrupted pack is never mistaken for
+ * a dataset. */
+#include "config.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "engine/data/image.h"
+#include "engine/data/internal.h"
+#include "engine/data/pack.h"
+#include "engine/data/shards.h"
+
+#define BLOCK 512
+#define FMT_JPEG 1
+#define FMT_PNG 2
+
+struct pack_opts {
+	const char *src, *dst;
+	uint64_t shard_bytes;
+	int max_side, threads, keep_png, quality;
+};
+
+struct item {
+	uint8_t *data;
+	size_t len;
+	int label, format;
+	char name[PATH_MAX];
+	char err[512]; // non-empty: skipped
+};
+
+struct block {
+	struct dl_dataset *ds;
+	const struct pack_opts *o;
+	int split;
+	size_t first, n;
+	struct item *items;
+	size_t next;
+	pthread_mutex_t mu;
+};
+
+/* Read one sample and bring it to its stored form. */
+static void prepare(const struct pack_opts *o, struct dl_dataset *ds, int split, size_t i, struct item *it)
+{
+	char path[PATH_MAX];
+	uint8_t *buf = NULL, *enc = NULL;
+	size_t len, enclen;
+	struct dl_pixels px = {0};
+
+	memset(it, 0, sizeof *it);
+	if (dl_imagefolder_path(ds, split, i, path, sizeof path, &it->label) != 0) {
+		dl_errf(it->err, sizeof it->err, "sample %zu: no such sample", i);
+		return;
+	}
+	/* the name kept in the index is the path below SRC: split/class/file
+	 * (neither class nor file names contain a slash) */
+	const char *rel = path + strlen(path);
+	for (int slashes = 0; rel > path; rel--)
+		if (rel[-1] == '/' && ++slashes == 3)
+			break;
+	snprintf(it->name, sizeof it->name, "%s", rel);
+	if (dl_read_file(path, 256u << 20, &buf, &len, it->err, sizeof it->err) != 0)
+		return;
+	enum dl_image_format f = dl_image_sniff(buf, len);
+	if (f == DL_IMG_JPEG) {
+		int w, h;
+		if (dl_jpeg_dims(buf, len, &w, &h, it->err, sizeof it->err) != 0)
+			goto out;
+		if (o->max_side > 0 && (w < h ? w : h) > o->max_side) {
+			if (dl_jpeg_decode_full(buf, len, o->max_side, &px, it->err, sizeof it->err) != 0 ||
+			    dl_jpeg_encode(&px, o->quality, &enc, &enclen, it->err, sizeof it->err) != 0)
+				goto out;
+			it->data = enc;
+			it->len = enclen;
+			enc = NULL;
+		} else {
+			/* stored as is: still check it decodes, so the loader
+			 * does not meet it as a bad sample every epoch */
+			if (dl_jpeg_decode_full(buf, len, 64, &px, it->err, sizeof it->err) != 0)
+				goto out;
+			it->data = buf;
+			it->len = len;
+			buf = NULL;
+		}
+		it->format = FMT_JPEG;
+	} else if (f == DL_IMG_PNG) {
+		if (dl_png_decode(buf, len, &px, it->err, sizeof it->err) != 0)
+			goto out;
+		int s = px.w < px.h ? px.w : px.h;
+		if (o->max_side > 0 && s > o->max_side) {
+			/* cap the short side like the JPEGs (then stored as JPEG) */
+			struct dl_pixels small;
+			int nw = (int)((long long)px.w * o->max_side / s), nh = (int)((long long)px.h * o->max_side / s);
+			if (dl_resize_rgb8(&px, nw > 0 ? nw : 1, nh > 0 ? nh : 1, &small, it->err, sizeof it->err) != 0)
+				goto out;
+			free(px.rgb);
+			px = small;
+			if (dl_jpeg_encode(&px, 95, &enc, &enclen, it->err, sizeof it->err) != 0)
+				goto out;
+			it->data = enc;
+			it->len = enclen;
+			it->format = FMT_JPEG;
+			enc = NULL;
+		} else if (o->keep_png) {
+			it->data = buf;
+			it->len = len;
+			it->format = FMT_PNG;
+			buf = NULL;
+		} else {
+			if (dl_jpeg_encode(&px, 95, &enc, &enclen, it->err, sizeof it->err) != 0)
+				goto out;
+			it->data = enc;
+			it->len = enclen;
+			it->format = FMT_JPEG;
+			enc = NULL;
+		}
+	} else {
+		dl_errf(it->err, sizeof it->err, "%s", len == 0 ? "empty file" : "not a JPEG or PNG image");
+	}
+out:
+	free(px.rgb);
+	free(buf);
+	free(enc);
+}
+
+static void *block_worker(void *arg)
+{
+	struct block *b = arg;
+	for (;;) {
+		pthread_mutex_lock(&b->mu);
+		size_t i = b->next < b->n ? b->next++ : SIZE_MAX;
+		pthread_mutex_unlock(&b->mu);
+		if (i == SIZE_MAX)
+			return NULL;
+		prepare(b->o, b->ds, b->split, b->first + i, &b->items[i]);
+	}
+}
+
+/* The growing index, in memory until the end. */
+struct ibuf {
+	uint8_t *p;
+	size_t len, cap;
+	int oom;
+};
+
+static void ib_put(struct ibuf *b, uint64_t v, int n)
+{
+	if (b->len + (size_t)n > b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 1 << 20;
+		uint8_t *p = realloc(b->p, cap);
+		if (!p) {
+			b->oom = 1;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	for (int i = 0; i < n; i++)
+		b->p[b->len++] = (uint8_t)(v >> (8 * i));
+}
+
+static void ib_bytes(struct ibuf *b, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ib_put(b, (uint8_t)s[i], 1);
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *c = p;
+	while (n > 0) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+struct writer {
+	const struct pack_opts *o;
+	int fd, shard;
+	uint64_t off, total_bytes;
+	char tmp[PATH_MAX];
+};
+
+static int shard_close(struct writer *w)
+{
+	char final[PATH_MAX];
+	if (w->fd < 0)
+		return 0;
+	if (fsync(w->fd) != 0 || close(w->fd) != 0) {
+		fprintf(stderr, "dljob pack: %s: %s\n", w->tmp, strerror(errno));
+		w->fd = -1;
+		return -1;
+	}
+	w->fd = -1;
+	snprintf(final, sizeof final, "%s/shard-%05d.bin", w->o->dst, w->shard);
+	if (rename(w->tmp, final) != 0) {
+		fprintf(stderr, "dljob pack: rename %s -> %s: %s\n", w->tmp, final, strerror(errno));
+		return -1;
+	}
+	w->shard++;
+	return 0;
+}
+
+static int shard_open(struct writer *w)
+{
+	snprintf(w->tmp, sizeof w->tmp, "%s/.shard-%05d.bin.tmp", w->o->dst, w->shard);
+	w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (w->fd < 0) {
+		fprintf(stderr, "dljob pack: %s: %s\n", w->tmp, strerror(errno));
+		return -1;
+	}
+	w->off = 0;
+	return 0;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void progress(const char *split, size_t done, size_t total, uint64_t bytes, double t0, int final)
+{
+	int width = 30, fill = total ? (int)((double)done / total * width) : width;
+	double dt = now_s() - t0;
+	fprintf(stderr, "\rdljob pack: %-5s [%.*s%*s] %zu/%zu images, %.1f MB, %.0f img/s%s", split, fill,
+	        "##############################", width - fill, "", done, total, bytes / 1e6,
+	        dt > 0 ? done / dt : 0.0, final ? "\n" : "");
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: dljob pack SRC DST [--shard-size MB] [--max-side N] [--threads N] [--keep-png] [--quality Q]\n"
+	                "  SRC is an ImageFolder tree (SRC/train/<class>/*.jpg, SRC/val/...); DST gets shard files and an index\n");
+	return 2;
+}
+
+static int parse_int(const char *opt, const char *v, long lo, long hi, long *out)
+{
+	char *end;
+	long x = v ? strtol(v, &end, 10) : 0;
+	if (!v || end == v || *end || x < lo || x > hi) {
+		fprintf(stderr, "dljob pack: %s wants an integer in %ld..%ld, got '%s'\n", opt, lo, hi, v ? v : "");
+		return -1;
+	}
+	*out = x;
+	return 0;
+}
+
+int dl_pack_main(int argc, char **argv)
+{
+	struct pack_opts o = {.shard_bytes = 1024ull << 20, .quality = 90};
+	struct dl_dataset *ds = NULL;
+	struct ibuf ib = {0};
+	struct writer w = {.fd = -1};
+	struct item *items = NULL;
+	char err[1024], path[PATH_MAX], tmp[PATH_MAX + 16];
+	int rv = 1, npos = 0;
+	long v;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--shard-size") == 0) {
+			if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 1 << 20, &v) != 0)
+				return 2;
+			o.shard_bytes = (uint64_t)v << 20;
+		} else if (strcmp(a, "--max-side") == 0) {
+			if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 16, DL_IMAGE_MAX_SIDE, &v) != 0)
+				return 2;
+			o.max_side = (int)v;
+		} else if (strcmp(a, "--threads") == 0) {
+			if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 1024, &v) != 0)
+				return 2;
+			o.threads = (int)v;
+		} else if (strcmp(a, "--quality") == 0) {
+			if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 100, &v) != 0)
+				return 2;
+			o.quality = (int)v;
+		} else if (strcmp(a, "--keep-png") == 0) {
+			o.keep_png = 1;
+		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			usage();
+			return 0;
+		} else if (a[0] == '-' && a[1]) {
+			fprintf(stderr, "dljob pack: unknown option %s\n", a);
+			return usage();
+		} else if (npos == 0) {
+			o.src = a, npos++;
+		} else if (npos == 1) {
+			o.dst = a, npos++;
+		} else {
+			fprintf(stderr, "dljob pack: unexpected argument %s\n", a);
+			return usage();
+		}
+	}
+	if (npos != 2)
+		return usage();
+	if (o.threads == 0)
+		o.threads = dl_cpu_count();
+
+	struct dl_data_options dopt = {.threads = o.threads};
+	if (dl_imagefolder_open(o.src, &dopt, &ds, err, sizeof err) != 0) {
+		fprintf(stderr, "dljob pack: %s\n", err);
+		return 1;
+	}
+	if (mkdir(o.dst, 0755) != 0 && errno != EEXIST) {
+		fprintf(stderr, "dljob pack: %s: %s\n", o.dst, strerror(errno));
+		goto out;
+	}
+	snprintf(path, sizeof path, "%s/%s", o.dst, DL_SHARDS_INDEX);
+	if (unlink(path) != 0 && errno != ENOENT) { // an old index must not describe new shards
+		fprintf(stderr, "dljob pack: %s: %s\n", path, strerror(errno));
+		goto out;
+	}
+	int nclass;
+	const char *const *classes;
+	dl_imagefolder_info(ds, &nclass, &classes);
+	/* header; nshards is patched in at the end */
+	ib_bytes(&ib, DL_SHARDS_MAGIC, 8);
+	ib_put(&ib, DL_SHARDS_VERSION, 8);
+	size_t nshards_at = ib.len;
+	ib_put(&ib, 0, 8);
+	ib_put(&ib, (uint64_t)nclass, 8);
+	for (int c = 0; c < nclass; c++) {
+		ib_put(&ib, strlen(classes[c]), 8);
+		ib_bytes(&ib, classes[c], strlen(classes[c]));
+	}
+	w.o = &o;
+	if (shard_open(&w) != 0)
+		goto out;
+	items = calloc(BLOCK, sizeof *items);
+	pthread_t *th = calloc((size_t)o.threads, sizeof *th);
+	if (!items || !th) {
+		free(th);
+		fprintf(stderr, "dljob pack: out of memory\n");
+		goto out;
+	}
+	size_t skipped = 0;
+	for (int split = 0; split < 2; split++) {
+		size_t total = ds->count[split], kept = 0, count_at = ib.len;
+		double t0 = now_s(), last = 0;
+		ib_put(&ib, 0, 8); // patched below
+		for (size_t first = 0; first < total; first += BLOCK) {
+			struct block b = {.ds = ds, .o = &o, .split = split, .first = first,
+			                  .n = total - first < BLOCK ? total - first : BLOCK, .items = items};
+			int started = 0;
+			pthread_mutex_init(&b.mu, NULL);
+			for (int t = 1; t < o.threads; t++)
+				if (pthread_create(&th[t], NULL, block_worker, &b) == 0)
+					started = t;
+				else
+					break;
+			block_worker(&b);
+			for (int t = 1; t <= started; t++)
+				pthread_join(th[t], NULL);
+			pthread_mutex_destroy(&b.mu);
+			for (size_t i = 0; i < b.n; i++) {
+				struct item *it = &items[i];
+				if (it->err[0]) {
+					fprintf(stderr, "\ndljob pack: skipping %s: %s\n", it->name, it->err);
+					skipped++;
+					continue;
+				}
+				if (w.off > 0 && w.off + it->len > o.shard_bytes &&
+				    (shard_close(&w) != 0 || shard_open(&w) != 0))
+					goto fail_block;
+				if (write_all(w.fd, it->data, it->len) != 0) {
+					fprintf(stderr, "dljob pack: writing %s: %s\n", w.tmp, strerror(errno));
+					goto fail_block;
+				}
+				size_t nl = strlen(it->name) > 65535 ? 65535 : strlen(it->name);
+				ib_put(&ib, (uint64_t)w.shard, 4);
+				ib_put(&ib, (uint64_t)it->label, 4);
+				ib_put(&ib, w.off, 8);
+				ib_put(&ib, it->len, 4);
+				ib_put(&ib, (uint64_t)it->format, 1);
+				ib_put(&ib, 0, 1);
+				ib_put(&ib, nl, 2);
+				ib_bytes(&ib, it->name, nl);
+				w.off += it->len;
+				w.total_bytes += it->len;
+				kept++;
+			}
+			for (size_t i = 0; i < b.n; i++)
+				free(items[i].data);
+			if (first + b.n < total && now_s() - last > 0.2) {
+				progress(split ? "val" : "train", first + b.n, total, w.total_bytes, t0, 0);
+				last = now_s();
+			}
+			continue;
+fail_block:
+			for (size_t i = 0; i < b.n; i++)
+				free(items[i].data);
+			free(th);
+			goto out;
+		}
+		progress(split ? "val" : "train", total, total, w.total_bytes, t0, 1);
+		for (int i = 0; i < 8; i++)
+			ib.p[count_at + (size_t)i] = (uint8_t)((uint64_t)kept >> (8 * i));
+	}
+	free(th);
+	if (shard_close(&w) != 0)
+		goto out;
+	for (int i = 0; i < 8; i++)
+		ib.p[nshards_at + (size_t)i] = (uint8_t)((uint64_t)w.shard >> (8 * i));
+	if (ib.oom) {
+		fprintf(stderr, "dljob pack: out of memory for the index\n");
+		goto out;
+	}
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write_all(fd, ib.p, ib.len) != 0 || fsync(fd) != 0 || close(fd) != 0 ||
+	    rename(tmp, path) != 0) {
+		fprintf(stderr, "dljob pack: %s: %s\n", path, strerror(errno));
+		goto out;
+	}
+	fprintf(stderr, "dljob pack: %s: %zu images in %d shards (%.1f MB)\n", o.dst,
+	        ds->count[0] + ds->count[1] - skipped, w.shard, w.total_bytes / 1e6);
+	if (skipped)
+		fprintf(stderr, "dljob pack: %zu unusable images were left out (listed above)\n", skipped);
+	rv = 0;
+out:
+	if (w.fd >= 0) {
+		close(w.fd);
+		unlink(w.tmp);
+	}
+	free(items);
+	free(ib.p);
+	dl_dataset_close(ds);
+	return rv;
+}
