@@ -298,7 +298,7 @@ static int setup(struct dl_backend *b)
 {
 	struct dl_graph *g = b->g;
 	int n = b->n;
-	int *writer = NULL;
+	int *writer;
 	int rv = -1;
 	size_t free0 = 0, free1 = 0, total = 0;
 
@@ -340,7 +340,7 @@ static int setup(struct dl_backend *b)
 	b->p_off = calloc((size_t)g->n_params + 1, sizeof *b->p_off);
 	b->b_off = calloc((size_t)g->n_buffers + 1, sizeof *b->b_off);
 	b->h_tensors = calloc((size_t)g->n_params + 1, sizeof *b->h_tensors);
-	writer = calloc((size_t)g->n_params + 1, sizeof *writer);
+	writer = b->writer = calloc((size_t)g->n_params + 1, sizeof *writer);
 	if (!b->val || !b->node || !b->algos || !b->p_off || !b->b_off || !b->h_tensors || !writer) {
 		dlc_failf(b, "cuda backend: out of host memory");
 		goto out;
@@ -545,7 +545,6 @@ static int setup(struct dl_backend *b)
 	b->device_bytes = free0 > free1 ? free0 - free1 : 0;
 	rv = 0;
 out:
-	free(writer);
 	return rv;
 }
 
@@ -602,6 +601,7 @@ static void destroy(struct dl_backend *b)
 	free(b->b_off);
 	free(b->h_tensors);
 	free(b->h_chunks);
+	free(b->writer);
 	free(b->bk);
 	free(b->ev_bk);
 	free(b->plan_slot);

@@ -111,7 +111,8 @@ struct dl_backend {
 	struct dlc_value *val;
 	struct dlc_node *node;
 
-	/* parameters: flat fp32 arrays, tensor i at p_off[i] */
+	/* parameters: flat fp32 arrays, tensor i at p_off[i]; writer[i]: node writing its grad */
+	int *writer;
 	size_t *p_off, n_flat;
 	float *w, *gr, *mom;
 	size_t *b_off, n_bflat;
