@@ -209,17 +209,17 @@ int dl_cuda_load_graph(struct dl_backend *b)
 int dl_cuda_store_graph(struct dl_backend *b, float **mom)
 {
 	const struct dl_graph *g = b->g;
-	CK_CUDA(b, cudaStreamSynchronize(b->s));
 	for (int i = 0; i < g->n_params; i++) {
-		CK_CUDA(b, cudaMemcpy(g->params[i].data, b->w + b->p_off[i], g->params[i].count * sizeof(float),
-				      cudaMemcpyDeviceToHost));
+		CK_CUDA(b, cudaMemcpyAsync(g->params[i].data, b->w + b->p_off[i], g->params[i].count * sizeof(float),
+					   cudaMemcpyDeviceToHost, b->s));
 		if (mom && mom[i])
-			CK_CUDA(b, cudaMemcpy(mom[i], b->mom + b->p_off[i], g->params[i].count * sizeof(float),
-					      cudaMemcpyDeviceToHost));
+			CK_CUDA(b, cudaMemcpyAsync(mom[i], b->mom + b->p_off[i], g->params[i].count * sizeof(float),
+						   cudaMemcpyDeviceToHost, b->s));
 	}
 	for (int i = 0; i < g->n_buffers; i++)
-		CK_CUDA(b, cudaMemcpy(g->buffers[i].data, b->bufs + b->b_off[i], g->buffers[i].count * sizeof(float),
-				      cudaMemcpyDeviceToHost));
+		CK_CUDA(b, cudaMemcpyAsync(g->buffers[i].data, b->bufs + b->b_off[i],
+					   g->buffers[i].count * sizeof(float), cudaMemcpyDeviceToHost, b->s));
+	CK_CUDA(b, cudaStreamSynchronize(b->s));
 	return 0;
 }
 
@@ -491,23 +491,22 @@ static int setup(struct dl_backend *b)
 			off += align_up(b->plan_bytes[k], ARENA_ALIGN);
 		}
 	}
-	/* zero: padded channels of the image and of its conv weights must stay 0 */
-	if (cudaMemset(b->arena, 0, b->arena_bytes) != cudaSuccess) {
-		dlc_failf(b, "cuda backend: cudaMemset of the arena failed");
-		goto out;
-	}
+	/* zero: padded channels of the image and of its conv weights must stay 0.
+	 * Everything goes on b->s: a non-blocking stream does not wait for work
+	 * that plain cudaMemset/cudaMemcpy put on the legacy default stream. */
+	CK_CUDA(b, cudaMemsetAsync(b->arena, 0, b->arena_bytes, b->s));
 	if (b->opt.poison)
 		for (int v = 0; v < g->n_values; v++) {
 			/* 0xff bytes are NaN in fp32, bf16 and fp16 */
 			if (b->val[v].act && v != g->input)
-				CK_CUDA(b, cudaMemset(b->val[v].act, 0xff, b->val[v].elems * b->esize));
+				CK_CUDA(b, cudaMemsetAsync(b->val[v].act, 0xff, b->val[v].elems * b->esize, b->s));
 			if (b->val[v].grad)
-				CK_CUDA(b, cudaMemset(b->val[v].grad, 0xff, b->val[v].elems * b->esize));
+				CK_CUDA(b, cudaMemsetAsync(b->val[v].grad, 0xff, b->val[v].elems * b->esize, b->s));
 		}
-	CK_CUDA(b, cudaMemcpy(b->d_tensors, b->h_tensors, (size_t)g->n_params * sizeof(struct dlc_ptensor),
-			      cudaMemcpyHostToDevice));
-	CK_CUDA(b, cudaMemcpy(b->d_chunks, b->h_chunks, (size_t)b->n_chunks * sizeof(struct dlc_chunk),
-			      cudaMemcpyHostToDevice));
+	CK_CUDA(b, cudaMemcpyAsync(b->d_tensors, b->h_tensors, (size_t)g->n_params * sizeof(struct dlc_ptensor),
+				   cudaMemcpyHostToDevice, b->s));
+	CK_CUDA(b, cudaMemcpyAsync(b->d_chunks, b->h_chunks, (size_t)b->n_chunks * sizeof(struct dlc_chunk),
+				   cudaMemcpyHostToDevice, b->s));
 	CK_CUBLAS(b, cublasSetWorkspace(b->blas, b->blas_ws, b->blas_ws_bytes));
 
 	/* pinned host edges */
@@ -665,8 +664,9 @@ static int ops_forward(struct dl_backend *b, const float *x, int train)
 	CK_CUDA(b, cudaStreamSynchronize(b->s));
 	if (train) {
 		for (int i = 0; i < g->n_buffers; i++)
-			CK_CUDA(b, cudaMemcpy(g->buffers[i].data, b->bufs + b->b_off[i],
-					      g->buffers[i].count * sizeof(float), cudaMemcpyDeviceToHost));
+			CK_CUDA(b, cudaMemcpyAsync(g->buffers[i].data, b->bufs + b->b_off[i],
+						   g->buffers[i].count * sizeof(float), cudaMemcpyDeviceToHost, b->s));
+		CK_CUDA(b, cudaStreamSynchronize(b->s));
 		g->bn_batches_tracked++;
 	}
 	b->last_train = train;

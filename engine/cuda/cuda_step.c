@@ -77,8 +77,9 @@ int dl_cuda_set_sgd(struct dl_backend *b, const struct dl_cuda_sgd *s)
 	b->sgd = *s;
 	for (int i = 0; i < g->n_params; i++)
 		b->h_tensors[i].wd = g->params[i].no_decay && !s->decay_bn_and_bias ? 0.0f : s->weight_decay;
-	CK_CUDA(b, cudaMemcpy(b->d_tensors, b->h_tensors, (size_t)g->n_params * sizeof(struct dlc_ptensor),
-			      cudaMemcpyHostToDevice));
+	CK_CUDA(b, cudaMemcpyAsync(b->d_tensors, b->h_tensors, (size_t)g->n_params * sizeof(struct dlc_ptensor),
+				   cudaMemcpyHostToDevice, b->s));
+	CK_CUDA(b, cudaStreamSynchronize(b->s)); /* h_tensors is pageable: keep it stable until copied */
 	b->have_sgd = 1;
 	return drop_graph(b);
 }
