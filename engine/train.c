@@ -385,7 +385,7 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 
 	double loss_sum = 0, t_mark = now_s(), t_train = 0;
 	long loss_n = 0, steps_here = 0, mark_step = r.pos.step;
-	double lr = 0;
+	double lr = 0, last_loss = NAN, last_ips = NAN; /* of the last record, for an eval right after it */
 	long saved_step = -1;
 	/* --steps ends the run mid-epoch; at an epoch's last batch the epoch is
 	 * closed first (eval, checkpoint) so the limit never skips an eval. */
@@ -405,6 +405,11 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 			if (got == 0) {
 				epoch_done = 1;
 				break;
+			}
+			if (n != cfg->batch) { /* drop_last promises full batches */
+				snprintf(err, errlen, "%s:%d: loader gave a batch of %d, expected %d", __FILE__, __LINE__,
+				         n, cfg->batch);
+				goto out;
 			}
 			lr = dl_schedule_lr(&r.sched, r.pos.step);
 			if (train_step(&r, lr, &l, &stop, err, errlen) < 0)
@@ -434,6 +439,8 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 					goto out;
 				loss_sum = 0;
 				loss_n = 0;
+				last_loss = rec.loss;
+				last_ips = rec.img_per_s;
 				mark_step = r.pos.step;
 				t_mark = now;
 			}
@@ -453,8 +460,9 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 			double now = now_s();
 			dl_loader_get_stats(r.train, &ls);
 			struct dl_metrics_record rec = {
-				.step = r.pos.step, .epoch = r.pos.epoch, .loss = loss_n ? loss_sum / (double)loss_n : NAN,
-				.lr = lr, .img_per_s = (double)(r.pos.step - mark_step) * r.pos.global_batch / (t_eval - t_mark),
+				.step = r.pos.step, .epoch = r.pos.epoch, .loss = loss_n ? loss_sum / (double)loss_n : last_loss,
+				.lr = lr, .img_per_s = loss_n ? (double)(r.pos.step - mark_step) * r.pos.global_batch / (t_eval - t_mark)
+				                              : last_ips,
 				.loader_stall_s = ls.stall_seconds, .bad_samples = ls.bad_samples,
 				.wall_s = r.wall0 + (now - r.t_start), .has_eval = 1, .top1 = res[0], .top5 = res[1],
 				.eval_loss = res[2], .eval_samples = (uint64_t)res[3],

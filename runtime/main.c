@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/data/pack.h"
 #include "runtime/cli.h"
 
 int main(int argc, char **argv)
@@ -11,10 +12,8 @@ int main(int argc, char **argv)
 		printf("dljob %s (built for Slurm %s)\n", PACKAGE_VERSION, DLJOB_SLURM_VERSION);
 		return 0;
 	}
-	/* `dljob pack SRC DST ...` is dispatched here once engine/data/pack.h lands. */
-	if (argc > 1 && strcmp(argv[1], "pack") == 0) {
-		fprintf(stderr, "dljob pack: not built yet\n");
-		return 1;
-	}
+	/* `dljob pack SRC DST ...`: the packer parses its own options. */
+	if (argc > 1 && strcmp(argv[1], "pack") == 0)
+		return dl_pack_main(argc - 1, argv + 1);
 	return dl_cli_train_main(argc, argv);
 }

@@ -55,6 +55,13 @@ if [ $rc -ne 2 ] || ! grep -q "option '--epochs' needs a value" stderr || [ -e o
 	echo "FAIL: trailing --epochs: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
 fi
 
+# The pack sub-command reaches the packer (which checks its own arguments).
+"$bin" pack >stdout 2>stderr
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "usage: dljob pack SRC DST" stderr; then
+	echo "FAIL: dljob pack without arguments: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
+fi
+
 # --help and --version succeed and say what they should.
 "$bin" --help >help.txt 2>&1 && grep -q -- "--resume\[=PATH\]" help.txt || { echo "FAIL: --help"; fails=$((fails + 1)); }
 "$bin" --version | grep -q "^dljob [0-9]" || { echo "FAIL: --version"; fails=$((fails + 1)); }

@@ -56,12 +56,29 @@ run_until() {
 	stopped=$(last_step part)
 	[ "$stopped" -lt 48 ] || fail "SIG$sig arrived too late to test anything (step $stopped)"
 	echo "SIG$sig: stopped at step $stopped"
+	# The checkpoint records where it stopped, and holds the optimizer and
+	# BN state (safetensors: u64 header length, JSON header).
+	"$py" - part/checkpoint.safetensors "$stopped" <<'PYEOF' || fail "checkpoint contents after SIG$sig"
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    n, = struct.unpack("<Q", f.read(8))
+    h = json.loads(f.read(n))
+m, step = h["__metadata__"], int(sys.argv[2])
+assert m["format"] == "dljob-checkpoint-1" and m["model"] == "resnet20", m
+assert int(m["step"]) == step, (m, step)
+assert int(m["epoch"]) * 32 + int(m["epoch_step"]) == step, m
+assert m["seed"] == "7" and m["global_batch"] == "32" and m["epochs"] == "2", m
+for k in ["conv1.weight", "conv1.weight.momentum_buffer", "bn1.running_var", "fc.bias.momentum_buffer"]:
+    assert h[k]["dtype"] == "F32", (k, h.get(k))
+assert h["bn1.num_batches_tracked"]["dtype"] == "I64", h.get("bn1.num_batches_tracked")
+PYEOF
 }
 
 run_until TERM 5
 run_until USR1 38 --resume
 "$bin" "${args[@]}" --out part --resume=part/checkpoint.safetensors 2>>part.log || { cat part.log; fail "final resume"; }
 grep -c "resumed from" part.log | grep -qx 2 || fail "expected two 'resumed from' lines"
+[ -s part/checkpoint.prev.safetensors ] || fail "no checkpoint.prev.safetensors kept"
 
 cmp full/model.safetensors part/model.safetensors || fail "resumed weights differ from the uninterrupted run"
 
