@@ -202,18 +202,21 @@ void dl_plan_region(const struct dl_resize_plan *p, int full_w, int full_h,
 typedef float v4f __attribute__((vector_size(16)));
 typedef uint8_t v4u8 __attribute__((vector_size(4)));
 
-/* row[0..n) += k * t[0..n), n a multiple of 8 (the buffers are padded). */
-static inline void axpy8(float *restrict row, const float *restrict t, float k, size_t n)
+/* row[0..n) = sum_j k[j] * t_j[0..n) over taps j, the t_j rows `rowlen`
+ * floats apart starting at t; n a multiple of 8 (the buffers are padded).
+ * One pass over the output, taps innermost, so row is stored once. */
+static inline void vpass(float *restrict row, const float *restrict t, size_t rowlen, const float *k,
+                         int taps, size_t n)
 {
-	v4f kk = {k, k, k, k};
 	for (size_t i = 0; i < n; i += 8) {
-		v4f a, b, c, d;
-		memcpy(&a, row + i, sizeof a);
-		memcpy(&b, row + i + 4, sizeof b);
-		memcpy(&c, t + i, sizeof c);
-		memcpy(&d, t + i + 4, sizeof d);
-		a += kk * c;
-		b += kk * d;
+		v4f a = {0, 0, 0, 0}, b = {0, 0, 0, 0};
+		for (int j = 0; j < taps; j++) {
+			v4f kk = {k[j], k[j], k[j], k[j]}, c, d;
+			memcpy(&c, t + (size_t)j * rowlen + i, sizeof c);
+			memcpy(&d, t + (size_t)j * rowlen + i + 4, sizeof d);
+			a += kk * c;
+			b += kk * d;
+		}
 		memcpy(row + i, &a, sizeof a);
 		memcpy(row + i + 4, &b, sizeof b);
 	}
@@ -257,6 +260,7 @@ static inline void hpass_out(const float *restrict vrow, const struct coeffs *cx
 		const float *k = cx->w + (size_t)i * cx->ksize;
 		int n = K ? K : cx->n[i];
 		v4f acc = {0, 0, 0, 0};
+#pragma GCC unroll 8
 		for (int j = 0; j < n; j++) {
 			v4f v, kk = {k[j], k[j], k[j], k[j]};
 			memcpy(&v, s + 3 * j, sizeof v);
@@ -326,9 +330,7 @@ int dl_resample_chw(const struct dl_pixels *px, const struct dl_resize_plan *p, 
 	size_t plane = (size_t)size * size;
 	for (int y = 0; y < size; y++) {
 		const float *k = cy.w + (size_t)y * cy.ksize;
-		memset(vrow, 0, sizeof(float) * rowlen);
-		for (int j = 0; j < cy.n[y]; j++)
-			axpy8(vrow, srcf + (size_t)(cy.start[y] + j - ry0) * rowlen, k[j], rowlen);
+		vpass(vrow, srcf + (size_t)(cy.start[y] - ry0) * rowlen, rowlen, k, cy.n[y], rowlen);
 		// chw is (3,size,size)
 		float *o0 = chw + (size_t)y * size, *o1 = o0 + plane, *o2 = o1 + plane;
 		if (uniform && cx.ksize == 3)

@@ -1,0 +1,37 @@
+#!/bin/bash
+# Data pipeline throughput, run by hand (not part of make check):
+#   tests/bench/bench_data.sh [BUILDDIR] [N_IMAGES] [SECONDS]
+# The ImageNet training transform (decode + RandomResizedCrop(224) + flip +
+# normalize to float CHW) on N ImageNet-sized JPEGs (~500x375, q90, cut from
+# the photos Debian ships with python3-skimage / python3-sklearn by
+# bench_data_fixture.py), through the dljob loader from the ImageFolder and
+# from packed shards, against torchvision + PIL on the same files in the
+# same run; 1 worker (per core) and all cores.
+# Reports wall img/s and img per CPU-second: on a shared machine the latter
+# is the honest per-core figure.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-${DLJOB_BUILDDIR:-$PWD}}
+n=${2:-600}
+secs=${3:-10}
+py=${TORCH_PYTHON:-/usr/bin/python3}
+tool=$build/tests/data/dataset_tool
+pack=$build/tests/data/pack_tool
+[ -x "$tool" ] && [ -x "$pack" ] || make -C "$build" tests/data/dataset_tool tests/data/pack_tool >/dev/null
+tmp=$(mktemp -d /tmp/dljob-bench-data.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+cores=$(nproc)
+
+"$py" "$here/bench_data_fixture.py" "$tmp/folder" "$n"
+"$pack" "$tmp/folder" "$tmp/shards" --shard-size 64 2>/dev/null
+echo "# $n JPEGs, $(du -sh "$tmp/folder/train" | cut -f1), ${secs}s per run, $cores cores, $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-34s %10s %12s\n' "pipeline" "img/s" "img/cpu-s"
+row() { printf '%-34s %10s %12s\n' "$1" "$(echo "$2" | awk '{print $2}')" "$(echo "$2" | awk '{print $4}')"; }
+row "dljob folder, 1 worker" "$("$tool" bench "$tmp/folder" 224 1 32 "$secs")"
+row "dljob shards, 1 worker" "$("$tool" bench "$tmp/shards" 224 1 32 "$secs")"
+row "torchvision+PIL, 1 process" "$("$py" "$here/bench_data_torch.py" "$tmp/folder" "$secs" 0)"
+row "dljob folder, $cores workers" "$("$tool" bench "$tmp/folder" 224 "$cores" 32 "$secs")"
+row "dljob shards, $cores workers" "$("$tool" bench "$tmp/shards" 224 "$cores" 32 "$secs")"
+row "torchvision+PIL, $cores workers" "$("$py" "$here/bench_data_torch.py" "$tmp/folder" "$secs" "$cores")"
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
