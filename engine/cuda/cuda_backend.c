@@ -495,6 +495,15 @@ static int setup(struct dl_backend *b)
 	 * Everything goes on b->s: a non-blocking stream does not wait for work
 	 * that plain cudaMemset/cudaMemcpy put on the legacy default stream. */
 	CK_CUDA(b, cudaMemsetAsync(b->arena, 0, b->arena_bytes, b->s));
+	if (b->opt.poison) {
+		CK_CUDA(b, cudaMemsetAsync(b->d_logits, 0xff, b->out_count * sizeof(float), b->s));
+		for (int i = 0; i < g->n_nodes; i++)
+			if (b->node[i].mean) {
+				size_t c = (size_t)b->val[g->nodes[i].in[0]].c * sizeof(float);
+				CK_CUDA(b, cudaMemsetAsync(b->node[i].mean, 0xff, c, b->s));
+				CK_CUDA(b, cudaMemsetAsync(b->node[i].invstd, 0xff, c, b->s));
+			}
+	}
 	if (b->opt.poison)
 		for (int v = 0; v < g->n_values; v++) {
 			/* 0xff bytes are NaN in fp32, bf16 and fp16 */
