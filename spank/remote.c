@@ -278,8 +278,7 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 		slurm_error("dljob: cannot set the rank variables");
 		return -1;
 	}
-	if (!o->bind_none || o->verbose)
-		map_task(sp, a, o, rank, (unsigned)local, nlocal);
+	map_task(sp, a, o, rank, (unsigned)local, nlocal);
 	if (!dl_opts_is_env(o))
 		exec_runtime(sp, a, o);
 	return 0;

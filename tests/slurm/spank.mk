@@ -6,7 +6,13 @@ tests_slurm_test_map_LDADD = $(HWLOC_LIBS)
 TESTS += tests/slurm/test_map
 dist_check_DATA += tests/slurm/topologies/2s-8gpu-4hca.xml tests/slurm/topologies/shared-nic.xml \
 	tests/slurm/topologies/no-nic.xml
-TESTS += tests/slurm/test_spank_options.sh tests/slurm/test_spank_env.sh tests/slurm/test_spank_model.sh
+# Cluster tests: each starts its own private cluster (tests/cluster/cluster.sh).
+TESTS += tests/slurm/test_spank_options.sh tests/slurm/test_spank_env.sh tests/slurm/test_spank_model.sh \
+	tests/slurm/test_spank_bind.sh tests/slurm/test_spank_sbatch.sh
 dist_check_SCRIPTS += tests/slurm/test_spank_options.sh tests/slurm/test_spank_env.sh \
-	tests/slurm/test_spank_model.sh tests/slurm/test_spank_fake_runtime.sh
+	tests/slurm/test_spank_model.sh tests/slurm/test_spank_bind.sh tests/slurm/test_spank_sbatch.sh \
+	tests/slurm/test_spank_fake_runtime.sh
+# The sbatch templates are shipped (and run by test_spank_sbatch.sh as they are).
+EXTRA_DIST += contrib/sbatch/dljob-1node.sbatch contrib/sbatch/dljob-multinode.sbatch \
+	contrib/sbatch/dljob-preemptible.sbatch
 dist_check_DATA += tests/slurm/test_spank_lib.bash

@@ -2,8 +2,9 @@
 # A stand-in for the dljob runtime in the plugin tests (plugstack runtime=):
 # records its argv, the rank variables and its CPU affinity in
 # $FAKE_RUNTIME_LOG/rank$RANK, then exits with $FAKE_RUNTIME_RC_<RANK> (0).
-# With FAKE_RUNTIME_WAIT set it waits for SIGUSR1 (a preemption warning),
-# records it and exits 0, as the real runtime does after a checkpoint.
+# In the run whose SLURM_RESTART_COUNT (0 if unset) equals FAKE_RUNTIME_WAIT
+# it waits for SIGUSR1 (a preemption warning), records it and exits 0, as
+# the real runtime does after a checkpoint.
 log=${FAKE_RUNTIME_LOG:?}/rank${RANK:-unset}.${SLURM_RESTART_COUNT:-0}
 {
 	printf 'argv0=%s\n' "$0"
@@ -15,10 +16,15 @@ log=${FAKE_RUNTIME_LOG:?}/rank${RANK:-unset}.${SLURM_RESTART_COUNT:-0}
 	done
 	grep '^Cpus_allowed_list' /proc/self/status
 } >"$log"
-if [ -n "${FAKE_RUNTIME_WAIT-}" ]; then
+if [ "${FAKE_RUNTIME_WAIT-x}" = "${SLURM_RESTART_COUNT:-0}" ]; then
 	trap 'echo usr1=1 >>"$log"; exit 0' USR1
 	echo waiting >>"$log"
-	for _ in $(seq 1 600); do sleep 0.1; done
+	# sleep in the background: USR1 reaches it too, and a foreground child
+	# killed by it would make bash print "User defined signal 1".
+	for _ in $(seq 1 600); do
+		sleep 0.1 &
+		wait $!
+	done
 	echo usr1=0 >>"$log"
 	exit 0
 fi

@@ -1,0 +1,91 @@
+#!/bin/bash
+# sbatch: --dl-* options given to sbatch reach every srun in the job (Slurm
+# exports them as SLURM_SPANK__SLURM_SPANK_OPTION_dljob_* and srun reads
+# them back), the batch script itself is left alone, and the
+# contrib/sbatch templates run as they are, including a preemption warning
+# that checkpoints (USR1) and requeues.
+. "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
+spank_cluster_up
+cd "$WORK" || fail "cd $WORK"
+fake=$DLJOB_SRCDIR/tests/slurm/test_spank_fake_runtime.sh
+mkdir -p data log || fail mkdir
+export FAKE_RUNTIME_LOG=$WORK/log
+
+# Wait until job $1 has left the queue (at most $2 s).
+job_done() {
+	local t=0
+	while [ -n "$(squeue -h -j "$1" 2>/dev/null)" ]; do
+		sleep 0.2
+		t=$((t + 1))
+		[ $t -lt $(($2 * 5)) ] || fail "job $1 still queued after $2 s: $(squeue -j "$1")"
+	done
+}
+
+cat >env.sbatch <<'EOS'
+#!/bin/bash
+echo "batch RANK=${RANK-unset} MASTER_ADDR=${MASTER_ADDR-unset}"
+env | grep -c '^SLURM_SPANK__SLURM_SPANK_OPTION_dljob_dl_job=env$'
+srun -n2 bash -c 'echo "step RANK=$RANK WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR"' | sort
+EOS
+jid=$(sbatch --parsable -N1 -n2 --dl-job=env -o env.out env.sbatch) || fail "sbatch --dl-job=env"
+job_done "$jid" 60
+want="batch RANK=unset MASTER_ADDR=unset
+1
+step RANK=0 WORLD_SIZE=2 MASTER_ADDR=n1
+step RANK=1 WORLD_SIZE=2 MASTER_ADDR=n1"
+[ "$(cat env.out)" = "$want" ] || fail "sbatch --dl-job=env:
+$(diff <(echo "$want") env.out)"
+echo "ok   sbatch --dl-job=env: the batch script is untouched, its srun steps get the ranks"
+
+# The templates, unchanged, with a stand-in runtime.
+cluster_plugstack "runtime=$fake"
+export DL_MODEL=resnet20 DL_DATA=$WORK/data DL_EPOCHS=2 DL_BATCH=8
+for t in dljob-1node dljob-multinode; do
+	rm -f log/*
+	jid=$(sbatch --parsable -o "$t.out" "$DLJOB_SRCDIR/contrib/sbatch/$t.sbatch") || fail "sbatch $t.sbatch"
+	job_done "$jid" 60
+	n=$(ls log | wc -l)
+	want=2
+	[ $t = dljob-multinode ] && want=4
+	[ "$n" -eq $want ] || fail "$t.sbatch ran $n tasks, expected $want: $(cat "$t.out")"
+	grep -qx "arg2=resnet20" log/rank0.0 && grep -qx "arg4=$WORK/data" log/rank0.0 && grep -qx "arg6=2" log/rank0.0 &&
+		grep -qx "arg8=8" log/rank0.0 && grep -qx "arg10=./dljob-$jid" log/rank0.0 ||
+		fail "$t.sbatch runtime argv: $(cat log/rank0.0)"
+	grep -qx "WORLD_SIZE=$want" log/rank0.0 || fail "$t.sbatch WORLD_SIZE: $(cat log/rank0.0)"
+	echo "ok   contrib/sbatch/$t.sbatch runs as it is ($want tasks)"
+done
+
+# Preemptible: USR1 to the batch script -> the step's tasks get USR1 and
+# exit 0 -> requeue -> the second run (SLURM_RESTART_COUNT=1) finishes.
+rm -f log/*
+export FAKE_RUNTIME_WAIT=0
+jid=$(sbatch --parsable -o pre.out "$DLJOB_SRCDIR/contrib/sbatch/dljob-preemptible.sbatch") || fail "sbatch preemptible"
+t=0
+until grep -qx waiting log/rank0.0 2>/dev/null && grep -qx waiting log/rank1.0 2>/dev/null; do
+	sleep 0.2
+	t=$((t + 1))
+	[ $t -lt 150 ] || fail "preemptible job did not start its tasks: $(cat pre.out 2>/dev/null)"
+done
+scancel --batch --signal=USR1 "$jid" || fail "scancel --batch --signal=USR1"
+# Slurm holds a requeued job back (BeginTime) for a while; the test does
+# not wait for that.
+t=0
+until [ "$(squeue -h -j "$jid" -o %T 2>/dev/null)" = PENDING ]; do
+	sleep 0.2
+	t=$((t + 1))
+	[ $t -lt 150 ] || fail "job $jid was not requeued: $(cat pre.out); $(squeue -j "$jid")"
+done
+scontrol update JobId="$jid" StartTime=now || fail "scontrol update StartTime=now"
+t=0
+until [ -f log/rank0.1 ] && [ -f log/rank1.1 ]; do
+	sleep 0.5
+	t=$((t + 1))
+	[ $t -lt 120 ] || fail "job $jid did not run again: $(cat pre.out); $(squeue -j "$jid")"
+done
+job_done "$jid" 60
+grep -qx usr1=1 log/rank0.0 && grep -qx usr1=1 log/rank1.0 || fail "tasks did not get USR1: $(cat log/rank0.0)"
+grep -qx SLURM_RESTART_COUNT=1 log/rank0.1 || fail "second run: $(cat log/rank0.1)"
+grep -qx "arg10=./dljob-$jid" log/rank0.1 || fail "second run's --out differs: $(cat log/rank0.1)"
+grep -q "requeueing job $jid" pre.out || fail "no requeue message: $(cat pre.out)"
+echo "ok   contrib/sbatch/dljob-preemptible.sbatch: USR1 -> checkpoint -> requeue -> same --out"
+nodes_idle
