@@ -8,3 +8,8 @@ tests_engine_test_ops_LDADD = engine/libdlengine.la -lm
 tests_engine_test_net_SOURCES = tests/engine/test_net.c tests/engine/test_ops_util.h
 tests_engine_test_net_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 tests_engine_test_net_LDADD = engine/libdlengine.la -lm
+# Conv GFLOP/s on resnet50 shapes, built by make check but run by hand.
+check_PROGRAMS += tests/bench/bench_ops
+tests_bench_bench_ops_SOURCES = tests/bench/bench_ops.c
+tests_bench_bench_ops_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+tests_bench_bench_ops_LDADD = engine/libdlengine.la -lm

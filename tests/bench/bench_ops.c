@@ -1,0 +1,109 @@
+/* Convolution throughput of the oneDNN layers on resnet50 shapes, through
+ * the same blocked-layout path the "cpu" backend runs.  Run by hand:
+ *
+ *   tests/bench/bench_ops [BATCH [REPS]]
+ *
+ * One line per shape: GFLOP/s of forward, backward-data, backward-weights
+ * (2*N*Co*Ho*Wo*Ci*k*k flops each; the backward-weights time includes the
+ * reorder of the blocked diff into the plain torch-layout grad). */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "engine/cpu/cpu_layers.h"
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+struct shape {
+	const char *name;
+	int ci, h, co, k, s, p;
+};
+
+static const struct shape shapes[] = {
+	{ "conv1 7x7/2", 3, 224, 64, 7, 2, 3 },
+	{ "layer1 3x3", 64, 56, 64, 3, 1, 1 },
+	{ "layer1 1x1 up", 64, 56, 256, 1, 1, 0 },
+	{ "layer2 3x3", 128, 28, 128, 3, 1, 1 },
+	{ "layer3 3x3", 256, 14, 256, 3, 1, 1 },
+	{ "layer3 1x1 down", 1024, 14, 256, 1, 1, 0 },
+	{ "layer4 3x3", 512, 7, 512, 3, 1, 1 },
+};
+
+static int bench(const struct shape *sh, int n, int reps)
+{
+	struct cpu_ctx cc, *c = &cc;
+	struct cpu_conv l;
+	dnnl_memory_desc_t blk;
+	dnnl_memory_t src, dst, dsrc, ddst;
+	int rv = -1, ho = (sh->h + 2 * sh->p - sh->k) / sh->s + 1;
+	size_t wc = (size_t)sh->co * sh->ci * sh->k * sh->k;
+	float *w = calloc(wc, sizeof(float)), *dw = calloc(wc, sizeof(float));
+	if (cpu_ctx_init(c) < 0)
+		goto out;
+	CHECK(w && dw, "out of memory");
+	for (size_t i = 0; i < wc; i++)
+		w[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+	if (cpu_md4(c, &blk, n, sh->ci, sh->h, sh->h, dnnl_nChw16c) < 0 ||
+	    cpu_conv_init(c, &l, sh->ci == 3 ? NULL : &blk, n, sh->ci, sh->h, sh->h, sh->co, sh->k,
+			  sh->s, sh->p, sh->ci != 3) < 0)
+		goto out;
+	CHECK((src = cpu_mem(c, &l.src_md, NULL)) && (dst = cpu_mem(c, &l.dst_md, NULL)) &&
+		      (dsrc = cpu_mem(c, &l.src_md, NULL)) && (ddst = cpu_mem(c, &l.dst_md, NULL)),
+	      "%s", c->err);
+	if (cpu_ctx_finalize(c) < 0)
+		goto out;
+	double flops = 2.0 * n * sh->co * ho * ho * sh->ci * sh->k * sh->k;
+	double t[3] = { 0, 0, 0 };
+	for (int r = -1; r < reps; r++) { /* r = -1 warms up */
+		double t0 = now();
+		if (cpu_conv_forward_exec(c, &l, w, src, dst) < 0)
+			goto out;
+		double t1 = now();
+		if (cpu_conv_backward_exec(c, &l, w, dw, src, ddst, NULL) < 0)
+			goto out;
+		double t2 = now();
+		/* The stem never needs bwd-data (its input is the image), and
+		 * oneDNN has only a reference kernel for 3 input channels. */
+		if (sh->ci != 3 && cpu_conv_backward_exec(c, &l, w, dw, src, ddst, dsrc) < 0)
+			goto out;
+		double t3 = now();
+		if (r >= 0) {
+			t[0] += t1 - t0;
+			t[1] += (t3 - t2) - (t2 - t1); /* bwd-data = both minus weights alone */
+			t[2] += t2 - t1;
+		}
+	}
+	printf("%-16s n%-3d %4d->%-4d %3dx%-3d k%d s%d  fwd %7.1f  bwd-data %7.1f  bwd-weights %7.1f GFLOP/s\n",
+	       sh->name, n, sh->ci, sh->co, sh->h, sh->h, sh->k, sh->s, flops * reps / t[0] * 1e-9,
+	       sh->ci != 3 ? flops * reps / t[1] * 1e-9 : 0.0, flops * reps / t[2] * 1e-9);
+	rv = 0;
+out:
+fail:
+	if (rv < 0)
+		fprintf(stderr, "bench_ops: %s: %s\n", sh->name, c->err);
+	cpu_ctx_destroy(c);
+	free(w);
+	free(dw);
+	return rv;
+}
+
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? atoi(argv[1]) : 16, reps = argc > 2 ? atoi(argv[2]) : 5;
+	int rv = 0;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (n < 1 || reps < 1) {
+		fprintf(stderr, "usage: bench_ops [BATCH [REPS]]\n");
+		return 2;
+	}
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+		rv |= bench(&shapes[i], n, reps) < 0;
+	return rv;
+}
