@@ -3,7 +3,8 @@
  *       prints "classes K count N", then "label L" per sample in index
  *       order, and writes the samples (float32, (N,3,S,S)) to OUT.
  *   dataset_tool epoch SPEC SIZE train|eval BATCH THREADS MAX_BAD
- *       runs epoch 0 through the loader, prints "samples S bad B".
+ *       runs epoch 0 through the loader, prints "samples S bad B sum H" (H: a
+ *       hash of every batch).
  *   dataset_tool bench SPEC SIZE THREADS BATCH SECONDS
  *       train-split throughput through the loader: prints "img/s R img/cpu-s C".
  *   dataset_tool plan FILE SIZE SEED
@@ -80,14 +81,23 @@ static int epoch(char **argv)
 		fprintf(stderr, "%s\n", err);
 		return 2;
 	}
-	while ((rc = dl_loader_next(l, x, y, &n, err, sizeof err)) == 1)
-		;
+	/* FNV-1a over every batch, to compare runs (e.g. thread counts) */
+	uint64_t h = 1469598103934665603ull;
+	size_t xbytes = sizeof(float) * (size_t)lo.batch * ds->channels * ds->height * ds->width;
+	while ((rc = dl_loader_next(l, x, y, &n, err, sizeof err)) == 1) {
+		const unsigned char *p = (const unsigned char *)x;
+		for (size_t i = 0; i < xbytes; i++)
+			h = (h ^ p[i]) * 1099511628211ull;
+		for (int i = 0; i < n; i++)
+			h = (h ^ (uint64_t)y[i]) * 1099511628211ull;
+	}
 	if (rc < 0) {
 		fprintf(stderr, "%s\n", err);
 		return 2;
 	}
 	dl_loader_get_stats(l, &st);
-	printf("samples %llu bad %llu\n", (unsigned long long)st.samples, (unsigned long long)st.bad_samples);
+	printf("samples %llu bad %llu sum %016llx\n", (unsigned long long)st.samples,
+	       (unsigned long long)st.bad_samples, (unsigned long long)h);
 	dl_loader_destroy(l);
 	dl_dataset_close(ds);
 	free(x);

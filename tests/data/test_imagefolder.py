@@ -13,6 +13,7 @@ Checks:
     (DCT-domain downscaling is allowed to differ a bit more);
   - grayscale output has R == G == B, the CMYK JPEG is close to the RGB
     original;
+  - the loader gives bit-identical batches with 1 and 3 worker threads;
   - the index cache is reused while dir mtimes are unchanged, rescanned after.
 """
 import os, subprocess, sys, tempfile, time
@@ -116,6 +117,18 @@ def main():
                 check(d2 < 8.0, f"CMYK chelsea differs from the RGB original by {d2:.2f}/255")
             if split == "eval":
                 print(f"eval {base}: mean abs diff {d:.3f}/255")
+
+    # the loader on real images with real augmentation: the same batches
+    # whatever the thread count
+    sums = {}
+    for split in ["train", "eval"]:
+        for threads in [1, 3]:
+            p = subprocess.run([tool("dataset_tool"), "epoch", root, "48", split, "5", str(threads), "0.01"],
+                               capture_output=True, text=True)
+            check(p.returncode == 0, f"epoch {split} threads={threads}: {p.stderr}")
+            sums[split, threads] = p.stdout.split()[-1] if p.returncode == 0 else None
+        check(sums[split, 1] is not None and sums[split, 1] == sums[split, 3],
+              f"{split}: batches differ between 1 and 3 threads: {sums[split, 1]} vs {sums[split, 3]}")
 
     # the index cache: reused while mtimes are unchanged
     cache = os.path.join(tmp, "cache")
