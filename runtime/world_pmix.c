@@ -135,6 +135,10 @@ static int pmix_exchange(struct dl_world *w, const void *mine, size_t len, void 
 		snprintf(err, errlen, "%s", p->why);
 		return -1;
 	}
+	if (w->comm.size == 1) {
+		memmove(all, mine, len);
+		return 0;
+	}
 	return pmix_allgather(p, w->comm.size, mine, len, all, err, errlen);
 }
 
@@ -266,6 +270,10 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 	char *hubs = NULL, hub[HUB_LEN], host[256], e[512];
 	int lfd = -1, rv = -1, size, local_rank, local_size;
 	bool collect = true;
+	/* DLJOB_WORLD_VERBOSE=1: phase timings on stderr (launch latency). */
+	const char *vb = getenv("DLJOB_WORLD_VERBOSE");
+	int verbose = vb && *vb && strcmp(vb, "0") != 0;
+	double t0 = dl_now(), t_init = 0, t_fence = 0, t_star = 0;
 
 	p = calloc(1, sizeof(*p));
 	if (!p) {
@@ -281,6 +289,7 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 			 "srun --mpi=pmix?)", PMIx_Error_string(rc));
 		goto out;
 	}
+	t_init = dl_now();
 	PMIX_PROC_LOAD(&wild, p->me.nspace, PMIX_RANK_WILDCARD);
 	if ((rc = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &val)) != PMIX_SUCCESS || !val) {
 		snprintf(err, errlen, "PMIx_Get(PMIX_JOB_SIZE): %s", PMIx_Error_string(rc));
@@ -310,6 +319,17 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 		goto out;
 	}
 
+	if (size == 1) {
+		/* Alone: nothing to reduce, so no MPI (its start costs ~0.5 s). */
+		dl_world_single(w);
+		w->method = "pmix";
+		w->impl = p;
+		w->ops = &pmix_ops;
+		w->comm.impl = p;
+		rv = 0;
+		goto out;
+	}
+
 	/* The star's hub address travels by PMIx: rank 0 listens on any port. */
 	memset(hub, 0, sizeof(hub));
 	if (rank == 0) {
@@ -333,6 +353,7 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 		snprintf(err, errlen, "rank %d: %s", rank, e);
 		goto out;
 	}
+	t_fence = dl_now();
 	int hub_port = 0;
 	hubs[HUB_LEN - 1] = 0;
 	if (sscanf(hubs, "%255s %d", host, &hub_port) != 2) {
@@ -347,10 +368,12 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 		goto out;
 	}
 	p->star.timeout_s = timeout_s;
+	t_star = dl_now();
 
-	/* Open MPI finds the same PMIx server (and our PMIx_Init is counted). */
+	/* Open MPI finds the same PMIx server (and our PMIx_Init is counted).
+	 * SERIALIZED: collectives may come from any one thread at a time. */
 	int provided, mr = -1, ms = -1;
-	if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+	if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
 		snprintf(err, errlen, "MPI_Init_thread failed");
 		dl_star_abort(&p->star, err);
 		goto out;
@@ -372,6 +395,10 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 	}
 	MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN);
 
+	if (verbose)
+		fprintf(stderr, "dljob: world pmix rank %d: PMIx_Init %.3f s, fence %.3f s, star %.3f s, "
+			"MPI_Init %.3f s\n", rank, t_init - t0, t_fence - t_init, t_star - t_fence,
+			dl_now() - t_star);
 	w->method = "pmix";
 	w->impl = p;
 	w->ops = &pmix_ops;

@@ -1,1 +1,90 @@
-exit 1
+#!/bin/bash
+# Launch latency: seconds from `srun` to "world ready" (every rank joined
+# and one collective done) and to the end of the first training step, for
+# 1, 2 and 4 tasks on the private 2-node cluster:
+#   dljob world, PMIx + Open MPI (srun --mpi=pmix)   tests/slurm/world_check
+#   dljob world, TCP (srun --mpi=none)               tests/slurm/world_check
+#   dljob first step (resnet18, batch 8, 3x32x32 synthetic, TCP and PMIx)
+#   PyTorch: import torch+torchvision, gloo init_process_group + allreduce,
+#            then one DDP step of the same model   tests/bench/bench_launch_torch.py
+# Run by hand from a build directory (needs root for the cluster):
+#   DLJOB_SRCDIR=/path/to/src DLJOB_BUILDDIR=$PWD bash $DLJOB_SRCDIR/tests/bench/bench_launch.sh [REPEATS]
+# Prints a markdown table (median of REPEATS runs, default 3).
+set -u
+: "${DLJOB_SRCDIR:?set DLJOB_SRCDIR}" "${DLJOB_BUILDDIR:?set DLJOB_BUILDDIR}"
+REPEATS=${1:-3}
+TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
+# shellcheck source=tests/slurm/world_lib.sh
+source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
+cluster_up 4
+
+now() { date +%s.%N; }
+
+# Latest "wall=" among lines matching $2 in file $1, minus start $3.
+since() {
+	local t
+	t=$(grep "$2" "$1" | sed -n 's/.* wall=\([0-9.]*\).*/\1/p' | sort -n | tail -1)
+	[ -n "$t" ] || { echo "nan"; return; }
+	echo "$t - $3" | bc -l
+}
+
+# First line of the stream matching $2, stamped when it arrives: the time
+# dljob's rank 0 prints its first step.
+stamp_lines() {
+	local line
+	while IFS= read -r line; do
+		printf '%s wall=%s\n' "$line" "$(now)"
+	done
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {if (NR == 0) print "nan"; else printf "%.2f", a[int((NR + 1) / 2)]}'; }
+
+srun_n() { # tasks, then srun arguments
+	local n=$1 nodes=2
+	shift
+	[ "$n" -eq 1 ] && nodes=1
+	clean_env SLURM_CONF="$SLURM_CONF" OMPI_MCA_btl="$OMPI_MCA_btl" \
+		srun --jobid="$JOB" -N"$nodes" -n"$n" "$@"
+}
+
+declare -A R
+for n in 1 2 4; do
+	for i in $(seq 1 "$REPEATS"); do
+		for mpi in pmix none; do
+			t0=$(now)
+			srun_n "$n" --mpi=$mpi "$WC" --steps 0 --timeout 60 >"$WTMP/w" 2>&1 ||
+				fail "world_check --mpi=$mpi -n$n: $(cat "$WTMP/w")"
+			R[ready.$mpi.$n]+="$(since "$WTMP/w" "world_check: ready" "$t0") "
+			t0=$(now)
+			srun_n "$n" --mpi=$mpi "$DLJOB_BIN" --model resnet18 --data synthetic:3,32,32,10,256 \
+				--batch 8 --steps 1 --eval 0 --print-every 1 --threads 1 --timeout 60 \
+				--out "$WTMP/out" 2>&1 | stamp_lines >"$WTMP/d"
+			R[step.$mpi.$n]+="$(since "$WTMP/d" "^step 1/" "$t0") "
+			rm -rf "$WTMP/out"
+		done
+		t0=$(now)
+		srun_n "$n" --mpi=none --export=ALL,MASTER_PORT="$(free_port)" \
+			"$TORCH_PYTHON" "$DLJOB_SRCDIR/tests/bench/bench_launch_torch.py" --step >"$WTMP/t" 2>&1 ||
+			fail "torch -n$n: $(cat "$WTMP/t")"
+		R[ready.torch.$n]+="$(since "$WTMP/t" "torch: ready" "$t0") "
+		R[step.torch.$n]+="$(since "$WTMP/t" "torch: step1" "$t0") "
+	done
+done
+
+for k in "${!R[@]}"; do echo "# $k: ${R[$k]}"; done | sort
+echo "| seconds from srun (median of $REPEATS) | 1 task | 2 tasks | 4 tasks |"
+echo "|---|---|---|---|"
+row() {
+	local label=$1 key=$2 n out
+	out="| $label |"
+	for n in 1 2 4; do
+		out+=" $(echo "${R[$key.$n]}" | tr ' ' '\n' | grep . | median) |"
+	done
+	echo "$out"
+}
+row "dljob world ready, PMIx + Open MPI" ready.pmix
+row "dljob world ready, TCP" ready.none
+row "torch+torchvision import, gloo init + allreduce" ready.torch
+row "dljob first step done (resnet18, b8, 32x32), PMIx" step.pmix
+row "dljob first step done (resnet18, b8, 32x32), TCP" step.none
+row "torch DDP first step done (resnet18, b8, 32x32)" step.torch

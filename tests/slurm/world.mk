@@ -8,4 +8,4 @@ dist_check_SCRIPTS += tests/slurm/test_world_local.sh tests/slurm/test_world_tcp
 	tests/slurm/test_world_pmix.sh tests/slurm/test_world_fail.sh tests/slurm/world_lib.sh
 TESTS += tests/slurm/test_world_local.sh tests/slurm/test_world_tcp.sh \
 	tests/slurm/test_world_pmix.sh tests/slurm/test_world_fail.sh
-EXTRA_DIST += tests/bench/bench_launch.sh
+EXTRA_DIST += tests/bench/bench_launch.sh tests/bench/bench_launch_torch.py
