@@ -255,7 +255,58 @@ static struct dl_graph *case_residual(void)
 	return g;
 }
 
+/* Shallow cases for bf16, where each op sees inputs that are exactly
+ * representable (see op_cases). */
+static struct dl_graph *case_maxpool_first(void)
+{
+	/* max-pool straight on a 16-channel image: both backends see the same values, so ties break alike */
+	struct dl_graph *g = gb_new(16, 11, 9);
+	int v = gb_maxpool(g, 0, 3, 2, 1);
+	v = gb_conv(g, v, 24, 3, 1, 1);
+	gb_fc(g, gb_gap(g, v), 6);
+	return g;
+}
+
+static struct dl_graph *case_bn_relu_node(void)
+{
+	/* 7x7/2 pad 3 conv, BN without fused ReLU, a separate ReLU node */
+	struct dl_graph *g = gb_new(3, 20, 18);
+	int v = gb_conv(g, 0, 16, 7, 2, 3);
+	v = gb_relu(g, gb_bn(g, v, 0));
+	gb_fc(g, gb_gap(g, v), 5);
+	return g;
+}
+
+static struct dl_graph *case_add_shallow(void)
+{
+	/* residual add + ReLU of two conv branches (one with BN) on the same input */
+	struct dl_graph *g = gb_new(16, 10, 10);
+	int a = gb_bn(g, gb_conv(g, 0, 32, 3, 1, 1), 0);
+	int b = gb_conv(g, 0, 32, 1, 1, 0);
+	gb_fc(g, gb_gap(g, gb_add(g, a, b, 1)), 10);
+	return g;
+}
+
 /* ---- comparisons -------------------------------------------------------- */
+
+/* Nearest bf16 value (round to nearest even), as a float. */
+static float round_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	if ((u & 0x7f800000u) != 0x7f800000u)
+		u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+/* Make gr and gc hold the same bf16-representable params and buffers. */
+static void round_graphs(struct dl_graph *gr, struct dl_graph *gc)
+{
+	for (int i = 0; i < gr->n_params; i++)
+		for (size_t j = 0; j < gr->params[i].count; j++)
+			gr->params[i].data[j] = gc->params[i].data[j] = round_bf16(gr->params[i].data[j]);
+}
 
 /* ||a-b|| / ||b||, infinite if a has a non-finite value (poison leaked) */
 static double rel_err(const float *a, const float *b, size_t n)
@@ -317,6 +368,14 @@ static int compare_step(const char *name, struct dl_graph *gr, struct dl_graph *
 		x[i] = frand(-1.0f, 1.0f);
 	for (size_t i = 0; i < lc; i++)
 		dl[i] = frand(-1.0f, 1.0f) / (float)n;
+	if (prec != DL_CUDA_FP32) {
+		/* the reduced-precision backend rounds its inputs; give ref the same values */
+		for (size_t i = 0; i < xc; i++)
+			x[i] = round_bf16(x[i]);
+		for (size_t i = 0; i < lc; i++)
+			dl[i] = round_bf16(dl[i]);
+		round_graphs(gr, gc);
+	}
 	if (dl_backend_ref.forward(br, x, 1) || dl_backend_cuda.forward(bc, x, 1)) {
 		printf("%s: forward: %s%s\n", name, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
 		goto out;
@@ -370,23 +429,35 @@ out:
 	return ok;
 }
 
+/* fp32 (TF32 off) runs every case, deep ones included, at 1e-3.  bf16 runs
+ * the shallow cases at 1e-2 with bf16-exact inputs and weights: in deeper
+ * chains a rounded activation that crosses zero flips a ReLU mask, or two
+ * values that round alike change a max-pool winner, and gradients then
+ * differ from float64 by a few percent for reasons that are not bugs; the
+ * 100-step training comparison covers bf16 on whole networks instead. */
 static int op_cases(void)
 {
 	static const struct {
 		const char *name;
 		struct dl_graph *(*build)(void);
+		int deep;
 	} cases[] = {
-		{ "conv3x3+bn+relu (C=3)", case_conv3x3_bn_relu },
-		{ "conv1x1/2 -> conv3x3/2", case_conv_chain },
-		{ "stem 7x7/2+bn+relu+maxpool", case_stem },
-		{ "residual blocks", case_residual },
+		{ "conv3x3+bn+relu (C=3)", case_conv3x3_bn_relu, 0 },
+		{ "conv1x1/2 -> conv3x3/2", case_conv_chain, 0 },
+		{ "maxpool -> conv", case_maxpool_first, 0 },
+		{ "conv7x7/2+bn, relu node", case_bn_relu_node, 0 },
+		{ "two branches, add+relu", case_add_shallow, 0 },
+		{ "stem 7x7/2+bn+relu+maxpool", case_stem, 1 },
+		{ "residual blocks", case_residual, 1 },
 	};
 	static const struct { enum dl_cuda_precision p; double tol; } precs[] = {
 		{ DL_CUDA_FP32, 1e-3 }, { DL_CUDA_BF16, 1e-2 },
 	};
 	int ok = 1;
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-		for (size_t p = 0; p < sizeof precs / sizeof precs[0]; p++)
+		for (size_t p = 0; p < sizeof precs / sizeof precs[0]; p++) {
+			if (cases[c].deep && precs[p].p != DL_CUDA_FP32)
+				continue;
 			for (int n = 1; n <= 3; n += 2) {
 				uint64_t seed = rng;
 				struct dl_graph *gr = cases[c].build();
@@ -396,6 +467,7 @@ static int op_cases(void)
 				gb_free(gr);
 				gb_free(gc);
 			}
+		}
 	return ok;
 }
 
