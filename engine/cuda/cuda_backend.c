@@ -651,6 +651,11 @@ struct dl_backend *dl_cuda_create(struct dl_graph *g, int n, const struct dl_cud
 
 static struct dl_backend *ops_create(struct dl_graph *g, int n, char *err, size_t errlen)
 {
+	const char *p = getenv("DLJOB_CUDA_PRECISION");
+	if (p && strcmp(p, "fp32") && strcmp(p, "bf16") && strcmp(p, "fp16")) {
+		snprintf(err, errlen, "cuda backend: DLJOB_CUDA_PRECISION=%s: expected fp32, bf16 or fp16", p);
+		return NULL;
+	}
 	struct dl_cuda_options o;
 	dl_cuda_default_options(&o);
 	return dl_cuda_create(g, n, &o, err, errlen);
