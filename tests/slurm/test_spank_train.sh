@@ -1,0 +1,29 @@
+#!/bin/bash
+# End to end: srun --dl-job=resnet20 with the real dljob runtime trains on
+# two nodes (ranks from the plugin, TCP rendezvous on MASTER_ADDR/PORT) and
+# writes its weights and metrics into --dl-out.
+. "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
+[ -x "${DLJOB_BIN:-}" ] || fail "DLJOB_BIN=${DLJOB_BIN:-} is not built"
+spank_cluster_up
+cd "$WORK" || fail "cd $WORK"
+
+# A tiny ImageFolder dataset: 2 classes x 4 PNGs of 32x32 per split.
+"${TORCH_PYTHON:-/usr/bin/python3}" -c '
+import os
+from PIL import Image
+for split in ("train", "val"):
+    for c, rgb in (("red", (200, 10, 10)), ("blue", (10, 10, 200))):
+        os.makedirs(f"data/tiny/{split}/{c}")
+        for i in range(4):
+            Image.new("RGB", (32, 32), tuple(min(255, v + 10 * i) for v in rgb)).save(f"data/tiny/{split}/{c}/{i}.png")
+' || fail "cannot write the tiny dataset"
+
+cluster_plugstack "runtime=$DLJOB_BIN data_allow=$WORK/data"
+out=$(timeout 110 srun -N2 -n2 --dl-job=resnet20 --dl-data=data/tiny --dl-epochs=1 --dl-batch=2 --dl-lr=0.1 \
+	--dl-out=run dljob 2>&1) || fail "training through the plugin failed: $out"
+grep -q "resnet20, .* 2 ranks x batch 2" <<<"$out" || fail "the runtime did not see 2 ranks x batch 2: $out"
+grep -q "done after 2 steps" <<<"$out" || fail "training did not finish: $out"
+[ -s run/model.safetensors ] || fail "no run/model.safetensors: $(ls -l run 2>&1)"
+grep -q '"top1"' run/metrics.jsonl || fail "no eval record in run/metrics.jsonl: $(cat run/metrics.jsonl)"
+echo "ok   srun -N2 -n2 --dl-job=resnet20 trained with $DLJOB_BIN: $(grep -c . run/metrics.jsonl) metric records"
+nodes_idle
