@@ -71,6 +71,40 @@ void dl_cuda_default_options(struct dl_cuda_options *o)
 		o->conv_find = 0;
 	p = getenv("DLJOB_CUDA_POISON");
 	o->poison = p && strcmp(p, "1") == 0;
+	o->device = -1;
+}
+
+/* The device for this process: explicit, DLJOB_CUDA_DEVICE, or the local
+ * rank when several GPUs are visible (one process per GPU). */
+static int pick_device(struct dl_backend *b, int ndev)
+{
+	int dev = b->opt.device;
+	const char *why = "options";
+	if (dev < 0) {
+		static const char *const vars[] = { "DLJOB_CUDA_DEVICE", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
+						    "LOCAL_RANK" };
+		for (size_t i = 0; i < sizeof vars / sizeof vars[0] && dev < 0; i++) {
+			const char *v = getenv(vars[i]);
+			char *end;
+			if (!v || !*v || (i > 0 && ndev < 2))
+				continue;
+			long x = strtol(v, &end, 10);
+			if (*end || x < 0) {
+				dlc_failf(b, "cuda backend: %s=%s is not a device number", vars[i], v);
+				return -1;
+			}
+			dev = i == 0 ? (int)x : (int)(x % ndev);
+			why = vars[i];
+		}
+	}
+	if (dev < 0)
+		return 0;
+	if (dev >= ndev) {
+		dlc_failf(b, "cuda backend: device %d (from %s) but only %d visible", dev, why, ndev);
+		return -1;
+	}
+	CK_CUDA(b, cudaSetDevice(dev));
+	return 0;
 }
 
 int dl_cuda_device_count(void)
@@ -318,10 +352,13 @@ static int setup(struct dl_backend *b)
 	}
 	b->loss_scale = b->opt.loss_scale > 0 ? b->opt.loss_scale : b->dt == DLC_F16 ? 1024.0f : 1.0f;
 	b->graph_in = -1;
-	if (dl_cuda_device_count() < 1) {
+	int ndev = dl_cuda_device_count();
+	if (ndev < 1) {
 		dlc_failf(b, "cuda backend: no CUDA device is visible (cudaGetDeviceCount)");
 		return -1;
 	}
+	if (pick_device(b, ndev))
+		return -1;
 	CK_CUDA(b, cudaMemGetInfo(&free0, &total));
 	CK_CUDA(b, cudaStreamCreateWithFlags(&b->s, cudaStreamNonBlocking));
 	CK_CUDA(b, cudaStreamCreateWithFlags(&b->cs, cudaStreamNonBlocking));

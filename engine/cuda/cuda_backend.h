@@ -40,14 +40,17 @@ struct dl_cuda_options {
 	struct dl_nccl *nccl;   /* fast path only: sum gradients across ranks (NULL: one GPU) */
 	size_t bucket_bytes;    /* allreduce bucket size (default 25 MiB) */
 	int poison;             /* DLJOB_CUDA_POISON=1: fill activations with NaN at create (tests) */
+	int device;             /* CUDA device; -1: DLJOB_CUDA_DEVICE, else when several GPUs are
+				   visible the local rank (SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK,
+				   LOCAL_RANK) modulo their count, else the current device */
 };
 
 /* Defaults, then the DLJOB_CUDA_* environment variables above. */
 void dl_cuda_default_options(struct dl_cuda_options *o);
 /* Number of CUDA devices, 0 when there is no usable GPU or driver. */
 int dl_cuda_device_count(void);
-/* Create on the current device (cudaSetDevice before: the runtime picks the
- * local rank's GPU).  NULL with one line in err on failure. */
+/* Create on the device options.device picks (cudaSetDevice on this thread,
+ * which must be the one that runs the backend).  NULL with one line in err. */
 struct dl_backend *dl_cuda_create(struct dl_graph *g, int n, const struct dl_cuda_options *o, char *err,
 				  size_t errlen);
 
