@@ -12,11 +12,14 @@
  *       fill dl_cuda_input_f32(b) (or _u8) and dl_cuda_labels(b)  (pinned host memory)
  *       dl_cuda_train_step(b, DL_CUDA_INPUT_F32, lr);  // H2D, fwd, loss, bwd, allreduce, SGD
  *       dl_cuda_step_result(b, &loss, &correct);       // waits (with the NCCL timeout)
- *   dl_cuda_store_graph(b);  // params, running stats, momentum -> g (checkpoints)
+ *   dl_cuda_store_graph(b, mom);  // params, running stats, momentum -> g (checkpoints)
  *
  * Precision: working copies of weights and all activations are bf16 (default),
- * fp16 (static loss scale) or fp32 (TF32 off, for checks); master weights,
- * gradients of parameters, BN statistics and logits are always fp32. */
+ * fp16 (static loss scale, fast path only) or fp32 (TF32 off, for checks);
+ * master weights, gradients of parameters, BN statistics and logits are
+ * always fp32.  NCCL (nccl_comm.h) is used by the fast path only: through
+ * dl_backend_ops the caller sums gradients itself (dl_comm).
+ * Written without a GPU at hand: tests/gpu/run.sh is what checks it. */
 #ifndef DLJOB_ENGINE_CUDA_CUDA_BACKEND_H
 #define DLJOB_ENGINE_CUDA_CUDA_BACKEND_H
 
