@@ -30,7 +30,7 @@ log() { echo "run.sh: $*" | tee -a "$out/build.log"; }
 cuda=${CUDA_HOME:-/usr/local/cuda}
 nvcc=$(command -v nvcc || true)
 [ -z "$nvcc" ] && [ -x "$cuda/bin/nvcc" ] && nvcc=$cuda/bin/nvcc
-site=$("$py" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)
+site=$("$py" -c 'import site; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null || true)
 [ -z "$nvcc" ] && for s in $site; do [ -x "$s/nvidia/cuda_nvcc/bin/nvcc" ] && nvcc=$s/nvidia/cuda_nvcc/bin/nvcc; done
 if [ -z "$nvcc" ]; then
 	log "no nvcc (looked in PATH, $cuda/bin and the nvidia wheels): cannot build the kernels"
