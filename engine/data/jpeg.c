@@ -160,14 +160,20 @@ static int decode(const uint8_t *buf, size_t len, struct decode_req *rq, struct 
 		dl_errf(err, errlen, "corrupt JPEG: could not skip to row %d", ry0);
 		goto out;
 	}
+	/* Several rows per call: the merged (h2v2) upsampler makes two rows at a
+	 * time and would otherwise copy every other one through a spare row. */
 	while ((int)cinfo.output_scanline < ry1) {
-		JSAMPROW r = rgb + (size_t)((int)cinfo.output_scanline - ry0) * stride;
-		if (jpeg_read_scanlines(&cinfo, &r, 1) != 1) {
+		JSAMPROW rows[16];
+		int first = (int)cinfo.output_scanline, want = ry1 - first < 16 ? ry1 - first : 16;
+		for (int i = 0; i < want; i++)
+			rows[i] = rgb + (size_t)(first + i - ry0) * stride;
+		JDIMENSION got = jpeg_read_scanlines(&cinfo, rows, (JDIMENSION)want);
+		if (got == 0) {
 			dl_errf(err, errlen, "corrupt JPEG: no data for row %u", cinfo.output_scanline);
 			goto out;
 		}
-		if (cmyk)
-			cmyk_row_to_rgb(r, (int)cw, cinfo.saw_Adobe_marker);
+		for (JDIMENSION i = 0; cmyk && i < got; i++)
+			cmyk_row_to_rgb(rows[i], (int)cw, cinfo.saw_Adobe_marker);
 	}
 	px->rgb = rgb;
 	px->x0 = (int)xoff;
