@@ -1,22 +1,25 @@
 # tests/data/: the data pipeline (datasets, loader, decoders, shards).
-EXTRA_DIST += tests/data/check.h
+# C tests
 check_PROGRAMS += tests/data/test_loader tests/data/test_fmnist
 TESTS += tests/data/test_loader tests/data/test_fmnist
-tests_data_test_loader_SOURCES = tests/data/test_loader.c
+tests_data_test_loader_SOURCES = tests/data/test_loader.c tests/data/check.h
 tests_data_test_loader_LDADD = engine/data/libdldata.la
-tests_data_test_fmnist_SOURCES = tests/data/test_fmnist.c
+tests_data_test_fmnist_SOURCES = tests/data/test_fmnist.c tests/data/check.h
 tests_data_test_fmnist_LDADD = engine/data/libdldata.la
-check_PROGRAMS += tests/data/dump_sample
+
+# helpers the Python tests drive (torchvision is the oracle there)
+check_PROGRAMS += tests/data/dump_sample tests/data/dataset_tool tests/data/pack_tool
 tests_data_dump_sample_SOURCES = tests/data/dump_sample.c
 tests_data_dump_sample_LDADD = engine/data/libdldata.la
-check_PROGRAMS += tests/data/dataset_tool
 tests_data_dataset_tool_SOURCES = tests/data/dataset_tool.c
 tests_data_dataset_tool_LDADD = engine/data/libdldata.la
-EXTRA_DIST += tests/data/fixtures.py
-dist_check_SCRIPTS += tests/data/test_imagefolder.py tests/data/test_bad_inputs.py
-TESTS += tests/data/test_imagefolder.py tests/data/test_bad_inputs.py
-check_PROGRAMS += tests/data/pack_tool
 tests_data_pack_tool_SOURCES = tests/data/pack_tool.c
 tests_data_pack_tool_LDADD = engine/data/libdldata.la
-dist_check_SCRIPTS += tests/data/test_pack.py
-TESTS += tests/data/test_pack.py
+
+# Python tests
+EXTRA_DIST += tests/data/fixtures.py
+dist_check_SCRIPTS += tests/data/test_imagefolder.py tests/data/test_bad_inputs.py tests/data/test_pack.py
+TESTS += tests/data/test_imagefolder.py tests/data/test_bad_inputs.py tests/data/test_pack.py
+
+# the data benchmark, run by hand (tests/bench/bench_data.sh)
+EXTRA_DIST += tests/bench/bench_data.sh tests/bench/bench_data_fixture.py tests/bench/bench_data_torch.py
