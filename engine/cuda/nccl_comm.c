@@ -112,7 +112,7 @@ struct dl_nccl *dl_nccl_create(int rank, int size, dl_blob_bcast_fn bcast, void 
 		return NULL;
 	}
 	if (wait_ready(c, "communicator init", err, errlen)) {
-		ncclCommDestroy(c->comm);
+		/* wait_ready aborted the communicator, which frees it */
 		free(c);
 		return NULL;
 	}

@@ -11,7 +11,8 @@
  *  - resnet50, one training step, fp32, GPU vs ref;
  *  - resnet18, 100 steps: bf16 (eager and CUDA graph) and fp16 reduce the
  *    loss like fp32; gradients through a one-rank NCCL communicator in
- *    buckets (with and without a CUDA graph) give the same losses.
+ *    buckets (with and without a CUDA graph) give the same losses;
+ *  - NCCL init with a peer that never comes times out with a clear error.
  * Exits 77 (skip) when no GPU is visible. */
 #include <math.h>
 #include <stdint.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/backend.h"
 #include "engine/cuda/cuda_backend.h"
@@ -779,8 +781,31 @@ static int hundred_steps(void)
 	return ok && ok2;
 }
 
+/* A two-rank communicator whose second rank never comes must fail with a
+ * timeout line (init is non-blocking and polled), not hang. */
+static int no_bcast(void *ctx, void *buf, size_t len, char *err, size_t errlen)
+{
+	(void)ctx, (void)buf, (void)len, (void)err, (void)errlen;
+	return 0; /* rank 0 keeps its own id; nobody else will use it */
+}
+
+static int nccl_timeout(void)
+{
+	char err[512] = "";
+	time_t t0 = time(NULL);
+	struct dl_nccl *c = dl_nccl_create(0, 2, no_bcast, NULL, 3.0, err, sizeof err);
+	double dt = difftime(time(NULL), t0);
+	int ok = c == NULL && strstr(err, "timed out") != NULL && dt < 30;
+	printf("nccl init with a missing peer: %s after %.0f s (\"%s\"): %s\n", c ? "joined?!" : "failed", dt, err,
+	       ok ? "ok" : "FAIL");
+	dl_nccl_destroy(c);
+	return ok;
+}
+
 int main(int argc, char **argv)
 {
+	/* whatever hangs (a cuDNN call, NCCL) must fail the test, not stall make check */
+	alarm(900);
 	/* fp32 checks run without TF32 anywhere (cuBLAS and cuDNN honour this) */
 	setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
 	int ndev = dl_cuda_device_count();
@@ -798,6 +823,7 @@ int main(int argc, char **argv)
 	ok &= u8_input();
 	ok &= resnet50_step();
 	ok &= hundred_steps();
+	ok &= nccl_timeout();
 	printf("test_cuda_ops: %s\n", ok ? "PASS" : "FAIL");
 	return ok ? 0 : 1;
 }
