@@ -148,6 +148,10 @@ int dl_nccl_allreduce_f32(struct dl_nccl *c, float *buf, size_t n, cudaStream_t 
 
 int dl_nccl_wait_event(struct dl_nccl *c, cudaEvent_t ev, char *err, size_t errlen)
 {
+	if (c->aborted) {
+		snprintf(err, errlen, "nccl: waiting on an aborted communicator");
+		return -1;
+	}
 	double deadline = now_s() + c->timeout_s;
 	for (;;) {
 		cudaError_t e = cudaEventQuery(ev);
