@@ -249,9 +249,9 @@ static void progress(const char *split, size_t done, size_t total, uint64_t byte
 	        dt > 0 ? done / dt : 0.0, final ? "\n" : "");
 }
 
-static int usage(void)
+static int usage(FILE *f)
 {
-	fprintf(stderr, "usage: dljob pack SRC DST [--shard-size MB] [--max-side N] [--threads N] [--keep-png] [--quality Q]\n"
+	fprintf(f, "usage: dljob pack SRC DST [--shard-size MB] [--max-side N] [--threads N] [--keep-png] [--quality Q]\n"
 	                "  SRC is an ImageFolder tree (SRC/train/<class>/*.jpg, SRC/val/...); DST gets shard files and an index\n");
 	return 2;
 }
@@ -300,22 +300,22 @@ int dl_pack_main(int argc, char **argv)
 		} else if (strcmp(a, "--keep-png") == 0) {
 			o.keep_png = 1;
 		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			usage();
+			usage(stdout);
 			return 0;
 		} else if (a[0] == '-' && a[1]) {
 			fprintf(stderr, "dljob pack: unknown option %s\n", a);
-			return usage();
+			return usage(stderr);
 		} else if (npos == 0) {
 			o.src = a, npos++;
 		} else if (npos == 1) {
 			o.dst = a, npos++;
 		} else {
 			fprintf(stderr, "dljob pack: unexpected argument %s\n", a);
-			return usage();
+			return usage(stderr);
 		}
 	}
 	if (npos != 2)
-		return usage();
+		return usage(stderr);
 	if (o.threads == 0)
 		o.threads = dl_cpu_count();
 
