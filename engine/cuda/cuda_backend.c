@@ -74,12 +74,24 @@ void dl_cuda_default_options(struct dl_cuda_options *o)
 	o->device = -1;
 }
 
+int dl_cuda_device_count(void)
+{
+	int n = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess)
+		return 0;
+	return n;
+}
+
 /* The device for this process: explicit, DLJOB_CUDA_DEVICE, or the local
  * rank when several GPUs are visible (one process per GPU). */
-static int pick_device(struct dl_backend *b, int ndev)
+int dl_cuda_select_device(int dev, char *err, size_t errlen)
 {
-	int dev = b->opt.device;
-	const char *why = "options";
+	int ndev = dl_cuda_device_count();
+	const char *why = "the caller";
+	if (ndev < 1) {
+		snprintf(err, errlen, "cuda backend: no CUDA device is visible (cudaGetDeviceCount)");
+		return -1;
+	}
 	if (dev < 0) {
 		static const char *const vars[] = { "DLJOB_CUDA_DEVICE", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
 						    "LOCAL_RANK" };
@@ -90,29 +102,27 @@ static int pick_device(struct dl_backend *b, int ndev)
 				continue;
 			long x = strtol(v, &end, 10);
 			if (*end || x < 0) {
-				dlc_failf(b, "cuda backend: %s=%s is not a device number", vars[i], v);
+				snprintf(err, errlen, "cuda backend: %s=%s is not a device number", vars[i], v);
 				return -1;
 			}
 			dev = i == 0 ? (int)x : (int)(x % ndev);
 			why = vars[i];
 		}
 	}
-	if (dev < 0)
-		return 0;
-	if (dev >= ndev) {
-		dlc_failf(b, "cuda backend: device %d (from %s) but only %d visible", dev, why, ndev);
+	if (dev < 0 && cudaGetDevice(&dev) != cudaSuccess) {
+		snprintf(err, errlen, "cuda backend: cudaGetDevice failed");
 		return -1;
 	}
-	CK_CUDA(b, cudaSetDevice(dev));
-	return 0;
-}
-
-int dl_cuda_device_count(void)
-{
-	int n = 0;
-	if (cudaGetDeviceCount(&n) != cudaSuccess)
-		return 0;
-	return n;
+	if (dev >= ndev) {
+		snprintf(err, errlen, "cuda backend: device %d (from %s) but only %d visible", dev, why, ndev);
+		return -1;
+	}
+	cudaError_t e = cudaSetDevice(dev);
+	if (e != cudaSuccess) {
+		snprintf(err, errlen, "cuda backend: cudaSetDevice(%d): %s", dev, cudaGetErrorString(e));
+		return -1;
+	}
+	return dev;
 }
 
 /* Which node writes the gradient of each param (-1: none), checking that
@@ -352,12 +362,7 @@ static int setup(struct dl_backend *b)
 	}
 	b->loss_scale = b->opt.loss_scale > 0 ? b->opt.loss_scale : b->dt == DLC_F16 ? 1024.0f : 1.0f;
 	b->graph_in = -1;
-	int ndev = dl_cuda_device_count();
-	if (ndev < 1) {
-		dlc_failf(b, "cuda backend: no CUDA device is visible (cudaGetDeviceCount)");
-		return -1;
-	}
-	if (pick_device(b, ndev))
+	if (dl_cuda_select_device(b->opt.device, b->err, sizeof b->err) < 0)
 		return -1;
 	CK_CUDA(b, cudaMemGetInfo(&free0, &total));
 	CK_CUDA(b, cudaStreamCreateWithFlags(&b->s, cudaStreamNonBlocking));

@@ -52,6 +52,11 @@ struct dl_cuda_options {
 void dl_cuda_default_options(struct dl_cuda_options *o);
 /* Number of CUDA devices, 0 when there is no usable GPU or driver. */
 int dl_cuda_device_count(void);
+/* Make `device` current on this thread (-1: DLJOB_CUDA_DEVICE, else the
+ * local rank modulo the visible GPUs when there are several, else the
+ * current one).  Returns the device, or -1 with err.  dl_cuda_create calls
+ * it; call it yourself before dl_nccl_create, which uses the current device. */
+int dl_cuda_select_device(int device, char *err, size_t errlen);
 /* Create on the device options.device picks (cudaSetDevice on this thread,
  * which must be the one that runs the backend).  NULL with one line in err. */
 struct dl_backend *dl_cuda_create(struct dl_graph *g, int n, const struct dl_cuda_options *o, char *err,

@@ -14,7 +14,8 @@ typedef int (*dl_blob_bcast_fn)(void *ctx, void *buf, size_t len, char *err, siz
 
 struct dl_nccl;
 
-/* Join the NCCL communicator of `size` ranks on the current CUDA device.
+/* Join the NCCL communicator of `size` ranks on the current CUDA device
+ * (dl_cuda_select_device first, with the same device the backend will use).
  * timeout_s bounds the init and every later wait (0: 600 s). */
 struct dl_nccl *dl_nccl_create(int rank, int size, dl_blob_bcast_fn bcast, void *ctx, double timeout_s,
 			       char *err, size_t errlen);

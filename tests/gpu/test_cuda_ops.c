@@ -707,7 +707,8 @@ static int train_run(enum dl_cuda_precision prec, int graphs, int nccl, int step
 	o.precision = prec;
 	o.cuda_graphs = graphs;
 	if (nccl) {
-		comm = dl_nccl_create(0, 1, NULL, NULL, 60.0, err, sizeof err);
+		comm = dl_cuda_select_device(-1, err, sizeof err) < 0 ? NULL
+			: dl_nccl_create(0, 1, NULL, NULL, 60.0, err, sizeof err);
 		if (!comm) {
 			printf("train %s %s: %s\n", prec_name(prec), what, err);
 			goto out;
