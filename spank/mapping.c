@@ -243,13 +243,8 @@ static int pick_nics(const struct dl_map *m, int k, hwloc_obj_t *anchors, int n,
 			pos++;
 		grp++;
 	}
-	if (grp <= cnt) {
-		lo = pos * cnt / grp;
-		hi = (pos + 1) * cnt / grp;
-	} else {
-		lo = pos * cnt / grp;
-		hi = lo + 1;
-	}
+	lo = pos * cnt / grp;
+	hi = grp <= cnt ? (pos + 1) * cnt / grp : lo + 1;
 	j = 0;
 	hwloc_bitmap_foreach_begin(i, mine)
 		if (j >= lo && j < hi) {
@@ -284,13 +279,8 @@ static void cpu_task_numa(const struct dl_map *m, int r, int n, hwloc_bitmap_t n
 	hwloc_bitmap_zero(ns);
 	if (c == 0)
 		return;
-	if (n >= c) {
-		lo = r * c / n;
-		hi = lo + 1;
-	} else {
-		lo = r * c / n;
-		hi = (r + 1) * c / n;
-	}
+	lo = r * c / n;
+	hi = n >= c ? lo + 1 : (r + 1) * c / n;
 	for (int i = lo; i < hi; i++)
 		hwloc_bitmap_set(ns, m->numa[i]->os_index);
 }
@@ -354,6 +344,7 @@ int dl_map_task(const struct dl_map *m, const int *step_gpus, int n_step_gpus,
 		snprintf(err, errlen, "hwloc_cpuset_from_nodeset failed");
 		goto out;
 	}
+	hwloc_bitmap_list_snprintf(t->numa_cpus, sizeof(t->numa_cpus), t->cpuset);
 	if (allowed) {
 		hwloc_bitmap_and(t->cpuset, t->cpuset, allowed);
 		if (hwloc_bitmap_iszero(t->cpuset)) {

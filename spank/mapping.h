@@ -38,7 +38,9 @@ struct dl_map_task {
 	char hca[DL_MAP_LIST];   /* OpenFabrics devices, e.g. "mlx5_0" */
 	char ifname[DL_MAP_LIST];/* network interfaces, e.g. "ib0" */
 	char numa[DL_MAP_LIST];  /* NUMA node OS indexes */
-	char cpus[DL_MAP_LIST];  /* PU OS indexes, intersected with the allowed set */
+	char numa_cpus[DL_MAP_LIST]; /* PU OS indexes of the NUMA node(s) */
+	char cpus[DL_MAP_LIST];  /* numa_cpus intersected with the allowed set (if
+				  * that is empty: the allowed set) */
 	hwloc_bitmap_t cpuset;   /* same as cpus, owned by the task (dl_map_task_clear) */
 	hwloc_bitmap_t nodeset;  /* same as numa */
 };

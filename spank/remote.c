@@ -112,7 +112,7 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 		     unsigned rank, unsigned local, unsigned nlocal)
 {
 	int gpus[DL_MAP_MAX_GPUS], ng, live = !a->topology[0];
-	char cvd[1024], err[DL_ERR_LEN], buf[DL_MAP_LIST + 8], topo_cpus[DL_MAP_LIST] = "";
+	char cvd[1024], err[DL_ERR_LEN], buf[DL_MAP_LIST + 8];
 	const char *mem = "none";
 	struct dl_map_task t;
 	hwloc_bitmap_t allowed = NULL;
@@ -123,8 +123,9 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 		/* NCCL needs every GPU of the step visible to see NVLink peers;
 		 * DLJOB_GPU says which one is this task's.  If Slurm narrowed
 		 * CUDA_VISIBLE_DEVICES per task, widen it to the step's GPUs. */
-		int nv = cvd[0] ? dl_map_parse_index_list(cvd, (int[DL_MAP_MAX_GPUS]){ 0 }, DL_MAP_MAX_GPUS) : -1;
-		if (nv != ng) {
+		int visible[DL_MAP_MAX_GPUS];
+
+		if (!cvd[0] || dl_map_parse_index_list(cvd, visible, DL_MAP_MAX_GPUS) != ng) {
 			size_t len = 0;
 			for (int i = 0; i < ng && len < sizeof(cvd); i++)
 				len += (size_t)snprintf(cvd + len, sizeof(cvd) - len, "%s%d", i ? "," : "", gpus[i]);
@@ -147,11 +148,6 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 	for (int c = 0; c < CPU_SETSIZE; c++)
 		if (CPU_ISSET(c, &cur))
 			hwloc_bitmap_set(allowed, (unsigned)c);
-	if (o->verbose && dl_map_task(st.map, gpus, ng, (int)local, (int)nlocal, NULL, a->nic, &t,
-				      err, sizeof(err)) == 0) {
-		snprintf(topo_cpus, sizeof(topo_cpus), "%s", t.cpus);
-		dl_map_task_clear(&t);
-	}
 	if (dl_map_task(st.map, gpus, ng, (int)local, (int)nlocal, allowed, a->nic, &t, err, sizeof(err)) < 0) {
 		/* E.g. the step's GPUs are not in the topology: run unbound. */
 		slurm_verbose("dljob: rank=%u not bound: %s", rank, err);
@@ -197,7 +193,7 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 		fprintf(stderr, "dljob: rank=%u local_rank=%u gpu=%d busid=%s hca=%s ifname=%s numa=%s "
 			"cpus=%s bound=%s mem=%s\n", rank, local, t.gpu, t.busid[0] ? t.busid : "-",
 			t.hca[0] ? t.hca : "-", t.ifname[0] ? t.ifname : "-", t.numa[0] ? t.numa : "-",
-			topo_cpus[0] ? topo_cpus : "-", t.cpus, mem);
+			t.numa_cpus[0] ? t.numa_cpus : "-", t.cpus, mem);
 	dl_map_task_clear(&t);
 	hwloc_bitmap_free(allowed);
 }
