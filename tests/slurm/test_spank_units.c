@@ -1,0 +1,83 @@
+/* The plugin's pure parts without Slurm: plugstack.conf arguments, the first
+ * host of a Slurm node list (MASTER_ADDR) and MASTER_PORT. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "spank/plugin.h"
+
+static int fails;
+
+static void check(int ok, const char *what)
+{
+	printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+	fails += !ok;
+}
+
+static void host(const char *list, const char *want)
+{
+	char out[64] = "", msg[160];
+	int rc = dl_first_host(list, out, sizeof(out));
+
+	snprintf(msg, sizeof(msg), "first host of '%s' is %s (got %s)", list, want ? want : "an error",
+		 rc < 0 ? "an error" : out);
+	check(want ? rc == 0 && !strcmp(out, want) : rc < 0, msg);
+}
+
+static void args(const char *line, const char *want_err)
+{
+	char buf[512], *av[16], err[DL_ERR_LEN] = "", msg[700];
+	int ac = 0, rc;
+	struct dl_args a;
+
+	snprintf(buf, sizeof(buf), "%s", line);
+	for (char *save = NULL, *p = strtok_r(buf, " ", &save); p && ac < 16; p = strtok_r(NULL, " ", &save))
+		av[ac++] = p;
+	rc = dl_args_parse(&a, ac, av, err, sizeof(err));
+	snprintf(msg, sizeof(msg), "plugstack '%s' -> %s (got: %s)", line, want_err ? want_err : "accepted",
+		 rc < 0 ? err : "accepted");
+	check(want_err ? rc < 0 && strstr(err, want_err) : rc == 0, msg);
+}
+
+int main(void)
+{
+	struct dl_args a;
+	char err[DL_ERR_LEN];
+	char *av[] = { "runtime=/opt/dljob/bin/dljob", "data_allow=/d1:/d2", "default_data=/d1/in",
+		       "topology=/t.xml", "nic=none", "master_port_range=40000-40009" };
+
+	host("n1", "n1");
+	host("n[1-2],x", "n1");
+	host("n[1-2]", "n1");
+	host("gpu[007-010,12]-ib,cpu1", "gpu007-ib");
+	host("a,b", "a");
+	host("node-12", "node-12");
+	host("", NULL);
+	host("n[", NULL);
+	host("n[x]", NULL);
+
+	check(dl_master_port(5, 0, 29500, 29999) == 29500 + 155, "MASTER_PORT for job 5 step 0 is 29655");
+	check(dl_master_port(5, 1, 29500, 29999) == 29500 + 156, "another step of the job gets another port");
+	check(dl_master_port(4000000000u, 7, 40000, 40009) >= 40000 &&
+	      dl_master_port(4000000000u, 7, 40000, 40009) <= 40009, "MASTER_PORT stays in a small range");
+
+	check(dl_args_parse(&a, 6, av, err, sizeof(err)) == 0 && !strcmp(a.runtime, "/opt/dljob/bin/dljob") &&
+	      !strcmp(a.data_allow, "/d1:/d2") && !strcmp(a.default_data, "/d1/in") && !strcmp(a.topology, "/t.xml") &&
+	      a.nic == 0 && a.port_lo == 40000 && a.port_hi == 40009, "all plugstack arguments are read");
+	check(dl_args_parse(&a, 0, av, err, sizeof(err)) == 0 && a.runtime[0] == '/' && a.nic == 1 &&
+	      a.port_lo == 29500 && a.port_hi == 29999 && !a.data_allow[0], "defaults");
+	args("bogus=1", "unknown argument 'bogus'");
+	args("runtime=/x bogus=1", "unknown argument 'bogus'");
+	args("topology", "argument 'topology' is not key=value");
+	args("=x", "argument '=x' is not key=value");
+	args("runtime=dljob", "runtime=dljob is not an absolute path");
+	args("nic=far", "nic=far: expected closest or none");
+	args("master_port_range=9-3", "master_port_range=9-3");
+	args("master_port_range=1-70000", "master_port_range=1-70000");
+	args("master_port_range=100", "master_port_range=100");
+	args("nic=closest master_port_range=1000-1000", NULL);
+
+	printf("%s\n", fails ? "FAIL" : "PASS");
+	return fails ? 1 : 0;
+}
