@@ -133,7 +133,26 @@ int dl_star_timeout(struct dl_star *st, const char *what, char *err, size_t errl
 void dl_star_abort(struct dl_star *st, const char *why);
 /* Close: BYE to peers unless the job failed. */
 void dl_star_close(struct dl_star *st);
+/* Local rank/size: the ranks whose node name is this rank's, in rank order. */
+void dl_star_local_ranks(const struct dl_star *st, int *lr, int *ls);
 /* "rank 3 (n2)" */
 void dl_star_name(const struct dl_star *st, int rank, char *out, size_t outlen);
+
+/* ---- the ring (world_ring.c) ---- */
+
+struct dl_ring;
+/* Build the allreduce ring over an open star whose table holds every rank's
+ * ring port; rfd is this rank's ring listener.  Sets c's rank, size,
+ * collectives and impl (the ring). */
+int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *c,
+		 char *err, size_t errlen);
+void dl_ring_close(struct dl_ring *r);
+
+/* ---- the methods ---- */
+
+int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, double timeout_s,
+		       char *err, size_t errlen);
+int dl_world_tcp_open(struct dl_world *w, const struct dl_world_env *env, double timeout_s,
+		      char *err, size_t errlen);
 
 #endif

@@ -6,11 +6,6 @@
 #include <string.h>
 #include "runtime/world_int.h"
 
-int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, double timeout_s,
-		       char *err, size_t errlen);
-int dl_world_tcp_open(struct dl_world *w, const struct dl_world_env *env, double timeout_s,
-		      char *err, size_t errlen);
-
 int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen)
 {
 	struct dl_world_env env;

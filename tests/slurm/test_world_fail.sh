@@ -11,18 +11,21 @@ cluster_up 4
 
 clean_srun() { clean_env SLURM_CONF="$SLURM_CONF" OMPI_MCA_btl="$OMPI_MCA_btl" srun "$@"; }
 
-for mpi in pmix none; do
+for mode in pmix none pmix-ring; do
+	mpi=${mode%-ring}
+	coll=mpi
+	[ "$mode" = pmix-ring ] && coll=ring
 	for dead in 2 0; do
-		out=$WTMP/$mpi.$dead
+		out=$WTMP/$mode.$dead
 		start=$SECONDS
-		clean_srun --jobid="$JOB" -N2 -n4 --mpi=$mpi "$WC" --timeout 20 --steps 4 \
-			--die-at-step 2 --rank $dead >"$out" 2>&1 &&
-			fail "--mpi=$mpi, rank $dead killed: srun exited 0: $(cat "$out")"
+		clean_srun --jobid="$JOB" -N2 -n4 --mpi=$mpi --export=ALL,DLJOB_COLLECTIVES=$coll \
+			"$WC" --timeout 20 --steps 4 --die-at-step 2 --rank $dead >"$out" 2>&1 &&
+			fail "$mode, rank $dead killed: srun exited 0: $(cat "$out")"
 		took=$((SECONDS - start))
-		[ $took -lt 30 ] || fail "--mpi=$mpi, rank $dead killed: took $took s"
+		[ $took -lt 30 ] || fail "$mode, rank $dead killed: took $took s"
 		check_failed "$out" 4 $dead
 		nodes_usable
-		echo "--mpi=$mpi, rank $dead killed: the others stopped in $took s"
+		echo "$mode, rank $dead killed: the others stopped in $took s"
 	done
 done
 # A hung rank (alive, never answering): the others time out, name it, and

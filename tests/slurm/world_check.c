@@ -9,6 +9,7 @@
  * others must fail with an error naming it, in bounded time.
  * --hang-at-step K --rank R: rank R stops taking part (sleeps for an hour)
  * at step K, so the others must time out and name it.
+ * --bench N: then time 5 allreduces of N floats (median, on rank 0).
  * Prints "world_check: ready ..." with the wall clock time at which the world
  * was up (for tests/bench/bench_launch.sh) and "world_check: rank N OK". */
 #include "config.h"
@@ -47,7 +48,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: world_check [--timeout S] [--steps N] [--expect-method M]\n"
 		   "                   [--expect-size N] [--die-at-step K --rank R]\n"
-		   "                   [--hang-at-step K --rank R]\n");
+		   "                   [--hang-at-step K --rank R] [--bench N]\n");
 }
 
 static int check_idents(const struct ident *all, int size, int me, char *msg, size_t msglen)
@@ -96,11 +97,13 @@ int main(int argc, char **argv)
 		{ "rank", required_argument, NULL, 'r' },
 		{ "expect-method", required_argument, NULL, 'm' },
 		{ "expect-size", required_argument, NULL, 'n' },
+		{ "bench", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const size_t sizes[] = { 1, 1000, 1000003 };
 	double timeout = 30, t0 = mono();
+	long bench_n = 0;
 	int steps = 2, die_step = -1, hang_step = -1, die_rank = -1, expect_size = 0, c, rv = 1, opened = 0;
 	const char *expect_method = NULL;
 	struct dl_world w;
@@ -115,6 +118,7 @@ int main(int argc, char **argv)
 		case 's': steps = atoi(optarg); break;
 		case 'd': die_step = atoi(optarg); break;
 		case 'g': hang_step = atoi(optarg); break;
+		case 'b': bench_n = atol(optarg); break;
 		case 'r': die_rank = atoi(optarg); break;
 		case 'm': expect_method = optarg; break;
 		case 'n': expect_size = atoi(optarg); break;
@@ -275,6 +279,35 @@ int main(int argc, char **argv)
 				goto out;
 			}
 		free(hs);
+	}
+	if (bench_n > 0) {
+		double best[5];
+		float *g = calloc((size_t)bench_n, sizeof(float));
+		snprintf(what, sizeof(what), "bench allreduce n=%ld", bench_n);
+		if (!g) {
+			snprintf(err, sizeof(err), "out of memory");
+			goto out;
+		}
+		for (int k = 0; k < 5; k++) {
+			double tb = mono();
+			if (w.comm.allreduce_sum_f32(&w.comm, g, (size_t)bench_n, err, sizeof(err)) < 0) {
+				free(g);
+				goto out;
+			}
+			best[k] = mono() - tb;
+		}
+		free(g);
+		for (int i = 0; i < 5; i++) /* sort: median is best[2] */
+			for (int j = i + 1; j < 5; j++)
+				if (best[j] < best[i]) {
+					double x = best[i];
+					best[i] = best[j];
+					best[j] = x;
+				}
+		if (rank == 0)
+			printf("world_check: bench allreduce f32 n=%ld size=%d method=%s: median %.1f ms, "
+			       "%.2f GB/s algbw\n", bench_n, size, w.method, best[2] * 1e3,
+			       (double)bench_n * 4 / best[2] / 1e9);
 	}
 	snprintf(what, sizeof(what), "final barrier");
 	if (w.comm.barrier(&w.comm, err, sizeof(err)) < 0)
