@@ -18,7 +18,7 @@ int dl_local_post_opt(spank_t sp, const struct dl_args *a, const char *args_err)
 		slurm_error("dljob: %s", args_err);
 		return -1;
 	}
-	if (dl_opts_check(o, a, err, sizeof(err)) < 0 || dl_opts_check_data(o, a, err, sizeof(err)) < 0) {
+	if (dl_opts_check(o, err, sizeof(err)) < 0 || dl_opts_check_data(o, a, err, sizeof(err)) < 0) {
 		slurm_error("dljob: %s", err);
 		return -1;
 	}

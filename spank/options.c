@@ -118,7 +118,7 @@ static int allowed_dir(const char *dir, const char *allow)
 	return 0;
 }
 
-int dl_opts_check(struct dl_opts *o, const struct dl_args *a, char *err, size_t errlen)
+int dl_opts_check(struct dl_opts *o, char *err, size_t errlen)
 {
 	char bind[sizeof(o->bind)];
 	int known = 0;
@@ -164,7 +164,6 @@ int dl_opts_check(struct dl_opts *o, const struct dl_args *a, char *err, size_t 
 			return -1;
 		}
 	}
-
 	return 0;
 }
 

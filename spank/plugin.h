@@ -40,7 +40,7 @@ struct dl_opts *dl_opts(void);
 int dl_opts_register(spank_t sp);
 int dl_opts_is_env(const struct dl_opts *o);
 /* Check the values (and parse --dl-bind).  -1 with one line in err. */
-int dl_opts_check(struct dl_opts *o, const struct dl_args *a, char *err, size_t errlen);
+int dl_opts_check(struct dl_opts *o, char *err, size_t errlen);
 /* Resolve --dl-data (or default_data) from the current directory and check
  * it against data_allow; on success o->data is the real path (empty in env
  * mode without data).  -1 with one line in err. */

@@ -50,7 +50,7 @@ int dl_remote_post_opt(spank_t sp, const struct dl_args *a, const char *args_err
 	/* A failed init_post_opt only makes srun print "launch failed" and
 	 * exit 0; failing every task (dl_remote_task_init) gives the user the
 	 * message and a non-zero exit. */
-	if (args_err[0] || dl_opts_check(o, a, err, sizeof(err)) < 0) {
+	if (args_err[0] || dl_opts_check(o, err, sizeof(err)) < 0) {
 		snprintf(st.err, sizeof(st.err), "%s", args_err[0] ? args_err : err);
 		slurm_error("dljob: %s", st.err);
 		st.active = 1;
@@ -199,7 +199,10 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 }
 
 /* Replace this task with the runtime.  Only returns on failure, by ending
- * the task (this is the forked task, not slurmstepd). */
+ * the task (this is the forked task, not slurmstepd).  Slurm >= 23.11 has
+ * spank_prepend_task_argv, but it keeps the user's command as arguments of
+ * the runtime; execve here works the same on every version (what it skips
+ * is Slurm's TaskProlog, see spank-dljob(8)). */
 static void exec_runtime(spank_t sp, const struct dl_args *a, const struct dl_opts *o)
 {
 	char *argv[16], **env = NULL;
