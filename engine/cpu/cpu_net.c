@@ -35,6 +35,13 @@ struct dl_backend {
 	dnnl_memory_desc_t *vmd; /* per value, the layout it lives in */
 	int *vmd_set;
 	dnnl_memory_t *val, *dval;
+	/* Diffs live only from their first gradient (the last reader's
+	 * backward) to their producer's backward, so they share a pool of
+	 * buffers: about half the memory of one buffer per value. */
+	void **pool;
+	size_t *pool_size;
+	int *pool_busy, n_pool;
+	int *dval_zero;          /* values nobody reads: their diff is zero */
 	struct cpu_node *nodes;
 	int *param_used;
 	dnnl_memory_t in_user;   /* the caller's plain (N,C,H,W) image batch */
@@ -59,6 +66,12 @@ static void cpu_destroy(struct dl_backend *b)
 	free(b->vmd_set);
 	free(b->val);
 	free(b->dval);
+	for (int i = 0; i < b->n_pool; i++)
+		free(b->pool[i]);
+	free(b->pool);
+	free(b->pool_size);
+	free(b->pool_busy);
+	free(b->dval_zero);
 	free(b->nodes);
 	free(b->param_used);
 	free(b);
@@ -111,6 +124,33 @@ static int need_md(struct dl_backend *b, int v)
 		return -1;
 	b->vmd_set[v] = 1;
 	return 0;
+}
+
+/* Gives value v's diff a pool buffer (best fit among free ones, else a new
+ * one); slot[v] remembers which. */
+static int pool_acquire(struct dl_backend *b, int v, int *slot)
+{
+	struct cpu_ctx *c = &b->c;
+	size_t need = dnnl_memory_desc_get_size(&b->vmd[v]);
+	int best = -1;
+	for (int i = 0; i < b->n_pool; i++)
+		if (!b->pool_busy[i] && b->pool_size[i] >= need &&
+		    (best < 0 || b->pool_size[i] < b->pool_size[best]))
+			best = i;
+	if (best < 0) {
+		best = b->n_pool++;
+		void *buf = aligned_alloc(64, (need + 64) / 64 * 64);
+		CHECK(buf, "cpu backend: out of memory for a %zu-byte gradient buffer", need);
+		memset(buf, 0, need); /* blocked layouts expect zero channel padding */
+		b->pool[best] = buf;
+		b->pool_size[best] = need;
+	}
+	b->pool_busy[best] = 1;
+	slot[v] = best;
+	CHECK(b->dval[v] = cpu_mem(c, &b->vmd[v], b->pool[best]), "%s", c->err);
+	return 0;
+fail:
+	return -1;
 }
 
 static int build_node(struct dl_backend *b, int i)
@@ -176,7 +216,7 @@ static struct dl_backend *cpu_create(struct dl_graph *g, int n, char *err, size_
 {
 	struct dl_backend *b = calloc(1, sizeof(*b));
 	struct cpu_ctx *c = NULL;
-	int *seen = NULL;
+	int *seen = NULL, *slot = NULL;
 	if (!b) {
 		snprintf(err, errlen, "cpu backend: out of memory");
 		return NULL;
@@ -201,7 +241,13 @@ static struct dl_backend *cpu_create(struct dl_graph *g, int n, char *err, size_
 	b->nodes = calloc(g->n_nodes, sizeof(*b->nodes));
 	b->param_used = calloc(g->n_params + 1, sizeof(int));
 	seen = calloc(g->n_values, sizeof(int));
-	CHECK(b->vmd && b->vmd_set && b->val && b->dval && b->nodes && b->param_used && seen,
+	slot = calloc(g->n_values, sizeof(int));
+	b->pool = calloc(g->n_values, sizeof(void *));
+	b->pool_size = calloc(g->n_values, sizeof(size_t));
+	b->pool_busy = calloc(g->n_values, sizeof(int));
+	b->dval_zero = calloc(g->n_values, sizeof(int));
+	CHECK(b->vmd && b->vmd_set && b->val && b->dval && b->nodes && b->param_used && seen &&
+		      slot && b->pool && b->pool_size && b->pool_busy && b->dval_zero,
 	      "cpu backend: out of memory");
 
 	for (int i = 0; i < g->n_nodes; i++) {
@@ -236,7 +282,6 @@ static struct dl_backend *cpu_create(struct dl_graph *g, int n, char *err, size_
 		if (v == g->input)
 			continue;
 		CHECK(b->val[v] = cpu_mem(c, &b->vmd[v], NULL), "%s", c->err);
-		CHECK(b->dval[v] = cpu_mem(c, &b->vmd[v], NULL), "%s", c->err);
 	}
 	{
 		const struct dl_shape *s = &g->values[g->input];
@@ -255,10 +300,21 @@ static struct dl_backend *cpu_create(struct dl_graph *g, int n, char *err, size_
 		}
 	}
 
-	/* Gradient sinks, deciding in backward order who writes first. */
+	/* Gradient sinks and diff buffers, walking backward order: a value's
+	 * first gradient writes it directly (and takes a pool buffer), later
+	 * ones accumulate; the buffer is free again once its producer ran. */
+	seen[g->output] = 1;
+	if (pool_acquire(b, g->output, slot) < 0)
+		goto fail;
 	for (int i = g->n_nodes - 1; i >= 0; i--) {
 		const struct dl_node *d = &g->nodes[i];
 		int nin = d->kind == DL_NODE_ADD ? 2 : 1;
+		if (!seen[d->out]) { /* nobody reads it: zero diff */
+			seen[d->out] = 1;
+			b->dval_zero[d->out] = 1;
+			if (pool_acquire(b, d->out, slot) < 0)
+				goto fail;
+		}
 		for (int j = 0; j < nin; j++) {
 			int v = d->in[j];
 			if (v == g->input)
@@ -266,16 +322,21 @@ static struct dl_backend *cpu_create(struct dl_graph *g, int n, char *err, size_
 			if (sink_init(b, &b->nodes[i].sink[j], v, !seen[v],
 				      d->kind == DL_NODE_ADD ? &b->vmd[d->out] : NULL) < 0)
 				goto fail;
+			if (!seen[v] && pool_acquire(b, v, slot) < 0)
+				goto fail;
 			seen[v] = 1;
 		}
+		b->pool_busy[slot[d->out]] = 0;
 	}
 	if (cpu_ctx_finalize(c) < 0)
 		goto fail;
 	free(seen);
+	free(slot);
 	return b;
 fail:
 	snprintf(err, errlen, "%s", c->err);
 	free(seen);
+	free(slot);
 	cpu_destroy(b);
 	return NULL;
 }
@@ -371,6 +432,9 @@ static int cpu_backward(struct dl_backend *b, const float *dlogits)
 		if (!b->param_used[p])
 			memset(g->params[p].grad, 0, g->params[p].count * sizeof(float));
 	}
+	for (int v = 0; v < g->n_values; v++)
+		if (b->dval_zero[v])
+			memset(cpu_handle(b->dval[v]), 0, dnnl_memory_desc_get_size(&b->vmd[v]));
 	for (int i = g->n_nodes - 1; i >= 0; i--) {
 		const struct dl_node *d = &g->nodes[i];
 		struct cpu_node *cn = &b->nodes[i];

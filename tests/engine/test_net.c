@@ -19,7 +19,8 @@
 #define TOL 1e-4
 
 enum { V_IN, V_C1, V_B1, V_MP, V_L1C1, V_L1B1, V_L1R1, V_L1C2, V_L1B2, V_DSC, V_DSB, V_ADD,
-       V_GAP, V_FC, N_VALUES };
+       V_L2C1, V_L2B1, V_L2C2, V_L2B2, V_ADD2, V_GAP, V_FC, N_VALUES };
+#define N_CONV 6
 
 static void add_tensor(struct dl_tensor_f32 *t, const char *name, int ndim, const int *dims,
 		       int is_param)
@@ -43,6 +44,8 @@ static void build(struct dl_graph *g)
 		[V_MP] = { 8, 5, 5 },	 [V_L1C1] = { 24, 3, 3 },  [V_L1B1] = { 24, 3, 3 },
 		[V_L1R1] = { 24, 3, 3 }, [V_L1C2] = { 24, 3, 3 },  [V_L1B2] = { 24, 3, 3 },
 		[V_DSC] = { 24, 3, 3 },	 [V_DSB] = { 24, 3, 3 },   [V_ADD] = { 24, 3, 3 },
+		[V_L2C1] = { 24, 3, 3 }, [V_L2B1] = { 24, 3, 3 },  [V_L2C2] = { 24, 3, 3 },
+		[V_L2B2] = { 24, 3, 3 }, [V_ADD2] = { 24, 3, 3 },
 		[V_GAP] = { 24, 1, 1 },	 [V_FC] = { K, 1, 1 },
 	};
 	memset(g, 0, sizeof(*g));
@@ -55,21 +58,24 @@ static void build(struct dl_graph *g)
 	g->num_classes = K;
 	g->bn_momentum = 0.1f;
 	g->bn_eps = 1e-5f;
-	g->params = test_alloc(14 * sizeof(*g->params));
-	g->buffers = test_alloc(8 * sizeof(*g->buffers));
-	g->nodes = test_alloc(13 * sizeof(*g->nodes));
+	g->params = test_alloc((3 * N_CONV + 2) * sizeof(*g->params));
+	g->buffers = test_alloc(2 * N_CONV * sizeof(*g->buffers));
+	g->nodes = test_alloc(32 * sizeof(*g->nodes));
 
 	struct {
 		const char *name;
 		int co, ci, k;
-	} convs[4] = { { "conv1", 8, 3, 7 },
-		       { "layer1.0.conv1", 24, 8, 3 },
-		       { "layer1.0.conv2", 24, 24, 3 },
-		       { "layer1.0.downsample.0", 24, 8, 1 } };
-	const char *bns[4] = { "bn1", "layer1.0.bn1", "layer1.0.bn2", "layer1.0.downsample.1" };
-	int conv_p[4], bn_p[4], bn_b[4];
+	} convs[N_CONV] = { { "conv1", 8, 3, 7 },
+			    { "layer1.0.conv1", 24, 8, 3 },
+			    { "layer1.0.conv2", 24, 24, 3 },
+			    { "layer1.0.downsample.0", 24, 8, 1 },
+			    { "layer1.1.conv1", 24, 24, 3 },
+			    { "layer1.1.conv2", 24, 24, 3 } };
+	const char *bns[N_CONV] = { "bn1",	    "layer1.0.bn1", "layer1.0.bn2", "layer1.0.downsample.1",
+				    "layer1.1.bn1", "layer1.1.bn2" };
+	int conv_p[N_CONV], bn_p[N_CONV], bn_b[N_CONV];
 	char name[96];
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < N_CONV; i++) {
 		int d[4] = { convs[i].co, convs[i].ci, convs[i].k, convs[i].k }, c[1] = { convs[i].co };
 		struct dl_tensor_f32 *t;
 		conv_p[i] = g->n_params;
@@ -133,7 +139,14 @@ static void build(struct dl_graph *g)
 	nd[n++] = CONV(3, V_MP, V_DSC, 1, 2, 0);
 	nd[n++] = BN(3, V_DSC, V_DSB, 0);
 	nd[n++] = (struct dl_node){ DL_NODE_ADD, { V_L1B2, V_DSB }, V_ADD, 1, 0, 0, 0, { -1, -1 }, { -1, -1 } };
-	nd[n++] = (struct dl_node){ DL_NODE_GAP, { V_ADD, -1 }, V_GAP, 0, 0, 0, 0, { -1, -1 }, { -1, -1 } };
+	/* Second block: identity shortcut, so V_ADD feeds a conv and an ADD
+	 * and its gradient is the sum of both. */
+	nd[n++] = CONV(4, V_ADD, V_L2C1, 3, 1, 1);
+	nd[n++] = BN(4, V_L2C1, V_L2B1, 1);
+	nd[n++] = CONV(5, V_L2B1, V_L2C2, 3, 1, 1);
+	nd[n++] = BN(5, V_L2C2, V_L2B2, 0);
+	nd[n++] = (struct dl_node){ DL_NODE_ADD, { V_L2B2, V_ADD }, V_ADD2, 1, 0, 0, 0, { -1, -1 }, { -1, -1 } };
+	nd[n++] = (struct dl_node){ DL_NODE_GAP, { V_ADD2, -1 }, V_GAP, 0, 0, 0, 0, { -1, -1 }, { -1, -1 } };
 	nd[n++] = (struct dl_node){ DL_NODE_FC, { V_GAP, -1 }, V_FC, 0, 0, 0, 0, { fc_p, fc_p + 1 }, { -1, -1 } };
 	g->n_nodes = n;
 }
@@ -185,8 +198,10 @@ static void finite_diff(struct dl_graph *g, const float *x, const float *r)
 	dl_ref_backward_f64(b, r64);
 	/* param index, element: stem conv, a BN gamma and beta, the 3x3 and
 	 * shortcut convs, FC weight and bias. */
-	static const int probes[][2] = { { 0, 17 },  { 0, 300 }, { 4, 5 },  { 5, 11 }, { 6, 100 },
-					 { 8, 3 },   { 9, 40 },	 { 10, 7 }, { 12, 33 }, { 13, 2 } };
+	static const int probes[][2] = { { 0, 17 }, { 0, 300 }, { 4, 5 },   { 5, 11 },
+					 { 6, 100 }, { 8, 3 },	 { 9, 40 },  { 10, 7 },
+					 { 12, 200 }, { 14, 9 }, { 15, 1000 }, { 18, 33 },
+					 { 19, 2 } };
 	for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
 		int p = probes[i][0], j = probes[i][1];
 		double an = dl_ref_grad_f64(b, p)[j];
