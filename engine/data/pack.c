@@ -53,6 +53,22 @@ struct block {
 	pthread_mutex_t mu;
 };
 
+/* Resize px (in place) so its short side is at most max_side: the DCT-domain
+ * scaling of the decoder goes down to 1/8 only, and PNGs have none. */
+static int cap_short_side(struct dl_pixels *px, int max_side, char *err, size_t errlen)
+{
+	struct dl_pixels small;
+	int s = px->w < px->h ? px->w : px->h;
+	if (s <= max_side)
+		return 0;
+	int nw = (int)((long long)px->w * max_side / s), nh = (int)((long long)px->h * max_side / s);
+	if (dl_resize_rgb8(px, nw > 0 ? nw : 1, nh > 0 ? nh : 1, &small, err, errlen) != 0)
+		return -1;
+	free(px->rgb);
+	*px = small;
+	return 0;
+}
+
 /* Read one sample and bring it to its stored form. */
 static void prepare(const struct pack_opts *o, struct dl_dataset *ds, int split, size_t i, struct item *it)
 {
@@ -82,6 +98,7 @@ static void prepare(const struct pack_opts *o, struct dl_dataset *ds, int split,
 			goto out;
 		if (o->max_side > 0 && (w < h ? w : h) > o->max_side) {
 			if (dl_jpeg_decode_full(buf, len, o->max_side, &px, it->err, sizeof it->err) != 0 ||
+			    cap_short_side(&px, o->max_side, it->err, sizeof it->err) != 0 ||
 			    dl_jpeg_encode(&px, o->quality, &enc, &enclen, it->err, sizeof it->err) != 0)
 				goto out;
 			it->data = enc;
@@ -100,16 +117,10 @@ static void prepare(const struct pack_opts *o, struct dl_dataset *ds, int split,
 	} else if (f == DL_IMG_PNG) {
 		if (dl_png_decode(buf, len, &px, it->err, sizeof it->err) != 0)
 			goto out;
-		int s = px.w < px.h ? px.w : px.h;
-		if (o->max_side > 0 && s > o->max_side) {
+		if (o->max_side > 0 && (px.w < px.h ? px.w : px.h) > o->max_side) {
 			/* cap the short side like the JPEGs (then stored as JPEG) */
-			struct dl_pixels small;
-			int nw = (int)((long long)px.w * o->max_side / s), nh = (int)((long long)px.h * o->max_side / s);
-			if (dl_resize_rgb8(&px, nw > 0 ? nw : 1, nh > 0 ? nh : 1, &small, it->err, sizeof it->err) != 0)
-				goto out;
-			free(px.rgb);
-			px = small;
-			if (dl_jpeg_encode(&px, 95, &enc, &enclen, it->err, sizeof it->err) != 0)
+			if (cap_short_side(&px, o->max_side, it->err, sizeof it->err) != 0 ||
+			    dl_jpeg_encode(&px, 95, &enc, &enclen, it->err, sizeof it->err) != 0)
 				goto out;
 			it->data = enc;
 			it->len = enclen;

