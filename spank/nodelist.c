@@ -8,42 +8,40 @@
 
 #include "spank/plugin.h"
 
-/* Slurm's compressed host lists: "n1", "n[1-2],x", "gpu[007-010,12]-ib".
- * The first host is the prefix, the first number of the first range (with
- * its zero padding) and whatever follows the closing bracket. */
+/* Slurm's compressed host lists: "n1", "n[1-2],x", "gpu[007-010,12]-ib",
+ * "r[1-2]n[3-4]".  The first host keeps everything outside brackets and, of
+ * each bracket group, the first number with its zero padding (the same rule
+ * as the runtime's dl_hostlist_first, which it uses without MASTER_ADDR). */
 int dl_first_host(const char *list, char *out, size_t outlen)
 {
-	const char *p = list, *lb = NULL, *end;
-	size_t n;
+	size_t n = 0;
+	const char *p = list;
 
-	/* The first entry ends at the first comma outside brackets. */
-	for (end = p; *end && *end != ','; end++) {
-		if (*end == '[') {
-			lb = end;
-			while (*end && *end != ']')
-				end++;
-			if (!*end)
+	for (; *p && *p != ','; p++) {
+		if (*p == '[') {
+			const char *num = ++p;
+			while (*p >= '0' && *p <= '9')
+				p++;
+			if (p == num)
 				return -1;
+			if (n + (size_t)(p - num) >= outlen)
+				return -1;
+			memcpy(out + n, num, (size_t)(p - num));
+			n += (size_t)(p - num);
+			while (*p && *p != ']')
+				p++;
+			if (!*p)
+				return -1;
+			continue;
 		}
-	}
-	if (end == p)
-		return -1;
-	if (!lb) {
-		n = (size_t)(end - p);
-		if (n >= outlen)
+		if (n + 1 >= outlen)
 			return -1;
-		memcpy(out, p, n);
-		out[n] = '\0';
-		return 0;
+		out[n++] = *p;
 	}
-	const char *num = lb + 1, *num_end = num, *rb = strchr(lb, ']');
-	while (*num_end >= '0' && *num_end <= '9')
-		num_end++;
-	if (num_end == num)
+	if (n == 0)
 		return -1;
-	int w = snprintf(out, outlen, "%.*s%.*s%.*s", (int)(lb - p), p, (int)(num_end - num), num,
-			 (int)(end - rb - 1), rb + 1);
-	return w < 0 || (size_t)w >= outlen ? -1 : 0;
+	out[n] = '\0';
+	return 0;
 }
 
 int dl_master_port(unsigned job, unsigned step, int lo, int hi)

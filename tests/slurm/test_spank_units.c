@@ -53,6 +53,7 @@ int main(void)
 	host("gpu[007-010,12]-ib,cpu1", "gpu007-ib");
 	host("a,b", "a");
 	host("node-12", "node-12");
+	host("r[1-2]n[03-04],r3n1", "r1n03");
 	host("", NULL);
 	host("n[", NULL);
 	host("n[x]", NULL);
