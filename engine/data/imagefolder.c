@@ -368,6 +368,7 @@ static void cache_write(const struct imagefolder *f, const char *cache_dir)
 
 	cache_path(cache_dir, f->root, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+	(void)mkdir(cache_dir, 0755); // one level; if it fails, fopen says why
 	if (!(w.f = fopen(tmp, "wb"))) {
 		fprintf(stderr, "dljob: data: cannot write the index cache %s: %s (continuing without)\n", tmp,
 		        strerror(errno));
@@ -579,7 +580,8 @@ int dl_imagefolder_open(const char *dir, const struct dl_data_options *opt,
 		goto fail;
 	}
 	f->size = opt->image_size > 0 ? opt->image_size : DL_DEFAULT_IMAGE_SIZE;
-	if (!opt->cache_dir || cache_read(f, opt->cache_dir) != 0) {
+	const char *cache = opt->cache_dir && *opt->cache_dir ? opt->cache_dir : NULL;
+	if (!cache || cache_read(f, cache) != 0) {
 		/* no cache, or stale: throw away what was half read, scan */
 		char *root = f->root;
 		f->root = NULL;
@@ -593,8 +595,8 @@ int dl_imagefolder_open(const char *dir, const struct dl_data_options *opt,
 		f->size = opt->image_size > 0 ? opt->image_size : DL_DEFAULT_IMAGE_SIZE;
 		if (scan_tree(f, opt->threads > 0 ? opt->threads : dl_cpu_count() * 2, err, errlen) != 0)
 			goto fail;
-		if (opt->cache_dir)
-			cache_write(f, opt->cache_dir);
+		if (cache)
+			cache_write(f, cache);
 	}
 	snprintf(ds->kind, sizeof ds->kind, "imagefolder");
 	ds->channels = 3;
