@@ -338,14 +338,18 @@ static int train_step(struct run *r, double lr, double *loss, int *stop, char *e
 		snprintf(err, errlen, "backward: %s", r->ops->error(r->be));
 		return -1;
 	}
-	// flat is (n_weights + 2): every grad in param order, then loss, stop flag
-	for (int i = 0; i < r->g.n_params; i++) {
-		memcpy(r->flat + off, r->g.params[i].grad, sizeof(float) * r->g.params[i].count);
-		off += r->g.params[i].count;
-	}
-	r->flat[nw] = (float)l;
-	r->flat[nw + 1] = c->stop && *c->stop ? 1.0f : 0.0f;
-	if (r->comm->size > 1) {
+	if (r->comm->size == 1) {
+		/* Nothing to reduce: skip copying every gradient through flat. */
+		r->flat[nw] = (float)l;
+		r->flat[nw + 1] = c->stop && *c->stop ? 1.0f : 0.0f;
+	} else {
+		// flat is (n_weights + 2): every grad in param order, then loss, stop flag
+		for (int i = 0; i < r->g.n_params; i++) {
+			memcpy(r->flat + off, r->g.params[i].grad, sizeof(float) * r->g.params[i].count);
+			off += r->g.params[i].count;
+		}
+		r->flat[nw] = (float)l;
+		r->flat[nw + 1] = c->stop && *c->stop ? 1.0f : 0.0f;
 		if (r->comm->allreduce_sum_f32(r->comm, r->flat, nw + 2, err, errlen) < 0)
 			return -1;
 		/* Each rank's grad is d(mean over its batch); the mean over the
