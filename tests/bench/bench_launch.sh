@@ -4,12 +4,14 @@
 # 1, 2 and 4 tasks on the private 2-node cluster:
 #   dljob world, PMIx + Open MPI (srun --mpi=pmix)   tests/slurm/world_check
 #   dljob world, TCP (srun --mpi=none)               tests/slurm/world_check
+#   dljob world, PMIx + TCP ring (DLJOB_COLLECTIVES=ring)
 #   dljob first step (resnet18, batch 8, 3x32x32 synthetic, TCP and PMIx)
 #   PyTorch: import torch+torchvision, gloo init_process_group + allreduce,
 #            then one DDP step of the same model   tests/bench/bench_launch_torch.py
 # Run by hand from a build directory (needs root for the cluster):
 #   DLJOB_SRCDIR=/path/to/src DLJOB_BUILDDIR=$PWD bash $DLJOB_SRCDIR/tests/bench/bench_launch.sh [REPEATS]
-# Prints a markdown table (median of REPEATS runs, default 3).
+# Prints markdown tables (median of REPEATS runs, default 3), then the
+# allreduce time of resnet18's gradient for each collective implementation.
 set -u
 : "${DLJOB_SRCDIR:?set DLJOB_SRCDIR}" "${DLJOB_BUILDDIR:?set DLJOB_BUILDDIR}"
 REPEATS=${1:-3}
@@ -50,6 +52,10 @@ srun_n() { # tasks, then srun arguments
 declare -A R
 for n in 1 2 4; do
 	for i in $(seq 1 "$REPEATS"); do
+		t0=$(now)
+		srun_n "$n" --mpi=pmix --export=ALL,DLJOB_COLLECTIVES=ring "$WC" --steps 0 --timeout 60 \
+			>"$WTMP/w" 2>&1 || fail "world_check --mpi=pmix ring -n$n: $(cat "$WTMP/w")"
+		R[ready.ring.$n]+="$(since "$WTMP/w" "world_check: ready" "$t0") "
 		for mpi in pmix none; do
 			t0=$(now)
 			srun_n "$n" --mpi=$mpi "$WC" --steps 0 --timeout 60 >"$WTMP/w" 2>&1 ||
@@ -83,8 +89,29 @@ row() {
 	echo "$out"
 }
 row "dljob world ready, PMIx + Open MPI" ready.pmix
+row "dljob world ready, PMIx + TCP ring (DLJOB_COLLECTIVES=ring)" ready.ring
 row "dljob world ready, TCP" ready.none
 row "torch+torchvision import, gloo init + allreduce" ready.torch
 row "dljob first step done (resnet18, b8, 32x32), PMIx" step.pmix
 row "dljob first step done (resnet18, b8, 32x32), TCP" step.none
 row "torch DDP first step done (resnet18, b8, 32x32)" step.torch
+
+# Allreduce of resnet18's gradient (11689512 floats), median of 5, 2 and 4
+# tasks over both nodes.
+echo
+echo "| allreduce 11.7M f32 (resnet18 grads), ms | 2 tasks | 4 tasks |"
+echo "|---|---|---|"
+for mode in pmix-mpi pmix-ring tcp; do
+	out="| $mode |"
+	for n in 2 4; do
+		case $mode in
+		pmix-mpi) args=(--mpi=pmix) ;;
+		pmix-ring) args=(--mpi=pmix --export=ALL,DLJOB_COLLECTIVES=ring) ;;
+		tcp) args=(--mpi=none) ;;
+		esac
+		srun_n "$n" "${args[@]}" "$WC" --steps 0 --timeout 60 --bench 11689512 >"$WTMP/b" 2>&1 ||
+			fail "bench $mode -n$n: $(cat "$WTMP/b")"
+		out+=" $(sed -n 's/.*median \([0-9.]*\) ms.*/\1/p' "$WTMP/b") |"
+	done
+	echo "$out"
+done
