@@ -380,6 +380,8 @@ int dl_cli_train_main(int argc, char **argv)
 	}
 	world_open = 1;
 	c->stop = &stop_requested;
+	if (!c->resume && world.comm.rank == 0 && dl_checkpoint_find(c->out_dir, ckpt, sizeof(ckpt)) == 0)
+		fprintf(stderr, "dljob: %s already holds %s; starting over (--resume continues it)\n", c->out_dir, ckpt);
 
 	int r = dl_train(c, &world.comm, err, sizeof(err));
 	if (r < 0) {
