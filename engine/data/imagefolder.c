@@ -121,7 +121,8 @@ static int list_dirs(const char *path, struct strlist *out, char *err, size_t er
 		return -1;
 	}
 	closedir(d);
-	qsort(out->v, out->n, sizeof *out->v, cmp_str);
+	if (out->n > 1)
+		qsort(out->v, out->n, sizeof *out->v, cmp_str);
 	return 0;
 }
 
@@ -173,7 +174,8 @@ static void scan_one(struct imagefolder *f, struct scan_task *t)
 		dl_errf(t->err, sizeof t->err, "%s: empty class directory (no .jpg, .jpeg or .png images)", path);
 		t->failed = 1;
 	}
-	qsort(t->files.v, t->files.n, sizeof *t->files.v, cmp_str);
+	if (t->files.n > 1)
+		qsort(t->files.v, t->files.n, sizeof *t->files.v, cmp_str);
 }
 
 static void *scan_worker(void *arg)

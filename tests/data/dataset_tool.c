@@ -68,7 +68,7 @@ static int epoch(char **argv)
 	                               .shuffle = split == DL_SPLIT_TRAIN, .drop_last = 0};
 	struct dl_loader_stats st;
 	char err[1024];
-	int n, rc;
+	int n, rc = 2;
 
 	if (dl_dataset_open(argv[2], &opt, &ds, err, sizeof err) != 0) {
 		fprintf(stderr, "%s\n", err);
@@ -79,30 +79,33 @@ static int epoch(char **argv)
 	int *y = malloc(sizeof(int) * (size_t)lo.batch);
 	if (!l || !x || !y || dl_loader_start_epoch(l, 0, 0, err, sizeof err) != 0) {
 		fprintf(stderr, "%s\n", err);
-		return 2;
+		goto out;
 	}
 	/* FNV-1a over every batch, to compare runs (e.g. thread counts) */
 	uint64_t h = 1469598103934665603ull;
 	size_t xbytes = sizeof(float) * (size_t)lo.batch * ds->channels * ds->height * ds->width;
-	while ((rc = dl_loader_next(l, x, y, &n, err, sizeof err)) == 1) {
+	int got;
+	while ((got = dl_loader_next(l, x, y, &n, err, sizeof err)) == 1) {
 		const unsigned char *p = (const unsigned char *)x;
 		for (size_t i = 0; i < xbytes; i++)
 			h = (h ^ p[i]) * 1099511628211ull;
 		for (int i = 0; i < n; i++)
 			h = (h ^ (uint64_t)y[i]) * 1099511628211ull;
 	}
-	if (rc < 0) {
+	if (got < 0) {
 		fprintf(stderr, "%s\n", err);
-		return 2;
+		goto out;
 	}
 	dl_loader_get_stats(l, &st);
 	printf("samples %llu bad %llu sum %016llx\n", (unsigned long long)st.samples,
 	       (unsigned long long)st.bad_samples, (unsigned long long)h);
+	rc = 0;
+out:
 	dl_loader_destroy(l);
 	dl_dataset_close(ds);
 	free(x);
 	free(y);
-	return 0;
+	return rc;
 }
 
 static double now_s(void)
