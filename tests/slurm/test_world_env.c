@@ -1,0 +1,154 @@
+/* How the world decides to bootstrap, from the environment alone
+ * (runtime/world_env.c): precedence PMIx > RANK/WORLD_SIZE > SLURM_* >
+ * single, MASTER_ADDR from the step's first node, MASTER_PORT from the job
+ * and step ids, one-line errors naming the bad variable; and the hostlist
+ * parser on the forms Slurm writes. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/world_int.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                   \
+	do {                                                               \
+		if (!(cond)) {                                             \
+			fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);    \
+			fprintf(stderr, __VA_ARGS__);                      \
+			fputc('\n', stderr);                               \
+			failures++;                                        \
+		}                                                          \
+	} while (0)
+
+static const char *const vars[] = {
+	"DLJOB_WORLD", "PMIX_RANK", "PMIX_NAMESPACE", "RANK", "WORLD_SIZE", "MASTER_ADDR",
+	"MASTER_PORT", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
+	"SLURM_JOB_NODELIST", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURMD_NODENAME",
+};
+
+/* Set the environment to exactly the NULL-terminated name=value list. */
+static void env_set(const char *const *kv)
+{
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	for (; kv && *kv; kv += 2)
+		setenv(kv[0], kv[1], 1);
+}
+
+static void hostlist(const char *in, const char *want)
+{
+	char out[64];
+	int rc = dl_hostlist_first(in, out, sizeof(out));
+	if (!want)
+		CHECK(rc < 0, "hostlist '%s': accepted as '%s', should fail", in, out);
+	else
+		CHECK(rc == 0 && strcmp(out, want) == 0, "hostlist '%s': got '%s' (rc %d), want '%s'",
+		      in, rc == 0 ? out : "", rc, want);
+}
+
+int main(void)
+{
+	struct dl_world_env e;
+	char err[512];
+	int rc;
+
+	hostlist("n1", "n1");
+	hostlist("n[1-2]", "n1");
+	hostlist("a,b", "a");
+	hostlist("node[007-010,12]", "node007");
+	hostlist("gpu[3,5]-ib", "gpu3-ib");
+	hostlist("r[1-2]n[03-04],x", "r1n03");
+	hostlist("n[1-2", NULL);
+	hostlist("", NULL);
+
+	/* Nothing: a single process. */
+	env_set((const char *[]){ NULL });
+	rc = dl_world_env(&e, err, sizeof(err));
+	CHECK(rc == 0 && e.kind == DL_WORLD_SINGLE && e.size == 1, "empty env: rc %d kind %d", rc, e.kind);
+
+	/* A batch script: SLURM_PROCID without a step's task count. */
+	env_set((const char *[]){ "SLURM_PROCID", "0", "SLURM_JOB_ID", "7", NULL });
+	rc = dl_world_env(&e, err, sizeof(err));
+	CHECK(rc == 0 && e.kind == DL_WORLD_SINGLE, "batch script: rc %d kind %d (%s)", rc, e.kind, err);
+
+	/* PMIx wins over everything else. */
+	env_set((const char *[]){ "PMIX_RANK", "1", "PMIX_NAMESPACE", "slurm.pmix.7.0", "RANK", "1",
+				  "WORLD_SIZE", "4", NULL });
+	rc = dl_world_env(&e, err, sizeof(err));
+	CHECK(rc == 0 && e.kind == DL_WORLD_PMIX, "pmix: rc %d kind %d (%s)", rc, e.kind, err);
+
+	/* srun --mpi=none: all from SLURM_*. */
+	env_set((const char *[]){ "SLURM_PROCID", "3", "SLURM_STEP_NUM_TASKS", "4",
+				  "SLURM_STEP_NODELIST", "n[1-2]", "SLURM_JOB_ID", "12",
+				  "SLURM_STEP_ID", "1", "SLURMD_NODENAME", "n2", NULL });
+	rc = dl_world_env(&e, err, sizeof(err));
+	CHECK(rc == 0 && e.kind == DL_WORLD_TCP && e.rank == 3 && e.size == 4,
+	      "slurm: rc %d kind %d rank %d size %d (%s)", rc, e.kind, e.rank, e.size, err);
+	CHECK(strcmp(e.master_addr, "n1") == 0, "slurm: MASTER_ADDR '%s', want n1", e.master_addr);
+	CHECK(e.master_port == 15000 + (12 * 97 + 1) % 15000, "slurm: port %d", e.master_port);
+	CHECK(strcmp(e.node, "n2") == 0, "slurm: node '%s', want n2", e.node);
+	int port0 = e.master_port;
+	setenv("SLURM_STEP_ID", "2", 1);
+	rc = dl_world_env(&e, err, sizeof(err));
+	CHECK(rc == 0 && e.master_port != port0, "the next step must get another port (%d)", e.master_port);
+
+	/* torchrun style, with Slurm's ids around: RANK/MASTER_* win. */
+	env_set((const char *[]){ "RANK", "2", "WORLD_SIZE", "3", "MASTER_ADDR", "10.0.0.5",
+				  "MASTER_PORT", "29500", "SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "8",
+				  "SLURM_JOB_ID", "5", NULL });
+	rc = dl_world_env(&e, err, sizeof(err));
+	CHECK(rc == 0 && e.kind == DL_WORLD_TCP && e.rank == 2 && e.size == 3 &&
+	      strcmp(e.master_addr, "10.0.0.5") == 0 && e.master_port == 29500,
+	      "torchrun: rc %d rank %d size %d %s:%d (%s)", rc, e.rank, e.size, e.master_addr,
+	      e.master_port, err);
+
+	/* RANK/WORLD_SIZE under Slurm without MASTER_*: from the node list. */
+	env_set((const char *[]){ "RANK", "1", "WORLD_SIZE", "2", "SLURM_JOB_ID", "5",
+				  "SLURM_STEP_ID", "0", "SLURM_JOB_NODELIST", "gpu[07-08]", NULL });
+	rc = dl_world_env(&e, err, sizeof(err));
+	CHECK(rc == 0 && strcmp(e.master_addr, "gpu07") == 0, "rank env + nodelist: rc %d '%s' (%s)",
+	      rc, e.master_addr, err);
+
+	/* WORLD_SIZE=1: single, no rendezvous. */
+	env_set((const char *[]){ "RANK", "0", "WORLD_SIZE", "1", NULL });
+	rc = dl_world_env(&e, err, sizeof(err));
+	CHECK(rc == 0 && e.kind == DL_WORLD_SINGLE, "WORLD_SIZE=1: rc %d kind %d", rc, e.kind);
+
+	/* DLJOB_WORLD forces. */
+	env_set((const char *[]){ "DLJOB_WORLD", "single", "PMIX_RANK", "0", "PMIX_NAMESPACE", "x", NULL });
+	rc = dl_world_env(&e, err, sizeof(err));
+	CHECK(rc == 0 && e.kind == DL_WORLD_SINGLE, "DLJOB_WORLD=single: rc %d kind %d", rc, e.kind);
+
+	/* Errors name the variable. */
+	static const struct {
+		const char *kv[9];
+		const char *msg;
+	} bad[] = {
+		{ { "RANK", "0", NULL }, "RANK is set but WORLD_SIZE is not" },
+		{ { "RANK", "x", "WORLD_SIZE", "2", NULL }, "RANK='x'" },
+		{ { "RANK", "2", "WORLD_SIZE", "2", "MASTER_ADDR", "a", "MASTER_PORT", "1", NULL },
+		  "rank 2 is not below the world size 2" },
+		{ { "RANK", "0", "WORLD_SIZE", "2", "MASTER_PORT", "1", NULL }, "MASTER_ADDR is not" },
+		{ { "RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "a", "MASTER_PORT", "70000", NULL },
+		  "MASTER_PORT='70000'" },
+		{ { "SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "2", "SLURM_JOB_ID", "1", NULL },
+		  "SLURM_STEP_NODELIST" },
+		{ { "DLJOB_WORLD", "tcp", NULL }, "DLJOB_WORLD=tcp but neither" },
+		{ { "DLJOB_WORLD", "pmix", NULL }, "PMIX_NAMESPACE is unset" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		env_set(bad[i].kv);
+		err[0] = 0;
+		rc = dl_world_env(&e, err, sizeof(err));
+		CHECK(rc < 0 && strstr(err, bad[i].msg) && !strchr(err, '\n'),
+		      "bad env %zu: rc %d, message '%s', want '%s'", i, rc, err, bad[i].msg);
+	}
+
+	if (failures) {
+		fprintf(stderr, "test_world_env: %d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("test_world_env: all checks passed\n");
+	return 0;
+}
