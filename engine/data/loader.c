@@ -98,6 +98,10 @@ static int note_bad(struct dl_loader *l, size_t idx, const char *err)
 	char msg[1024];
 
 	pthread_mutex_lock(&l->mu);
+	if (l->failed) { // stopping anyway: no more log lines after the error
+		pthread_mutex_unlock(&l->mu);
+		return -1;
+	}
 	l->bad_samples++;
 	if (!l->bad_seen[idx]) {
 		l->bad_seen[idx] = 1;
