@@ -42,7 +42,9 @@ int dl_dataset_open(const char *spec, const struct dl_data_options *opt,
 		return -1;
 	}
 	if (has_prefix(spec, "fashion-mnist:")) {
-		rv = dl_fashion_mnist_open(spec + strlen("fashion-mnist:"), &o, out, err, errlen);
+		rv = dl_fashion_mnist_open(spec + strlen("fashion-mnist:"), 0, &o, out, err, errlen);
+	} else if (has_prefix(spec, "fashion-mnist+aug:")) {
+		rv = dl_fashion_mnist_open(spec + strlen("fashion-mnist+aug:"), 1, &o, out, err, errlen);
 	} else if (strcmp(spec, "synthetic") == 0 || has_prefix(spec, "synthetic:")) {
 		rv = dl_synthetic_open(spec[9] ? spec + 10 : "", &o, out, err, errlen);
 	} else {

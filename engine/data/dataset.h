@@ -39,6 +39,7 @@ struct dl_dataset {
 
 /* Open a dataset from a spec:
  *   "fashion-mnist:DIR"   IDX files (plain or .gz) as Debian's dataset-fashion-mnist ships them
+ *   "fashion-mnist+aug:DIR"  (added) the same, train split with random crop (pad 2) + flip
  *   "synthetic[:C,H,W,K[,N]]"  deterministic random images for benchmarks
  *                         (added note: defaults 3,224,224,1000,1281; eval
  *                         split max(1, N/25) samples)

@@ -1,6 +1,8 @@
 /* fashion-mnist:DIR -- the IDX files of Fashion-MNIST (as Debian's
  * dataset-fashion-mnist ships them, gzip'd, or uncompressed).  Both splits are
- * read into memory at open (47 MB + 8 MB of uint8), so load() is a lookup. */
+ * read into memory at open (47 MB + 8 MB of uint8), so load() is a lookup.
+ * No augmentation by default; fashion-mnist+aug:DIR adds the usual random
+ * crop (2 pixels of padding) and horizontal flip to the training split. */
 #include "config.h"
 #include <errno.h>
 #include <stdlib.h>
@@ -24,6 +26,7 @@ struct fmnist_split {
 struct fmnist {
 	struct fmnist_split split[2];
 	int rows, cols;
+	int augment; // train: random crop with 2 pixels of zero padding + flip
 };
 
 /* Prefer the .gz the Debian package ships, fall back to an uncompressed file
@@ -174,8 +177,24 @@ static int fmnist_load(struct dl_dataset *ds, enum dl_split split, size_t index,
 	}
 	// chw is (1,rows,cols)
 	const uint8_t *px = sp->pixels + index * npix;
-	for (size_t i = 0; i < npix; i++)
-		chw[i] = ((float)px[i] * (1.0f / 255.0f) - FMNIST_MEAN) * (1.0f / FMNIST_STD);
+	if (fm->augment && split == DL_SPLIT_TRAIN) {
+		/* RandomCrop(28, padding=2) + RandomHorizontalFlip: output (y,x)
+		 * reads (y+dy, x+dx) of the image, 0 outside, dx,dy in [-2,2] */
+		uint64_t st = aug_seed;
+		int dy = (int)dl_rand_below(&st, 5) - 2, dx = (int)dl_rand_below(&st, 5) - 2;
+		int flip = dl_rand_unit(&st) < 0.5;
+		for (int y = 0; y < fm->rows; y++) {
+			for (int x = 0; x < fm->cols; x++) {
+				int sy = y + dy, sx = (flip ? fm->cols - 1 - x : x) + dx;
+				float v = sy >= 0 && sy < fm->rows && sx >= 0 && sx < fm->cols ?
+				          (float)px[sy * fm->cols + sx] : 0.0f;
+				chw[y * fm->cols + x] = (v * (1.0f / 255.0f) - FMNIST_MEAN) * (1.0f / FMNIST_STD);
+			}
+		}
+	} else {
+		for (size_t i = 0; i < npix; i++)
+			chw[i] = ((float)px[i] * (1.0f / 255.0f) - FMNIST_MEAN) * (1.0f / FMNIST_STD);
+	}
 	*label = sp->labels[index];
 	return 0;
 }
@@ -193,7 +212,7 @@ static void fmnist_close(struct dl_dataset *ds)
 	free(ds);
 }
 
-int dl_fashion_mnist_open(const char *dir, const struct dl_data_options *opt,
+int dl_fashion_mnist_open(const char *dir, int augment, const struct dl_data_options *opt,
                           struct dl_dataset **out, char *err, size_t errlen)
 {
 	struct dl_dataset *ds = calloc(1, sizeof *ds);
@@ -206,6 +225,7 @@ int dl_fashion_mnist_open(const char *dir, const struct dl_data_options *opt,
 		return -1;
 	}
 	ds->impl = fm;
+	fm->augment = augment;
 	ds->close = fmnist_close;
 	ds->load = fmnist_load;
 	if (!*dir) {

@@ -58,7 +58,7 @@ static inline void dl_errf(char *err, size_t errlen, const char *fmt, ...)
 /* CPUs this task may run on (sched_getaffinity), at least 1. */
 int dl_cpu_count(void);
 
-int dl_fashion_mnist_open(const char *dir, const struct dl_data_options *opt,
+int dl_fashion_mnist_open(const char *dir, int augment, const struct dl_data_options *opt,
                           struct dl_dataset **out, char *err, size_t errlen);
 int dl_synthetic_open(const char *args, const struct dl_data_options *opt,
                       struct dl_dataset **out, char *err, size_t errlen);

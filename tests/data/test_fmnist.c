@@ -2,8 +2,10 @@
  * (/usr/share/datasets/fashion-mnist, first labels known from the published
  * dataset) and against broken IDX files crafted here in a temp dir: wrong
  * magic, truncated plain and gzip files, label/image count mismatch and a
- * missing file must each fail with one line naming the file and the fault. */
+ * missing file must each fail with one line naming the file and the fault.
+ * fashion-mnist+aug: train samples are seeded shifts/flips of the plain ones. */
 #include "config.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -132,6 +134,48 @@ int main(void)
 		CHECK(x[0] > -0.8103f && x[0] < -0.8100f, "x[0] = %g", x[0]);
 		dl_dataset_close(ds);
 	}
+
+	/* fashion-mnist+aug: train samples are shifted (<= 2 px, zero fill) and
+	 * maybe mirrored copies of the plain ones, fixed by the seed; eval is
+	 * untouched */
+	struct dl_dataset *plain = NULL, *aug = NULL;
+	CHECK(dl_dataset_open("fashion-mnist:" FMNIST_DIR, NULL, &plain, err, sizeof err) == 0, "%s", err);
+	CHECK(dl_dataset_open("fashion-mnist+aug:" FMNIST_DIR, NULL, &aug, err, sizeof err) == 0, "%s", err);
+	if (plain && aug) {
+		float p[784], a[784], b[784], bg = (0.0f - 0.2860f) / 0.3530f;
+		int y, ya, changed = 0, explained = 0;
+		for (int i = 0; i < 200; i++) {
+			plain->load(plain, DL_SPLIT_TRAIN, (size_t)i, 0, p, &y, err, sizeof err);
+			aug->load(aug, DL_SPLIT_TRAIN, (size_t)i, 1000 + (uint64_t)i, a, &ya, err, sizeof err);
+			aug->load(aug, DL_SPLIT_TRAIN, (size_t)i, 1000 + (uint64_t)i, b, &ya, err, sizeof err);
+			CHECK(y == ya && memcmp(a, b, sizeof a) == 0, "sample %d: augmentation not fixed by the seed", i);
+			changed += memcmp(a, p, sizeof a) != 0;
+			/* find the shift/flip that explains a */
+			for (int dy = -2; dy <= 2; dy++)
+				for (int dx = -2; dx <= 2; dx++)
+					for (int fl = 0; fl < 2; fl++) {
+						int ok = 1;
+						for (int r = 0; r < 28 && ok; r++)
+							for (int c = 0; c < 28 && ok; c++) {
+								int sr = r + dy, sc = (fl ? 27 - c : c) + dx;
+								float want = sr >= 0 && sr < 28 && sc >= 0 && sc < 28 ? p[sr * 28 + sc] : bg;
+								ok = fabsf(a[r * 28 + c] - want) < 1e-5f;
+							}
+						if (ok) {
+							explained++;
+							dy = dx = 3;
+							break;
+						}
+					}
+		}
+		CHECK(changed > 150, "only %d of 200 augmented samples differ from the plain ones", changed);
+		CHECK(explained == 200, "only %d of 200 augmented samples are a shift/flip of the plain one", explained);
+		plain->load(plain, DL_SPLIT_EVAL, 7, 0, p, &y, err, sizeof err);
+		aug->load(aug, DL_SPLIT_EVAL, 7, 5, a, &y, err, sizeof err);
+		CHECK(memcmp(a, p, sizeof a) == 0, "eval samples are augmented");
+	}
+	dl_dataset_close(plain);
+	dl_dataset_close(aug);
 
 	/* Crafted broken files */
 	CHECK(mkdtemp(tmpl) != NULL, "mkdtemp");
