@@ -251,13 +251,16 @@ static double now_s(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* On a terminal the bar is redrawn in place; into a log file (a batch job's
+ * stderr) it becomes one line every 10 s instead of thousands of \r's. */
 static void progress(const char *split, size_t done, size_t total, uint64_t bytes, double t0, int final)
 {
 	int width = 30, fill = total ? (int)((double)done / total * width) : width;
+	int tty = isatty(STDERR_FILENO);
 	double dt = now_s() - t0;
-	fprintf(stderr, "\rdljob pack: %-5s [%.*s%*s] %zu/%zu images, %.1f MB, %.0f img/s%s", split, fill,
-	        "##############################", width - fill, "", done, total, bytes / 1e6,
-	        dt > 0 ? done / dt : 0.0, final ? "\n" : "");
+	fprintf(stderr, "%sdljob pack: %-5s [%.*s%*s] %zu/%zu images, %.1f MB, %.0f img/s%s", tty ? "\r" : "",
+	        split, fill, "##############################", width - fill, "", done, total, bytes / 1e6,
+	        dt > 0 ? done / dt : 0.0, final || !tty ? "\n" : "");
 }
 
 static int usage(FILE *f)
@@ -389,7 +392,8 @@ int dl_pack_main(int argc, char **argv)
 			for (size_t i = 0; i < b.n; i++) {
 				struct item *it = &items[i];
 				if (it->err[0]) {
-					fprintf(stderr, "\ndljob pack: skipping %s: %s\n", it->name, it->err);
+					fprintf(stderr, "%sdljob pack: skipping %s: %s\n", isatty(STDERR_FILENO) ? "\n" : "",
+					        it->name, it->err);
 					skipped++;
 					continue;
 				}
@@ -415,7 +419,7 @@ int dl_pack_main(int argc, char **argv)
 			}
 			for (size_t i = 0; i < b.n; i++)
 				free(items[i].data);
-			if (first + b.n < total && now_s() - last > 0.2) {
+			if (first + b.n < total && now_s() - last > (isatty(STDERR_FILENO) ? 0.2 : 10.0)) {
 				progress(split ? "val" : "train", first + b.n, total, w.total_bytes, t0, 0);
 				last = now_s();
 			}
