@@ -299,6 +299,26 @@ static int make_dirs(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+/* DIR/train-images-idx3-ubyte[.gz] and no DIR/train or shard index. */
+static int is_fashion_mnist_dir(const char *spec)
+{
+	char p[4200];
+	struct stat st;
+	if (strlen(spec) > 4000 || strchr(spec, ':') || stat(spec, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	snprintf(p, sizeof(p), "%s/train", spec);
+	if (access(p, F_OK) == 0)
+		return 0;
+	snprintf(p, sizeof(p), "%s/dljob-shards.idx", spec);
+	if (access(p, F_OK) == 0)
+		return 0;
+	snprintf(p, sizeof(p), "%s/train-images-idx3-ubyte.gz", spec);
+	if (access(p, F_OK) == 0)
+		return 1;
+	snprintf(p, sizeof(p), "%s/train-images-idx3-ubyte", spec);
+	return access(p, F_OK) == 0;
+}
+
 static int install_stop_handlers(char *err, size_t errlen)
 {
 	struct sigaction sa;
@@ -341,6 +361,13 @@ int dl_cli_train_main(int argc, char **argv)
 	if (!dl_backend_find(c->backend)) {
 		fprintf(stderr, "dljob: --backend: backend '%s' is not built into this dljob\n", c->backend);
 		goto out;
+	}
+	/* The plugin passes --dl-data as a plain directory: one that holds
+	 * Fashion-MNIST's IDX files (and no ImageFolder/shards) means that. */
+	char fm_spec[4200];
+	if (is_fashion_mnist_dir(c->data)) {
+		snprintf(fm_spec, sizeof(fm_spec), "fashion-mnist:%s", c->data);
+		c->data = fm_spec;
 	}
 	struct dl_data_options dopt = {
 		.image_size = c->image_size,

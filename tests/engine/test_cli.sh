@@ -74,5 +74,15 @@ if [ $rc -ne 0 ] || [ ! -s out/model.safetensors ]; then
 	echo "FAIL: valid run: rc=$rc"; cat stderr; fails=$((fails + 1))
 fi
 
+# A plain directory of Fashion-MNIST IDX files (what the plugin passes for
+# --dl-data=/usr/share/datasets/fashion-mnist) is read as fashion-mnist:DIR.
+fm=${DLJOB_FMNIST:-/usr/share/datasets/fashion-mnist}
+rm -rf out
+"$bin" --model resnet20 --data "$fm" --batch 16 --steps 1 --eval 0 --threads 1 --out out 2>stderr
+rc=$?
+if [ $rc -ne 0 ] || [ ! -s out/model.safetensors ]; then
+	echo "FAIL: --data $fm (plain directory): rc=$rc"; cat stderr; fails=$((fails + 1))
+fi
+
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 exit 0
