@@ -10,7 +10,7 @@ short):
   text.jpg        a text file named .jpg
   dir.jpg/        a directory named like an image
   huge.jpg        a valid JPEG whose SOF header claims 40000x40000 pixels
-  noperm.jpg      mode 000, read as user nobody (setpriv), since tests run as root
+  noperm.jpg      mode 000, read as user nobody (setpriv) when the tests run as root
 Each must be replaced, logged once with its path and reason, and counted by
 the loader; with a lower max_bad_fraction the loader must stop with a clear
 error.  Tree errors: missing train/, no classes, an empty class dir, val
@@ -82,13 +82,23 @@ def main():
         "huge.jpg": "absurd image dimensions 40000x40000",
         "noperm.jpg": "Permission denied",
     }
-    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    # root reads mode-000 files: drop to nobody then; a normal user cannot
+    # read them anyway
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+    # nobody may not be able to reach the build dir (e.g. under /root): run a
+    # copy of the helper from the temp dir (it is a self-contained binary; a
+    # libtool wrapper script would have to stay where it is)
+    dtool = tool("dataset_tool")
+    with open(dtool, "rb") as f:
+        if f.read(2) != b"#!":
+            dtool = shutil.copy(dtool, os.path.join(tmp, "dataset_tool"))
+            os.chmod(dtool, 0o755)
 
     # every sample once in index order: the bad ones report path + reason
     out = os.path.join(tmp, "out")
     os.mkdir(out)
     os.chmod(out, 0o777)
-    p = subprocess.run(as_nobody + [tool("dataset_tool"), "dump", root, "32", "train", os.path.join(out, "x.f32")],
+    p = subprocess.run(as_nobody + [dtool, "dump", root, "32", "train", os.path.join(out, "x.f32")],
                        capture_output=True, text=True)
     check(p.returncode == 0, f"train dump as nobody failed: {p.stderr}")
     bad = [l for l in p.stdout.splitlines() if l.startswith("bad ")]
@@ -98,7 +108,7 @@ def main():
         check(len(hit) == 1 and why in hit[0], f"{n}: want '{why}', got {hit}")
 
     # through the loader: replaced, logged once each, counted; 8 of 72 = 11%
-    p = subprocess.run(as_nobody + [tool("dataset_tool"), "epoch", root, "32", "train", "8", "3", "0.2"],
+    p = subprocess.run(as_nobody + [dtool, "epoch", root, "32", "train", "8", "3", "0.2"],
                        capture_output=True, text=True)
     check(p.returncode == 0, f"loader stopped below the limit: {p.stderr}")
     check(p.stdout.strip().startswith("samples 72 bad "), f"loader stats: {p.stdout}")
@@ -109,7 +119,7 @@ def main():
     for n in reasons:
         check(sum(f"/shirts/{n}: " in l for l in logs) == 1, f"{n} not logged exactly once")
     # above the limit: a clear error
-    p = subprocess.run(as_nobody + [tool("dataset_tool"), "epoch", root, "32", "train", "8", "2", "0.05"],
+    p = subprocess.run(as_nobody + [dtool, "epoch", root, "32", "train", "8", "2", "0.05"],
                        capture_output=True, text=True)
     check(p.returncode == 2, f"loader did not stop above the limit: {p.stdout} {p.stderr}")
     errs = [l for l in p.stderr.splitlines() if not l.startswith("dljob: data: bad sample replaced")]
