@@ -74,6 +74,22 @@ if [ $rc -ne 0 ] || [ ! -s out/model.safetensors ]; then
 	echo "FAIL: valid run: rc=$rc"; cat stderr; fails=$((fails + 1))
 fi
 
+# Resuming that checkpoint with another model or global batch is refused,
+# with one line, and leaves the run's files alone.
+cp out/metrics.jsonl metrics.before
+for bad in "--model resnet32 --batch 16|holds a resnet20, not a resnet32" \
+           "--model resnet20 --batch 8|global batch 16 and 90 epochs, this run has 8 and 90"; do
+	opts=${bad%%|*} pat=${bad#*|}
+	# shellcheck disable=SC2086
+	"$bin" $opts --backend ref --data $syn --steps 2 --eval 0 --threads 1 --out out --resume 2>stderr
+	rc=$?
+	if [ $rc -ne 1 ] || [ "$(wc -l <stderr)" -ne 1 ] || ! grep -q -e "$pat" stderr || ! cmp -s out/metrics.jsonl metrics.before; then
+		echo "FAIL: --resume with $opts: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
+	else
+		echo "ok: --resume with $opts -> $rc: $(cat stderr)"
+	fi
+done
+
 # A plain directory of Fashion-MNIST IDX files (what the plugin passes for
 # --dl-data=/usr/share/datasets/fashion-mnist) is read as fashion-mnist:DIR.
 fm=${DLJOB_FMNIST:-/usr/share/datasets/fashion-mnist}
