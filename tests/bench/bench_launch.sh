@@ -45,7 +45,7 @@ srun_n() { # tasks, then srun arguments
 	local n=$1 nodes=2
 	shift
 	[ "$n" -eq 1 ] && nodes=1
-	clean_env SLURM_CONF="$SLURM_CONF" OMPI_MCA_btl="$OMPI_MCA_btl" \
+	clean_env SLURM_CONF="$SLURM_CONF" \
 		srun --jobid="$JOB" -N"$nodes" -n"$n" "$@"
 }
 

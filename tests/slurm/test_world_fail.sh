@@ -9,7 +9,8 @@ set -u
 source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
 cluster_up 4
 
-clean_srun() { clean_env SLURM_CONF="$SLURM_CONF" OMPI_MCA_btl="$OMPI_MCA_btl" srun "$@"; }
+# clean_env keeps OMPI_MCA_* from world_lib.sh; SLURM_CONF must be passed.
+clean_srun() { clean_env SLURM_CONF="$SLURM_CONF" srun "$@"; }
 
 for mode in pmix none pmix-ring; do
 	mpi=${mode%-ring}

@@ -8,7 +8,8 @@ set -u
 source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
 cluster_up 4
 
-clean_srun() { clean_env SLURM_CONF="$SLURM_CONF" OMPI_MCA_btl="$OMPI_MCA_btl" srun "$@"; }
+# clean_env keeps OMPI_MCA_* from world_lib.sh; SLURM_CONF must be passed.
+clean_srun() { clean_env SLURM_CONF="$SLURM_CONF" srun "$@"; }
 
 clean_srun --jobid="$JOB" -N2 -n4 --mpi=pmix "$WC" --timeout 30 >"$WTMP/pmix4" 2>&1 ||
 	fail "srun -N2 -n4 --mpi=pmix: $(cat "$WTMP/pmix4")"
