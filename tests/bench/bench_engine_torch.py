@@ -32,7 +32,10 @@ def main():
     x = torch.randn(n, c, h, w).to(memory_format=torch.channels_last)
     y = torch.arange(n) % k
     times = []
+    cpu0 = 0.0
     for i in range(warmup + steps):
+        if i == warmup:
+            cpu0 = time.process_time()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = crit(m(x), y)
@@ -40,10 +43,12 @@ def main():
         opt.step()
         if i >= warmup:
             times.append(time.perf_counter() - t0)
+    cpu = time.process_time() - cpu0
     times.sort()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"torch {name} {n}x{c}x{h}x{w}: median {n / times[steps // 2]:.2f} img/s "
-          f"(min {n / times[-1]:.2f} max {n / times[0]:.2f}, {steps} steps) peak_rss_kib {rss}")
+          f"(min {n / times[-1]:.2f} max {n / times[0]:.2f}, {steps} steps) {n * steps / cpu:.2f} img/cpu-s "
+          f"peak_rss_kib {rss}")
 
 
 if __name__ == "__main__":
