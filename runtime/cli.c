@@ -338,7 +338,7 @@ int dl_cli_train_main(int argc, char **argv)
 	struct dl_cli *cli;
 	struct dl_dataset *ds = NULL;
 	struct dl_world world;
-	int world_open = 0;
+	int world_open = 0, created_out = 0;
 	char err[512];
 	int rv = DL_EXIT_ERROR;
 
@@ -397,6 +397,13 @@ int dl_cli_train_main(int argc, char **argv)
 		fprintf(stderr, "dljob: requeued job (SLURM_RESTART_COUNT=%s): resuming from %s\n", restarts, ckpt);
 		c->resume = "";
 	}
+	if (c->batch > 0 && ds->count[DL_SPLIT_TRAIN] < (size_t)c->batch) {
+		fprintf(stderr, "dljob: --batch %d is larger than the training split of --data %s (%zu samples)\n",
+		        c->batch, c->data, ds->count[DL_SPLIT_TRAIN]);
+		goto out;
+	}
+	struct stat st;
+	created_out = stat(c->out_dir, &st) < 0;
 	if (install_stop_handlers(err, sizeof(err)) < 0 || make_dirs(c->out_dir, err, sizeof(err)) < 0) {
 		fprintf(stderr, "dljob: %s\n", err);
 		goto out;
@@ -419,6 +426,10 @@ int dl_cli_train_main(int argc, char **argv)
 out:
 	if (world_open)
 		dl_world_close(&world);
+	/* A run that failed before writing anything (no GPU, a peer that never
+	 * came) leaves no empty directory behind; rmdir keeps a non-empty one. */
+	if (rv != DL_EXIT_OK && created_out)
+		rmdir(cli->cfg.out_dir);
 	if (ds)
 		dl_dataset_close(ds);
 	free(cli);

@@ -45,6 +45,7 @@ expect 2 "unexpected argument 'extra'"      --model resnet20 extra --data $syn
 expect 2 "warmup-epochs: 5 is longer than --epochs 1" --model resnet20 --epochs 1 --warmup-epochs 5 --data $syn
 expect 1 "/nonexistent/fmnist"              --model resnet20 --backend ref --data fashion-mnist:/nonexistent/fmnist
 expect 1 "/nonexistent/images"              --model resnet20 --backend ref --data /nonexistent/images
+expect 1 "\-\-batch 128 is larger than the training split" --model resnet20 --backend ref --data $syn --batch 128
 expect 1 "\-\-resume: cannot read /nonexistent.safetensors" --model resnet20 --backend ref --data $syn --resume=/nonexistent.safetensors
 expect 1 "\-\-resume: no checkpoint in out" --model resnet20 --backend ref --data $syn --resume
 
