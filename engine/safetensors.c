@@ -108,6 +108,8 @@ static int write_all(int fd, const void *buf, size_t n)
 	return 0;
 }
 
+static int metadata_check(const char *json, const char *path, char *err, size_t errlen);
+
 int dl_safetensors_write_ex(const char *path, struct dl_tensor_f32 *const *tensors, size_t n,
                             const struct dl_st_scalar *scalars, size_t n_scalars,
                             const char *metadata_json, char *err, size_t errlen)
@@ -117,6 +119,9 @@ int dl_safetensors_write_ex(const char *path, struct dl_tensor_f32 *const *tenso
 	char *tmp = NULL, *dircopy = NULL;
 	size_t off = 0;
 
+	// a malformed __metadata__ would make the whole file unreadable: refuse it
+	if (metadata_json && *metadata_json && metadata_check(metadata_json, path, err, errlen))
+		return -1;
 	sb_put(&h, "{", 1);
 	if (metadata_json && *metadata_json) {
 		sb_put(&h, "\"__metadata__\":", 15);
@@ -455,6 +460,24 @@ static int parse_metadata(struct parser *ps, struct dl_safetensors *st)
 		}
 		return expect(ps, '}');
 	}
+}
+
+/* 0 if json is one object of string values and nothing else. */
+static int metadata_check(const char *json, const char *path, char *err, size_t errlen)
+{
+	struct dl_safetensors tmp = {0};
+	struct parser ps = {.p = json, .end = json + strlen(json), .path = path, .err = err, .errlen = errlen};
+	int r = parse_metadata(&ps, &tmp);
+	ws(&ps);
+	if (r == 0 && ps.p != ps.end)
+		r = perr(&ps, "trailing text after the __metadata__ object");
+	for (size_t i = 0; i < tmp.n_meta; i++) {
+		free(tmp.meta_keys[i]);
+		free(tmp.meta_vals[i]);
+	}
+	free(tmp.meta_keys);
+	free(tmp.meta_vals);
+	return r;
 }
 
 static int parse_entry(struct parser *ps, struct dl_safetensors *st, char *name)

@@ -394,8 +394,65 @@ static void test_safetensors(const char *dir)
 	snprintf(path, sizeof(path), "%s/no/such/dir/x.safetensors", dir);
 	CHECK(dl_model_state_write(path, &g, NULL, 0, NULL, err, sizeof(err)) == -1 && strstr(err, "no/such"),
 	      "write into a missing dir: %s", err);
+	CHECK(dl_model_state_write(path, &g, NULL, 0, "{\"epoch\":3", err, sizeof(err)) == -1 && strstr(err, "header"),
+	      "malformed metadata accepted: %s", err);
 	dl_model_free(&g);
 	dl_model_free(&h);
+
+	// hand-made files: each must be refused with one line naming the file
+	static const struct {
+		const char *header;
+		size_t data_len;
+		const char *want;
+	} bad[] = {
+		{"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,16]}}", 8, "data_offsets"},
+		{"{\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,8]}}", 8, "data_offsets"},
+		{"{\"a\":{\"dtype\":\"Q7\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "dtype"},
+		{"{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "data_offsets"},
+		{"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8, "header"},
+		{"[1,2]", 0, "header"},
+	};
+	snprintf(path, sizeof(path), "%s/bad.safetensors", dir);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		FILE *bf = fopen(path, "wb");
+		if (!bf)
+			continue;
+		uint64_t hl = strlen(bad[i].header);
+		char zeros[16] = {0};
+		fwrite(&hl, 8, 1, bf);
+		fwrite(bad[i].header, 1, hl, bf);
+		fwrite(zeros, 1, bad[i].data_len, bf);
+		fclose(bf);
+		st = dl_safetensors_open(path, err, sizeof(err));
+		CHECK(st == NULL && strstr(err, path) && strstr(err, bad[i].want), "bad file %zu: %s", i,
+		      st ? "accepted" : err);
+		dl_safetensors_close(st);
+	}
+	// a valid hand-made one, with an F64 tensor loaded into float32
+	{
+		const char *hdr = "{\"__metadata__\":{\"k\":\"v\"},\"w\":{\"dtype\":\"F64\",\"shape\":[2],"
+		                  "\"data_offsets\":[0,16]}}";
+		FILE *bf = fopen(path, "wb");
+		double vals[2] = {1.5, -2.25};
+		uint64_t hl = strlen(hdr);
+		if (bf) {
+			fwrite(&hl, 8, 1, bf);
+			fwrite(hdr, 1, hl, bf);
+			fwrite(vals, 8, 2, bf);
+			fclose(bf);
+		}
+		st = dl_safetensors_open(path, err, sizeof(err));
+		CHECK(st != NULL, "valid hand-made file: %s", err);
+		if (st) {
+			float buf[2] = {0};
+			struct dl_tensor_f32 t = {.name = "w", .ndim = 1, .dims = {2}, .count = 2, .data = buf};
+			struct dl_tensor_f32 *tp = &t;
+			CHECK(dl_safetensors_load(st, &tp, 1, err, sizeof(err)) == 0 && buf[0] == 1.5f && buf[1] == -2.25f,
+			      "F64 load: %s", err);
+			dl_safetensors_close(st);
+		}
+	}
+	unlink(path);
 }
 
 int main(void)
