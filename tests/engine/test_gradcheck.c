@@ -34,7 +34,9 @@ static double loss_at(struct dl_backend *b, const double *x, const double *r, in
 	return l;
 }
 
-static int check_model(const char *model, int n, int c, int hw, int k, int picks_per_tensor)
+/* Check picks_per_tensor elements of every tensor_stride-th param tensor
+ * (plus the first and last), to keep the number of forwards small. */
+static int check_model(const char *model, int n, int c, int hw, int k, int picks_per_tensor, int tensor_stride)
 {
 	int rv = 1, checked = 0, bad = 0;
 	char err[256];
@@ -70,7 +72,11 @@ static int check_model(const char *model, int n, int c, int hw, int k, int picks
 	// keep the analytic grads: the FD forwards below do not touch them, but be safe
 	double worst = 0;
 	const char *worst_name = "";
+	int tensors = 0;
 	for (int i = 0; i < g.n_params; i++) {
+		if (i % tensor_stride != 0 && i != g.n_params - 1)
+			continue;
+		tensors++;
 		size_t cnt = g.params[i].count;
 		double *an = malloc(cnt * sizeof(double));
 		if (!an)
@@ -108,7 +114,7 @@ static int check_model(const char *model, int n, int c, int hw, int k, int picks
 		free(an);
 	}
 	printf("test_gradcheck: %s %dx%dx%dx%d, %d elements of %d tensors, worst rel err %.2e (%s)\n", model, n, c, hw,
-	       hw, checked, g.n_params, worst, worst_name);
+	       hw, checked, tensors, worst, worst_name);
 	fflush(stdout);
 	rv = bad ? 1 : 0;
 out:
@@ -122,7 +128,8 @@ out:
 
 int main(void)
 {
-	int bad = check_model("resnet20", 2, 2, 8, 5, 3);
-	bad |= check_model("resnet18", 4, 3, 32, 4, 1);
+	int bad = check_model("resnet20", 2, 2, 8, 5, 3, 1);
+	// stride 3 still covers conv, BN gamma and BN beta tensors all through the net
+	bad |= check_model("resnet18", 4, 3, 32, 4, 1, 3);
 	return bad ? 1 : 0;
 }
