@@ -45,7 +45,6 @@ struct dl_backend {
 	struct cpu_node *nodes;
 	int *param_used;
 	dnnl_memory_t in_user;   /* the caller's plain (N,C,H,W) image batch */
-	int in_direct;           /* the first layer reads plain NCHW: no reorder */
 	struct cpu_prim in_reorder;
 	int trained;
 	char err[256];
@@ -290,14 +289,12 @@ static struct dl_backend *cpu_create(struct dl_graph *g, int n, char *err, size_
 		if (cpu_md4(c, &plain, n, s->c, s->h, s->w, dnnl_nchw) < 0)
 			goto fail;
 		CHECK(b->in_user = cpu_mem(c, &plain, NULL), "%s", c->err);
-		b->in_direct = cpu_md_eq(&plain, &b->vmd[g->input]);
-		if (b->in_direct) {
-			b->val[g->input] = b->in_user;
-		} else {
-			CHECK(b->val[g->input] = cpu_mem(c, &b->vmd[g->input], NULL), "%s", c->err);
-			if (cpu_reorder_make(c, &b->in_reorder, &plain, &b->vmd[g->input]) < 0)
-				goto fail;
-		}
+		/* Always our own copy (a plain copy when the stem reads NCHW):
+		 * backward reads the image again, and the caller may reuse its
+		 * batch buffer once forward has returned. */
+		CHECK(b->val[g->input] = cpu_mem(c, &b->vmd[g->input], NULL), "%s", c->err);
+		if (cpu_reorder_make(c, &b->in_reorder, &plain, &b->vmd[g->input]) < 0)
+			goto fail;
 	}
 
 	/* Gradient sinks and diff buffers, walking backward order: a value's
@@ -353,7 +350,7 @@ static int cpu_forward(struct dl_backend *b, const float *x, int train)
 	int n = b->n;
 	if (cpu_set_handle(c, b->in_user, x) < 0)
 		goto fail;
-	if (!b->in_direct && cpu_reorder(c, &b->in_reorder, b->in_user, b->val[g->input]) < 0)
+	if (cpu_reorder(c, &b->in_reorder, b->in_user, b->val[g->input]) < 0)
 		goto fail;
 	for (int i = 0; i < g->n_nodes; i++) {
 		const struct dl_node *d = &g->nodes[i];

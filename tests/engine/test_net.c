@@ -274,6 +274,8 @@ int main(void)
 		}
 		snprintf(what, sizeof what, "step %d train logits", step);
 		check(what, cpu->logits(bc), ref->logits(br), N * K);
+		/* The caller may reuse its batch buffer once forward returned. */
+		test_fill(x, nx, -5, 5);
 		if (ref->backward(br, dl) < 0 || cpu->backward(bc, dl) < 0) {
 			printf("FAIL backward: ref: %s cpu: %s\n", ref->error(br), cpu->error(bc));
 			return 1;
