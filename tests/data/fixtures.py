@@ -61,6 +61,10 @@ def photo_variants(dst):
     # downscaling, which only pays for images >= 2x the output
     Image.open(f"{SKLEARN}/china.jpg").resize((2560, 1708), Image.BICUBIC).save(f"{dst}/china_big.jpg", quality=92)
     names.append("china_big.jpg")
+    # a valid JPEG followed by a 20 KB vendor trailer (as phones write)
+    with open(f"{dst}/flower_trailer.jpg", "wb") as out:
+        out.write(open(f"{SKLEARN}/flower.jpg", "rb").read() + b"TRAILER" * 3000)
+    names.append("flower_trailer.jpg")
     # 16-bit PNG
     run([CONVERT, f"{SKIMAGE}/coffee.png", "-depth", "16", f"{dst}/coffee16.png"])
     names.append("coffee16.png")
