@@ -93,6 +93,9 @@ struct dl_star {
 	int *fd;                 /* rank 0: fd[i] to rank i; others: fd[0] to rank 0 */
 	struct dl_inbox *in;     /* bytes read from fd[i], not yet consumed */
 	unsigned char *bye;      /* peer said BYE: its EOF is expected */
+	unsigned long *bye_seq;  /* ... after this many collectives */
+	unsigned long seq;       /* collectives this rank has entered */
+	int left;                /* this rank said BYE */
 	unsigned char *stuck;    /* rank 0: peer reported a timed-out wait */
 	char stuck_what[160];    /* rank 0: what the first report said */
 	double timeout_s;        /* the world's timeout, for the verdicts */
@@ -131,7 +134,11 @@ int dl_star_timeout(struct dl_star *st, const char *what, char *err, size_t errl
 /* This rank gives up: tell the others why (rank 0 tells all, the others tell
  * rank 0, which passes it on).  Best effort, bounded. */
 void dl_star_abort(struct dl_star *st, const char *why);
-/* Close: BYE to peers unless the job failed. */
+/* This rank is done (normally, or because it failed on its own): say BYE
+ * with the number of collectives it entered, so ranks still waiting in a
+ * later collective fail at once, naming it, instead of timing out. */
+void dl_star_leave(struct dl_star *st);
+/* Close: BYE to peers (unless said, or the job failed), close sockets. */
 void dl_star_close(struct dl_star *st);
 /* Local rank/size: the ranks whose node name is this rank's, in rank order. */
 void dl_star_local_ranks(const struct dl_star *st, int *lr, int *ls);

@@ -142,6 +142,7 @@ static int pmix_exchange(struct dl_world *w, const void *mine, size_t len, void 
 		memmove(all, mine, len);
 		return 0;
 	}
+	p->star.seq++;
 	return pmix_allgather(p, w->comm.size, mine, len, all, err, errlen);
 }
 
@@ -183,6 +184,7 @@ static int mpi_allreduce(struct dl_comm *c, void *buf, size_t n, MPI_Datatype dt
 			 char *err, size_t errlen)
 {
 	struct pmix_world *p = c->impl;
+	p->star.seq++;
 	if (p->failed) {
 		snprintf(err, errlen, "%s", p->why);
 		return -1;
@@ -221,6 +223,7 @@ static int pmix_barrier(struct dl_comm *c, char *err, size_t errlen)
 {
 	struct pmix_world *p = c->impl;
 	MPI_Request req;
+	p->star.seq++;
 	if (p->failed) {
 		snprintf(err, errlen, "%s", p->why);
 		return -1;
@@ -240,6 +243,9 @@ static void pmix_close(struct dl_world *w)
 	 * for a rank that died after the last collective. */
 	if (p->star.failed)
 		p->failed = 1;
+	/* BYE first: ranks still waiting in a collective this rank never
+	 * entered then fail at once instead of at their timeout. */
+	dl_star_leave(&p->star);
 	if (!p->failed && p->star.fd && dl_star_barrier(&p->star, p->timeout_s, e, sizeof(e)) < 0) {
 		fprintf(stderr, "dljob: leaving the job: %s\n", e);
 		dl_star_abort(&p->star, e);

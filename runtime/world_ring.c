@@ -157,6 +157,7 @@ static int ring_allreduce(struct dl_comm *c, void *vbuf, size_t n, size_t esize,
 	unsigned char *buf = vbuf;
 	int p = c->size, r = c->rank;
 
+	t->st->seq++;
 	if (failed(t, err, errlen))
 		return -1;
 	if (p == 1 || n == 0)
@@ -207,6 +208,7 @@ static int ring_allreduce_f64(struct dl_comm *c, double *buf, size_t n, char *er
 static int ring_barrier(struct dl_comm *c, char *err, size_t errlen)
 {
 	struct dl_ring *t = c->impl;
+	t->st->seq++;
 	if (failed(t, err, errlen))
 		return -1;
 	if (dl_star_barrier(t->st, t->timeout_s, err, errlen) < 0) {

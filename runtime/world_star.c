@@ -99,7 +99,7 @@ static void tell_all(struct dl_star *st, int skip)
 	char e[128];
 	double deadline = dl_now() + 1.0;
 	for (int i = 1; i < st->size; i++)
-		if (i != skip && st->fd[i] >= 0 && !st->bye[i])
+		if (i != skip && st->fd[i] >= 0) /* BYE'd ranks may wait in close */
 			(void)send_msg(st->fd[i], DL_MSG_DEAD, st->why, strlen(st->why), deadline,
 				       e, sizeof(e));
 }
@@ -137,7 +137,11 @@ static void scan(struct dl_star *st, int peer)
 
 	while ((n = inbox_msg_at(in, off, &h)) > 0) {
 		if (h.type == DL_MSG_BYE) {
+			char num[24];
+			snprintf(num, sizeof(num), "%.*s", (int)(h.len < 23 ? h.len : 23),
+				 (const char *)in->buf + off + sizeof(h));
 			st->bye[peer] = 1;
+			st->bye_seq[peer] = strtoul(num, NULL, 10);
 		} else if (h.type == DL_MSG_STUCK && st->rank == 0) {
 			st->stuck[peer] = 1;
 			if (!st->stuck_what[0])
@@ -214,12 +218,7 @@ int dl_star_pump(struct dl_star *st, int timeout_ms, char *err, size_t errlen)
 		pf[np].revents = 0;
 		who[np++] = i;
 	}
-	if (np == 0) {
-		if (timeout_ms > 0)
-			(void)poll(NULL, 0, timeout_ms);
-		return 0;
-	}
-	int r = poll(pf, (nfds_t)np, timeout_ms);
+	int r = poll(np ? pf : NULL, (nfds_t)np, timeout_ms);
 	if (r < 0 && errno != EINTR) {
 		snprintf(err, errlen, "poll: %s", strerror(errno));
 		return -1;
@@ -239,6 +238,22 @@ int dl_star_pump(struct dl_star *st, int timeout_ms, char *err, size_t errlen)
 		}
 		if (st->failed)
 			return fail(st, err, errlen);
+	}
+	/* A rank that left after fewer collectives than this rank has entered
+	 * is never coming (its BYE may have come while this rank was still in
+	 * an earlier collective, so look every time). */
+	for (int i = 0; i < st->size && !st->left; i++) {
+		if (!st->bye[i] || st->bye_seq[i] >= st->seq)
+			continue;
+		char name[96];
+		dl_star_name(st, i, name, sizeof(name));
+		snprintf(st->why, sizeof(st->why), "%s left the job after %lu collectives, "
+			 "while rank %d waits in collective %lu (it stopped early: see its own "
+			 "error)", name, st->bye_seq[i], st->rank, st->seq);
+		st->failed = 1;
+		if (st->rank == 0)
+			tell_all(st, -1);
+		return fail(st, err, errlen);
 	}
 	if (st->rank == 0 && st->stuck_what[0] && !st->diagnosing) {
 		/* Somebody's wait timed out: the job is over; find out who is
@@ -307,9 +322,16 @@ int dl_star_recv(struct dl_star *st, int peer, int type, void **p, size_t *len,
 		struct msg_hdr h;
 		size_t n;
 
+		/* A BYE (seen by scan already) may precede a leaving rank's last
+		 * messages, e.g. its close barrier. */
+		if ((n = inbox_msg_at(in, 0, &h)) > 0 && h.type == DL_MSG_BYE && type != DL_MSG_BYE) {
+			memmove(in->buf, in->buf + n, in->len - n);
+			in->len -= n;
+			continue;
+		}
 		/* What arrived before a failure is still delivered: the failure
 		 * is then reported by the call that really waits on it. */
-		if ((n = inbox_msg_at(in, 0, &h)) > 0 && (int)h.type == type) {
+		if (n > 0 && (int)h.type == type) {
 			*p = malloc(h.len ? h.len : 1);
 			if (!*p) {
 				snprintf(err, errlen, "out of memory for a %u-byte message", h.len);
@@ -340,7 +362,10 @@ int dl_star_recv(struct dl_star *st, int peer, int type, void **p, size_t *len,
 			snprintf(err, errlen, "%s has closed its connection", name);
 			return -1;
 		}
-		if (dl_star_pump(st, left > 0.2 ? 200 : (int)(left * 1000) + 1, err, errlen) < 0)
+		/* On failure, look at the inbox once more: what arrived first
+		 * is still delivered. */
+		if (dl_star_pump(st, left > 0.2 ? 200 : (int)(left * 1000) + 1, err, errlen) < 0 &&
+		    !st->failed)
 			return -1;
 	}
 }
@@ -353,9 +378,10 @@ static int setup(struct dl_star *st, int rank, int size, char *err, size_t errle
 	st->fd = malloc(sizeof(int) * (size_t)size);
 	st->in = calloc((size_t)size, sizeof(*st->in));
 	st->bye = calloc((size_t)size, 1);
+	st->bye_seq = calloc((size_t)size, sizeof(*st->bye_seq));
 	st->stuck = calloc((size_t)size, 1);
 	st->peer = calloc((size_t)size, sizeof(*st->peer));
-	if (!st->fd || !st->in || !st->bye || !st->stuck || !st->peer) {
+	if (!st->fd || !st->in || !st->bye || !st->bye_seq || !st->stuck || !st->peer) {
 		snprintf(err, errlen, "out of memory for a world of %d ranks", size);
 		return -1;
 	}
@@ -762,23 +788,32 @@ void dl_star_abort(struct dl_star *st, const char *why)
 	}
 }
 
+void dl_star_leave(struct dl_star *st)
+{
+	char e[128], num[24];
+	if (!st->fd || st->left || st->failed)
+		return;
+	st->left = 1;
+	snprintf(num, sizeof(num), "%lu", st->seq);
+	for (int i = 0; i < st->size; i++)
+		if (st->fd[i] >= 0)
+			(void)send_msg(st->fd[i], DL_MSG_BYE, num, strlen(num), dl_now() + 1.0, e, sizeof(e));
+}
+
 void dl_star_close(struct dl_star *st)
 {
-	char e[128];
 	if (!st->fd)
 		return;
-	for (int i = 0; i < st->size; i++) {
-		if (st->fd[i] < 0)
-			continue;
-		if (!st->failed)
-			(void)send_msg(st->fd[i], DL_MSG_BYE, NULL, 0, dl_now() + 1.0, e, sizeof(e));
-		close(st->fd[i]);
-	}
+	dl_star_leave(st);
+	for (int i = 0; i < st->size; i++)
+		if (st->fd[i] >= 0)
+			close(st->fd[i]);
 	for (int i = 0; i < st->size; i++)
 		free(st->in[i].buf);
 	free(st->fd);
 	free(st->in);
 	free(st->bye);
+	free(st->bye_seq);
 	free(st->stuck);
 	free(st->peer);
 	memset(st, 0, sizeof(*st));

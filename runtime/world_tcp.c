@@ -19,6 +19,7 @@ static int tcp_exchange(struct dl_world *w, const void *mine, size_t len, void *
 			char *err, size_t errlen)
 {
 	struct tcp_world *t = w->impl;
+	t->star.seq++;
 	if (t->star.failed) {
 		snprintf(err, errlen, "%s", t->star.why);
 		return -1;

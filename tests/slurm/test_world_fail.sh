@@ -29,6 +29,21 @@ for mode in pmix none pmix-ring; do
 		echo "$mode, rank $dead killed: the others stopped in $took s"
 	done
 done
+# A rank that stops early on its own (closes the world, exits 1, as dljob
+# does after a local error) under PMIx + MPI: the others stop at once.
+out=$WTMP/pmix.leave
+start=$SECONDS
+clean_srun --jobid="$JOB" -N2 -n4 --mpi=pmix "$WC" --timeout 20 --steps 3 \
+	--leave-at-step 1 --rank 2 >"$out" 2>&1 && fail "rank 2 left: srun exited 0: $(cat "$out")"
+took=$((SECONDS - start))
+[ $took -lt 10 ] || fail "rank 2 left: the others took $took s"
+for r in 0 1 3; do
+	grep -q "^world_check: rank $r: .*rank 2 (n2) left the job after" "$out" ||
+		fail "pmix: rank $r did not name rank 2 as gone: $(cat "$out")"
+done
+nodes_usable
+echo "--mpi=pmix, rank 2 left early: the others stopped in $took s"
+
 # A hung rank (alive, never answering): the others time out, name it, and
 # exit 1; srun -K then ends it too.
 for mpi in pmix none; do

@@ -47,6 +47,20 @@ for dead in 1 0; do
 	check_failed "$WTMP/die$dead" 3 "$dead"
 done
 
+# A rank that stops early on its own (closes the world and exits 1, as
+# dljob after a local error): the others stop at once, naming it.
+for gone in 2 0; do
+	start=$SECONDS
+	run_local 3 "$WTMP/leave$gone" --timeout 20 --steps 3 --leave-at-step 1 --rank $gone &&
+		fail "rank $gone left: all exited 0: $(cat "$WTMP/leave$gone")"
+	[ $((SECONDS - start)) -lt 10 ] || fail "rank $gone left: the others took $((SECONDS - start)) s"
+	for r in 0 1 2; do
+		[ $r = $gone ] && continue
+		grep -q "^world_check: rank $r: .*rank $gone (.*) left the job after" "$WTMP/leave$gone" ||
+			fail "rank $r did not name rank $gone as gone: $(cat "$WTMP/leave$gone")"
+	done
+done
+
 # A rank that hangs (sleeps in the middle of the collectives): the others
 # time out, and rank 0 names the one that never reported waiting (or, when
 # rank 0 hangs, the others name rank 0).
@@ -103,5 +117,5 @@ clean_env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "$WC" >"$WTMP/bad3" 2>&1 &&
 grep -q "MASTER_PORT is not" "$WTMP/bad3" || fail "bad message: $(cat "$WTMP/bad3")"
 clean_env DLJOB_WORLD=mpi "$WC" >"$WTMP/bad4" 2>&1 && fail "DLJOB_WORLD=mpi accepted"
 grep -q "DLJOB_WORLD='mpi'" "$WTMP/bad4" || fail "bad message: $(cat "$WTMP/bad4")"
-echo "PASS: single, 3 local TCP ranks, killed, hung and missing ranks, bad variables"
+echo "PASS: single, 3 local TCP ranks, killed, leaving, hung and missing ranks, bad variables"
 exit 0

@@ -9,6 +9,8 @@
  * others must fail with an error naming it, in bounded time.
  * --hang-at-step K --rank R: rank R stops taking part (sleeps for an hour)
  * at step K, so the others must time out and name it.
+ * --leave-at-step K --rank R: rank R closes the world and exits 1 at step K
+ * (as dljob does after a local error), so the others must stop at once.
  * --bench N: then time 5 allreduces of N floats (median, on rank 0).
  * Prints "world_check: ready ..." with the wall clock time at which the world
  * was up (for tests/bench/bench_launch.sh) and "world_check: rank N OK". */
@@ -48,7 +50,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: world_check [--timeout S] [--steps N] [--expect-method M]\n"
 		   "                   [--expect-size N] [--die-at-step K --rank R]\n"
-		   "                   [--hang-at-step K --rank R] [--bench N]\n");
+		   "                   [--hang-at-step K --rank R] [--leave-at-step K --rank R]\n"
+		   "                   [--bench N]\n");
 }
 
 static int check_idents(const struct ident *all, int size, int me, char *msg, size_t msglen)
@@ -94,6 +97,7 @@ int main(int argc, char **argv)
 		{ "steps", required_argument, NULL, 's' },
 		{ "die-at-step", required_argument, NULL, 'd' },
 		{ "hang-at-step", required_argument, NULL, 'g' },
+		{ "leave-at-step", required_argument, NULL, 'l' },
 		{ "rank", required_argument, NULL, 'r' },
 		{ "expect-method", required_argument, NULL, 'm' },
 		{ "expect-size", required_argument, NULL, 'n' },
@@ -104,7 +108,7 @@ int main(int argc, char **argv)
 	static const size_t sizes[] = { 1, 1000, 1000003 };
 	double timeout = 30, t0 = mono();
 	long bench_n = 0;
-	int steps = 2, die_step = -1, hang_step = -1, die_rank = -1, expect_size = 0, c, rv = 1, opened = 0;
+	int steps = 2, die_step = -1, hang_step = -1, leave_step = -1, die_rank = -1, expect_size = 0, c, rv = 1, opened = 0;
 	const char *expect_method = NULL;
 	struct dl_world w;
 	struct ident me, *all = NULL;
@@ -118,6 +122,7 @@ int main(int argc, char **argv)
 		case 's': steps = atoi(optarg); break;
 		case 'd': die_step = atoi(optarg); break;
 		case 'g': hang_step = atoi(optarg); break;
+		case 'l': leave_step = atoi(optarg); break;
 		case 'b': bench_n = atol(optarg); break;
 		case 'r': die_rank = atoi(optarg); break;
 		case 'm': expect_method = optarg; break;
@@ -201,6 +206,14 @@ int main(int argc, char **argv)
 		if (s == die_step && rank == die_rank) {
 			printf("world_check: rank %d dies at step %d\n", rank, s);
 			raise(SIGKILL);
+		}
+		if (s == leave_step && rank == die_rank) {
+			printf("world_check: rank %d leaves at step %d\n", rank, s);
+			dl_world_close(&w);
+			opened = 0;
+			snprintf(what, sizeof(what), "step %d", s);
+			snprintf(err, sizeof(err), "left on purpose (--leave-at-step)");
+			goto out;
 		}
 		if (s == hang_step && rank == die_rank) {
 			printf("world_check: rank %d hangs at step %d\n", rank, s);
@@ -316,7 +329,7 @@ int main(int argc, char **argv)
 	rv = 0;
 out:
 	if (rv != 0) {
-		fprintf(stderr, "world_check: rank %d: %s: %s\n", opened ? w.comm.rank : -1, what, err);
+		fprintf(stderr, "world_check: rank %d: %s: %s\n", opened ? w.comm.rank : die_rank, what, err);
 		if (opened) {
 			char why[1200];
 			snprintf(why, sizeof(why), "%s: %s", what, err);
