@@ -463,7 +463,13 @@ static int cpu_backward(struct dl_backend *b, const float *dlogits)
 				int v = d->in[j];
 				if (v == g->input)
 					continue;
-				rc = cpu_reorder(c, &cn->sink[j].copy, dy, sink_target(b, &cn->sink[j], v));
+				/* Same layout: a memcpy beats oneDNN's generic reorder. */
+				if (cn->sink[j].direct && cpu_md_eq(&b->vmd[v], &b->vmd[d->out]))
+					memcpy(cpu_handle(b->dval[v]), cpu_handle(dy),
+					       dnnl_memory_desc_get_size(&b->vmd[v]));
+				else
+					rc = cpu_reorder(c, &cn->sink[j].copy, dy,
+							 sink_target(b, &cn->sink[j], v));
 				if (rc == 0)
 					rc = sink_finish(b, &cn->sink[j], v);
 			}
