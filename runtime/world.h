@@ -3,7 +3,17 @@
  * --mpi=pmix), else Slurm's environment with a TCP rendezvous on
  * MASTER_ADDR/MASTER_PORT, else a plain single process.
  *
- * DLJOB_WORLD=single|pmix|tcp in the environment forces one method. */
+ * Environment: DLJOB_WORLD=single|pmix|tcp forces a method;
+ * DLJOB_COLLECTIVES=mpi|ring picks the PMIx world's collectives (default
+ * mpi: Open MPI; ring: the TCP ring of the TCP world, no MPI_Init);
+ * DLJOB_WORLD_VERBOSE=1 prints the PMIx start-up phases on stderr.
+ *
+ * Failures: every wait for peers is bounded by the timeout.  A rank that
+ * dies, hangs or leaves early is named ("rank 3 (n2) died or was killed",
+ * "... did not answer for 300 s", "... left the job after 12 collectives")
+ * on every other rank, in about a second for deaths and departures.  After
+ * any call returned -1 the world is broken: later collectives fail at once
+ * with the same message, and the caller should close it and exit non-zero. */
 #ifndef DLJOB_RUNTIME_WORLD_H
 #define DLJOB_RUNTIME_WORLD_H
 
@@ -25,6 +35,9 @@ struct dl_world {
  * Returns 0, or -1 with one line in err naming what is wrong (e.g. the rank
  * that never arrived). */
 int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen);
+/* Leave the job.  A rank that closes while others still wait in a
+ * collective makes them fail at once, naming it; with PMIx + MPI a healthy
+ * close waits (bounded) for every rank before MPI_Finalize. */
 void dl_world_close(struct dl_world *w);
 
 /* All-gather of a small blob (e.g. the NCCL unique id): every rank gives len
