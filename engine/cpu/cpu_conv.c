@@ -122,9 +122,9 @@ int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w
 		return -1;
 	if (!diff_src || !l->has_bwd_data)
 		return 0;
-	/* Forward loaded w into w_fwd already when the layouts agree; the
-	 * caller may have changed nothing since, but reload for safety when
-	 * bwd has its own layout. */
+	/* When bwd-data reads the forward weight layout, forward's reorder of
+	 * this step's weights is reused (weights do not change between a
+	 * step's forward and backward); otherwise reorder into bwd's layout. */
 	if (!l->w_bwd_same && load_weights(c, l, w, 1) < 0)
 		return -1;
 	if (l->w_bwd_same && l->w_fwd_plain && cpu_set_handle(c, l->w_plain, w) < 0)
