@@ -51,7 +51,7 @@ srun_n() { # tasks, then srun arguments
 
 declare -A R
 for n in 1 2 4; do
-	for i in $(seq 1 "$REPEATS"); do
+	for _ in $(seq 1 "$REPEATS"); do
 		t0=$(now)
 		srun_n "$n" --mpi=pmix --export=ALL,DLJOB_COLLECTIVES=ring "$WC" --steps 0 --timeout 60 \
 			>"$WTMP/w" 2>&1 || fail "world_check --mpi=pmix ring -n$n: $(cat "$WTMP/w")"
@@ -106,7 +106,7 @@ for mode in pmix-mpi pmix-ring tcp; do
 	for n in 2 4; do
 		case $mode in
 		pmix-mpi) args=(--mpi=pmix) ;;
-		pmix-ring) args=(--mpi=pmix --export=ALL,DLJOB_COLLECTIVES=ring) ;;
+		pmix-ring) args=(--mpi=pmix "--export=ALL,DLJOB_COLLECTIVES=ring") ;;
 		tcp) args=(--mpi=none) ;;
 		esac
 		srun_n "$n" "${args[@]}" "$WC" --steps 0 --timeout 60 --bench 11689512 >"$WTMP/b" 2>&1 ||

@@ -19,7 +19,7 @@ for mode in pmix none pmix-ring; do
 	for dead in 2 0; do
 		out=$WTMP/$mode.$dead
 		start=$SECONDS
-		clean_srun --jobid="$JOB" -N2 -n4 --mpi=$mpi --export=ALL,DLJOB_COLLECTIVES=$coll \
+		clean_srun --jobid="$JOB" -N2 -n4 --mpi="$mpi" --export=ALL,DLJOB_COLLECTIVES="$coll" \
 			"$WC" --timeout 20 --steps 4 --die-at-step 2 --rank $dead >"$out" 2>&1 &&
 			fail "$mode, rank $dead killed: srun exited 0: $(cat "$out")"
 		took=$((SECONDS - start))

@@ -2,6 +2,7 @@
 # Helpers for the world tests (tests/slurm/test_world_*.sh): sourced, not run.
 # Environment from make check: DLJOB_SRCDIR, DLJOB_BUILDDIR.
 
+# shellcheck disable=SC2034 # used by the scripts that source this
 WC=${DLJOB_BUILDDIR:?}/tests/slurm/world_check
 WTMP=$(mktemp -d /tmp/dljob-world.XXXXXX) || exit 1
 # Open MPI's shared-memory transport crashes across the two slurmd "nodes"
@@ -95,8 +96,8 @@ nodes_usable() {
 # drained), up to 30 s.
 nodes_idle() {
 	scancel "$JOB" 2>/dev/null
-	local i st
-	for i in $(seq 1 60); do
+	local st
+	for _ in $(seq 1 60); do
 		st=$(sinfo -h -N -o '%N %T' | sort | tr '\n' ' ')
 		[ "$st" = "n1 idle n2 idle " ] && return 0
 		case $st in *drain*|*down*) fail "a node is not usable after the test: $st" ;; esac
