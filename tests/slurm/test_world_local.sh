@@ -16,9 +16,10 @@ run_local() {
 	port=$(free_port) || fail "no free port"
 	: >"$out"
 	for r in $(seq 0 $((n - 1))); do
-		clean_env RANK="$r" WORLD_SIZE="$n" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+		"${CLEAN_ENV[@]}" RANK="$r" WORLD_SIZE="$n" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
 			"$WC" "$@" >>"$out" 2>&1 &
 		pids+=($!)
+		BG_PIDS+=($!)
 	done
 	for r in "${pids[@]}"; do
 		wait "$r" || rc=$?
@@ -70,9 +71,10 @@ for hung in 1 0; do
 	: >"$out"
 	pids=()
 	for r in 0 1 2; do
-		clean_env RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+		"${CLEAN_ENV[@]}" RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
 			"$WC" --timeout 3 --steps 3 --hang-at-step 1 --rank $hung >>"$out" 2>&1 &
 		pids+=($!)
+		BG_PIDS+=($!)
 	done
 	start=$SECONDS
 	for r in 0 1 2; do
@@ -95,9 +97,10 @@ port=$(free_port) || fail "no free port"
 start=$SECONDS
 pids=()
 for r in 0 1; do
-	clean_env RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+	"${CLEAN_ENV[@]}" RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
 		"$WC" --timeout 3 >>"$WTMP/missing" 2>&1 &
 	pids+=($!)
+	BG_PIDS+=($!)
 done
 for p in "${pids[@]}"; do
 	wait "$p" && fail "a rank passed with rank 2 missing: $(cat "$WTMP/missing")"

@@ -10,25 +10,35 @@ WTMP=$(mktemp -d /tmp/dljob-world.XXXXXX) || exit 1
 # (the "nodes" are 127.0.0.1; connecting to this VM's own eth0 address fails
 # now and then and Open MPI then crashes).  Test-only settings.
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo
-trap 'rm -rf "$WTMP"' EXIT
+# Processes started in the background, killed at exit (a hung rank sleeps
+# for an hour otherwise).
+BG_PIDS=()
+world_cleanup() {
+	local p
+	for p in "${BG_PIDS[@]}"; do
+		kill -9 "$p" 2>/dev/null
+	done
+	rm -rf "$WTMP"
+}
+trap world_cleanup EXIT
 
 fail() {
 	echo "FAIL: $*" >&2
 	exit 1
 }
 
-# Run a command with every job-describing variable removed, so a test never
-# inherits a world from the shell that runs make check.
-clean_env() {
-	local unset=() v
-	for v in $(compgen -e); do
-		case $v in
-		SLURM_*|PMIX_*|PMI_*|OMPI_COMM_*|RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|DLJOB_WORLD)
-			unset+=(-u "$v") ;;
-		esac
-	done
-	env "${unset[@]}" "$@"
-}
+# env with every job-describing variable removed, so a test never inherits
+# a world from the shell that runs make check: "${CLEAN_ENV[@]}" VAR=x cmd
+# (an external command, so "... &" gives the pid of cmd itself).
+CLEAN_ENV=(env)
+for _v in $(compgen -e); do
+	case $_v in
+	SLURM_*|PMIX_*|PMI_*|OMPI_COMM_*|RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|DLJOB_WORLD|DLJOB_COLLECTIVES)
+		CLEAN_ENV+=(-u "$_v") ;;
+	esac
+done
+unset _v
+clean_env() { "${CLEAN_ENV[@]}" "$@"; }
 
 # A free TCP port on this machine.
 free_port() {
@@ -79,7 +89,7 @@ cluster_up() {
 	# shellcheck source=/dev/null
 	source "$DLJOB_SRCDIR/tests/cluster/cluster.sh" || fail "cannot source cluster.sh"
 	cluster_start || fail "cannot start the test cluster"
-	trap 'cluster_stop; rm -rf "$WTMP"' EXIT
+	trap 'world_cleanup; cluster_stop' EXIT
 	JOB=$(salloc -N2 -n"$tasks" --no-shell 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')
 	[ -n "$JOB" ] || fail "salloc gave no allocation"
 }
