@@ -7,8 +7,8 @@
  *   - allreduce of random floats gives the same bits on every rank.
  * --die-at-step K --rank R: rank R kills itself (SIGKILL) at step K, so the
  * others must fail with an error naming it, in bounded time.
- * --hang-at-step K --rank R: rank R stops taking part (sleeps for an hour)
- * at step K, so the others must time out and name it.
+ * --hang-at-step K --rank R: rank R stops taking part (sleeps for 10 x the
+ * timeout, then exits 3) at step K, so the others must time out and name it.
  * --leave-at-step K --rank R: rank R closes the world and exits 1 at step K
  * (as dljob does after a local error), so the others must stop at once.
  * --bench N: then time 5 allreduces of N floats (median, on rank 0).
@@ -217,9 +217,12 @@ int main(int argc, char **argv)
 		}
 		if (s == hang_step && rank == die_rank) {
 			printf("world_check: rank %d hangs at step %d\n", rank, s);
-			struct timespec hour = { 3600, 0 };
-			while (nanosleep(&hour, &hour) != 0)
+			/* Long enough for the others to time out, short enough that
+			 * a leftover ends by itself. */
+			struct timespec left = { (time_t)(10 * timeout) + 30, 0 };
+			while (nanosleep(&left, &left) != 0)
 				;
+			_exit(3);
 		}
 		for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 			size_t n = sizes[k];
