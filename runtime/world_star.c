@@ -582,7 +582,13 @@ int dl_star_open(struct dl_star *st, int rank, int size, int lfd, const char *ho
 	}
 	/* Rank 0 answers once everybody has arrived, so this waits as long as
 	 * rank 0 does, plus a little for its answer to travel. */
-	if (dl_star_recv(st, 0, DL_MSG_TABLE, &p, &len, deadline + 2.0, e, sizeof(e)) < 0) {
+	int rc = dl_star_recv(st, 0, DL_MSG_TABLE, &p, &len, deadline + 2.0, e, sizeof(e));
+	if (rc == -2) {
+		snprintf(err, errlen, "rendezvous at %s:%d: no answer from rank 0 (did it start, and "
+			 "is that port free of other programs?)", host, port);
+		goto out;
+	}
+	if (rc < 0) {
 		snprintf(err, errlen, "rendezvous at %s:%d: %s", host, port, e);
 		goto out;
 	}
