@@ -81,6 +81,11 @@ int dl_loader_start_epoch(struct dl_loader *l, int epoch, size_t skip, char *err
  * are real (the last eval batch may be short; the rest is zero-filled).
  * Returns 1 with a batch, 0 at the end of the epoch, -1 on error. */
 int dl_loader_next(struct dl_loader *l, float *x, int *y, int *n, char *err, size_t errlen);
+/* (Added) dl_loader_next without the copy: *x (batch,C,H,W) and *y point
+ * into the loader's ring and stay valid until the next dl_loader_next(_ref),
+ * dl_loader_start_epoch or dl_loader_destroy.  While a batch is held, the
+ * workers run prefetch-1 batches ahead, so use prefetch >= 2. */
+int dl_loader_next_ref(struct dl_loader *l, const float **x, const int **y, int *n, char *err, size_t errlen);
 void dl_loader_get_stats(const struct dl_loader *l, struct dl_loader_stats *s);
 void dl_loader_destroy(struct dl_loader *l);
 

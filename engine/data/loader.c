@@ -56,6 +56,8 @@ struct dl_loader {
 	unsigned gen;           // bumped per epoch so stale work is dropped
 	int active;             // workers loading right now
 	int running, stop, failed;
+	int held;      // the consumer holds slot cur_batch (dl_loader_next_ref)
+	size_t held_n; // its sample count
 	char fail_msg[1024];
 
 	uint8_t *bad_seen; // (n) 1 once index i failed; logged once
@@ -88,6 +90,18 @@ static void fail_locked(struct dl_loader *l, const char *msg)
 		snprintf(l->fail_msg, sizeof l->fail_msg, "%s", msg);
 	}
 	pthread_cond_broadcast(&l->done_cv);
+}
+
+/* Give the held slot (dl_loader_next_ref) back to the workers. Locked. */
+static void release_locked(struct dl_loader *l)
+{
+	if (!l->held)
+		return;
+	l->held = 0;
+	l->slots[l->cur_batch % (size_t)l->o.prefetch].filled = 0;
+	l->cur_batch++;
+	l->samples += l->held_n;
+	pthread_cond_broadcast(&l->work_cv);
 }
 
 /* Record that dataset index idx failed with err; returns 0 to carry on with
@@ -265,6 +279,7 @@ int dl_loader_start_epoch(struct dl_loader *l, int epoch, size_t skip, char *err
 
 	pthread_mutex_lock(&l->mu);
 	/* Stop handing out work of the old epoch and let in-flight samples land. */
+	release_locked(l);
 	l->running = 0;
 	l->gen++;
 	while (l->active > 0)
@@ -302,24 +317,25 @@ out:
 	return rv;
 }
 
-int dl_loader_next(struct dl_loader *l, float *x, int *y, int *n, char *err, size_t errlen)
+/* Wait for the next batch: 1 with its slot and size, 0 at the end of the
+ * epoch, -1 on error.  The slot is the caller's until it is released:
+ * workers only claim batches below cur_batch + prefetch. */
+static int acquire(struct dl_loader *l, struct slot **sp, size_t *wantp, char *err, size_t errlen)
 {
-	size_t b, want;
-	struct slot *s;
-
 	pthread_mutex_lock(&l->mu);
+	release_locked(l);
 	if (!l->running) {
 		pthread_mutex_unlock(&l->mu);
 		dl_errf(err, errlen, "loader: dl_loader_next before dl_loader_start_epoch");
 		return -1;
 	}
-	b = l->cur_batch;
+	size_t b = l->cur_batch;
 	if (b >= l->steps) {
 		pthread_mutex_unlock(&l->mu);
 		return 0;
 	}
-	want = batch_fill(l, b);
-	s = &l->slots[b % (size_t)l->o.prefetch];
+	size_t want = batch_fill(l, b);
+	struct slot *s = &l->slots[b % (size_t)l->o.prefetch];
 	if ((size_t)s->filled < want && !l->failed) {
 		double t0 = now_s();
 		while ((size_t)s->filled < want && !l->failed)
@@ -332,9 +348,19 @@ int dl_loader_next(struct dl_loader *l, float *x, int *y, int *n, char *err, siz
 		return -1;
 	}
 	pthread_mutex_unlock(&l->mu);
+	*sp = s;
+	*wantp = want;
+	return 1;
+}
 
-	/* The slot is ours until cur_batch moves on: workers only claim
-	 * batches below cur_batch + prefetch. */
+int dl_loader_next(struct dl_loader *l, float *x, int *y, int *n, char *err, size_t errlen)
+{
+	struct slot *s;
+	size_t want;
+	int rc = acquire(l, &s, &want, err, errlen);
+
+	if (rc != 1)
+		return rc;
 	memcpy(x, s->x, want * l->sample_floats * sizeof(float));
 	memcpy(y, s->y, want * sizeof(int));
 	if (want < (size_t)l->o.batch) {
@@ -342,12 +368,32 @@ int dl_loader_next(struct dl_loader *l, float *x, int *y, int *n, char *err, siz
 		memset(y + want, 0, ((size_t)l->o.batch - want) * sizeof(int));
 	}
 	*n = (int)want;
-
 	pthread_mutex_lock(&l->mu);
-	s->filled = 0;
-	l->cur_batch++;
-	l->samples += want;
-	pthread_cond_broadcast(&l->work_cv);
+	l->held = 1;
+	l->held_n = want;
+	release_locked(l);
+	pthread_mutex_unlock(&l->mu);
+	return 1;
+}
+
+int dl_loader_next_ref(struct dl_loader *l, const float **x, const int **y, int *n, char *err, size_t errlen)
+{
+	struct slot *s;
+	size_t want;
+	int rc = acquire(l, &s, &want, err, errlen);
+
+	if (rc != 1)
+		return rc;
+	if (want < (size_t)l->o.batch) {
+		memset(s->x + want * l->sample_floats, 0, ((size_t)l->o.batch - want) * l->sample_floats * sizeof(float));
+		memset(s->y + want, 0, ((size_t)l->o.batch - want) * sizeof(int));
+	}
+	*x = s->x;
+	*y = s->y;
+	*n = (int)want;
+	pthread_mutex_lock(&l->mu);
+	l->held = 1; // released by the next call
+	l->held_n = want;
 	pthread_mutex_unlock(&l->mu);
 	return 1;
 }

@@ -8,7 +8,8 @@
 # from packed shards, against torchvision + PIL on the same files in the
 # same run; 1 worker (per core) and all cores.
 # Reports wall img/s and img per CPU-second: on a shared machine the latter
-# is the honest per-core figure.
+# is the honest per-core figure.  "no loader" is dl_image_sample in a loop;
+# "next_ref" takes batches in place instead of copying them out.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-${DLJOB_BUILDDIR:-$PWD}}
@@ -28,8 +29,10 @@ echo "# $n JPEGs, $(du -sh "$tmp/folder/train" | cut -f1), ${secs}s per run, $co
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-34s %10s %12s\n' "pipeline" "img/s" "img/cpu-s"
 row() { printf '%-34s %10s %12s\n' "$1" "$(echo "$2" | awk '{print $2}')" "$(echo "$2" | awk '{print $4}')"; }
+row "dljob decode+transform, no loader" "$("$tool" transform 224 "$secs" $(ls "$tmp"/folder/train/*/* | head -200))"
 row "dljob folder, 1 worker" "$("$tool" bench "$tmp/folder" 224 1 32 "$secs")"
 row "dljob shards, 1 worker" "$("$tool" bench "$tmp/shards" 224 1 32 "$secs")"
+row "dljob shards, 1 worker, next_ref" "$("$tool" bench "$tmp/shards" 224 1 32 "$secs" ref)"
 row "torchvision+PIL, 1 process" "$("$py" "$here/bench_data_torch.py" "$tmp/folder" "$secs" 0)"
 row "dljob folder, $cores workers" "$("$tool" bench "$tmp/folder" 224 "$cores" 32 "$secs")"
 row "dljob shards, $cores workers" "$("$tool" bench "$tmp/shards" 224 "$cores" 32 "$secs")"

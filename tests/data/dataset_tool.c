@@ -5,8 +5,12 @@
  *   dataset_tool epoch SPEC SIZE train|eval BATCH THREADS MAX_BAD
  *       runs epoch 0 through the loader, prints "samples S bad B sum H" (H: a
  *       hash of every batch).
- *   dataset_tool bench SPEC SIZE THREADS BATCH SECONDS
- *       train-split throughput through the loader: prints "img/s R img/cpu-s C".
+ *   dataset_tool bench SPEC SIZE THREADS BATCH SECONDS [ref]
+ *       train-split throughput through the loader (ref: dl_loader_next_ref,
+ *       no copy): prints "img/s R img/cpu-s C".
+ *   dataset_tool transform SIZE SECONDS FILE...
+ *       decode + train transform of the files (read once) in a loop on this
+ *       thread, no loader: prints "img/s R img/cpu-s C".
  *   dataset_tool plan FILE SIZE SEED
  *       prints the train crop torchvision-style: "top left height width flip".
  * Errors: the one-line message on stderr, exit 2. */
@@ -115,8 +119,9 @@ static double now_s(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int bench(char **argv)
+static int bench(int argc, char **argv)
 {
+	int ref = argc > 7 && strcmp(argv[7], "ref") == 0;
 	struct dl_data_options opt = {.image_size = atoi(argv[3]), .max_bad_fraction = 0.5};
 	struct dl_dataset *ds;
 	struct dl_loader_options lo = {.batch = atoi(argv[5]), .threads = atoi(argv[4]), .prefetch = 4, .seed = 1,
@@ -146,7 +151,11 @@ static int bench(char **argv)
 			fprintf(stderr, "%s\n", err);
 			return 2;
 		}
-		while ((t = now_s()) - t0 < secs && (rc = dl_loader_next(l, x, y, &n, err, sizeof err)) == 1)
+		const float *rx;
+		const int *ry;
+		while ((t = now_s()) - t0 < secs &&
+		       (rc = ref ? dl_loader_next_ref(l, &rx, &ry, &n, err, sizeof err) :
+		                   dl_loader_next(l, x, y, &n, err, sizeof err)) == 1)
 			done += n;
 		if (rc < 0) {
 			fprintf(stderr, "%s\n", err);
@@ -162,6 +171,48 @@ static int bench(char **argv)
 	free(x);
 	free(y);
 	return 0;
+}
+
+static int transform(int argc, char **argv)
+{
+	int size = atoi(argv[2]), nf = argc - 4;
+	double secs = atof(argv[3]);
+	uint8_t **bufs = calloc((size_t)nf, sizeof *bufs);
+	size_t *lens = calloc((size_t)nf, sizeof *lens);
+	float *chw = malloc(sizeof(float) * 3 * (size_t)size * (size_t)size);
+	char err[1024];
+	long done = 0;
+	int rc = 2;
+
+	if (!bufs || !lens || !chw)
+		goto out;
+	for (int i = 0; i < nf; i++)
+		if (dl_read_file(argv[4 + i], 1u << 30, &bufs[i], &lens[i], err, sizeof err) != 0) {
+			fprintf(stderr, "%s\n", err);
+			goto out;
+		}
+	struct timespec cts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cts);
+	double c0 = (double)cts.tv_sec + 1e-9 * (double)cts.tv_nsec, t0 = now_s(), t;
+	while ((t = now_s()) - t0 < secs) {
+		int i = (int)(done % nf);
+		if (dl_image_sample(bufs[i], lens[i], argv[4 + i], size, 1, (uint64_t)done, chw, err, sizeof err) != 0) {
+			fprintf(stderr, "%s\n", err);
+			goto out;
+		}
+		done++;
+	}
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cts);
+	printf("img/s %.1f img/cpu-s %.1f\n", done / (t - t0),
+	       done / ((double)cts.tv_sec + 1e-9 * (double)cts.tv_nsec - c0));
+	rc = 0;
+out:
+	for (int i = 0; bufs && i < nf; i++)
+		free(bufs[i]);
+	free(bufs);
+	free(lens);
+	free(chw);
+	return rc;
 }
 
 static int plan(char **argv)
@@ -200,8 +251,10 @@ int main(int argc, char **argv)
 		return dump(argc, argv);
 	if (argc == 8 && strcmp(argv[1], "epoch") == 0)
 		return epoch(argv);
-	if (argc == 7 && strcmp(argv[1], "bench") == 0)
-		return bench(argv);
+	if ((argc == 7 || argc == 8) && strcmp(argv[1], "bench") == 0)
+		return bench(argc, argv);
+	if (argc >= 5 && strcmp(argv[1], "transform") == 0)
+		return transform(argc, argv);
 	if (argc == 5 && strcmp(argv[1], "plan") == 0)
 		return plan(argv);
 	fprintf(stderr, "usage: dataset_tool dump|epoch|plan ... (see the source)\n");

@@ -2,7 +2,8 @@
  * sharding is disjoint and complete for 1..4 ranks (train and eval), batches
  * are the same with 1 and 3 worker threads, skip resumes mid-epoch, epochs
  * differ, unusable samples are replaced by the next index, logged, counted,
- * and too many of them stop the loader with a clear error.  Also checks the
+ * and too many of them stop the loader with a clear error; dl_loader_next_ref
+ * gives what dl_loader_next gives, without the copy.  Also checks the
  * synthetic dataset is deterministic and its spec is parsed. */
 #include "config.h"
 #include <stdlib.h>
@@ -240,6 +241,54 @@ static void test_bad_samples(void)
 	dl_loader_destroy(l);
 }
 
+/* dl_loader_next_ref hands out the ring's batches in place: the same data
+ * as dl_loader_next, zeroed tail in a short batch, and a restart while a
+ * batch is held works. */
+static void test_next_ref(void)
+{
+	struct dl_dataset ds;
+	struct fake f = {0};
+	char err[512];
+	float x[5 * SF];
+	int y[5], n, rc;
+	const float *rx;
+	const int *ry;
+
+	fake_init(&ds, &f, 50, 23);
+	for (int split = 0; split < 2; split++) {
+		struct dl_loader_options o = {.batch = 5, .threads = 2, .seed = 3, .world = 1,
+		                              .shuffle = !split, .drop_last = !split};
+		struct dl_loader *a = dl_loader_create(&ds, (enum dl_split)split, &o, err, sizeof err);
+		struct dl_loader *b = dl_loader_create(&ds, (enum dl_split)split, &o, err, sizeof err);
+		CHECK(a && b, "%s", err);
+		if (!a || !b)
+			return;
+		CHECK(dl_loader_start_epoch(a, 1, 0, err, sizeof err) == 0, "%s", err);
+		CHECK(dl_loader_start_epoch(b, 1, 0, err, sizeof err) == 0, "%s", err);
+		/* restart b while it holds a batch */
+		CHECK(dl_loader_next_ref(b, &rx, &ry, &n, err, sizeof err) == 1, "%s", err);
+		CHECK(dl_loader_next_ref(b, &rx, &ry, &n, err, sizeof err) == 1, "%s", err);
+		CHECK(dl_loader_start_epoch(b, 1, 0, err, sizeof err) == 0, "restart while held: %s", err);
+		int batches = 0;
+		while ((rc = dl_loader_next(a, x, y, &n, err, sizeof err)) == 1) {
+			int m;
+			CHECK(dl_loader_next_ref(b, &rx, &ry, &m, err, sizeof err) == 1, "ref ended early: %s", err);
+			CHECK(m == n && memcmp(rx, x, sizeof x) == 0 && memcmp(ry, y, sizeof y) == 0,
+			      "split %d batch %d: next_ref differs from next", split, batches);
+			batches++;
+		}
+		CHECK(rc == 0 && dl_loader_next_ref(b, &rx, &ry, &n, err, sizeof err) == 0, "ref did not end with next");
+		CHECK(batches == (split ? 5 : 10), "split %d: %d batches", split, batches);
+		struct dl_loader_stats sa, sb;
+		dl_loader_get_stats(a, &sa);
+		dl_loader_get_stats(b, &sb);
+		CHECK(sa.samples == (split ? 23u : 50u) && sb.samples == sa.samples + 10,
+		      "samples %llu / %llu", (unsigned long long)sa.samples, (unsigned long long)sb.samples);
+		dl_loader_destroy(a);
+		dl_loader_destroy(b);
+	}
+}
+
 static void test_synthetic(void)
 {
 	struct dl_dataset *ds;
@@ -279,6 +328,7 @@ int main(void)
 	test_sharding();
 	test_determinism();
 	test_bad_samples();
+	test_next_ref();
 	test_synthetic();
 	if (check_failures)
 		fprintf(stderr, "test_loader: %d checks failed\n", check_failures);
