@@ -111,7 +111,7 @@ void dl_cli_usage(FILE *f)
 	"\n"
 	"Model and data:\n"
 	"  --model NAME           resnet18|34|50|101|152, resnet20|32|56 (required)\n"
-	"  --data SPEC            fashion-mnist:DIR, synthetic[:C,H,W,K[,N]] or DIR\n"
+	"  --data SPEC            fashion-mnist[+aug]:DIR, synthetic[:C,H,W,K[,N]] or DIR\n"
 	"                         (default " DL_DEFAULT_DATA ")\n"
 	"  --synthetic            same as --data synthetic\n"
 	"  --image-size N         input side for JPEG data (default: 224; 0: native)\n"
