@@ -20,6 +20,9 @@
 
 #include "engine/backend.h"
 #include "engine/checkpoint.h"
+#ifdef DLJOB_HAVE_CUDA
+#include "engine/cuda/cuda_backend.h"
+#endif
 #include "engine/data/dataset.h"
 #include "engine/loss.h"
 #include "engine/metrics.h"
@@ -32,7 +35,7 @@
 void dl_train_config_defaults(struct dl_train_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->backend = "cpu";
+	c->backend = "auto"; /* cuda with a visible GPU, else cpu (resolve_backend) */
 	c->epochs = 90;
 	c->batch = 128;
 	c->lr = 0.1;
@@ -68,6 +71,7 @@ struct run {
 	int own_ds;
 	struct dl_graph g;
 	int have_graph;
+	const char *backend;  /* resolved name ("auto" -> "cuda" or "cpu") */
 	const struct dl_backend_ops *ops;
 	struct dl_backend *be;
 	struct dl_optim *opt;
@@ -156,6 +160,19 @@ static int export_weights(struct run *r, char *err, size_t errlen)
 	snprintf(meta, sizeof(meta), "{\"format\":\"pt\",\"model\":\"%s\",\"num_classes\":\"%d\",\"step\":\"%ld\"}",
 	         r->g.model, r->g.num_classes, r->pos.step);
 	return dl_model_state_write(path, &r->g, NULL, 0, meta, err, errlen);
+}
+
+/* "auto": the plugin runs the same command line on GPU and CPU nodes, so
+ * use the GPU wherever this dljob was built for one and one is visible. */
+static const char *resolve_backend(const char *name)
+{
+	if (strcmp(name, "auto") != 0)
+		return name;
+#ifdef DLJOB_HAVE_CUDA
+	if (dl_backend_find("cuda") && dl_cuda_device_count() > 0)
+		return "cuda";
+#endif
+	return "cpu";
 }
 
 static int setup(struct run *r, char *err, size_t errlen)
@@ -263,9 +280,10 @@ static int setup(struct run *r, char *err, size_t errlen)
 	}
 
 	r->be = NULL;
-	r->ops = dl_backend_find(c->backend);
+	r->backend = resolve_backend(c->backend);
+	r->ops = dl_backend_find(r->backend);
 	if (!r->ops) {
-		snprintf(err, errlen, "backend '%s' is not built in", c->backend);
+		snprintf(err, errlen, "backend '%s' is not built in", r->backend);
 		return -1;
 	}
 	r->be = r->ops->create(&r->g, c->batch, err, errlen);
@@ -291,7 +309,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 		if (dl_metrics_open(&r->metrics, path, !c->resume, err, errlen) < 0)
 			return -1;
 		fprintf(stderr, "dljob: %s, %zu weights, %s backend, %d rank%s x batch %d, %ld steps/epoch, "
-		        "%d epoch%s, peak lr %g\n", c->model, r->n_weights, c->backend, r->comm->size,
+		        "%d epoch%s, peak lr %g\n", c->model, r->n_weights, r->backend, r->comm->size,
 		        r->comm->size == 1 ? "" : "s", c->batch, r->steps_per_epoch, c->epochs,
 		        c->epochs == 1 ? "" : "s", c->lr * r->pos.global_batch / 256.0);
 	}

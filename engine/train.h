@@ -17,7 +17,7 @@ struct dl_train_config {
 	const char *data;         /* dataset spec for dl_dataset_open() */
 	struct dl_dataset *dataset; /* already opened by the caller (kept by it), or NULL: open `data` */
 	const char *out_dir;      /* must exist; metrics, checkpoints and weights go here */
-	const char *backend;      /* "cpu", "ref", "cuda" */
+	const char *backend;      /* "cpu", "ref", "cuda", or "auto": cuda if built and a GPU is visible, else cpu */
 	int epochs;
 	int batch;                /* per process */
 	double lr;                /* base LR for a global batch of 256 (scaled linearly) */

@@ -134,7 +134,7 @@ void dl_cli_usage(FILE *f)
 	"  --steps N              stop after N optimizer steps in total (0: no limit)\n"
 	"  --eval 0|1             evaluate on the held-out split every epoch (default 1)\n"
 	"  --print-every N        progress line and metrics record every N steps (default 50)\n"
-	"  --backend B            cpu|ref|cuda (default cpu)\n"
+	"  --backend B            auto|cpu|ref|cuda (default auto: cuda if a GPU is visible, else cpu)\n"
 	"  --threads N            compute threads (default 0: all CPUs of the task)\n"
 	"  --loader-threads N     data worker threads (default 0: automatic)\n"
 	"  --timeout S            seconds to wait for peers at startup and in collectives (default 300)\n"
@@ -239,8 +239,8 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t er
 		case OPT_EVAL: rv = parse_int("eval", optarg, 0, 1, &c->eval, err, errlen); break;
 		case OPT_PRINT: rv = parse_int("print-every", optarg, 1, INT_MAX, &c->print_every, err, errlen); break;
 		case OPT_BACKEND:
-			if (strcmp(optarg, "cpu") && strcmp(optarg, "ref") && strcmp(optarg, "cuda"))
-				rv = fail(err, errlen, "--backend: unknown backend '%s' (cpu, ref, cuda)", optarg);
+			if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "ref") && strcmp(optarg, "cuda"))
+				rv = fail(err, errlen, "--backend: unknown backend '%s' (auto, cpu, ref, cuda)", optarg);
 			c->backend = optarg;
 			break;
 		case OPT_THREADS: rv = parse_int("threads", optarg, 0, 4096, &c->threads, err, errlen); break;
@@ -358,7 +358,7 @@ int dl_cli_train_main(int argc, char **argv)
 		goto out;
 	}
 	struct dl_train_config *c = &cli->cfg;
-	if (!dl_backend_find(c->backend)) {
+	if (strcmp(c->backend, "auto") != 0 && !dl_backend_find(c->backend)) {
 		fprintf(stderr, "dljob: --backend: backend '%s' is not built into this dljob\n", c->backend);
 		goto out;
 	}

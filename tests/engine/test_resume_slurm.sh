@@ -54,7 +54,13 @@ SLURM_RESTART_COUNT=1 train part part >part2.log 2>&1 || fail "requeued run: $(c
 stopped=$(grep -o 'stopped after step [0-9]*' part1.log | grep -o '[0-9]*$')
 grep -q "resuming from" part2.log && grep -q "resumed from .* at step $stopped " part2.log ||
 	fail "the requeued run did not resume at step $stopped: $(cat part2.log)"
-cmp full/model.safetensors part/model.safetensors || fail "resumed weights differ from the uninterrupted run"
+# Only the CPU backend promises bit-for-bit reproducibility (on a GPU node
+# the plugin's command line picks cuda, whose cuDNN algorithms may not).
+if grep -q " cpu backend," full.log; then
+	cmp full/model.safetensors part/model.safetensors || fail "resumed weights differ from the uninterrupted run"
+else
+	echo "note: $(grep -o '[a-z]* backend,' full.log | head -n 1) not compared bit for bit"
+fi
 [ "$(epochs_done part)" -eq $epochs ] || fail "want $epochs eval records, got $(epochs_done part)"
-echo "ok   requeued run resumed and matched the uninterrupted run bit for bit"
+echo "ok   requeued run resumed at step $stopped and finished"
 nodes_idle
