@@ -3,7 +3,10 @@
 /* ResNet graphs.  ImageNet nets follow torchvision.models.resnet (v1.5: the
  * stride of a bottleneck sits on its 3x3 conv); CIFAR nets follow He et al.
  * 2015 section 4.2 with option-B (1x1 conv + BN) shortcuts.  Params and
- * buffers are created in torchvision's state_dict order with its names. */
+ * buffers are created in torchvision's state_dict order with its names.
+ * "convnet" is a small plain CNN without batch norm: with no batch
+ * statistics, N ranks x batch B compute exactly what 1 rank x batch N*B
+ * does, which is how the data-parallel tests check gradient averaging. */
 
 #include <math.h>
 #include <stdarg.h>
@@ -18,17 +21,19 @@ struct arch {
 	int bottleneck;    /* 0: BasicBlock (expansion 1), 1: Bottleneck (expansion 4) */
 	int cifar;         /* 3x3 stem, no max-pool, three stages 16/32/64 */
 	int blocks[4];
+	int plain;         /* no residual blocks, no BN: conv-ReLU stages only */
 };
 
 static const struct arch archs[] = {
-	{"resnet18", 0, 0, {2, 2, 2, 2}},
-	{"resnet34", 0, 0, {3, 4, 6, 3}},
-	{"resnet50", 1, 0, {3, 4, 6, 3}},
-	{"resnet101", 1, 0, {3, 4, 23, 3}},
-	{"resnet152", 1, 0, {3, 8, 36, 3}},
-	{"resnet20", 0, 1, {3, 3, 3, 0}},
-	{"resnet32", 0, 1, {5, 5, 5, 0}},
-	{"resnet56", 0, 1, {9, 9, 9, 0}},
+	{"resnet18", 0, 0, {2, 2, 2, 2}, 0},
+	{"resnet34", 0, 0, {3, 4, 6, 3}, 0},
+	{"resnet50", 1, 0, {3, 4, 6, 3}, 0},
+	{"resnet101", 1, 0, {3, 4, 23, 3}, 0},
+	{"resnet152", 1, 0, {3, 8, 36, 3}, 0},
+	{"resnet20", 0, 1, {3, 3, 3, 0}, 0},
+	{"resnet32", 0, 1, {5, 5, 5, 0}, 0},
+	{"resnet56", 0, 1, {9, 9, 9, 0}, 0},
+	{"convnet", 0, 0, {0, 0, 0, 0}, 1},
 };
 
 static const struct arch *arch_find(const char *name)
@@ -46,7 +51,7 @@ int dl_model_known(const char *model)
 
 const char *dl_model_names(void)
 {
-	return "resnet18,resnet34,resnet50,resnet101,resnet152,resnet20,resnet32,resnet56";
+	return "resnet18,resnet34,resnet50,resnet101,resnet152,resnet20,resnet32,resnet56,convnet";
 }
 
 size_t dl_model_n_weights(const struct dl_graph *g)
@@ -271,6 +276,19 @@ static int bn(struct builder *b, int in, const char *name, int relu, int zero_ga
 	return out;
 }
 
+static int relu(struct builder *b, int in)
+{
+	if (b->failed || in < 0)
+		return -1;
+	struct dl_shape s = b->g->values[in];
+	int out = add_value(b, s.c, s.h, s.w);
+	struct dl_node *nd = add_node(b, DL_NODE_RELU, in);
+	if (!nd || out < 0)
+		return -1;
+	nd->out = out;
+	return out;
+}
+
 static int residual_add(struct builder *b, int in0, int in1)
 {
 	if (b->failed || in0 < 0 || in1 < 0)
@@ -406,7 +424,12 @@ int dl_model_build(struct dl_graph *g, const char *model, int in_channels, int i
 
 	int x = add_value(&b, in_channels, in_h, in_w);
 	g->input = x;
-	if (a->cifar) {
+	if (a->plain) {
+		// convnet: 3x3 convs of 16/32/64 channels, strides 1/2/2, each + ReLU
+		x = relu(&b, conv(&b, x, "conv1", 16, 3, 1, 1));
+		x = relu(&b, conv(&b, x, "conv2", 32, 3, 2, 1));
+		x = relu(&b, conv(&b, x, "conv3", 64, 3, 2, 1));
+	} else if (a->cifar) {
 		// stem: 3x3 conv, 16 channels, stride 1; no max-pool
 		x = conv(&b, x, "conv1", 16, 3, 1, 1);
 		x = bn(&b, x, "bn1", 1, 0);
@@ -427,7 +450,7 @@ int dl_model_build(struct dl_graph *g, const char *model, int in_channels, int i
 			x = out;
 		}
 	}
-	int n_stages = a->cifar ? 3 : 4;
+	int n_stages = a->plain ? 0 : a->cifar ? 3 : 4;
 	for (int st = 0; st < n_stages; st++) {
 		int planes = (a->cifar ? 16 : 64) << st;
 		for (int i = 0; i < a->blocks[st]; i++) {

@@ -7,4 +7,5 @@ include tests/engine/train.mk
 include tests/data/local.mk
 include tests/slurm/spank.mk
 include tests/slurm/world.mk
+include tests/slurm/dataparallel.mk
 include tests/gpu/local.mk
