@@ -10,19 +10,15 @@
  * A batch script itself has SLURM_PROCID=0 but no SLURM_STEP_NUM_TASKS, so it
  * runs as a single process instead of waiting for tasks that never come. */
 #include "config.h"
-#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "runtime/master.h"
 #include "runtime/world_int.h"
 
-/* Ports for MASTER_PORT derived from the job id: below Linux's ephemeral
- * range (32768-60999), so no outgoing connection holds it. */
-#define PORT_BASE 15000
-#define PORT_SPAN 15000
 
 static int env_int(const char *name, long lo, long hi, long *out, char *err, size_t errlen)
 {
@@ -38,40 +34,6 @@ static int env_int(const char *name, long lo, long hi, long *out, char *err, siz
 	}
 	*out = v;
 	return 1;
-}
-
-int dl_hostlist_first(const char *list, char *out, size_t outlen)
-{
-	size_t o = 0;
-	const char *p = list;
-
-	if (!list || !*list)
-		return -1;
-	/* prefix[range,...]suffix: the first host takes the prefix, the first
-	 * number of the first range (with its zero padding) and the suffix.  A
-	 * name may have several bracket groups ("r[1-2]n[3-4]"): take the first
-	 * number of each. */
-	while (*p && *p != ',') {
-		if (*p == '[') {
-			p++;
-			while (*p && isdigit((unsigned char)*p)) {
-				if (o + 1 >= outlen)
-					return -1;
-				out[o++] = *p++;
-			}
-			while (*p && *p != ']')
-				p++;
-			if (*p != ']')
-				return -1;
-			p++;
-			continue;
-		}
-		if (o + 1 >= outlen)
-			return -1;
-		out[o++] = *p++;
-	}
-	out[o] = 0;
-	return o > 0 ? 0 : -1;
 }
 
 static void node_name(char *out, size_t outlen)
@@ -129,7 +91,7 @@ static int tcp_master(struct dl_world_env *e, int from_slurm, char *err, size_t 
 		}
 		/* Every step of a job gets its own port, so back-to-back steps do
 		 * not meet each other's leftovers. */
-		port = PORT_BASE + (long)(((unsigned long)jobid * 97u + (unsigned long)stepid) % PORT_SPAN);
+		port = dl_master_port((unsigned long)jobid, (unsigned long)stepid, DL_MASTER_PORT_LO, DL_MASTER_PORT_HI);
 	}
 	e->master_port = (int)port;
 	return 0;

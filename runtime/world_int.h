@@ -39,7 +39,6 @@ int dl_world_env(struct dl_world_env *e, char *err, size_t errlen);
 
 /* The first host name of a Slurm hostlist ("n[01-04,7],gpu1" -> "n01").
  * Returns 0, or -1 if it cannot be parsed or does not fit in out. */
-int dl_hostlist_first(const char *list, char *out, size_t outlen);
 
 /* ---- sockets and time (world_net.c) ---- */
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/master.h"
 #include "spank/plugin.h"
 
 #ifndef DLJOB_RUNTIME_DEFAULT
@@ -45,8 +46,8 @@ int dl_args_parse(struct dl_args *a, int ac, char **av, char *err, size_t errlen
 	memset(a, 0, sizeof(*a));
 	snprintf(a->runtime, sizeof(a->runtime), "%s", DLJOB_RUNTIME_DEFAULT);
 	a->nic = 1;
-	a->port_lo = 29500;
-	a->port_hi = 29999;
+	a->port_lo = DL_MASTER_PORT_LO;
+	a->port_hi = DL_MASTER_PORT_HI;
 
 	for (int i = 0; i < ac; i++) {
 		char key[64];

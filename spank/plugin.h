@@ -59,9 +59,5 @@ int dl_remote_user_init(spank_t sp, const struct dl_args *a);
 int dl_remote_task_init(spank_t sp, const struct dl_args *a);
 void dl_remote_exit(void);
 
-/* nodelist.c: first host of a Slurm node list ("n[01-04],x" -> "n01"). */
-int dl_first_host(const char *list, char *out, size_t outlen);
-/* MASTER_PORT for a job step inside [lo, hi]. */
-int dl_master_port(unsigned job, unsigned step, int lo, int hi);
 
 #endif

@@ -16,6 +16,7 @@
 #include <slurm/spank.h>
 
 #include "spank/mapping.h"
+#include "runtime/master.h"
 #include "spank/plugin.h"
 
 /* State of this step in this slurmstepd: set in init_post_opt and user_init,
@@ -266,7 +267,7 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 	if (spank_getenv(sp, "SLURM_STEP_NODELIST", nodes, sizeof(nodes)) != ESPANK_SUCCESS &&
 	    spank_getenv(sp, "SLURM_NODELIST", nodes, sizeof(nodes)) != ESPANK_SUCCESS)
 		nodes[0] = '\0';
-	if (dl_first_host(nodes, master, sizeof(master)) < 0) {
+	if (dl_hostlist_first(nodes, master, sizeof(master)) < 0) {
 		slurm_error("dljob: cannot find the first node in SLURM_STEP_NODELIST='%s'", nodes);
 		return -1;
 	}

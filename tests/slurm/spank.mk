@@ -18,5 +18,5 @@ EXTRA_DIST += contrib/sbatch/dljob-1node.sbatch contrib/sbatch/dljob-multinode.s
 	contrib/sbatch/dljob-preemptible.sbatch
 dist_check_DATA += tests/slurm/test_spank_lib.bash
 check_PROGRAMS += tests/slurm/test_spank_units
-tests_slurm_test_spank_units_SOURCES = tests/slurm/test_spank_units.c spank/args.c spank/nodelist.c spank/plugin.h
+tests_slurm_test_spank_units_SOURCES = tests/slurm/test_spank_units.c spank/args.c runtime/master.c runtime/master.h spank/plugin.h
 TESTS += tests/slurm/test_spank_units

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime/master.h"
 #include "spank/plugin.h"
 
 static int fails;
@@ -18,7 +19,7 @@ static void check(int ok, const char *what)
 static void host(const char *list, const char *want)
 {
 	char out[64] = "", msg[160];
-	int rc = dl_first_host(list, out, sizeof(out));
+	int rc = dl_hostlist_first(list, out, sizeof(out));
 
 	snprintf(msg, sizeof(msg), "first host of '%s' is %s (got %s)", list, want ? want : "an error",
 		 rc < 0 ? "an error" : out);

@@ -10,5 +10,5 @@ TESTS += tests/slurm/test_world_local.sh tests/slurm/test_world_tcp.sh \
 	tests/slurm/test_world_pmix.sh tests/slurm/test_world_fail.sh
 EXTRA_DIST += tests/bench/bench_launch.sh tests/bench/bench_launch_torch.py
 check_PROGRAMS += tests/slurm/test_world_env
-tests_slurm_test_world_env_SOURCES = tests/slurm/test_world_env.c runtime/world_env.c runtime/world_int.h
+tests_slurm_test_world_env_SOURCES = tests/slurm/test_world_env.c runtime/world_env.c runtime/master.c runtime/master.h runtime/world_int.h
 TESTS += tests/slurm/test_world_env
