@@ -64,7 +64,9 @@ if [ $rc -ne 2 ] || ! grep -q "usage: dljob pack SRC DST" stderr; then
 fi
 
 # --help and --version succeed and say what they should.
-"$bin" --help >help.txt 2>&1 && grep -q -- "--resume\[=PATH\]" help.txt || { echo "FAIL: --help"; fails=$((fails + 1)); }
+if ! "$bin" --help >help.txt 2>&1 || ! grep -q -- "--resume\[=PATH\]" help.txt; then
+	echo "FAIL: --help"; fails=$((fails + 1))
+fi
 "$bin" --version | grep -q "^dljob [0-9]" || { echo "FAIL: --version"; fails=$((fails + 1)); }
 
 # And a good command line does create the directory (the checks above

@@ -15,7 +15,7 @@ cd "$work" || exit 1
 # (eval + checkpoint) and ends mid-epoch.  One thread: oneDNN is
 # deterministic for fixed shapes and thread count.  Steps take ~0.1 s, so
 # the signals below land mid-run.
-args=(--model resnet20 --backend cpu --data synthetic:1,32,32,4,1024 --batch 32
+args=(--model resnet20 --backend cpu --data "synthetic:1,32,32,4,1024" --batch 32
       --epochs 2 --steps 48 --lr 0.4 --warmup-epochs 0.5 --seed 7 --threads 1 --loader-threads 1
       --print-every 1)
 

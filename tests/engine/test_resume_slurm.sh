@@ -45,15 +45,16 @@ scancel --signal=USR1 "$jid" || fail "scancel --signal=USR1 $jid"
 wait $pid || fail "the preempted step did not exit 0: $(cat part1.log)"
 grep -q "User defined signal 1: stopped after step" part1.log || fail "no stop line: $(cat part1.log)"
 [ "$(grep -c "stopped after step" part1.log)" -eq 1 ] || fail "more than rank 0 printed the stop line: $(cat part1.log)"
-[ -s part/checkpoint.safetensors ] && [ ! -e part/model.safetensors ] || fail "after USR1: $(ls part)"
+if [ ! -s part/checkpoint.safetensors ] || [ -e part/model.safetensors ]; then fail "after USR1: $(ls part)"; fi
 [ "$(epochs_done part)" -lt $epochs ] || fail "USR1 came too late to test anything"
 echo "ok   scancel --signal=USR1: $(grep -o 'stopped after step [0-9]*' part1.log)"
 
 # What a requeued job sees: same command line, same --dl-out, restart count 1.
 SLURM_RESTART_COUNT=1 train part part >part2.log 2>&1 || fail "requeued run: $(cat part2.log)"
 stopped=$(grep -o 'stopped after step [0-9]*' part1.log | grep -o '[0-9]*$')
-grep -q "resuming from" part2.log && grep -q "resumed from .* at step $stopped " part2.log ||
+if ! grep -q "resuming from" part2.log || ! grep -q "resumed from .* at step $stopped " part2.log; then
 	fail "the requeued run did not resume at step $stopped: $(cat part2.log)"
+fi
 # Only the CPU backend promises bit-for-bit reproducibility (on a GPU node
 # the plugin's command line picks cuda, whose cuDNN algorithms may not).
 if grep -q " cpu backend," full.log; then

@@ -9,14 +9,20 @@ bin=${DLJOB_BIN:?DLJOB_BIN not set}
 py=${TORCH_PYTHON:-/usr/bin/python3}
 work=$(mktemp -d "${TMPDIR:-/tmp}/dljob-ddp.XXXXXX") || exit 1
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
 cd "$work" || exit 1
 fail() { echo "FAIL: $*"; for f in rank*.log; do echo "== $f"; cat "$f"; done; exit 1; }
 
 # A free port for the rendezvous, chosen by the kernel.
 port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # 1000 eval samples is not a multiple of 2 x 16: the last batches are short.
-args=(--model resnet20 --backend cpu --data synthetic:1,16,16,4,25000 --batch 16 --epochs 2
+args=(--model resnet20 --backend cpu --data "synthetic:1,16,16,4,25000" --batch 16 --epochs 2
       --lr 0.2 --seed 3 --threads 1 --loader-threads 1 --print-every 1 --timeout 60)
 n_eval=1000
 
@@ -26,7 +32,7 @@ start() {
 	pids=()
 	for r in 0 1; do
 		env -u SLURM_JOB_ID -u SLURM_PROCID -u PMIX_RANK DLJOB_WORLD=tcp RANK=$r WORLD_SIZE=2 \
-			MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+			MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
 			"$bin" "${args[@]}" --out "$out" "$@" 2>"rank$r.log" &
 		pids+=($!)
 	done
@@ -37,7 +43,7 @@ finish() {
 	wait "${pids[0]}"; rc0=$?
 	wait "${pids[1]}"; rc1=$?
 	pids=()
-	[ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || fail "exit status rank0=$rc0 rank1=$rc1"
+	if [ $rc0 -ne 0 ] || [ $rc1 -ne 0 ]; then fail "exit status rank0=$rc0 rank1=$rc1"; fi
 }
 last_step() {
 	local s
@@ -68,10 +74,15 @@ start out --resume --steps $((stopped + 6))
 finish
 grep -q "resumed from .* at step $stopped" rank0.log || fail "rank 0 did not resume at step $stopped"
 [ -s out/model.safetensors ] || fail "no weights after the resumed run"
-ls out | grep -qv -e '^metrics.jsonl$' -e '^checkpoint' -e '^model.safetensors$' && fail "unexpected files: $(ls out)"
+for f in out/*; do
+	case ${f#out/} in
+	metrics.jsonl | checkpoint.safetensors | checkpoint.prev.safetensors | model.safetensors) ;;
+	*) fail "unexpected file $f" ;;
+	esac
+done
 
 # 3. A whole (small) epoch: eval samples summed over both ranks.
-args=(--model resnet20 --backend cpu --data synthetic:1,16,16,4,$((25 * n_eval)) --batch 256 --epochs 1
+args=(--model resnet20 --backend cpu --data "synthetic:1,16,16,4,$((25 * n_eval))" --batch 256 --epochs 1
       --lr 0.2 --seed 3 --threads 1 --loader-threads 1 --print-every 10 --timeout 60)
 port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 start full
