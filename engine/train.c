@@ -104,6 +104,8 @@ static int evaluate(struct run *r, int do_eval, int *stop, double res[4], char *
 				return -1;
 			if (got == 0)
 				break;
+			if (n == 0)
+				continue; /* this rank's share ran out one batch early */
 			if (r->ops->forward(r->be, r->x, 0) < 0) {
 				snprintf(err, errlen, "eval forward: %s", r->ops->error(r->be));
 				return -1;

@@ -300,25 +300,6 @@ static int make_dirs(const char *path, char *err, size_t errlen)
 }
 
 /* DIR/train-images-idx3-ubyte[.gz] and no DIR/train or shard index. */
-static int is_fashion_mnist_dir(const char *spec)
-{
-	char p[4200];
-	struct stat st;
-	if (strlen(spec) > 4000 || strchr(spec, ':') || stat(spec, &st) < 0 || !S_ISDIR(st.st_mode))
-		return 0;
-	snprintf(p, sizeof(p), "%s/train", spec);
-	if (access(p, F_OK) == 0)
-		return 0;
-	snprintf(p, sizeof(p), "%s/dljob-shards.idx", spec);
-	if (access(p, F_OK) == 0)
-		return 0;
-	snprintf(p, sizeof(p), "%s/train-images-idx3-ubyte.gz", spec);
-	if (access(p, F_OK) == 0)
-		return 1;
-	snprintf(p, sizeof(p), "%s/train-images-idx3-ubyte", spec);
-	return access(p, F_OK) == 0;
-}
-
 static int install_stop_handlers(char *err, size_t errlen)
 {
 	struct sigaction sa;
@@ -362,16 +343,13 @@ int dl_cli_train_main(int argc, char **argv)
 		fprintf(stderr, "dljob: --backend: backend '%s' is not built into this dljob\n", c->backend);
 		goto out;
 	}
-	/* The plugin passes --dl-data as a plain directory: one that holds
-	 * Fashion-MNIST's IDX files (and no ImageFolder/shards) means that. */
-	char fm_spec[4200];
-	if (is_fashion_mnist_dir(c->data)) {
-		snprintf(fm_spec, sizeof(fm_spec), "fashion-mnist:%s", c->data);
-		c->data = fm_spec;
-	}
+	/* An ImageFolder's scan is cached next to the output: read here if a
+	 * previous run (or a requeued one) left it, written below once --out
+	 * exists, so a run refused by the checks in between writes nothing. */
 	struct dl_data_options dopt = {
 		.image_size = c->image_size,
-		.cache_dir = NULL,
+		.cache_dir = c->out_dir,
+		.cache_deferred = 1,
 		.threads = c->loader_threads,
 		.max_bad_fraction = 0.01,
 	};
@@ -414,12 +392,17 @@ int dl_cli_train_main(int argc, char **argv)
 	}
 	world_open = 1;
 	c->stop = &stop_requested;
+	if (world.comm.rank == 0 && dl_dataset_save_index(ds, c->out_dir, err, sizeof(err)) < 0)
+		fprintf(stderr, "dljob: %s (continuing without an index cache)\n", err);
 	if (!c->resume && world.comm.rank == 0 && dl_checkpoint_find(c->out_dir, ckpt, sizeof(ckpt)) == 0)
 		fprintf(stderr, "dljob: %s already holds %s; starting over (--resume continues it)\n", c->out_dir, ckpt);
 
 	int r = dl_train(c, &world.comm, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "dljob: rank %d: %s\n", world.comm.rank, err);
+		/* Tell the other ranks why, so they stop at once with this
+		 * message instead of "rank N left the job". */
+		dl_world_abort(&world, err);
 		goto out;
 	}
 	rv = DL_EXIT_OK;

@@ -22,6 +22,23 @@ static int has_prefix(const char *s, const char *p)
 	return strncmp(s, p, strlen(p)) == 0;
 }
 
+/* A directory of Fashion-MNIST IDX files and no ImageFolder: what Debian's
+ * dataset-fashion-mnist installs, and what --dl-data=DIR passes for it. */
+static int is_fashion_mnist_dir(const char *dir)
+{
+	char p[4096];
+	const char *names[] = {"train-images-idx3-ubyte.gz", "train-images-idx3-ubyte"};
+
+	snprintf(p, sizeof p, "%s/train", dir);
+	if (access(p, F_OK) == 0)
+		return 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, names[i]) < sizeof p && access(p, F_OK) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 int dl_dataset_open(const char *spec, const struct dl_data_options *opt,
                     struct dl_dataset **out, char *err, size_t errlen)
 {
@@ -64,12 +81,21 @@ int dl_dataset_open(const char *spec, const struct dl_data_options *opt,
 		snprintf(path, sizeof path, "%s/dljob-shards.idx", spec);
 		if (access(path, F_OK) == 0)
 			rv = dl_shards_open(spec, &o, out, err, errlen);
+		else if (is_fashion_mnist_dir(spec))
+			rv = dl_fashion_mnist_open(spec, 0, &o, out, err, errlen);
 		else
 			rv = dl_imagefolder_open(spec, &o, out, err, errlen);
 	}
 	if (rv == 0)
 		(*out)->max_bad_fraction = o.max_bad_fraction;
 	return rv;
+}
+
+int dl_dataset_save_index(struct dl_dataset *ds, const char *dir, char *err, size_t errlen)
+{
+	if (!ds || !ds->save_index || !dir || !*dir)
+		return 0;
+	return ds->save_index(ds, dir, err, errlen);
 }
 
 void dl_dataset_close(struct dl_dataset *ds)

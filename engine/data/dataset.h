@@ -16,6 +16,9 @@ struct dl_data_options {
 	const char *cache_dir;  /* where an ImageFolder index may be cached (NULL: no cache) */
 	int threads;            /* decode threads for scanning/packing (0: auto) */
 	double max_bad_fraction;/* stop when more than this fraction of samples fail (default 0.01) */
+	int cache_deferred;     /* 1: open only reads a cached index from cache_dir; the caller
+	                         * writes one later with dl_dataset_save_index (so a run that
+	                         * fails its checks writes nothing) */
 };
 
 struct dl_dataset {
@@ -35,10 +38,15 @@ struct dl_dataset {
 	 * the default 0.01); the loader stops when more than this fraction of
 	 * a split's distinct samples turned out unusable. */
 	double max_bad_fraction;
+	/* Optional: write this dataset's scan index into dir (NULL when the
+	 * dataset has nothing worth caching).  Returns 0 or -1 with err. */
+	int (*save_index)(struct dl_dataset *ds, const char *dir, char *err, size_t errlen);
 };
 
 /* Open a dataset from a spec:
  *   "fashion-mnist:DIR"   IDX files (plain or .gz) as Debian's dataset-fashion-mnist ships them
+ *                         (a plain DIR holding train-images-idx3-ubyte[.gz] and no train/ or
+ *                         shards index means the same, as the plugin passes --dl-data=DIR)
  *   "fashion-mnist+aug:DIR"  (added) the same, train split with random crop (pad 2) + flip
  *   "synthetic[:C,H,W,K[,N]]"  deterministic random images for benchmarks
  *                         (added note: defaults 3,224,224,1000,1281; eval
@@ -49,6 +57,10 @@ struct dl_dataset {
 int dl_dataset_open(const char *spec, const struct dl_data_options *opt,
                     struct dl_dataset **out, char *err, size_t errlen);
 void dl_dataset_close(struct dl_dataset *ds);
+/* Cache what opening ds found (an ImageFolder's file list) in dir, for the
+ * next open with cache_dir=dir; a no-op for datasets with nothing to cache or
+ * whose index came from that cache. */
+int dl_dataset_save_index(struct dl_dataset *ds, const char *dir, char *err, size_t errlen);
 
 struct dl_loader_options {
 	int batch;          /* samples per batch on this rank */

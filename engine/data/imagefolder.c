@@ -41,6 +41,7 @@ struct imagefolder {
 	size_t arena_len, arena_cap;
 	struct if_split split[2];
 	int size;
+	char *cached_in;    // the cache_dir the index was read from (NULL: scanned)
 };
 
 static int64_t mtime_ns(const struct stat *st)
@@ -524,6 +525,7 @@ static void folder_free(struct imagefolder *f)
 	for (int c = 0; f->classes && c < f->nclass; c++)
 		free(f->classes[c]);
 	free(f->classes);
+	free(f->cached_in);
 	free(f->mtime[0]);
 	free(f->mtime[1]);
 	free(f->arena);
@@ -557,6 +559,17 @@ static int folder_load(struct dl_dataset *ds, enum dl_split split, size_t index,
 	free(buf);
 	*label = (int)sp->cls[index];
 	return rc;
+}
+
+static int folder_save_index(struct dl_dataset *ds, const char *dir, char *err, size_t errlen)
+{
+	const struct imagefolder *f = ds->impl;
+	(void)err;
+	(void)errlen;
+	if (f->cached_in && strcmp(f->cached_in, dir) == 0)
+		return 0; // the index came from there and is still current
+	cache_write(f, dir); // best effort: says why on stderr if it cannot
+	return 0;
 }
 
 static void folder_close(struct dl_dataset *ds)
@@ -597,8 +610,11 @@ int dl_imagefolder_open(const char *dir, const struct dl_data_options *opt,
 		f->size = opt->image_size > 0 ? opt->image_size : DL_DEFAULT_IMAGE_SIZE;
 		if (scan_tree(f, opt->threads > 0 ? opt->threads : dl_cpu_count() * 2, err, errlen) != 0)
 			goto fail;
-		if (cache)
+		if (cache && !opt->cache_deferred)
 			cache_write(f, cache);
+	} else if (!(f->cached_in = strdup(cache))) {
+		dl_errf(err, errlen, "%s: out of memory", dir);
+		goto fail;
 	}
 	snprintf(ds->kind, sizeof ds->kind, "imagefolder");
 	ds->channels = 3;
@@ -608,6 +624,7 @@ int dl_imagefolder_open(const char *dir, const struct dl_data_options *opt,
 	ds->count[1] = f->split[1].count;
 	ds->load = folder_load;
 	ds->close = folder_close;
+	ds->save_index = folder_save_index;
 	ds->impl = f;
 	*out = ds;
 	return 0;
