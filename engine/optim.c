@@ -10,6 +10,9 @@
 
 #include "engine/optim.h"
 
+/* Tensors smaller than this are updated by one thread: not worth a fork. */
+#define PAR_MIN 65536
+
 struct dl_optim {
 	struct dl_graph *g;
 	struct dl_optim_config c;
@@ -110,8 +113,11 @@ int dl_optim_step(struct dl_optim *o, double lr)
 	// Check every gradient first so a NaN leaves the weights untouched.
 	for (int i = 0; i < g->n_params; i++) {
 		const float *gr = g->params[i].grad;
+		const long cnt = (long)g->params[i].count;
 		double s = 0;
-		for (size_t j = 0; j < g->params[i].count; j++)
+		// a NaN or inf anywhere makes the sum non-finite
+#pragma omp parallel for reduction(+ : s) if (cnt > PAR_MIN) schedule(static)
+		for (long j = 0; j < cnt; j++)
 			s += gr[j];
 		if (!isfinite(s))
 			return -1;
@@ -123,9 +129,12 @@ int dl_optim_step(struct dl_optim *o, double lr)
 		double trust = 1.0;
 		if (o->c.lars && decay) {
 			double wn = 0, gn = 0;
-			for (size_t j = 0; j < p->count; j++) {
-				wn += (double)p->data[j] * p->data[j];
-				gn += (double)p->grad[j] * p->grad[j];
+			const long cnt = (long)p->count;
+			const float *pw = p->data, *pg = p->grad;
+#pragma omp parallel for reduction(+ : wn, gn) if (cnt > PAR_MIN) schedule(static)
+			for (long j = 0; j < cnt; j++) {
+				wn += (double)pw[j] * pw[j];
+				gn += (double)pg[j] * pg[j];
 			}
 			wn = sqrt(wn);
 			gn = sqrt(gn);
@@ -138,18 +147,19 @@ int dl_optim_step(struct dl_optim *o, double lr)
 		const float *gr = p->grad;
 		// float arithmetic as torch does it, one rounding per op
 		const float fwd = (float)wd, ftrust = (float)trust, fmu = (float)mu, flr = (float)lr;
-		for (size_t j = 0; j < p->count; j++) {
+		const int first = o->steps == 0, nesterov = o->c.nesterov, scale = trust != 1.0;
+		const long cnt = (long)p->count;
+		// elementwise and memory-bound: split big tensors over the threads
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+		for (long j = 0; j < cnt; j++) {
 			float d = gr[j];
-			if (wd != 0)
+			if (fwd != 0)
 				d = d + fwd * w[j];
-			if (trust != 1.0)
+			if (scale)
 				d = d * ftrust;
 			if (buf) {
-				if (o->steps == 0)
-					buf[j] = d;
-				else
-					buf[j] = fmu * buf[j] + d;
-				d = o->c.nesterov ? d + fmu * buf[j] : buf[j];
+				buf[j] = first ? d : fmu * buf[j] + d;
+				d = nesterov ? d + fmu * buf[j] : buf[j];
 			}
 			w[j] = w[j] - flr * d;
 		}
