@@ -1,5 +1,5 @@
 # tests/: the make check suite.  Each area has its own fragment.
-EXTRA_DIST += tests/cluster/cluster.sh tests/lib.sh
+EXTRA_DIST += tests/cluster/cluster.sh tests/lib.sh tests/tiny_imagefolder.py
 include tests/cluster/local.mk
 include tests/engine/ops.mk
 include tests/engine/model.mk

@@ -8,15 +8,7 @@ work=$(mktemp -d /tmp/dljob-idx.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 1
 # A tiny ImageFolder made here: 2 classes x 3 PNGs per split.
-"$TORCH_PYTHON" -c '
-import os
-from PIL import Image
-for split in ("train", "val"):
-    for c, rgb in (("a", (200, 10, 10)), ("b", (10, 10, 200))):
-        os.makedirs(f"data/{split}/{c}")
-        for i in range(3):
-            Image.new("RGB", (32, 32), tuple(min(255, v + 20 * i) for v in rgb)).save(f"data/{split}/{c}/{i}.png")
-' || { fail "cannot write the dataset"; finish; }
+"$TORCH_PYTHON" "$DLJOB_SRCDIR/tests/tiny_imagefolder.py" data 3 20 || { fail "cannot write the dataset"; finish; }
 run() { OMP_NUM_THREADS=1 "$DLJOB_BIN" --model resnet20 --data "$work/data" --image-size 32 --batch 2 --steps 1 --eval 0 --out "$work/out" "$@" >>log 2>&1; }
 
 "$DLJOB_BIN" --model resnet20 --data "$work/data" --batch 999 --out "$work/refused" >>log 2>&1
@@ -28,7 +20,7 @@ m1=$(stat -c %Y.%y "$idx")
 sleep 1.1
 check "second run in the same --out" run
 check "unchanged tree: the index was reused, not rewritten" test "$(stat -c %Y.%y "$idx")" = "$m1"
-"$TORCH_PYTHON" -c 'from PIL import Image; Image.new("RGB", (32, 32)).save("data/train/a/3.png")'
+"$TORCH_PYTHON" -c 'from PIL import Image; Image.new("RGB", (32, 32)).save("data/train/red/3.png")'
 check "third run after adding an image" run
 check "changed tree: the index was rewritten" test "$(stat -c %Y.%y "$idx")" != "$m1"
 out=$("$DLJOB_BIN" --model resnet20 --data "$work/data" --batch 8 --out "$work/x" 2>&1)

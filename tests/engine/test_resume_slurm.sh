@@ -11,15 +11,8 @@ spank_cluster_up
 cd "$WORK" || fail "cd $WORK"
 
 # 2 classes x 4 PNGs per split: 2 steps per epoch at 2 ranks x batch 2.
-"${TORCH_PYTHON:-/usr/bin/python3}" -c '
-import os
-from PIL import Image
-for split in ("train", "val"):
-    for c, rgb in (("red", (200, 10, 10)), ("blue", (10, 10, 200))):
-        os.makedirs(f"data/tiny/{split}/{c}")
-        for i in range(4):
-            Image.new("RGB", (32, 32), tuple(min(255, v + 12 * i) for v in rgb)).save(f"data/tiny/{split}/{c}/{i}.png")
-' || fail "cannot write the tiny dataset"
+"${TORCH_PYTHON:-/usr/bin/python3}" "$DLJOB_SRCDIR/tests/tiny_imagefolder.py" data/tiny 4 12 ||
+	fail "cannot write the tiny dataset"
 cluster_plugstack "runtime=$DLJOB_BIN data_allow=$WORK/data"
 
 epochs=10

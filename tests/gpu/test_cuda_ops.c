@@ -77,18 +77,8 @@ static struct dl_graph *gb_new(int c, int h, int w)
 
 static void gb_free(struct dl_graph *g)
 {
-	if (!g)
-		return;
-	for (int i = 0; i < g->n_params; i++) {
-		free(g->params[i].data);
-		free(g->params[i].grad);
-	}
-	for (int i = 0; i < g->n_buffers; i++)
-		free(g->buffers[i].data);
-	free(g->nodes);
-	free(g->values);
-	free(g->params);
-	free(g->buffers);
+	/* the graph's arrays are malloc'ed as dl_model_build's are */
+	dl_model_free(g);
 	free(g);
 }
 

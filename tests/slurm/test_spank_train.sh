@@ -8,15 +8,8 @@ spank_cluster_up
 cd "$WORK" || fail "cd $WORK"
 
 # A tiny ImageFolder dataset: 2 classes x 4 PNGs of 32x32 per split.
-"${TORCH_PYTHON:-/usr/bin/python3}" -c '
-import os
-from PIL import Image
-for split in ("train", "val"):
-    for c, rgb in (("red", (200, 10, 10)), ("blue", (10, 10, 200))):
-        os.makedirs(f"data/tiny/{split}/{c}")
-        for i in range(4):
-            Image.new("RGB", (32, 32), tuple(min(255, v + 10 * i) for v in rgb)).save(f"data/tiny/{split}/{c}/{i}.png")
-' || fail "cannot write the tiny dataset"
+"${TORCH_PYTHON:-/usr/bin/python3}" "$DLJOB_SRCDIR/tests/tiny_imagefolder.py" data/tiny 4 10 ||
+	fail "cannot write the tiny dataset"
 
 cluster_plugstack "runtime=$DLJOB_BIN data_allow=$WORK/data"
 out=$(timeout 110 srun -N2 -n2 --dl-job=resnet20 --dl-data=data/tiny --dl-epochs=1 --dl-batch=2 --dl-lr=0.1 \
