@@ -110,7 +110,7 @@ void dl_cli_usage(FILE *f)
 	"       dljob pack SRC DST [OPTION]...  pack an image folder into shards\n"
 	"\n"
 	"Model and data:\n"
-	"  --model NAME           resnet18|34|50|101|152, resnet20|32|56 (required)\n"
+	"  --model NAME           resnet18|34|50|101|152, resnet20|32|56, convnet (required)\n"
 	"  --data SPEC            fashion-mnist[+aug]:DIR, synthetic[:C,H,W,K[,N]] or DIR\n"
 	"                         (default " DL_DEFAULT_DATA ")\n"
 	"  --synthetic            same as --data synthetic\n"
