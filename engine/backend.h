@@ -12,6 +12,13 @@
 
 struct dl_backend;
 
+/* Optional settings for create_ex; all-zero means create()'s behaviour. */
+struct dl_backend_opts {
+	/* Mixed precision: bf16 activations and conv weights inside the
+	 * backend, f32 params, grads, BN statistics and logits. */
+	int bf16;
+};
+
 struct dl_backend_ops {
 	const char *name; /* "cpu" (oneDNN), "ref" (plain C, float64 inside), "cuda" */
 	/* Prepare to run g at batch size n.  g must outlive the backend.  On error
@@ -29,6 +36,10 @@ struct dl_backend_ops {
 	void (*destroy)(struct dl_backend *b);
 	/* Last error message of this backend (never NULL). */
 	const char *(*error)(struct dl_backend *b);
+	/* create() with options; NULL if the backend has none (then only
+	 * all-zero options are valid). */
+	struct dl_backend *(*create_ex)(struct dl_graph *g, int n, const struct dl_backend_opts *o,
+					char *err, size_t errlen);
 };
 
 /* Look up a backend by name ("cpu", "ref", "cuda"); NULL if not built in. */

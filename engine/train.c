@@ -288,7 +288,17 @@ static int setup(struct run *r, char *err, size_t errlen)
 		snprintf(err, errlen, "backend '%s' is not built in", r->backend);
 		return -1;
 	}
-	r->be = r->ops->create(&r->g, c->batch, err, errlen);
+	if (c->precision && strcmp(c->precision, "fp32") != 0) {
+		struct dl_backend_opts bo = { .bf16 = strcmp(c->precision, "bf16") == 0 };
+		if (!bo.bf16 || !r->ops->create_ex) {
+			snprintf(err, errlen, "--precision %s is not supported by the %s backend",
+				 c->precision, r->backend);
+			return -1;
+		}
+		r->be = r->ops->create_ex(&r->g, c->batch, &bo, err, errlen);
+	} else {
+		r->be = r->ops->create(&r->g, c->batch, err, errlen);
+	}
 	if (!r->be)
 		return -1;
 
@@ -310,8 +320,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 		/* A resumed run continues the same log; a fresh one starts it over. */
 		if (dl_metrics_open(&r->metrics, path, !c->resume, err, errlen) < 0)
 			return -1;
-		fprintf(stderr, "dljob: %s, %zu weights, %s backend, %d rank%s x batch %d, %ld steps/epoch, "
-		        "%d epoch%s, peak lr %g\n", c->model, r->n_weights, r->backend, r->comm->size,
+		fprintf(stderr, "dljob: %s, %zu weights, %s backend%s, %d rank%s x batch %d, %ld steps/epoch, "
+		        "%d epoch%s, peak lr %g\n", c->model, r->n_weights, r->backend,
+		        c->precision && strcmp(c->precision, "bf16") == 0 ? " (bf16)" : "", r->comm->size,
 		        r->comm->size == 1 ? "" : "s", c->batch, r->steps_per_epoch, c->epochs,
 		        c->epochs == 1 ? "" : "s", c->lr * r->pos.global_batch / 256.0);
 	}

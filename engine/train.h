@@ -37,6 +37,7 @@ struct dl_train_config {
 	long max_steps;           /* stop after this many optimizer steps in total (0: no limit) */
 	int eval;                 /* evaluate on the held-out split after every epoch */
 	int print_every;          /* progress line + metrics record every N steps (rank 0) */
+	const char *precision;    /* "fp32" (NULL means the same) or "bf16": mixed precision, cpu backend */
 	/* Set asynchronously (SIGTERM/SIGUSR1): finish the current step, write a
 	 * checkpoint and return DL_TRAIN_PREEMPTED.  May be NULL. */
 	volatile sig_atomic_t *stop;

@@ -45,6 +45,7 @@ static int push(struct cpu_ctx *c, void ***arr, int *n, int *cap, void *p)
 int cpu_ctx_init(struct cpu_ctx *c)
 {
 	memset(c, 0, sizeof(*c));
+	c->act_dt = dnnl_f32;
 	DN(dnnl_engine_create(&c->eng, dnnl_cpu, 0));
 	DN(dnnl_stream_create(&c->strm, c->eng, dnnl_stream_default_flags));
 	DN(dnnl_primitive_attr_create(&c->attr));
@@ -99,10 +100,23 @@ void cpu_ctx_destroy(struct cpu_ctx *c)
 int cpu_md(struct cpu_ctx *c, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims,
 	   dnnl_format_tag_t tag)
 {
-	DN(dnnl_memory_desc_init_by_tag(md, ndims, dims, dnnl_f32, tag));
+	return cpu_md_dt(c, md, ndims, dims, dnnl_f32, tag);
+}
+
+int cpu_md_dt(struct cpu_ctx *c, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims,
+	      dnnl_data_type_t dt, dnnl_format_tag_t tag)
+{
+	DN(dnnl_memory_desc_init_by_tag(md, ndims, dims, dt, tag));
 	return 0;
 fail:
 	return -1;
+}
+
+int cpu_md4_dt(struct cpu_ctx *c, dnnl_memory_desc_t *md, int n, int ch, int h, int w,
+	       dnnl_data_type_t dt, dnnl_format_tag_t tag)
+{
+	dnnl_dims_t d = { n, ch, h, w };
+	return cpu_md_dt(c, md, 4, d, dt, tag);
 }
 
 int cpu_md4(struct cpu_ctx *c, dnnl_memory_desc_t *md, int n, int ch, int h, int w,

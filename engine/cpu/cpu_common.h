@@ -12,6 +12,10 @@ struct cpu_ctx {
 	dnnl_engine_t eng;
 	dnnl_stream_t strm;
 	dnnl_primitive_attr_t attr; /* user scratchpad, nothing else */
+	/* Data type of activations, their diffs and the conv weights as the
+	 * kernels read them: f32 (default), or bf16 for mixed precision (params,
+	 * weight grads, BN statistics, FC and logits stay f32). */
+	dnnl_data_type_t act_dt;
 	/* Every primitive, primitive desc and memory made through this ctx. */
 	dnnl_primitive_t *prims;
 	int n_prims, cap_prims;
@@ -72,6 +76,11 @@ int cpu_md(struct cpu_ctx *c, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_
 	   dnnl_format_tag_t tag);
 int cpu_md4(struct cpu_ctx *c, dnnl_memory_desc_t *md, int n, int ch, int h, int w,
 	    dnnl_format_tag_t tag);
+/* The same with an explicit data type. */
+int cpu_md_dt(struct cpu_ctx *c, dnnl_memory_desc_t *md, int ndims, const dnnl_dim_t *dims,
+	      dnnl_data_type_t dt, dnnl_format_tag_t tag);
+int cpu_md4_dt(struct cpu_ctx *c, dnnl_memory_desc_t *md, int n, int ch, int h, int w,
+	       dnnl_data_type_t dt, dnnl_format_tag_t tag);
 /* Memory owned by oneDNN (handle NULL: allocate) or over a caller's buffer. */
 dnnl_memory_t cpu_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, void *handle);
 /* Memory over the shared diff temporary (contents live until the next use). */

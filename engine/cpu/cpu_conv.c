@@ -10,7 +10,7 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 		  int need_bwd_data)
 {
 	int ho = (h + 2 * pad - k) / stride + 1, wo = (w + 2 * pad - k) / stride + 1;
-	dnnl_memory_desc_t src_any, w_any, dst_any, w_plain_md;
+	dnnl_memory_desc_t src_any, w_any, dst_any, w_plain_md, dw_any;
 	dnnl_convolution_desc_t fd, bdd, bwd;
 	dnnl_dims_t strides = { stride, stride }, pl = { pad, pad };
 	/* Right padding that makes oneDNN's output side equal torch's floor. */
@@ -19,9 +19,14 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	dnnl_primitive_desc_t fpd, bdpd, bwpd;
 
 	l->has_bwd_data = need_bwd_data;
-	if (cpu_md4(c, &src_any, n, ci, h, w, dnnl_format_tag_any) < 0 ||
-	    cpu_md4(c, &dst_any, n, co, ho, wo, dnnl_format_tag_any) < 0 ||
-	    cpu_md(c, &w_any, 4, wdims, dnnl_format_tag_any) < 0 ||
+	/* In bf16 mode src, weights and dst are bf16 (oneDNN accumulates in
+	 * f32); the weight gradient stays f32 for the optimizer's master
+	 * weights, so the plain f32 weights are converted in the same reorder
+	 * that blocks them. */
+	if (cpu_md4_dt(c, &src_any, n, ci, h, w, c->act_dt, dnnl_format_tag_any) < 0 ||
+	    cpu_md4_dt(c, &dst_any, n, co, ho, wo, c->act_dt, dnnl_format_tag_any) < 0 ||
+	    cpu_md_dt(c, &w_any, 4, wdims, c->act_dt, dnnl_format_tag_any) < 0 ||
+	    cpu_md(c, &dw_any, 4, wdims, dnnl_format_tag_any) < 0 ||
 	    cpu_md(c, &w_plain_md, 4, wdims, dnnl_oihw) < 0)
 		goto fail;
 	DN(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
@@ -47,7 +52,7 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	}
 
 	DN(dnnl_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &l->src_md,
-						       &w_any, NULL, &l->dst_md, strides, pl, pr));
+						       &dw_any, NULL, &l->dst_md, strides, pl, pr));
 	if (!(bwpd = cpu_pd(c, &bwd, NULL, fpd)) || cpu_prim_make(c, &l->bwd_w, bwpd) < 0)
 		goto fail;
 	const dnnl_memory_desc_t *dw_md = cpu_query(bwpd, dnnl_query_diff_weights_md);

@@ -11,8 +11,21 @@ int cpu_fc_init(struct cpu_ctx *c, struct cpu_fc *l, const dnnl_memory_desc_t *s
 	dnnl_dims_t wdims = { k, ch, h, w }, bdims = { k }, ddims = { n, k };
 	dnnl_inner_product_desc_t fd, bdd, bwd;
 	dnnl_primitive_desc_t fpd, bdpd, bwpd;
+	dnnl_memory_desc_t src_f32_md;
 
 	l->has_bias = has_bias;
+	l->cvt = src_md->data_type != dnnl_f32;
+	if (l->cvt) {
+		/* src is (N,C,h,w) (after global pooling, h = w = 1): a few KB. */
+		if (cpu_md4(c, &src_f32_md, n, ch, h, w, dnnl_nchw) < 0 ||
+		    cpu_reorder_make(c, &l->src_to_f32, src_md, &src_f32_md) < 0 ||
+		    cpu_reorder_make(c, &l->dsrc_from_f32, &src_f32_md, src_md) < 0)
+			goto fail;
+		CHECK((l->src_f32 = cpu_mem(c, &src_f32_md, NULL)) &&
+			      (l->dsrc_f32 = cpu_mem(c, &src_f32_md, NULL)),
+		      "%s", c->err);
+		src_md = &src_f32_md;
+	}
 	l->has_bwd_data = need_bwd_data;
 	if (cpu_md(c, &w_any, 4, wdims, dnnl_format_tag_any) < 0 ||
 	    cpu_md(c, &w_plain_md, 4, wdims, dnnl_oihw) < 0 || cpu_md(c, &b_md, 1, bdims, dnnl_x) < 0 ||
@@ -78,6 +91,11 @@ int cpu_fc_forward_exec(struct cpu_ctx *c, struct cpu_fc *l, const float *w, con
 		return -1;
 	if (l->has_bias && cpu_set_handle(c, l->bias, b) < 0)
 		return -1;
+	if (l->cvt) {
+		if (cpu_reorder(c, &l->src_to_f32, src, l->src_f32) < 0)
+			return -1;
+		src = l->src_f32;
+	}
 	dnnl_exec_arg_t a[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_DST, dst },
 				{ DNNL_ARG_WEIGHTS, l->w_fwd }, { DNNL_ARG_BIAS, l->bias } };
 	return cpu_exec(c, &l->fwd, l->has_bias ? 4 : 3, a);
@@ -91,6 +109,9 @@ int cpu_fc_backward_exec(struct cpu_ctx *c, struct cpu_fc *l, const float *w, fl
 		return -1;
 	if (l->has_bias && cpu_set_handle(c, l->dbias, db) < 0)
 		return -1;
+	/* Forward left this step's f32 copy of src in src_f32. */
+	if (l->cvt)
+		src = l->src_f32;
 	dnnl_exec_arg_t aw[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_DIFF_DST, diff_dst },
 				 { DNNL_ARG_DIFF_WEIGHTS, l->dw_blk }, { DNNL_ARG_DIFF_BIAS, l->dbias } };
 	if (cpu_exec(c, &l->bwd_w, l->has_bias ? 4 : 3, aw) < 0)
@@ -104,6 +125,8 @@ int cpu_fc_backward_exec(struct cpu_ctx *c, struct cpu_fc *l, const float *w, fl
 	if (!l->w_bwd_same && cpu_reorder(c, &l->w_to_bwd, l->w_plain, l->w_bwd) < 0)
 		return -1;
 	dnnl_exec_arg_t ad[] = { { DNNL_ARG_DIFF_DST, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_bwd },
-				 { DNNL_ARG_DIFF_SRC, diff_src } };
-	return cpu_exec(c, &l->bwd_data, 3, ad);
+				 { DNNL_ARG_DIFF_SRC, l->cvt ? l->dsrc_f32 : diff_src } };
+	if (cpu_exec(c, &l->bwd_data, 3, ad) < 0)
+		return -1;
+	return l->cvt ? cpu_reorder(c, &l->dsrc_from_f32, l->dsrc_f32, diff_src) : 0;
 }

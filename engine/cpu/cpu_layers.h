@@ -90,6 +90,11 @@ struct cpu_fc {
 	struct cpu_prim w_to_fwd, w_to_bwd, dw_to_plain;
 	int w_fwd_plain, w_bwd_same, dw_plain_direct;
 	dnnl_memory_t w_plain, w_fwd, w_bwd, dw_plain, dw_blk, bias, dbias;
+	/* A non-f32 src (bf16 mode) is converted to f32 at the edge, and
+	 * diff_src back, so the classifier and the logits stay f32. */
+	int cvt;
+	struct cpu_prim src_to_f32, dsrc_from_f32;
+	dnnl_memory_t src_f32, dsrc_f32;
 };
 int cpu_fc_init(struct cpu_ctx *c, struct cpu_fc *l, const dnnl_memory_desc_t *src_md, int n,
 		int ch, int h, int w, int k, int has_bias, int need_bwd_data);

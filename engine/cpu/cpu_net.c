@@ -211,7 +211,8 @@ static int build_node(struct dl_backend *b, int i)
 	return 0;
 }
 
-static struct dl_backend *cpu_create(struct dl_graph *g, int n, char *err, size_t errlen)
+static struct dl_backend *cpu_create_ex(struct dl_graph *g, int n,
+					const struct dl_backend_opts *o, char *err, size_t errlen)
 {
 	struct dl_backend *b = calloc(1, sizeof(*b));
 	struct cpu_ctx *c = NULL;
@@ -228,6 +229,8 @@ static struct dl_backend *cpu_create(struct dl_graph *g, int n, char *err, size_
 		return NULL;
 	}
 	c = &b->c;
+	if (o && o->bf16)
+		c->act_dt = dnnl_bf16;
 	CHECK(n >= 1, "cpu backend: batch size %d must be >= 1", n);
 	CHECK(g->n_nodes >= 1 && g->output >= 0 && g->output < g->n_values,
 	      "cpu backend: graph has no nodes or a bad output value %d", g->output);
@@ -336,6 +339,11 @@ fail:
 	free(slot);
 	cpu_destroy(b);
 	return NULL;
+}
+
+static struct dl_backend *cpu_create(struct dl_graph *g, int n, char *err, size_t errlen)
+{
+	return cpu_create_ex(g, n, NULL, err, errlen);
 }
 
 static float *pdata(struct dl_graph *g, int p)
@@ -510,4 +518,5 @@ const struct dl_backend_ops dl_backend_cpu = {
 	.backward = cpu_backward,
 	.destroy = cpu_destroy,
 	.error = cpu_error,
+	.create_ex = cpu_create_ex,
 };

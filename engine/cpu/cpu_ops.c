@@ -40,7 +40,7 @@ static int io_out(struct cpu_ctx *c, struct io *t, float *dst)
 /* The layout the network keeps activations in between layers. */
 static int blocked(struct cpu_ctx *c, dnnl_memory_desc_t *md, int n, int ch, int h, int w)
 {
-	return cpu_md4(c, md, n, ch, h, w, dnnl_nChw16c);
+	return cpu_md4_dt(c, md, n, ch, h, w, c->act_dt, dnnl_nChw16c);
 }
 
 static int finish(struct cpu_ctx *c, int rv, char *err, size_t errlen)
@@ -55,7 +55,7 @@ enum conv_mode { CONV_FWD, CONV_BWD_DATA, CONV_BWD_W };
 
 static int conv_run(enum conv_mode mode, const float *x, const float *w, const float *dy,
 		    float *out, int n, int ci, int h, int wd, int co, int k, int stride, int pad,
-		    char *err, size_t errlen)
+		    int bf16, char *err, size_t errlen)
 {
 	struct cpu_ctx cc, *c = &cc;
 	struct cpu_conv l;
@@ -66,6 +66,8 @@ static int conv_run(enum conv_mode mode, const float *x, const float *w, const f
 	float *dw = NULL, *zeros = NULL;
 	if (cpu_ctx_init(c) < 0)
 		goto out;
+	if (bf16)
+		c->act_dt = dnnl_bf16;
 	if (blocked(c, &xb, n, ci, h, wd) < 0 ||
 	    cpu_conv_init(c, &l, ci == 3 ? NULL : &xb, n, ci, h, wd, co, k, stride, pad,
 			  mode == CONV_BWD_DATA) < 0 ||
@@ -104,32 +106,48 @@ fail:
 int cpu_conv_forward(const float *x, const float *w, float *y, int n, int ci, int h, int wd,
 		     int co, int k, int stride, int pad, char *err, size_t errlen)
 {
-	return conv_run(CONV_FWD, x, w, NULL, y, n, ci, h, wd, co, k, stride, pad, err, errlen);
+	return conv_run(CONV_FWD, x, w, NULL, y, n, ci, h, wd, co, k, stride, pad, 0, err, errlen);
 }
 
 int cpu_conv_backward_data(const float *dy, const float *w, float *dx, int n, int ci, int h,
 			   int wd, int co, int k, int stride, int pad, char *err, size_t errlen)
 {
-	return conv_run(CONV_BWD_DATA, NULL, w, dy, dx, n, ci, h, wd, co, k, stride, pad, err,
+	return conv_run(CONV_BWD_DATA, NULL, w, dy, dx, n, ci, h, wd, co, k, stride, pad, 0, err,
 			errlen);
 }
 
 int cpu_conv_backward_weights(const float *x, const float *dy, float *dw, int n, int ci, int h,
 			      int wd, int co, int k, int stride, int pad, char *err, size_t errlen)
 {
-	return conv_run(CONV_BWD_W, x, NULL, dy, dw, n, ci, h, wd, co, k, stride, pad, err, errlen);
+	return conv_run(CONV_BWD_W, x, NULL, dy, dw, n, ci, h, wd, co, k, stride, pad, 0, err,
+			errlen);
 }
 
-int cpu_bn_train(const float *x, const float *gamma, const float *beta, const float *dy,
-		 float *y, float *mean, float *var, float *dx, float *dgamma, float *dbeta, int n,
-		 int ch, int h, int w, int relu, float eps, char *err, size_t errlen)
+int cpu_conv_bf16(int mode, const float *x, const float *w, const float *dy, float *out, int n,
+		  int ci, int h, int wd, int co, int k, int stride, int pad, char *err,
+		  size_t errlen)
+{
+	if (mode < 0 || mode > 2) {
+		snprintf(err, errlen, "cpu_conv_bf16: mode %d is not 0, 1 or 2", mode);
+		return -1;
+	}
+	return conv_run((enum conv_mode)mode, x, w, dy, out, n, ci, h, wd, co, k, stride, pad, 1,
+			err, errlen);
+}
+
+static int bn_train_run(const float *x, const float *gamma, const float *beta, const float *dy,
+			float *y, float *mean, float *var, float *dx, float *dgamma, float *dbeta,
+			int n, int ch, int h, int w, int relu, float eps, int bf16, char *err,
+			size_t errlen)
 {
 	struct cpu_ctx cc, *c = &cc;
 	struct cpu_bn l;
 	struct io tx, ty, tdy, tdx;
 	dnnl_memory_desc_t p, bl;
 	int rv = -1;
-	if (cpu_ctx_init(c) < 0 || cpu_md4(c, &p, n, ch, h, w, dnnl_nchw) < 0 ||
+	if (cpu_ctx_init(c) == 0 && bf16)
+		c->act_dt = dnnl_bf16;
+	if (c->err[0] || cpu_md4(c, &p, n, ch, h, w, dnnl_nchw) < 0 ||
 	    blocked(c, &bl, n, ch, h, w) < 0 || cpu_bn_init(c, &l, &bl, ch, relu, eps) < 0 ||
 	    io_make(c, &tx, &p, &bl) < 0 || io_make(c, &ty, &p, &bl) < 0 ||
 	    io_make(c, &tdy, &p, &bl) < 0 || io_make(c, &tdx, &p, &bl) < 0 ||
@@ -146,6 +164,22 @@ int cpu_bn_train(const float *x, const float *gamma, const float *beta, const fl
 	rv = 0;
 out:
 	return finish(c, rv, err, errlen);
+}
+
+int cpu_bn_train(const float *x, const float *gamma, const float *beta, const float *dy,
+		 float *y, float *mean, float *var, float *dx, float *dgamma, float *dbeta, int n,
+		 int ch, int h, int w, int relu, float eps, char *err, size_t errlen)
+{
+	return bn_train_run(x, gamma, beta, dy, y, mean, var, dx, dgamma, dbeta, n, ch, h, w, relu,
+			    eps, 0, err, errlen);
+}
+
+int cpu_bn_train_bf16(const float *x, const float *gamma, const float *beta, const float *dy,
+		      float *y, float *mean, float *var, float *dx, float *dgamma, float *dbeta,
+		      int n, int ch, int h, int w, int relu, float eps, char *err, size_t errlen)
+{
+	return bn_train_run(x, gamma, beta, dy, y, mean, var, dx, dgamma, dbeta, n, ch, h, w, relu,
+			    eps, 1, err, errlen);
 }
 
 int cpu_bn_eval(const float *x, const float *gamma, const float *beta, const float *mean,

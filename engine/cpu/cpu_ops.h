@@ -44,4 +44,17 @@ int cpu_gap(const float *x, const float *dy, float *y, float *dx, int n, int c, 
 int cpu_fc(const float *x, const float *w, const float *b, const float *dy, float *y, float *dx,
 	   float *dw, float *db, int n, int c, int k, char *err, size_t errlen);
 
+/* bf16 mixed precision (the backend's --precision bf16): tensors are
+ * converted to bf16 on the way in, kernels accumulate in f32, results come
+ * back as f32.  mode 0: forward (x, w -> y), 1: backward data (dy, w -> dx),
+ * 2: backward weights (x, dy -> dw, computed in f32). */
+int cpu_conv_bf16(int mode, const float *x, const float *w, const float *dy, float *out, int n,
+		  int ci, int h, int wd, int co, int k, int stride, int pad, char *err,
+		  size_t errlen);
+/* cpu_bn_train with bf16 x, y, dy, dx; statistics, gamma, beta and their
+ * grads f32. */
+int cpu_bn_train_bf16(const float *x, const float *gamma, const float *beta, const float *dy,
+		      float *y, float *mean, float *var, float *dx, float *dgamma, float *dbeta,
+		      int n, int c, int h, int w, int relu, float eps, char *err, size_t errlen);
+
 #endif

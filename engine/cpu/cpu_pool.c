@@ -18,7 +18,8 @@ int cpu_pool_init(struct cpu_ctx *c, struct cpu_pool *l, const dnnl_memory_desc_
 	dnnl_pooling_v2_desc_t fd, bd;
 	dnnl_primitive_desc_t fpd, bpd;
 
-	if (cpu_md4(c, &dst_any, n, ch, ho, wo, dnnl_format_tag_any) < 0)
+	/* dst in src's data type: the jit pooling kernels do not convert. */
+	if (cpu_md4_dt(c, &dst_any, n, ch, ho, wo, src_md->data_type, dnnl_format_tag_any) < 0)
 		goto fail;
 	DN(dnnl_pooling_v2_forward_desc_init(&fd, dnnl_forward_training, alg, src_md, &dst_any,
 					     strides, kernel, dil, pl, pr));

@@ -16,7 +16,25 @@
 
 #define N 4
 #define K 10
+/* tests/engine/test_bf16_net.c builds this file again with NET_BF16 1: the cpu
+ * backend in bf16 mixed precision, held to bf16's 8 mantissa bits. */
+#ifndef NET_BF16
+#define NET_BF16 0
+#endif
+#if NET_BF16
+/* Forward values and BN statistics to bf16's rounding.  Gradients looser:
+ * a ReLU mask or max-pool argmax decided by a value within bf16 rounding of
+ * its threshold flips, and each flip moves a whole dy element, so the error
+ * grows like the square root of the flip fraction, layer after layer back
+ * to the stem (0.05-0.45 seen here at N=4, worst before the max pool,
+ * whose argmax ties are frequent in bf16; test_bf16_ops shows one BN+ReLU
+ * alone at ~0.02).  A broken conversion is off by O(1). */
+#define TOL 2e-2
+#define TOL_GRAD 0.6
+#else
 #define TOL 1e-4
+#define TOL_GRAD TOL
+#endif
 
 enum { V_IN, V_C1, V_B1, V_MP, V_L1C1, V_L1B1, V_L1R1, V_L1C2, V_L1B2, V_DSC, V_DSB, V_ADD,
        V_L2C1, V_L2B1, V_L2C2, V_L2B2, V_ADD2, V_GAP, V_FC, N_VALUES };
@@ -174,8 +192,9 @@ static void check(const char *what, const float *a, const float *b, size_t n)
 {
 	double *b64 = test_to_f64(b, n);
 	double e = test_relerr(a, b64, n);
-	int ok = e < TOL;
-	printf("%-4s cpu vs ref %-40s relerr %.3g\n", ok ? "ok" : "FAIL", what, e);
+	int ok = e < (strstr(what, " grad ") ? TOL_GRAD : TOL);
+	printf("%-4s cpu%s vs ref %-40s relerr %.3g\n", ok ? "ok" : "FAIL", NET_BF16 ? " bf16" : "",
+	       what, e);
 	failures += !ok;
 	free(b64);
 }
@@ -255,7 +274,8 @@ int main(void)
 		printf("FAIL ref create: %s\n", err);
 		return 1;
 	}
-	struct dl_backend *bc = cpu->create(&gc, N, err, sizeof err);
+	struct dl_backend_opts bo = { .bf16 = NET_BF16 };
+	struct dl_backend *bc = cpu->create_ex(&gc, N, &bo, err, sizeof err);
 	if (!bc) {
 		printf("FAIL cpu create: %s\n", err);
 		return 1;
@@ -274,6 +294,15 @@ int main(void)
 		}
 		snprintf(what, sizeof what, "step %d train logits", step);
 		check(what, cpu->logits(bc), ref->logits(br), N * K);
+		if (NET_BF16) {
+			/* bf16 must really be in effect: f32 kernels agree to ~1e-6. */
+			double *l64 = test_to_f64(ref->logits(br), N * K);
+			double e = test_relerr(cpu->logits(bc), l64, N * K);
+			free(l64);
+			printf("%-4s bf16 logits differ from f32 (relerr %.3g > 1e-4)\n",
+			       e > 1e-4 ? "ok" : "FAIL", e);
+			failures += !(e > 1e-4);
+		}
 		/* The caller may reuse its batch buffer once forward returned. */
 		test_fill(x, nx, -5, 5);
 		if (ref->backward(br, dl) < 0 || cpu->backward(bc, dl) < 0) {
@@ -301,7 +330,8 @@ int main(void)
 	}
 	check("eval logits", cpu->logits(bc), ref->logits(br), N * K);
 	/* The reference's own gradients, on its graph as it is now. */
-	finite_diff(&gr, x, dl);
+	if (!NET_BF16)
+		finite_diff(&gr, x, dl);
 	ref->destroy(br);
 	cpu->destroy(bc);
 	free_graph(&gr);
