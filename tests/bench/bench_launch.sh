@@ -5,7 +5,8 @@
 #   dljob world, PMIx + Open MPI (srun --mpi=pmix)   tests/slurm/world_check
 #   dljob world, TCP (srun --mpi=none)               tests/slurm/world_check
 #   dljob world, PMIx + TCP ring (DLJOB_COLLECTIVES=ring)
-#   dljob first step (resnet18, batch 8, 3x32x32 synthetic, TCP and PMIx)
+#   dljob first step (resnet20, batch 8, real Fashion-MNIST from Debian's
+#            dataset-fashion-mnist, loading included; TCP and PMIx)
 #   PyTorch: import torch+torchvision, gloo init_process_group + allreduce,
 #            then one DDP step of the same model   tests/bench/bench_launch_torch.py
 # Run by hand from a build directory (needs root for the cluster):
@@ -62,7 +63,7 @@ for n in 1 2 4; do
 				fail "world_check --mpi=$mpi -n$n: $(cat "$WTMP/w")"
 			R[ready.$mpi.$n]+="$(since "$WTMP/w" "world_check: ready" "$t0") "
 			t0=$(now)
-			srun_n "$n" --mpi=$mpi "$DLJOB_BIN" --model resnet18 --data synthetic:3,32,32,10,256 \
+			srun_n "$n" --mpi=$mpi "$DLJOB_BIN" --model resnet20 --data /usr/share/datasets/fashion-mnist \
 				--batch 8 --steps 1 --eval 0 --print-every 1 --threads 1 --timeout 60 \
 				--out "$WTMP/out" 2>&1 | stamp_lines >"$WTMP/d"
 			R[step.$mpi.$n]+="$(since "$WTMP/d" "^step 1/" "$t0") "
@@ -92,9 +93,9 @@ row "dljob world ready, PMIx + Open MPI" ready.pmix
 row "dljob world ready, PMIx + TCP ring (DLJOB_COLLECTIVES=ring)" ready.ring
 row "dljob world ready, TCP" ready.none
 row "torch+torchvision import, gloo init + allreduce" ready.torch
-row "dljob first step done (resnet18, b8, 32x32), PMIx" step.pmix
-row "dljob first step done (resnet18, b8, 32x32), TCP" step.none
-row "torch DDP first step done (resnet18, b8, 32x32)" step.torch
+row "dljob first step done (resnet20, b8, Fashion-MNIST loaded), PMIx" step.pmix
+row "dljob first step done (resnet20, b8, Fashion-MNIST loaded), TCP" step.none
+row "torch DDP first step done (resnet20, b8, random 1x28x28)" step.torch
 
 # Allreduce of resnet18's gradient (11689512 floats), median of 5, 2 and 4
 # tasks over both nodes.
