@@ -7,7 +7,8 @@
  *
  * Prints one line: median img/s over STEPS timed steps (after WARMUP
  * untimed ones), min/max, images per CPU-second of the process, and peak
- * RSS (getrusage, KiB). */
+ * RSS (getrusage, KiB).  BENCH_PRECISION=bf16 in the environment: the
+ * backend's bf16 mixed precision (create_ex), as --precision bf16. */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,13 @@ int main(int argc, char **argv)
 	if (dl_model_build(&g, model, c, h, w, k, 0, 1, err, sizeof(err)))
 		goto fail;
 	struct dl_optim_config oc = {.momentum = 0.9, .weight_decay = 1e-4};
-	if (!(b = ops->create(&g, n, err, sizeof(err))) || !(o = dl_optim_create(&g, &oc, err, sizeof(err))))
+	const char *prec = getenv("BENCH_PRECISION");
+	struct dl_backend_opts bo = {.bf16 = prec && strcmp(prec, "bf16") == 0};
+	if (bo.bf16 && !ops->create_ex) {
+		snprintf(err, sizeof(err), "backend %s has no bf16 mode", backend);
+		goto fail;
+	}
+	if (!(b = bo.bf16 ? ops->create_ex(&g, n, &bo, err, sizeof(err)) : ops->create(&g, n, err, sizeof(err))) || !(o = dl_optim_create(&g, &oc, err, sizeof(err))))
 		goto fail;
 	double cpu0 = 0;
 	for (int i = 0; i < warmup + steps; i++) {
@@ -95,8 +102,8 @@ int main(int argc, char **argv)
 	qsort(t, (size_t)steps, sizeof(double), cmp_double);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	printf("engine %s %s %dx%dx%dx%d: median %.2f img/s (min %.2f max %.2f, %d steps) %.2f img/cpu-s peak_rss_kib %ld\n",
-	       backend, model, n, c, h, w, n / t[steps / 2], n / t[steps - 1], n / t[0], steps,
+	printf("engine %s%s %s %dx%dx%dx%d: median %.2f img/s (min %.2f max %.2f, %d steps) %.2f img/cpu-s peak_rss_kib %ld\n",
+	       backend, bo.bf16 ? " bf16" : "", model, n, c, h, w, n / t[steps / 2], n / t[steps - 1], n / t[0], steps,
 	       (double)n * steps / cpu, ru.ru_maxrss);
 	rv = 0;
 	goto out;

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """PyTorch side of tests/bench/bench_engine.sh: the same training step
 (forward, cross-entropy, backward, SGD momentum) on random data, channels_last,
-2 threads.  Usage: bench_engine_torch.py MODEL C H W CLASSES BATCH [STEPS [WARMUP]]"""
+2 threads.  Usage: bench_engine_torch.py MODEL C H W CLASSES BATCH [STEPS [WARMUP]]
+BENCH_PRECISION=bf16: forward and loss under torch.autocast("cpu", bfloat16)."""
+import contextlib
 import os
 import resource
 import sys
@@ -31,6 +33,8 @@ def main():
     crit = nn.CrossEntropyLoss()
     x = torch.randn(n, c, h, w).to(memory_format=torch.channels_last)
     y = torch.arange(n) % k
+    bf16 = os.environ.get("BENCH_PRECISION") == "bf16"
+    amp = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
     times = []
     cpu0 = 0.0
     for i in range(warmup + steps):
@@ -38,7 +42,8 @@ def main():
             cpu0 = time.process_time()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = crit(m(x), y)
+        with amp():
+            loss = crit(m(x), y)
         loss.backward()
         opt.step()
         if i >= warmup:
@@ -46,7 +51,7 @@ def main():
     cpu = time.process_time() - cpu0
     times.sort()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"torch {name} {n}x{c}x{h}x{w}: median {n / times[steps // 2]:.2f} img/s "
+    print(f"torch{' bf16' if bf16 else ''} {name} {n}x{c}x{h}x{w}: median {n / times[steps // 2]:.2f} img/s "
           f"(min {n / times[-1]:.2f} max {n / times[0]:.2f}, {steps} steps) {n * steps / cpu:.2f} img/cpu-s "
           f"peak_rss_kib {rss}")
 
