@@ -19,7 +19,7 @@
 /* Gradients through a ReLU: an output within bf16 rounding of zero can
  * land on the other side, and each such flip passes or blocks a whole dy
  * element, so the error is about the square root of the flip fraction. */
-#define TOL_MASK 6e-2
+#define TOL_MASK 0.12
 #define MIN_DIFF 1e-5
 
 static int failures;

@@ -31,9 +31,13 @@
  * alone at ~0.02).  A broken conversion is off by O(1). */
 #define TOL 2e-2
 #define TOL_GRAD 0.6
+/* ...while the typical gradient is much closer (median ~0.05; max 0.40
+ * over 150 random runs). */
+#define TOL_GRAD_MEDIAN 0.2
 #else
 #define TOL 1e-4
 #define TOL_GRAD TOL
+#define TOL_GRAD_MEDIAN TOL
 #endif
 
 enum { V_IN, V_C1, V_B1, V_MP, V_L1C1, V_L1B1, V_L1R1, V_L1C2, V_L1B2, V_DSC, V_DSB, V_ADD,
@@ -148,7 +152,12 @@ static void build(struct dl_graph *g)
 	int n = 0;
 	nd[n++] = CONV(0, V_IN, V_C1, 7, 2, 3);
 	nd[n++] = BN(0, V_C1, V_B1, 1);
-	nd[n++] = (struct dl_node){ DL_NODE_MAXPOOL, { V_B1, -1 }, V_MP, 0, 3, 2, 1, { -1, -1 }, { -1, -1 } };
+	/* bf16: a 1x1 max pool (same output shape).  In a 3x3 window two values
+	 * often round to the same bf16, and the tie sends the whole gradient to
+	 * another position than float64 does: right for the rounded values, but
+	 * not comparable with the reference (test_bf16_ops covers the rest). */
+	nd[n++] = (struct dl_node){ DL_NODE_MAXPOOL, { V_B1, -1 }, V_MP, 0, NET_BF16 ? 1 : 3, 2,
+				    NET_BF16 ? 0 : 1, { -1, -1 }, { -1, -1 } };
 	nd[n++] = CONV(1, V_MP, V_L1C1, 3, 2, 1);
 	nd[n++] = BN(1, V_L1C1, V_L1B1, 0); /* unfused BN then a RELU node */
 	nd[n++] = (struct dl_node){ DL_NODE_RELU, { V_L1B1, -1 }, V_L1R1, 0, 0, 0, 0, { -1, -1 }, { -1, -1 } };
@@ -187,12 +196,23 @@ static void free_graph(struct dl_graph *g)
 }
 
 static int failures;
+static double grad_err[256];
+static int n_grad_err;
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
 
 static void check(const char *what, const float *a, const float *b, size_t n)
 {
 	double *b64 = test_to_f64(b, n);
 	double e = test_relerr(a, b64, n);
-	int ok = e < (strstr(what, " grad ") ? TOL_GRAD : TOL);
+	int is_grad = strstr(what, " grad ") != NULL;
+	int ok = e < (is_grad ? TOL_GRAD : TOL);
+	if (is_grad && n_grad_err < 256)
+		grad_err[n_grad_err++] = e;
 	printf("%-4s cpu%s vs ref %-40s relerr %.3g\n", ok ? "ok" : "FAIL", NET_BF16 ? " bf16" : "",
 	       what, e);
 	failures += !ok;
@@ -332,6 +352,13 @@ int main(void)
 	/* The reference's own gradients, on its graph as it is now. */
 	if (!NET_BF16)
 		finite_diff(&gr, x, dl);
+	if (NET_BF16 && n_grad_err > 0) {
+		qsort(grad_err, n_grad_err, sizeof(double), cmp_double);
+		double med = grad_err[n_grad_err / 2];
+		printf("%-4s bf16 median gradient relerr %.3g (want < %g)\n",
+		       med < TOL_GRAD_MEDIAN ? "ok" : "FAIL", med, (double)TOL_GRAD_MEDIAN);
+		failures += !(med < TOL_GRAD_MEDIAN);
+	}
 	ref->destroy(br);
 	cpu->destroy(bc);
 	free_graph(&gr);
