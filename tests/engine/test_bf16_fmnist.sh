@@ -20,6 +20,16 @@ trap cleanup EXIT
 [ -r "$data/train-images-idx3-ubyte.gz" ] || [ -r "$data/train-images-idx3-ubyte" ] ||
 	{ echo "FAIL: no Fashion-MNIST in $data (apt install dataset-fashion-mnist)"; exit 1; }
 
+# Bad values and backends without bf16 are refused with one clear line.
+mkdir -p "$work/x" || exit 1
+"$bin" --precision fp16 --model resnet20 --synthetic --out "$work/x" 2>"$work/x.log" &&
+	{ echo "FAIL: --precision fp16 was accepted"; exit 1; }
+grep -q "unknown precision 'fp16'" "$work/x.log" || { cat "$work/x.log"; echo "FAIL: no message for fp16"; exit 1; }
+"$bin" --backend ref --precision bf16 --model resnet20 --synthetic --steps 1 --out "$work/x" 2>"$work/x.log" &&
+	{ echo "FAIL: --backend ref --precision bf16 was accepted"; exit 1; }
+grep -q "precision bf16 is not supported by the ref backend" "$work/x.log" ||
+	{ cat "$work/x.log"; echo "FAIL: no message for ref + bf16"; exit 1; }
+
 for p in fp32 bf16; do
 	mkdir -p "$work/$p" || exit 1
 	"$bin" --model resnet20 --data "fashion-mnist:$data" --epochs 1 --batch 64 --lr 0.4 \
