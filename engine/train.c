@@ -78,8 +78,11 @@ struct run {
 	struct dl_loader *train, *eval;
 	struct dl_schedule sched;
 	struct dl_metrics metrics;
-	float *x, *dlogits, *flat;
-	int *y;
+	/* The batch being trained on: points into the loader's ring (taken in
+	 * place; every backend copies its input), valid until the next fetch. */
+	const float *x;
+	const int *y;
+	float *dlogits, *flat;
 	size_t n_weights, sample;
 	long steps_per_epoch, total_steps;
 	struct dl_ckpt_state pos;
@@ -99,7 +102,7 @@ static int evaluate(struct run *r, int do_eval, int *stop, double res[4], char *
 			return -1;
 		for (;;) {
 			int n, t1 = 0, t5 = 0, got;
-			got = dl_loader_next(r->eval, r->x, r->y, &n, err, errlen);
+			got = dl_loader_next_ref(r->eval, &r->x, &r->y, &n, err, errlen);
 			if (got < 0)
 				return -1;
 			if (got == 0)
@@ -302,11 +305,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (!r->be)
 		return -1;
 
-	r->x = malloc(sizeof(float) * r->sample * (size_t)c->batch);
-	r->y = malloc(sizeof(int) * (size_t)c->batch);
 	r->dlogits = malloc(sizeof(float) * (size_t)r->g.num_classes * (size_t)c->batch);
 	r->flat = malloc(sizeof(float) * (r->n_weights + 2));
-	if (!r->x || !r->y || !r->dlogits || !r->flat) {
+	if (!r->dlogits || !r->flat) {
 		snprintf(err, errlen, "out of memory for batch %d of %zu floats", c->batch, r->sample);
 		return -1;
 	}
@@ -333,8 +334,6 @@ static void teardown(struct run *r)
 {
 	if (r->comm->rank == 0)
 		dl_metrics_close(&r->metrics);
-	free(r->x);
-	free(r->y);
 	free(r->dlogits);
 	free(r->flat);
 	if (r->be)
@@ -434,7 +433,7 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 				break;
 			int n, got;
 			double t0 = now_s(), l;
-			got = dl_loader_next(r.train, r.x, r.y, &n, err, errlen);
+			got = dl_loader_next_ref(r.train, &r.x, &r.y, &n, err, errlen);
 			if (got < 0)
 				goto out;
 			if (got == 0) {
