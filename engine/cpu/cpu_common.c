@@ -141,6 +141,19 @@ fail:
 	return NULL;
 }
 
+int cpu_mem_or_alias(struct cpu_ctx *c, const dnnl_memory_desc_t *md, const dnnl_memory_desc_t *alias_md,
+		     dnnl_memory_t alias, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+		     dnnl_memory_t *out, struct cpu_prim *reorder)
+{
+	if (cpu_md_eq(md, alias_md)) {
+		*out = alias;
+		return 1;
+	}
+	if (!(*out = cpu_mem(c, md, NULL)))
+		return -1;
+	return cpu_reorder_make(c, reorder, from, to) < 0 ? -1 : 0;
+}
+
 dnnl_memory_t cpu_tmp_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md)
 {
 	dnnl_memory_t m = NULL;

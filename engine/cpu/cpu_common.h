@@ -100,5 +100,13 @@ int cpu_exec(struct cpu_ctx *c, struct cpu_prim *p, int nargs, const dnnl_exec_a
 int cpu_reorder(struct cpu_ctx *c, struct cpu_prim *p, dnnl_memory_t src, dnnl_memory_t dst);
 const dnnl_memory_desc_t *cpu_query(const_dnnl_primitive_desc_t pd, dnnl_query_t what);
 int cpu_md_eq(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b);
+/* A memory in the layout md that oneDNN chose for a primitive, standing for
+ * `alias` (layout alias_md): alias itself when the layouts agree (returns 1),
+ * else a new memory in *out plus the reorder from -> to that fills or
+ * empties it (returns 0); -1 on error.  Reorders happen only where layouts
+ * really differ. */
+int cpu_mem_or_alias(struct cpu_ctx *c, const dnnl_memory_desc_t *md, const dnnl_memory_desc_t *alias_md,
+		     dnnl_memory_t alias, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+		     dnnl_memory_t *out, struct cpu_prim *reorder);
 
 #endif

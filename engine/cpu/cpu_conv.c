@@ -42,29 +42,19 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 		goto fail;
 	l->w_plain = cpu_mem(c, &w_plain_md, NULL);
 	CHECK(l->w_plain, "%s", c->err);
-	l->w_fwd_plain = cpu_md_eq(wf_md, &w_plain_md);
-	if (l->w_fwd_plain) {
-		l->w_fwd = l->w_plain;
-	} else {
-		CHECK(l->w_fwd = cpu_mem(c, wf_md, NULL), "%s", c->err);
-		if (cpu_reorder_make(c, &l->w_to_fwd, &w_plain_md, wf_md) < 0)
-			goto fail;
-	}
+	if ((l->w_fwd_plain = cpu_mem_or_alias(c, wf_md, &w_plain_md, l->w_plain, &w_plain_md, wf_md,
+						  &l->w_fwd, &l->w_to_fwd)) < 0)
+		goto fail;
 
 	DN(dnnl_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &l->src_md,
 						       &dw_any, NULL, &l->dst_md, strides, pl, pr));
 	if (!(bwpd = cpu_pd(c, &bwd, NULL, fpd)) || cpu_prim_make(c, &l->bwd_w, bwpd) < 0)
 		goto fail;
 	const dnnl_memory_desc_t *dw_md = cpu_query(bwpd, dnnl_query_diff_weights_md);
-	l->dw_plain_direct = cpu_md_eq(dw_md, &w_plain_md);
 	CHECK(l->dw_plain = cpu_mem(c, &w_plain_md, NULL), "%s", c->err);
-	if (l->dw_plain_direct) {
-		l->dw_blk = l->dw_plain;
-	} else {
-		CHECK(l->dw_blk = cpu_mem(c, dw_md, NULL), "%s", c->err);
-		if (cpu_reorder_make(c, &l->dw_to_plain, dw_md, &w_plain_md) < 0)
-			goto fail;
-	}
+	if ((l->dw_plain_direct = cpu_mem_or_alias(c, dw_md, &w_plain_md, l->dw_plain, dw_md, &w_plain_md,
+						      &l->dw_blk, &l->dw_to_plain)) < 0)
+		goto fail;
 
 	if (need_bwd_data) {
 		DN(dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct,
@@ -73,14 +63,9 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 		if (!(bdpd = cpu_pd(c, &bdd, NULL, fpd)) || cpu_prim_make(c, &l->bwd_data, bdpd) < 0)
 			goto fail;
 		const dnnl_memory_desc_t *wb_md = cpu_query(bdpd, dnnl_query_weights_md);
-		l->w_bwd_same = cpu_md_eq(wb_md, wf_md);
-		if (l->w_bwd_same) {
-			l->w_bwd = l->w_fwd;
-		} else {
-			CHECK(l->w_bwd = cpu_mem(c, wb_md, NULL), "%s", c->err);
-			if (cpu_reorder_make(c, &l->w_to_bwd, &w_plain_md, wb_md) < 0)
-				goto fail;
-		}
+		if ((l->w_bwd_same = cpu_mem_or_alias(c, wb_md, wf_md, l->w_fwd, &w_plain_md, wb_md,
+							 &l->w_bwd, &l->w_to_bwd)) < 0)
+			goto fail;
 	}
 	return 0;
 fail:
