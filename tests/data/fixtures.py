@@ -19,6 +19,16 @@ SKLEARN = "/usr/lib/python3/dist-packages/sklearn/datasets/images"
 CONVERT = "/usr/bin/convert" if os.path.exists("/usr/bin/convert") else "convert"
 
 
+# Every check the tests make; a test exits 1 when this is not empty.
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg, file=sys.stderr)
+
+
 def tool(name):
     return os.path.join(os.environ.get("DLJOB_BUILDDIR", "."), "tests", "data", name)
 

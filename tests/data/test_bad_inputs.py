@@ -19,15 +19,7 @@ import os, shutil, subprocess, sys, tempfile
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixtures import fmnist_images, tool, SKLEARN, SKIMAGE
-
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
+from fixtures import check, failures, fmnist_images, tool, SKLEARN, SKIMAGE
 
 
 def patch_sof(data, w, h):

@@ -25,18 +25,11 @@ import torchvision.transforms.functional as F
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixtures import fmnist_images, photo_variants, tool
+from fixtures import check, failures, fmnist_images, photo_variants, tool
 
 torch.set_num_threads(2)
 MEAN = np.array([0.485, 0.456, 0.406], np.float32).reshape(3, 1, 1)
 STD = np.array([0.229, 0.224, 0.225], np.float32).reshape(3, 1, 1)
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
 
 
 def dump(root, size, split, cache=None):

@@ -18,15 +18,7 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixtures import fmnist_images, photo_variants, tool
-
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
+from fixtures import check, failures, fmnist_images, photo_variants, tool
 
 
 def dump(spec, size, split, out):
