@@ -27,3 +27,12 @@ const struct dl_backend_ops *dl_backend_find(const char *name)
 			return all[i];
 	return NULL;
 }
+
+int dl_conv_algo_parse(const char *name)
+{
+	static const char *const names[] = { "auto", "direct", "winograd" };
+	for (int i = 0; name && i < (int)(sizeof(names) / sizeof(names[0])); i++)
+		if (strcmp(names[i], name) == 0)
+			return i;
+	return -1;
+}

@@ -17,6 +17,20 @@ struct dl_backend_opts {
 	/* Mixed precision: bf16 activations and conv weights inside the
 	 * backend, f32 params, grads, BN statistics and logits. */
 	int bf16;
+	/* Convolution algorithm (enum dl_conv_algo); 0 is the backend's
+	 * default choice. */
+	int conv_algo;
+};
+
+/* How the cpu backend computes 3x3 convolutions.  Winograd F(4x4,3x3) does
+ * about half the arithmetic of the direct method at a somewhat larger
+ * rounding error (see tests/engine/test_ops.c); oneDNN has it for f32
+ * 3x3 stride-1 convolutions only, everything else stays direct. */
+enum dl_conv_algo {
+	DL_CONV_AUTO = 0,     /* Winograd where it measured faster here: f32 3x3 stride 1,
+	                       * both channel counts >= 32; direct elsewhere */
+	DL_CONV_DIRECT = 1,   /* direct everywhere (torch's choice on CPU) */
+	DL_CONV_WINOGRAD = 2, /* Winograd wherever oneDNN has it */
 };
 
 struct dl_backend_ops {
@@ -41,6 +55,9 @@ struct dl_backend_ops {
 	struct dl_backend *(*create_ex)(struct dl_graph *g, int n, const struct dl_backend_opts *o,
 					char *err, size_t errlen);
 };
+
+/* "auto", "direct" or "winograd" -> enum dl_conv_algo; -1 for anything else. */
+int dl_conv_algo_parse(const char *name);
 
 /* Look up a backend by name ("cpu", "ref", "cuda"); NULL if not built in. */
 const struct dl_backend_ops *dl_backend_find(const char *name);

@@ -291,13 +291,21 @@ static int setup(struct run *r, char *err, size_t errlen)
 		snprintf(err, errlen, "backend '%s' is not built in", r->backend);
 		return -1;
 	}
-	if (c->precision && strcmp(c->precision, "fp32") != 0) {
-		struct dl_backend_opts bo = { .bf16 = strcmp(c->precision, "bf16") == 0 };
-		if (!bo.bf16 || !r->ops->create_ex) {
-			snprintf(err, errlen, "--precision %s is not supported by the %s backend",
-				 c->precision, r->backend);
-			return -1;
-		}
+	struct dl_backend_opts bo = {
+		.bf16 = c->precision && strcmp(c->precision, "bf16") == 0,
+		.conv_algo = c->conv_algo ? dl_conv_algo_parse(c->conv_algo) : DL_CONV_AUTO,
+	};
+	if (c->precision && strcmp(c->precision, "fp32") != 0 && (!bo.bf16 || !r->ops->create_ex)) {
+		snprintf(err, errlen, "--precision %s is not supported by the %s backend", c->precision,
+			 r->backend);
+		return -1;
+	}
+	if (bo.conv_algo < 0 || (bo.conv_algo != DL_CONV_AUTO && !r->ops->create_ex)) {
+		snprintf(err, errlen, "--conv-algo %s is not supported by the %s backend", c->conv_algo,
+			 r->backend);
+		return -1;
+	}
+	if (bo.bf16 || bo.conv_algo != DL_CONV_AUTO) {
 		r->be = r->ops->create_ex(&r->g, c->batch, &bo, err, errlen);
 	} else {
 		r->be = r->ops->create(&r->g, c->batch, err, errlen);

@@ -38,6 +38,7 @@ struct dl_train_config {
 	int eval;                 /* evaluate on the held-out split after every epoch */
 	int print_every;          /* progress line + metrics record every N steps (rank 0) */
 	const char *precision;    /* "fp32" (NULL means the same) or "bf16": mixed precision, cpu backend */
+	const char *conv_algo;    /* cpu backend: "auto" (NULL means the same), "direct", "winograd" */
 	/* Set asynchronously (SIGTERM/SIGUSR1): finish the current step, write a
 	 * checkpoint and return DL_TRAIN_PREEMPTED.  May be NULL. */
 	volatile sig_atomic_t *stop;

@@ -137,6 +137,8 @@ void dl_cli_usage(FILE *f)
 	"  --backend B            auto|cpu|ref|cuda (default auto: cuda if a GPU is visible, else cpu)\n"
 	"  --precision P          fp32|bf16: bf16 runs convolutions and activations in bfloat16\n"
 	"                         with fp32 master weights (cpu backend only; default fp32)\n"
+	"  --conv-algo A          auto|direct|winograd: 3x3 convolutions of the cpu backend\n"
+	"                         (default auto: Winograd from 32 channels, direct elsewhere)\n"
 	"  --threads N            compute threads (default 0: all CPUs of the task)\n"
 	"  --loader-threads N     data worker threads (default 0: automatic)\n"
 	"  --timeout S            seconds to wait for peers at startup and in collectives (default 300)\n"
@@ -148,7 +150,7 @@ enum {
 	OPT_MODEL = 256, OPT_DATA, OPT_SYNTHETIC, OPT_IMAGE_SIZE, OPT_EPOCHS, OPT_BATCH, OPT_LR,
 	OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_NESTEROV, OPT_WD, OPT_LS, OPT_LARS, OPT_ZIR,
 	OPT_SEED, OPT_OUT, OPT_RESUME, OPT_STEPS, OPT_EVAL, OPT_PRINT, OPT_BACKEND, OPT_THREADS,
-	OPT_LTHREADS, OPT_TIMEOUT, OPT_HELP, OPT_PRECISION,
+	OPT_LTHREADS, OPT_TIMEOUT, OPT_HELP, OPT_PRECISION, OPT_CONV_ALGO,
 };
 
 static const struct option long_opts[] = {
@@ -178,6 +180,7 @@ static const struct option long_opts[] = {
 	{"loader-threads", required_argument, NULL, OPT_LTHREADS},
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
 	{"precision", required_argument, NULL, OPT_PRECISION},
+	{"conv-algo", required_argument, NULL, OPT_CONV_ALGO},
 	{"help", no_argument, NULL, OPT_HELP},
 	{NULL, 0, NULL, 0},
 };
@@ -250,6 +253,12 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t er
 			if (strcmp(optarg, "fp32") && strcmp(optarg, "bf16"))
 				rv = fail(err, errlen, "--precision: unknown precision '%s' (fp32, bf16)", optarg);
 			c->precision = optarg;
+			break;
+		case OPT_CONV_ALGO:
+			if (dl_conv_algo_parse(optarg) < 0)
+				rv = fail(err, errlen, "--conv-algo: unknown algorithm '%s' (auto, direct, winograd)",
+					  optarg);
+			c->conv_algo = optarg;
 			break;
 		case OPT_THREADS: rv = parse_int("threads", optarg, 0, 4096, &c->threads, err, errlen); break;
 		case OPT_LTHREADS: rv = parse_int("loader-threads", optarg, 0, 4096, &c->loader_threads, err, errlen); break;

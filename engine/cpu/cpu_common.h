@@ -16,6 +16,7 @@ struct cpu_ctx {
 	 * kernels read them: f32 (default), or bf16 for mixed precision (params,
 	 * weight grads, BN statistics, FC and logits stay f32). */
 	dnnl_data_type_t act_dt;
+	int conv_algo; /* enum dl_conv_algo (engine/backend.h) */
 	/* Every primitive, primitive desc and memory made through this ctx. */
 	dnnl_primitive_t *prims;
 	int n_prims, cap_prims;

@@ -1,6 +1,20 @@
 #include "config.h"
 
+#include "engine/backend.h"
 #include "engine/cpu/cpu_layers.h"
+
+/* The algorithm this convolution asks oneDNN for (enum dl_conv_algo).
+ * oneDNN 2.6 has Winograd (jit_wino_4x3) for f32 3x3 stride-1 only; at 16
+ * channels it measured no faster than direct here (tests/bench/RESULTS.md),
+ * at 32-512 channels 1.4-2.3x faster in all three passes. */
+static dnnl_alg_kind_t conv_alg(const struct cpu_ctx *c, int ci, int co, int k, int stride)
+{
+	if (c->conv_algo == DL_CONV_DIRECT || c->act_dt != dnnl_f32 || k != 3 || stride != 1)
+		return dnnl_convolution_direct;
+	if (c->conv_algo == DL_CONV_AUTO && (ci < 32 || co < 32))
+		return dnnl_convolution_direct;
+	return dnnl_convolution_winograd;
+}
 
 /* oneDNN picks the blocked layouts (format any) for dst and weights, and for
  * src too when the caller leaves it open; diffs use the forward layouts, so
@@ -18,6 +32,8 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	dnnl_dims_t wdims = { co, ci, k, k };
 	dnnl_primitive_desc_t fpd, bdpd, bwpd;
 
+	dnnl_alg_kind_t alg = conv_alg(c, ci, co, k, stride);
+
 	l->has_bwd_data = need_bwd_data;
 	/* In bf16 mode src, weights and dst are bf16 (oneDNN accumulates in
 	 * f32); the weight gradient stays f32 for the optimizer's master
@@ -29,12 +45,19 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	    cpu_md(c, &dw_any, 4, wdims, dnnl_format_tag_any) < 0 ||
 	    cpu_md(c, &w_plain_md, 4, wdims, dnnl_oihw) < 0)
 		goto fail;
-	DN(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
-					      dnnl_convolution_direct,
-					      src_md ? src_md : &src_any, &w_any, NULL, &dst_any,
-					      strides, pl, pr));
-	if (!(fpd = cpu_pd(c, &fd, NULL, NULL)))
-		goto fail;
+	/* Winograd where oneDNN has no implementation for this shape or
+	 * layout (its desc is valid, creating the pd fails): direct instead. */
+	for (;;) {
+		DN(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, alg,
+						      src_md ? src_md : &src_any, &w_any, NULL,
+						      &dst_any, strides, pl, pr));
+		if ((fpd = cpu_pd(c, &fd, NULL, NULL)))
+			break;
+		if (alg == dnnl_convolution_direct)
+			goto fail;
+		alg = dnnl_convolution_direct;
+	}
+	l->winograd = alg == dnnl_convolution_winograd;
 	l->src_md = *cpu_query(fpd, dnnl_query_src_md);
 	l->dst_md = *cpu_query(fpd, dnnl_query_dst_md);
 	const dnnl_memory_desc_t *wf_md = cpu_query(fpd, dnnl_query_weights_md);
@@ -46,9 +69,15 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 						  &l->w_fwd, &l->w_to_fwd)) < 0)
 		goto fail;
 
-	DN(dnnl_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &l->src_md,
-						       &dw_any, NULL, &l->dst_md, strides, pl, pr));
-	if (!(bwpd = cpu_pd(c, &bwd, NULL, fpd)) || cpu_prim_make(c, &l->bwd_w, bwpd) < 0)
+	/* The backward passes follow the forward's algorithm, falling back
+	 * to direct one pass at a time the same way. */
+	for (dnnl_alg_kind_t a = alg;; a = dnnl_convolution_direct) {
+		DN(dnnl_convolution_backward_weights_desc_init(&bwd, a, &l->src_md, &dw_any, NULL,
+							       &l->dst_md, strides, pl, pr));
+		if ((bwpd = cpu_pd(c, &bwd, NULL, fpd)) || a == dnnl_convolution_direct)
+			break;
+	}
+	if (!bwpd || cpu_prim_make(c, &l->bwd_w, bwpd) < 0)
 		goto fail;
 	const dnnl_memory_desc_t *dw_md = cpu_query(bwpd, dnnl_query_diff_weights_md);
 	CHECK(l->dw_plain = cpu_mem(c, &w_plain_md, NULL), "%s", c->err);
@@ -57,10 +86,13 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 		goto fail;
 
 	if (need_bwd_data) {
-		DN(dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct,
-							    &l->src_md, &w_any, &l->dst_md,
-							    strides, pl, pr));
-		if (!(bdpd = cpu_pd(c, &bdd, NULL, fpd)) || cpu_prim_make(c, &l->bwd_data, bdpd) < 0)
+		for (dnnl_alg_kind_t a = alg;; a = dnnl_convolution_direct) {
+			DN(dnnl_convolution_backward_data_desc_init(&bdd, a, &l->src_md, &w_any,
+								    &l->dst_md, strides, pl, pr));
+			if ((bdpd = cpu_pd(c, &bdd, NULL, fpd)) || a == dnnl_convolution_direct)
+				break;
+		}
+		if (!bdpd || cpu_prim_make(c, &l->bwd_data, bdpd) < 0)
 			goto fail;
 		const dnnl_memory_desc_t *wb_md = cpu_query(bdpd, dnnl_query_weights_md);
 		if ((l->w_bwd_same = cpu_mem_or_alias(c, wb_md, wf_md, l->w_fwd, &w_plain_md, wb_md,

@@ -13,6 +13,7 @@ struct cpu_conv {
 	struct cpu_prim fwd, bwd_data, bwd_w;
 	struct cpu_prim w_to_fwd, w_to_bwd, dw_to_plain;
 	int w_fwd_plain, w_bwd_same, dw_plain_direct, has_bwd_data;
+	int winograd; /* the forward runs Winograd (else direct) */
 	dnnl_memory_t w_plain, w_fwd, w_bwd, dw_plain, dw_blk;
 };
 /* src_md NULL: let oneDNN choose the input layout (read it from l->src_md). */

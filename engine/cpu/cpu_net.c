@@ -231,6 +231,10 @@ static struct dl_backend *cpu_create_ex(struct dl_graph *g, int n,
 	c = &b->c;
 	if (o && o->bf16)
 		c->act_dt = dnnl_bf16;
+	if (o)
+		c->conv_algo = o->conv_algo;
+	CHECK(o == NULL || (o->conv_algo >= DL_CONV_AUTO && o->conv_algo <= DL_CONV_WINOGRAD),
+	      "cpu backend: unknown convolution algorithm %d", o ? o->conv_algo : 0);
 	CHECK(n >= 1, "cpu backend: batch size %d must be >= 1", n);
 	CHECK(g->n_nodes >= 1 && g->output >= 0 && g->output < g->n_values,
 	      "cpu backend: graph has no nodes or a bad output value %d", g->output);

@@ -55,7 +55,7 @@ enum conv_mode { CONV_FWD, CONV_BWD_DATA, CONV_BWD_W };
 
 static int conv_run(enum conv_mode mode, const float *x, const float *w, const float *dy,
 		    float *out, int n, int ci, int h, int wd, int co, int k, int stride, int pad,
-		    int bf16, char *err, size_t errlen)
+		    int bf16, int algo, int *winograd, char *err, size_t errlen)
 {
 	struct cpu_ctx cc, *c = &cc;
 	struct cpu_conv l;
@@ -68,6 +68,7 @@ static int conv_run(enum conv_mode mode, const float *x, const float *w, const f
 		goto out;
 	if (bf16)
 		c->act_dt = dnnl_bf16;
+	c->conv_algo = algo;
 	if (blocked(c, &xb, n, ci, h, wd) < 0 ||
 	    cpu_conv_init(c, &l, ci == 3 ? NULL : &xb, n, ci, h, wd, co, k, stride, pad,
 			  mode == CONV_BWD_DATA) < 0 ||
@@ -76,6 +77,8 @@ static int conv_run(enum conv_mode mode, const float *x, const float *w, const f
 	    io_make(c, &ty, &yp, &l.dst_md) < 0 || cpu_ctx_finalize(c) < 0)
 		goto out;
 	size_t wcount = (size_t)co * ci * k * k;
+	if (winograd)
+		*winograd = l.winograd;
 	if (mode == CONV_FWD) {
 		if (io_in(c, &tx, x) < 0 || cpu_conv_forward_exec(c, &l, w, tx.blk, ty.blk) < 0 ||
 		    io_out(c, &ty, out) < 0)
@@ -106,21 +109,22 @@ fail:
 int cpu_conv_forward(const float *x, const float *w, float *y, int n, int ci, int h, int wd,
 		     int co, int k, int stride, int pad, char *err, size_t errlen)
 {
-	return conv_run(CONV_FWD, x, w, NULL, y, n, ci, h, wd, co, k, stride, pad, 0, err, errlen);
+	return conv_run(CONV_FWD, x, w, NULL, y, n, ci, h, wd, co, k, stride, pad, 0, 0, NULL, err,
+			errlen);
 }
 
 int cpu_conv_backward_data(const float *dy, const float *w, float *dx, int n, int ci, int h,
 			   int wd, int co, int k, int stride, int pad, char *err, size_t errlen)
 {
-	return conv_run(CONV_BWD_DATA, NULL, w, dy, dx, n, ci, h, wd, co, k, stride, pad, 0, err,
-			errlen);
+	return conv_run(CONV_BWD_DATA, NULL, w, dy, dx, n, ci, h, wd, co, k, stride, pad, 0, 0, NULL,
+			err, errlen);
 }
 
 int cpu_conv_backward_weights(const float *x, const float *dy, float *dw, int n, int ci, int h,
 			      int wd, int co, int k, int stride, int pad, char *err, size_t errlen)
 {
-	return conv_run(CONV_BWD_W, x, NULL, dy, dw, n, ci, h, wd, co, k, stride, pad, 0, err,
-			errlen);
+	return conv_run(CONV_BWD_W, x, NULL, dy, dw, n, ci, h, wd, co, k, stride, pad, 0, 0, NULL,
+			err, errlen);
 }
 
 int cpu_conv_bf16(int mode, const float *x, const float *w, const float *dy, float *out, int n,
@@ -131,8 +135,20 @@ int cpu_conv_bf16(int mode, const float *x, const float *w, const float *dy, flo
 		snprintf(err, errlen, "cpu_conv_bf16: mode %d is not 0, 1 or 2", mode);
 		return -1;
 	}
-	return conv_run((enum conv_mode)mode, x, w, dy, out, n, ci, h, wd, co, k, stride, pad, 1,
-			err, errlen);
+	return conv_run((enum conv_mode)mode, x, w, dy, out, n, ci, h, wd, co, k, stride, pad, 1, 0,
+			NULL, err, errlen);
+}
+
+int cpu_conv_algo(int mode, int algo, const float *x, const float *w, const float *dy,
+		  float *out, int n, int ci, int h, int wd, int co, int k, int stride, int pad,
+		  int *winograd, char *err, size_t errlen)
+{
+	if (mode < 0 || mode > 2) {
+		snprintf(err, errlen, "cpu_conv_algo: mode %d is not 0, 1 or 2", mode);
+		return -1;
+	}
+	return conv_run((enum conv_mode)mode, x, w, dy, out, n, ci, h, wd, co, k, stride, pad, 0,
+			algo, winograd, err, errlen);
 }
 
 static int bn_train_run(const float *x, const float *gamma, const float *beta, const float *dy,

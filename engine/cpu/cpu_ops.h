@@ -44,6 +44,13 @@ int cpu_gap(const float *x, const float *dy, float *y, float *dx, int n, int c, 
 int cpu_fc(const float *x, const float *w, const float *b, const float *dy, float *y, float *dx,
 	   float *dw, float *db, int n, int c, int k, char *err, size_t errlen);
 
+/* f32 convolution with algorithm algo (enum dl_conv_algo in
+ * engine/backend.h); mode as cpu_conv_bf16 below.  *winograd (if not NULL)
+ * says whether the forward ran Winograd. */
+int cpu_conv_algo(int mode, int algo, const float *x, const float *w, const float *dy,
+		  float *out, int n, int ci, int h, int wd, int co, int k, int stride, int pad,
+		  int *winograd, char *err, size_t errlen);
+
 /* bf16 mixed precision (the backend's --precision bf16): tensors are
  * converted to bf16 on the way in, kernels accumulate in f32, results come
  * back as f32.  mode 0: forward (x, w -> y), 1: backward data (dy, w -> dx),

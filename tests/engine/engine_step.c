@@ -32,7 +32,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: engine_step --backend NAME --model NAME [--weights W.safetensors] --input XY.safetensors "
 	                "--out OUT.safetensors [--state S.safetensors] [--lr F] [--momentum F] [--wd F] [--nesterov] "
-	                "[--no-decay-bn-bias] [--lars ETA] [--label-smoothing F] [--steps N] [--seed S]\n");
+	                "[--no-decay-bn-bias] [--lars ETA] [--label-smoothing F] [--steps N] [--seed S]\n"
+	                "[--conv-algo auto|direct|winograd]\n");
 }
 
 static int add_tensor(struct dl_tensor_f32 **arr, size_t *n, const char *name, int ndim, const int *dims,
@@ -65,6 +66,7 @@ int main(int argc, char **argv)
 	double lr = 0.1, label_smoothing = 0.0;
 	struct dl_optim_config oc = {.momentum = 0.9, .weight_decay = 1e-4, .decay_bn_and_bias = 1, .lars_eta = 0.001};
 	int steps = 1;
+	struct dl_backend_opts bo = { 0 };
 	uint64_t seed = 1;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -107,6 +109,8 @@ int main(int argc, char **argv)
 			steps = atoi(v);
 		else if (strcmp(a, "--seed") == 0)
 			seed = strtoull(v, NULL, 0);
+		else if (strcmp(a, "--conv-algo") == 0 && (bo.conv_algo = dl_conv_algo_parse(v)) >= 0)
+			;
 		else {
 			usage();
 			return 2;
@@ -176,7 +180,8 @@ int main(int argc, char **argv)
 		snprintf(err, sizeof(err), "backend %s is not built in", backend);
 		goto out;
 	}
-	b = ops->create(&g, n, err, sizeof(err));
+	b = bo.conv_algo && ops->create_ex ? ops->create_ex(&g, n, &bo, err, sizeof(err))
+					   : ops->create(&g, n, err, sizeof(err));
 	if (!b)
 		goto out;
 	o = dl_optim_create(&g, &oc, err, sizeof(err));

@@ -6,11 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend.h"
 #include "engine/cpu/cpu_ops.h"
 #include "engine/ref/ref_ops.h"
 #include "tests/engine/test_ops_util.h"
 
 #define TOL 1e-5
+/* Winograd F(4x4,3x3) in f32 */
+#define WINO_TOL 1e-4
 
 static int failures;
 static char err[512];
@@ -31,7 +34,25 @@ static void op_failed(const char *what)
 	failures++;
 }
 
-static void test_conv(int n, int ci, int h, int w, int co, int k, int s, int p)
+static const char *const algo_name[] = { "auto", "direct", "winograd" };
+
+/* tol: the relative error allowed (TOL, or WINO_TOL where Winograd ran). */
+static void report_tol(const char *what, const char *shape, const char *out, const float *a,
+		       const double *b, size_t n, double tol)
+{
+	double e = test_relerr(a, b, n);
+	int ok = e < tol;
+	printf("%-4s %-18s %-34s %-8s relerr %.3g (limit %.0e)\n", ok ? "ok" : "FAIL", what, shape,
+	       out, e, tol);
+	if (!ok)
+		failures++;
+}
+
+/* One convolution with algorithm algo (enum dl_conv_algo): want_wino is
+ * whether Winograd must run (1), must not (0), or either (-1), so a shape
+ * meant to test Winograd cannot quietly pass on the direct kernels. */
+static void test_conv_algo(int algo, int want_wino, int n, int ci, int h, int w, int co, int k,
+			   int s, int p)
 {
 	int ho = ref_out_side(h, k, s, p), wo = ref_out_side(w, k, s, p);
 	size_t nx = (size_t)n * ci * h * w, nw = (size_t)co * ci * k * k, ny = (size_t)n * co * ho * wo;
@@ -39,7 +60,9 @@ static void test_conv(int n, int ci, int h, int w, int co, int k, int s, int p)
 	float *y = test_alloc(ny * 4), *dx = test_alloc(nx * 4), *dw = test_alloc(nw * 4);
 	double *ry = test_alloc(ny * 8), *rdx = test_alloc(nx * 8), *rdw = test_alloc(nw * 8);
 	char shape[96];
-	snprintf(shape, sizeof shape, "n%d %dx%dx%d->%d k%d s%d p%d", n, ci, h, w, co, k, s, p);
+	int wino = 0;
+	snprintf(shape, sizeof shape, "n%d %dx%dx%d->%d k%d s%d p%d %s", n, ci, h, w, co, k, s, p,
+		 algo_name[algo]);
 	test_fill(x, nx, -1, 1);
 	test_fill(wt, nw, -1, 1);
 	test_fill(dy, ny, -1, 1);
@@ -47,20 +70,38 @@ static void test_conv(int n, int ci, int h, int w, int co, int k, int s, int p)
 	ref_conv_forward(x64, w64, ry, n, ci, h, w, co, k, s, p);
 	ref_conv_backward_data(dy64, w64, rdx, n, ci, h, w, co, k, s, p);
 	ref_conv_backward_weights(x64, dy64, rdw, n, ci, h, w, co, k, s, p);
-	if (cpu_conv_forward(x, wt, y, n, ci, h, w, co, k, s, p, err, sizeof err) < 0)
+	if (cpu_conv_algo(0, algo, x, wt, NULL, y, n, ci, h, w, co, k, s, p, &wino, err,
+			  sizeof err) < 0) {
 		op_failed("conv fwd");
-	else
-		report("conv fwd", shape, "y", y, ry, ny);
-	if (cpu_conv_backward_data(dy, wt, dx, n, ci, h, w, co, k, s, p, err, sizeof err) < 0)
+		goto out;
+	}
+	if (want_wino >= 0 && wino != want_wino) {
+		printf("FAIL %-18s %-34s ran %s, expected %s\n", "conv algorithm", shape,
+		       wino ? "winograd" : "direct", want_wino ? "winograd" : "direct");
+		failures++;
+	}
+	double tol = wino ? WINO_TOL : TOL;
+	report_tol(wino ? "conv fwd (wino)" : "conv fwd", shape, "y", y, ry, ny, tol);
+	if (cpu_conv_algo(1, algo, NULL, wt, dy, dx, n, ci, h, w, co, k, s, p, NULL, err,
+			  sizeof err) < 0)
 		op_failed("conv bwd-data");
 	else
-		report("conv bwd-data", shape, "dx", dx, rdx, nx);
-	if (cpu_conv_backward_weights(x, dy, dw, n, ci, h, w, co, k, s, p, err, sizeof err) < 0)
+		report_tol(wino ? "conv bwd-d (wino)" : "conv bwd-data", shape, "dx", dx, rdx, nx, tol);
+	if (cpu_conv_algo(2, algo, x, NULL, dy, dw, n, ci, h, w, co, k, s, p, NULL, err,
+			  sizeof err) < 0)
 		op_failed("conv bwd-weights");
 	else
-		report("conv bwd-weights", shape, "dw", dw, rdw, nw);
+		report_tol(wino ? "conv bwd-w (wino)" : "conv bwd-weights", shape, "dw", dw, rdw, nw,
+			   tol);
+out:
 	free(x), free(wt), free(dy), free(y), free(dx), free(dw), free(ry), free(rdx), free(rdw);
 	free(x64), free(w64), free(dy64);
+}
+
+/* The backend's default choice (what the network runs). */
+static void test_conv(int n, int ci, int h, int w, int co, int k, int s, int p)
+{
+	test_conv_algo(0, -1, n, ci, h, w, co, k, s, p);
 }
 
 static void test_bn(int n, int c, int h, int w, int relu)
@@ -247,6 +288,19 @@ int main(void)
 	test_conv(1, 16, 9, 9, 64, 1, 2, 0);    /* downsample shortcut */
 	test_conv(3, 24, 11, 10, 24, 3, 2, 0);
 	test_conv(1, 16, 12, 12, 16, 7, 1, 3);
+	/* Each algorithm on the 3x3 stride-1 shapes where Winograd can run
+	 * (auto picks it from 32 channels up), small sides included. */
+	int wino_shapes[][4] = { { 2, 32, 9, 11 }, { 2, 64, 8, 8 }, { 4, 128, 7, 7 },
+				 { 2, 256, 4, 4 }, { 2, 512, 2, 2 }, { 3, 512, 2, 2 }, { 3, 256, 3, 3 }, { 2, 64, 1, 1 },
+				 { 3, 16, 9, 7 } };
+	for (size_t i = 0; i < sizeof wino_shapes / sizeof wino_shapes[0]; i++) {
+		int *d = wino_shapes[i], big = d[1] >= 32;
+		test_conv_algo(DL_CONV_DIRECT, 0, d[0], d[1], d[2], d[3], d[1], 3, 1, 1);
+		test_conv_algo(DL_CONV_WINOGRAD, 1, d[0], d[1], d[2], d[3], d[1], 3, 1, 1);
+		test_conv_algo(DL_CONV_AUTO, big, d[0], d[1], d[2], d[3], d[1], 3, 1, 1);
+	}
+	test_conv_algo(DL_CONV_WINOGRAD, 0, 2, 64, 8, 8, 64, 3, 2, 1); /* stride 2: direct */
+	test_conv_algo(DL_CONV_WINOGRAD, 0, 2, 64, 8, 8, 64, 1, 1, 0); /* 1x1: direct */
 	for (int relu = 0; relu < 2; relu++) {
 		test_bn(3, 16, 7, 9, relu);
 		test_bn(1, 24, 5, 5, relu);

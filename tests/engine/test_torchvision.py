@@ -188,7 +188,7 @@ def torch_step(m, x, y, dtype, lr, momentum, wd, nesterov, label_smoothing, deca
 
 
 def run_case(tmp, label, name, shape, k, backend, lr=0.1, momentum=0.9, wd=1e-4, nesterov=False,
-             label_smoothing=0.0, decay_all=True, steps=1, seed=0):
+             label_smoothing=0.0, decay_all=True, steps=1, seed=0, conv_algo=None):
     n, c, h, w = shape
     m = make_model(name, k, c, seed)
     g = torch.Generator().manual_seed(seed + 1)
@@ -202,6 +202,8 @@ def run_case(tmp, label, name, shape, k, backend, lr=0.1, momentum=0.9, wd=1e-4,
     cmd = [DRIVER, "--backend", backend, "--model", name, "--weights", wpath, "--input", xpath, "--out", opath,
            "--state", spath, "--lr", repr(lr), "--momentum", repr(momentum), "--wd", repr(wd),
            "--label-smoothing", repr(label_smoothing), "--steps", str(steps)]
+    if conv_algo:
+        cmd += ["--conv-algo", conv_algo]
     if nesterov:
         cmd.append("--nesterov")
     if not decay_all:
@@ -286,7 +288,9 @@ def main():
     ok = True
     with tempfile.TemporaryDirectory(prefix="dljob-tv-") as tmp:
         for i, (label, name, shape, k, backend, kw) in enumerate(cases):
-            ok &= run_case(tmp, label, name, shape, k, backend, seed=10 * i, **kw)
+            # direct: the algorithm torch's CPU convolutions run
+            ok &= run_case(tmp, label, name, shape, k, backend, seed=10 * i,
+                           conv_algo="direct" if backend == "cpu" else None, **kw)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
