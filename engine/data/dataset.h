@@ -41,6 +41,16 @@ struct dl_dataset {
 	/* Optional: write this dataset's scan index into dir (NULL when the
 	 * dataset has nothing worth caching).  Returns 0 or -1 with err. */
 	int (*save_index)(struct dl_dataset *ds, const char *dir, char *err, size_t errlen);
+	/* (Added) Optional uint8 path, for backends that normalize on the
+	 * device: fill hwc (H,W,C) uint8 with the sample before normalization --
+	 * the same decode and augmentation as load (the same aug_seed gives the
+	 * same crop and flip), rounded to nearest.  load's float is
+	 * (hwc/255 - u8_mean[c]) / u8_std[c] up to that rounding, i.e. within
+	 * 0.5/255/u8_std[c].  Same contract otherwise (0 or -1 with err,
+	 * thread-safe).  NULL when the dataset has no uint8 path. */
+	int (*load_u8)(struct dl_dataset *ds, enum dl_split split, size_t index,
+	               uint64_t aug_seed, uint8_t *hwc, int *label, char *err, size_t errlen);
+	const float *u8_mean, *u8_std; /* (channels), in [0,1] pixel units; set with load_u8 */
 };
 
 /* Open a dataset from a spec:
@@ -62,6 +72,12 @@ void dl_dataset_close(struct dl_dataset *ds);
  * whose index came from that cache. */
 int dl_dataset_save_index(struct dl_dataset *ds, const char *dir, char *err, size_t errlen);
 
+/* (Added) What a batch holds.  F32_NCHW: normalized float32 (batch,C,H,W)
+ * (dl_loader_next / dl_loader_next_ref).  U8_NHWC: the dataset's load_u8
+ * output, uint8 (batch,H,W,C), to be normalized with the dataset's
+ * u8_mean/u8_std by whoever consumes it (dl_loader_next_u8_ref). */
+enum dl_batch_layout { DL_BATCH_F32_NCHW = 0, DL_BATCH_U8_NHWC = 1 };
+
 struct dl_loader_options {
 	int batch;          /* samples per batch on this rank */
 	int threads;        /* worker threads (0: CPUs this task may use, minus one; at least 1) */
@@ -70,6 +86,17 @@ struct dl_loader_options {
 	int rank, world;    /* this rank's shard of each epoch's permutation */
 	int shuffle;        /* train: 1, eval: 0 */
 	int drop_last;      /* train: 1 (equal steps on every rank); eval: 0 (every sample exactly once) */
+	/* (Added) Batch layout; U8_NHWC needs a dataset with load_u8. */
+	enum dl_batch_layout layout;
+	/* (Added) Allocator of the ring's batch buffers (images and labels),
+	 * e.g. pinned host memory (cudaHostAlloc) so a GPU backend copies
+	 * batches asynchronously; both set or both NULL (NULL: malloc/free).
+	 * host_alloc returns NULL on failure (dl_loader_create then fails);
+	 * every buffer it returned goes back through host_free at
+	 * dl_loader_destroy (or when dl_loader_create fails). */
+	void *(*host_alloc)(size_t bytes, void *ctx);
+	void (*host_free)(void *p, void *ctx);
+	void *alloc_ctx;
 };
 
 struct dl_loader_stats {
@@ -98,6 +125,12 @@ int dl_loader_next(struct dl_loader *l, float *x, int *y, int *n, char *err, siz
  * dl_loader_start_epoch or dl_loader_destroy.  While a batch is held, the
  * workers run prefetch-1 batches ahead, so use prefetch >= 2. */
 int dl_loader_next_ref(struct dl_loader *l, const float **x, const int **y, int *n, char *err, size_t errlen);
+/* (Added) dl_loader_next_ref for a U8_NHWC loader: *x is (batch,H,W,C)
+ * uint8 in the ring (a short last batch is zero-filled), same lifetime
+ * rules.  Each of the float calls fails on a U8_NHWC loader, and this one
+ * on an F32_NCHW loader, with an error naming the layout. */
+int dl_loader_next_u8_ref(struct dl_loader *l, const uint8_t **x, const int **y, int *n, char *err,
+                          size_t errlen);
 void dl_loader_get_stats(const struct dl_loader *l, struct dl_loader_stats *s);
 void dl_loader_destroy(struct dl_loader *l);
 

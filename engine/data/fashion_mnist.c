@@ -164,8 +164,12 @@ static int load_split(struct fmnist *fm, int s, const char *dir, const char *pre
 	return 0;
 }
 
-static int fmnist_load(struct dl_dataset *ds, enum dl_split split, size_t index,
-                       uint64_t aug_seed, float *chw, int *label, char *err, size_t errlen)
+static const float fmnist_mean[1] = {FMNIST_MEAN}, fmnist_std[1] = {FMNIST_STD};
+
+/* One of chw (load: normalized floats) and hw (load_u8: the pixels as they
+ * are, so the two paths agree exactly) is set. */
+static int fmnist_sample(struct dl_dataset *ds, enum dl_split split, size_t index, uint64_t aug_seed,
+                         float *chw, uint8_t *hw, int *label, char *err, size_t errlen)
 {
 	struct fmnist *fm = ds->impl;
 	const struct fmnist_split *sp = &fm->split[split == DL_SPLIT_EVAL];
@@ -175,7 +179,7 @@ static int fmnist_load(struct dl_dataset *ds, enum dl_split split, size_t index,
 		dl_errf(err, errlen, "fashion-mnist: sample %zu out of range (%zu)", index, sp->count);
 		return -1;
 	}
-	// chw is (1,rows,cols)
+	// chw is (1,rows,cols) float, hw (rows,cols) uint8
 	const uint8_t *px = sp->pixels + index * npix;
 	if (fm->augment && split == DL_SPLIT_TRAIN) {
 		/* RandomCrop(28, padding=2) + RandomHorizontalFlip: output (y,x)
@@ -186,17 +190,34 @@ static int fmnist_load(struct dl_dataset *ds, enum dl_split split, size_t index,
 		for (int y = 0; y < fm->rows; y++) {
 			for (int x = 0; x < fm->cols; x++) {
 				int sy = y + dy, sx = (flip ? fm->cols - 1 - x : x) + dx;
-				float v = sy >= 0 && sy < fm->rows && sx >= 0 && sx < fm->cols ?
-				          (float)px[sy * fm->cols + sx] : 0.0f;
-				chw[y * fm->cols + x] = (v * (1.0f / 255.0f) - FMNIST_MEAN) * (1.0f / FMNIST_STD);
+				uint8_t v = sy >= 0 && sy < fm->rows && sx >= 0 && sx < fm->cols ?
+				            px[sy * fm->cols + sx] : 0;
+				if (hw)
+					hw[y * fm->cols + x] = v;
+				else
+					chw[y * fm->cols + x] = ((float)v * (1.0f / 255.0f) - FMNIST_MEAN) * (1.0f / FMNIST_STD);
 			}
 		}
+	} else if (hw) {
+		memcpy(hw, px, npix);
 	} else {
 		for (size_t i = 0; i < npix; i++)
 			chw[i] = ((float)px[i] * (1.0f / 255.0f) - FMNIST_MEAN) * (1.0f / FMNIST_STD);
 	}
 	*label = sp->labels[index];
 	return 0;
+}
+
+static int fmnist_load(struct dl_dataset *ds, enum dl_split split, size_t index,
+                       uint64_t aug_seed, float *chw, int *label, char *err, size_t errlen)
+{
+	return fmnist_sample(ds, split, index, aug_seed, chw, NULL, label, err, errlen);
+}
+
+static int fmnist_load_u8(struct dl_dataset *ds, enum dl_split split, size_t index,
+                          uint64_t aug_seed, uint8_t *hw, int *label, char *err, size_t errlen)
+{
+	return fmnist_sample(ds, split, index, aug_seed, NULL, hw, label, err, errlen);
 }
 
 static void fmnist_close(struct dl_dataset *ds)
@@ -228,6 +249,9 @@ int dl_fashion_mnist_open(const char *dir, int augment, const struct dl_data_opt
 	fm->augment = augment;
 	ds->close = fmnist_close;
 	ds->load = fmnist_load;
+	ds->load_u8 = fmnist_load_u8;
+	ds->u8_mean = fmnist_mean;
+	ds->u8_std = fmnist_std;
 	if (!*dir) {
 		dl_errf(err, errlen, "fashion-mnist: no directory given (fashion-mnist:DIR)");
 		goto fail;

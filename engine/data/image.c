@@ -19,8 +19,9 @@ enum dl_image_format dl_image_sniff(const uint8_t *buf, size_t len)
 	return DL_IMG_UNKNOWN;
 }
 
-int dl_image_sample(const uint8_t *buf, size_t len, const char *name, int size, int train,
-                    uint64_t aug_seed, float *chw, char *err, size_t errlen)
+/* One of chw (float path) and hwc (uint8 path) is set. */
+static int image_sample(const uint8_t *buf, size_t len, const char *name, int size, int train,
+                        uint64_t aug_seed, float *chw, uint8_t *hwc, char *err, size_t errlen)
 {
 	struct dl_resize_plan plan;
 	struct dl_pixels px = {0};
@@ -41,7 +42,8 @@ int dl_image_sample(const uint8_t *buf, size_t len, const char *name, int size, 
 		snprintf(why, sizeof why, len == 0 ? "empty file" : "not a JPEG or PNG image");
 		goto fail;
 	}
-	if (dl_resample_chw(&px, &plan, chw, why, sizeof why) != 0)
+	if ((hwc ? dl_resample_hwc8(&px, &plan, hwc, why, sizeof why) :
+	     dl_resample_chw(&px, &plan, chw, why, sizeof why)) != 0)
 		goto fail;
 	rv = 0;
 	goto out;
@@ -50,6 +52,18 @@ fail:
 out:
 	free(px.rgb);
 	return rv;
+}
+
+int dl_image_sample(const uint8_t *buf, size_t len, const char *name, int size, int train,
+                    uint64_t aug_seed, float *chw, char *err, size_t errlen)
+{
+	return image_sample(buf, len, name, size, train, aug_seed, chw, NULL, err, errlen);
+}
+
+int dl_image_sample_u8(const uint8_t *buf, size_t len, const char *name, int size, int train,
+                       uint64_t aug_seed, uint8_t *hwc, char *err, size_t errlen)
+{
+	return image_sample(buf, len, name, size, train, aug_seed, NULL, hwc, err, errlen);
 }
 
 int dl_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len, char *err, size_t errlen)

@@ -53,6 +53,14 @@ void dl_plan_region(const struct dl_resize_plan *p, int full_w, int full_h,
 int dl_resample_chw(const struct dl_pixels *px, const struct dl_resize_plan *p, float *chw,
                     char *err, size_t errlen);
 
+/* The same resampling, rounded to nearest 8-bit values, into hwc
+ * (size,size,3) with no normalization: dl_resample_chw's value is
+ * (hwc/255 - dl_imagenet_mean[c]) / dl_imagenet_std[c] within 0.5/255/std. */
+int dl_resample_hwc8(const struct dl_pixels *px, const struct dl_resize_plan *p, uint8_t *hwc,
+                     char *err, size_t errlen);
+/* torchvision's ImageNet normalization, per RGB channel of x/255. */
+extern const float dl_imagenet_mean[3], dl_imagenet_std[3];
+
 /* Resize a whole decoded image (x0 = y0 = 0) to out_w x out_h with the same
  * filter, RGB8 out (for dljob pack --max-side). */
 int dl_resize_rgb8(const struct dl_pixels *px, int out_w, int out_h, struct dl_pixels *out,
@@ -80,6 +88,10 @@ int dl_png_decode(const uint8_t *buf, size_t len, struct dl_pixels *px, char *er
  * error messages. */
 int dl_image_sample(const uint8_t *buf, size_t len, const char *name, int size, int train,
                     uint64_t aug_seed, float *chw, char *err, size_t errlen);
+/* The same sample as dl_image_sample, before normalization: hwc is
+ * (size,size,3) uint8 (see dl_resample_hwc8). */
+int dl_image_sample_u8(const uint8_t *buf, size_t len, const char *name, int size, int train,
+                       uint64_t aug_seed, uint8_t *hwc, char *err, size_t errlen);
 
 /* Read a whole regular file (bounded by max_bytes). */
 int dl_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len, char *err, size_t errlen);

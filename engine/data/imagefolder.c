@@ -537,8 +537,9 @@ static void folder_free(struct imagefolder *f)
 	free(f);
 }
 
-static int folder_load(struct dl_dataset *ds, enum dl_split split, size_t index, uint64_t aug_seed,
-                       float *chw, int *label, char *err, size_t errlen)
+/* One of chw (load) and hwc (load_u8) is set. */
+static int folder_sample(struct dl_dataset *ds, enum dl_split split, size_t index, uint64_t aug_seed,
+                         float *chw, uint8_t *hwc, int *label, char *err, size_t errlen)
 {
 	struct imagefolder *f = ds->impl;
 	int s = split == DL_SPLIT_EVAL;
@@ -555,10 +556,23 @@ static int folder_load(struct dl_dataset *ds, enum dl_split split, size_t index,
 	         f->arena + sp->name_off[index]);
 	if (dl_read_file(path, MAX_IMAGE_BYTES, &buf, &len, err, errlen) != 0)
 		return -1;
-	int rc = dl_image_sample(buf, len, path, f->size, !s, aug_seed, chw, err, errlen);
+	int rc = hwc ? dl_image_sample_u8(buf, len, path, f->size, !s, aug_seed, hwc, err, errlen) :
+	         dl_image_sample(buf, len, path, f->size, !s, aug_seed, chw, err, errlen);
 	free(buf);
 	*label = (int)sp->cls[index];
 	return rc;
+}
+
+static int folder_load(struct dl_dataset *ds, enum dl_split split, size_t index, uint64_t aug_seed,
+                       float *chw, int *label, char *err, size_t errlen)
+{
+	return folder_sample(ds, split, index, aug_seed, chw, NULL, label, err, errlen);
+}
+
+static int folder_load_u8(struct dl_dataset *ds, enum dl_split split, size_t index, uint64_t aug_seed,
+                          uint8_t *hwc, int *label, char *err, size_t errlen)
+{
+	return folder_sample(ds, split, index, aug_seed, NULL, hwc, label, err, errlen);
 }
 
 static int folder_save_index(struct dl_dataset *ds, const char *dir, char *err, size_t errlen)
@@ -623,6 +637,9 @@ int dl_imagefolder_open(const char *dir, const struct dl_data_options *opt,
 	ds->count[0] = f->split[0].count;
 	ds->count[1] = f->split[1].count;
 	ds->load = folder_load;
+	ds->load_u8 = folder_load_u8;
+	ds->u8_mean = dl_imagenet_mean;
+	ds->u8_std = dl_imagenet_std;
 	ds->close = folder_close;
 	ds->save_index = folder_save_index;
 	ds->impl = f;

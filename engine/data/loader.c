@@ -14,7 +14,12 @@
  * delivered exactly once across ranks; every rank still gets the same number
  * of batches, ceil(ceil(n/w)/batch), so collectives stay matched -- the last
  * batch may be short (*n < batch), and on ranks holding one sample fewer it
- * may even be empty (*n == 0). */
+ * may even be empty (*n == 0).
+ *
+ * Layout: float32 (batch,C,H,W) from the dataset's load, or uint8
+ * (batch,H,W,C) from its load_u8 for a consumer that normalizes on a GPU;
+ * the slot buffers come from the caller's allocator when it gives one
+ * (pinned memory, so the batch goes to the device without a staging copy). */
 #include "config.h"
 #include <errno.h>
 #include <pthread.h>
@@ -28,7 +33,7 @@
 #define MAX_SUBSTITUTES 64
 
 struct slot {
-	float *x;   // (batch, C, H, W)
+	void *x;    // (batch, C, H, W) float32 or (batch, H, W, C) uint8
 	int *y;     // (batch)
 	int filled; // samples written so far
 };
@@ -38,6 +43,7 @@ struct dl_loader {
 	enum dl_split split;
 	struct dl_loader_options o;
 	size_t sample_floats; // C*H*W
+	size_t sample_bytes;  // one sample in the ring: C*H*W floats or bytes
 	size_t n;             // samples in the split
 	size_t *perm;         // (n) this epoch's order
 	size_t my_count;      // samples this rank takes per epoch
@@ -140,14 +146,17 @@ static int fill_one(struct dl_loader *l, size_t p, uint64_t epoch_seed, const si
 {
 	size_t b = p / (size_t)l->o.batch, within = p % (size_t)l->o.batch;
 	struct slot *s = &l->slots[b % (size_t)l->o.prefetch];
-	float *dst = s->x + within * l->sample_floats;
+	char *dst = (char *)s->x + within * l->sample_bytes;
+	int u8 = l->o.layout == DL_BATCH_U8_NHWC;
 	size_t idx = perm[p * (size_t)l->o.world + (size_t)l->o.rank];
 	char err[1024];
 
 	for (int tries = 0; tries < MAX_SUBSTITUTES; tries++) {
 		int y = 0;
 		err[0] = 0;
-		if (l->ds->load(l->ds, l->split, idx, dl_seed_mix(epoch_seed, idx), dst, &y, err, sizeof err) == 0) {
+		uint64_t aug = dl_seed_mix(epoch_seed, idx);
+		if ((u8 ? l->ds->load_u8(l->ds, l->split, idx, aug, (uint8_t *)dst, &y, err, sizeof err) :
+		     l->ds->load(l->ds, l->split, idx, aug, (float *)dst, &y, err, sizeof err)) == 0) {
 			if (y < 0 || y >= l->ds->num_classes) {
 				snprintf(err, sizeof err, "%s sample %zu: label %d out of range (%d classes)",
 				         l->ds->kind, idx, y, l->ds->num_classes);
@@ -200,6 +209,22 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* Ring buffers come from the caller's allocator when it gave one. */
+static void *ring_alloc(struct dl_loader *l, size_t bytes)
+{
+	return l->o.host_alloc ? l->o.host_alloc(bytes, l->o.alloc_ctx) : malloc(bytes);
+}
+
+static void ring_free(struct dl_loader *l, void *p)
+{
+	if (!p)
+		return;
+	if (l->o.host_free)
+		l->o.host_free(p, l->o.alloc_ctx);
+	else
+		free(p);
+}
+
 struct dl_loader *dl_loader_create(struct dl_dataset *ds, enum dl_split split,
                                    const struct dl_loader_options *opt, char *err, size_t errlen)
 {
@@ -218,6 +243,19 @@ struct dl_loader *dl_loader_create(struct dl_dataset *ds, enum dl_split split,
 		        o.batch, o.prefetch, o.threads, o.rank, o.world);
 		return NULL;
 	}
+	if (o.layout != DL_BATCH_F32_NCHW && o.layout != DL_BATCH_U8_NHWC) {
+		dl_errf(err, errlen, "loader: unknown batch layout %d", (int)o.layout);
+		return NULL;
+	}
+	if (o.layout == DL_BATCH_U8_NHWC && (!ds->load_u8 || !ds->u8_mean || !ds->u8_std)) {
+		dl_errf(err, errlen, "loader: the %s dataset has no uint8 path (load_u8), so it cannot fill "
+		        "uint8 NHWC batches; use the float32 layout", ds->kind);
+		return NULL;
+	}
+	if (!o.host_alloc != !o.host_free) {
+		dl_errf(err, errlen, "loader: host_alloc and host_free must be given together");
+		return NULL;
+	}
 	l = calloc(1, sizeof *l);
 	if (!l) {
 		dl_errf(err, errlen, "loader: out of memory");
@@ -227,6 +265,7 @@ struct dl_loader *dl_loader_create(struct dl_dataset *ds, enum dl_split split,
 	l->split = split;
 	l->o = o;
 	l->sample_floats = (size_t)ds->channels * ds->height * ds->width;
+	l->sample_bytes = l->sample_floats * (o.layout == DL_BATCH_U8_NHWC ? 1 : sizeof(float));
 	l->n = ds->count[split == DL_SPLIT_EVAL];
 	if (o.drop_last) {
 		l->steps = l->n / (size_t)o.world / (size_t)o.batch;
@@ -246,8 +285,8 @@ struct dl_loader *dl_loader_create(struct dl_dataset *ds, enum dl_split split,
 	if (!l->perm || !l->bad_seen || !l->slots || !l->threads)
 		goto oom;
 	for (int i = 0; i < o.prefetch; i++) {
-		l->slots[i].x = malloc((size_t)o.batch * l->sample_floats * sizeof(float));
-		l->slots[i].y = malloc((size_t)o.batch * sizeof(int));
+		l->slots[i].x = ring_alloc(l, (size_t)o.batch * l->sample_bytes);
+		l->slots[i].y = ring_alloc(l, (size_t)o.batch * sizeof(int));
 		if (!l->slots[i].x || !l->slots[i].y)
 			goto oom;
 	}
@@ -262,8 +301,9 @@ struct dl_loader *dl_loader_create(struct dl_dataset *ds, enum dl_split split,
 	}
 	return l;
 oom:
-	dl_errf(err, errlen, "loader: out of memory for %d batches of %d samples of %zu floats",
-	        o.prefetch, o.batch, l->sample_floats);
+	dl_errf(err, errlen, "loader: out of memory%s for %d batches of %d samples of %zu %s",
+	        o.host_alloc ? " (the caller's host_alloc failed)" : "", o.prefetch, o.batch, l->sample_floats,
+	        o.layout == DL_BATCH_U8_NHWC ? "bytes" : "floats");
 	dl_loader_destroy(l);
 	return NULL;
 }
@@ -353,12 +393,26 @@ static int acquire(struct dl_loader *l, struct slot **sp, size_t *wantp, char *e
 	return 1;
 }
 
+/* The layout check of the dl_loader_next* calls. */
+static int layout_is(const struct dl_loader *l, enum dl_batch_layout want, const char *call, char *err,
+                     size_t errlen)
+{
+	static const char *const names[] = {"float32 NCHW", "uint8 NHWC"};
+	if (l->o.layout == want)
+		return 1;
+	dl_errf(err, errlen, "loader: %s on a loader made for %s batches (use %s)", call, names[l->o.layout],
+	        l->o.layout == DL_BATCH_U8_NHWC ? "dl_loader_next_u8_ref" : "dl_loader_next or dl_loader_next_ref");
+	return 0;
+}
+
 int dl_loader_next(struct dl_loader *l, float *x, int *y, int *n, char *err, size_t errlen)
 {
 	struct slot *s;
 	size_t want;
-	int rc = acquire(l, &s, &want, err, errlen);
 
+	if (!layout_is(l, DL_BATCH_F32_NCHW, "dl_loader_next", err, errlen))
+		return -1;
+	int rc = acquire(l, &s, &want, err, errlen);
 	if (rc != 1)
 		return rc;
 	memcpy(x, s->x, want * l->sample_floats * sizeof(float));
@@ -376,7 +430,9 @@ int dl_loader_next(struct dl_loader *l, float *x, int *y, int *n, char *err, siz
 	return 1;
 }
 
-int dl_loader_next_ref(struct dl_loader *l, const float **x, const int **y, int *n, char *err, size_t errlen)
+/* Take the next batch in place: its slot stays the caller's until the next
+ * call; a short batch's tail is zero-filled. */
+static int next_ref(struct dl_loader *l, const void **x, const int **y, int *n, char *err, size_t errlen)
 {
 	struct slot *s;
 	size_t want;
@@ -385,7 +441,7 @@ int dl_loader_next_ref(struct dl_loader *l, const float **x, const int **y, int 
 	if (rc != 1)
 		return rc;
 	if (want < (size_t)l->o.batch) {
-		memset(s->x + want * l->sample_floats, 0, ((size_t)l->o.batch - want) * l->sample_floats * sizeof(float));
+		memset((char *)s->x + want * l->sample_bytes, 0, ((size_t)l->o.batch - want) * l->sample_bytes);
 		memset(s->y + want, 0, ((size_t)l->o.batch - want) * sizeof(int));
 	}
 	*x = s->x;
@@ -396,6 +452,29 @@ int dl_loader_next_ref(struct dl_loader *l, const float **x, const int **y, int 
 	l->held_n = want;
 	pthread_mutex_unlock(&l->mu);
 	return 1;
+}
+
+int dl_loader_next_ref(struct dl_loader *l, const float **x, const int **y, int *n, char *err, size_t errlen)
+{
+	const void *p;
+	if (!layout_is(l, DL_BATCH_F32_NCHW, "dl_loader_next_ref", err, errlen))
+		return -1;
+	int rc = next_ref(l, &p, y, n, err, errlen);
+	if (rc == 1)
+		*x = p;
+	return rc;
+}
+
+int dl_loader_next_u8_ref(struct dl_loader *l, const uint8_t **x, const int **y, int *n, char *err,
+                          size_t errlen)
+{
+	const void *p;
+	if (!layout_is(l, DL_BATCH_U8_NHWC, "dl_loader_next_u8_ref", err, errlen))
+		return -1;
+	int rc = next_ref(l, &p, y, n, err, errlen);
+	if (rc == 1)
+		*x = p;
+	return rc;
 }
 
 void dl_loader_get_stats(const struct dl_loader *l, struct dl_loader_stats *st)
@@ -420,8 +499,8 @@ void dl_loader_destroy(struct dl_loader *l)
 		pthread_join(l->threads[i], NULL);
 	if (l->slots) {
 		for (int i = 0; i < l->o.prefetch; i++) {
-			free(l->slots[i].x);
-			free(l->slots[i].y);
+			ring_free(l, l->slots[i].x);
+			ring_free(l, l->slots[i].y);
 		}
 	}
 	free(l->slots);

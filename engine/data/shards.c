@@ -59,8 +59,9 @@ static uint64_t rd_u(struct rd *r, int n)
 	return v;
 }
 
-static int shards_load(struct dl_dataset *ds, enum dl_split split, size_t index, uint64_t aug_seed,
-                       float *chw, int *label, char *err, size_t errlen)
+/* One of chw (load) and hwc (load_u8) is set. */
+static int shards_sample(struct dl_dataset *ds, enum dl_split split, size_t index, uint64_t aug_seed,
+                         float *chw, uint8_t *hwc, int *label, char *err, size_t errlen)
 {
 	struct shards *s = ds->impl;
 	int sp = split == DL_SPLIT_EVAL;
@@ -90,11 +91,24 @@ static int shards_load(struct dl_dataset *ds, enum dl_split split, size_t index,
 		}
 		got += (size_t)n;
 	}
-	rc = dl_image_sample(buf, r->size, name, s->size, !sp, aug_seed, chw, err, errlen);
+	rc = hwc ? dl_image_sample_u8(buf, r->size, name, s->size, !sp, aug_seed, hwc, err, errlen) :
+	     dl_image_sample(buf, r->size, name, s->size, !sp, aug_seed, chw, err, errlen);
 	*label = (int)r->label;
 out:
 	free(buf);
 	return rc;
+}
+
+static int shards_load(struct dl_dataset *ds, enum dl_split split, size_t index, uint64_t aug_seed,
+                       float *chw, int *label, char *err, size_t errlen)
+{
+	return shards_sample(ds, split, index, aug_seed, chw, NULL, label, err, errlen);
+}
+
+static int shards_load_u8(struct dl_dataset *ds, enum dl_split split, size_t index, uint64_t aug_seed,
+                          uint8_t *hwc, int *label, char *err, size_t errlen)
+{
+	return shards_sample(ds, split, index, aug_seed, NULL, hwc, label, err, errlen);
 }
 
 static void shards_close(struct dl_dataset *ds)
@@ -211,6 +225,9 @@ int dl_shards_open(const char *dir, const struct dl_data_options *opt,
 	ds->count[0] = s->nrec[0];
 	ds->count[1] = s->nrec[1];
 	ds->load = shards_load;
+	ds->load_u8 = shards_load_u8;
+	ds->u8_mean = dl_imagenet_mean;
+	ds->u8_std = dl_imagenet_std;
 	ds->close = shards_close;
 	ds->impl = s;
 	*out = ds;

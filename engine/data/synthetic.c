@@ -4,7 +4,9 @@
  * the eval split has max(1, N/25) samples (ImageNet's 50k:1.28M ratio).
  * Each sample is label-dependent per-channel offsets plus uniform noise, so
  * a model can learn something, and train samples get fresh noise from
- * aug_seed (like augmentation would give) while eval samples do not. */
+ * aug_seed (like augmentation would give) while eval samples do not.
+ * Values lie in [-2,2]; the uint8 path stores round((v+2)*255/4), i.e.
+ * mean 0.5 and std 0.25 in [0,1] pixel units for every channel. */
 #include "config.h"
 #include <stdlib.h>
 #include <string.h>
@@ -12,10 +14,12 @@
 
 struct synthetic {
 	int k;
+	float *mean, *std; // (channels): 0.5, 0.25
 };
 
-static int synth_load(struct dl_dataset *ds, enum dl_split split, size_t index,
-                      uint64_t aug_seed, float *chw, int *label, char *err, size_t errlen)
+/* One of chw (load) and hwc (load_u8) is set. */
+static int synth_sample(struct dl_dataset *ds, enum dl_split split, size_t index, uint64_t aug_seed,
+                        float *chw, uint8_t *hwc, int *label, char *err, size_t errlen)
 {
 	struct synthetic *sy = ds->impl;
 	size_t hw = (size_t)ds->height * ds->width;
@@ -32,22 +36,48 @@ static int synth_load(struct dl_dataset *ds, enum dl_split split, size_t index,
 	for (int c = 0; c < ds->channels; c++) {
 		uint64_t cs = dl_seed_mix((uint64_t)y, (uint64_t)c);
 		float off = (float)(dl_rand_unit(&cs) * 2.0 - 1.0);
-		float *p = chw + (size_t)c * hw;
+		float *p = chw ? chw + (size_t)c * hw : NULL;
 		uint64_t ns = dl_seed_mix(noise, (uint64_t)c);
 		for (size_t i = 0; i < hw; i += 4) {
 			/* 4 noise values of 16 bits from one draw keeps this cheap */
 			uint64_t r = dl_splitmix64(&ns);
-			for (size_t j = 0; j < 4 && i + j < hw; j++)
-				p[i + j] = off + ((float)((r >> (16 * j)) & 0xffff) * (2.0f / 65535.0f) - 1.0f);
+			for (size_t j = 0; j < 4 && i + j < hw; j++) {
+				float v = off + ((float)((r >> (16 * j)) & 0xffff) * (2.0f / 65535.0f) - 1.0f);
+				if (hwc) {
+					// hwc is (H,W,C)
+					float q = (v + 2.0f) * (255.0f / 4.0f) + 0.5f;
+					hwc[(i + j) * (size_t)ds->channels + (size_t)c] =
+						(uint8_t)(q < 0.0f ? 0.0f : q > 255.0f ? 255.0f : q);
+				} else {
+					p[i + j] = v;
+				}
+			}
 		}
 	}
 	*label = y;
 	return 0;
 }
 
+static int synth_load(struct dl_dataset *ds, enum dl_split split, size_t index,
+                      uint64_t aug_seed, float *chw, int *label, char *err, size_t errlen)
+{
+	return synth_sample(ds, split, index, aug_seed, chw, NULL, label, err, errlen);
+}
+
+static int synth_load_u8(struct dl_dataset *ds, enum dl_split split, size_t index,
+                         uint64_t aug_seed, uint8_t *hwc, int *label, char *err, size_t errlen)
+{
+	return synth_sample(ds, split, index, aug_seed, NULL, hwc, label, err, errlen);
+}
+
 static void synth_close(struct dl_dataset *ds)
 {
-	free(ds->impl);
+	struct synthetic *sy = ds->impl;
+	if (sy) {
+		free(sy->mean);
+		free(sy->std);
+		free(sy);
+	}
 	free(ds);
 }
 
@@ -79,11 +109,23 @@ int dl_synthetic_open(const char *args, const struct dl_data_options *opt,
 	}
 	struct dl_dataset *ds = calloc(1, sizeof *ds);
 	struct synthetic *sy = calloc(1, sizeof *sy);
-	if (!ds || !sy) {
+	if (sy) {
+		sy->mean = malloc(sizeof(float) * (size_t)v[0]);
+		sy->std = malloc(sizeof(float) * (size_t)v[0]);
+	}
+	if (!ds || !sy || !sy->mean || !sy->std) {
+		if (sy) {
+			free(sy->mean);
+			free(sy->std);
+		}
 		free(ds);
 		free(sy);
 		dl_errf(err, errlen, "synthetic: out of memory");
 		return -1;
+	}
+	for (long c = 0; c < v[0]; c++) {
+		sy->mean[c] = 0.5f;
+		sy->std[c] = 0.25f;
 	}
 	snprintf(ds->kind, sizeof ds->kind, "synthetic");
 	sy->k = (int)v[3];
@@ -94,6 +136,9 @@ int dl_synthetic_open(const char *args, const struct dl_data_options *opt,
 	ds->count[0] = (size_t)v[4];
 	ds->count[1] = v[4] / 25 > 0 ? (size_t)v[4] / 25 : 1;
 	ds->load = synth_load;
+	ds->load_u8 = synth_load_u8;
+	ds->u8_mean = sy->mean;
+	ds->u8_std = sy->std;
 	ds->close = synth_close;
 	ds->impl = sy;
 	*out = ds;

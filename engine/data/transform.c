@@ -2,7 +2,9 @@
  * RandomResizedCrop+RandomHorizontalFlip (train) and Resize+CenterCrop (eval),
  * and PIL's bilinear resampling (a triangle filter widened by the downscale
  * factor, so it antialiases; two separable passes, each rounded to 8 bits as
- * PIL does) fused with the crop window, the flip and the normalization. */
+ * PIL does) fused with the crop window, the flip and the normalization --
+ * or, for the uint8 path (backends that normalize on the device), the same
+ * resampling rounded to 8 bits in (H,W,C) order, with no normalization. */
 #include "config.h"
 #include <math.h>
 #include <stdlib.h>
@@ -13,8 +15,8 @@
 #include "engine/data/image.h"
 #include "engine/data/internal.h"
 
-static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
-static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
+const float dl_imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
+const float dl_imagenet_std[3] = {0.229f, 0.224f, 0.225f};
 
 void dl_plan_make(struct dl_resize_plan *p, int w, int h, int size, int train, uint64_t aug_seed)
 {
@@ -273,12 +275,39 @@ static inline void hpass_out(const float *restrict vrow, const struct coeffs *cx
 	}
 }
 
+/* hpass_out for the uint8 path: the same sums, rounded to nearest and
+ * clamped, into one (size,3) row of an (H,W,C) image. */
+static inline void hpass_out_u8(const float *restrict vrow, const struct coeffs *cx, int col0, int size,
+                                int flip, uint8_t *restrict o, const int K)
+{
+	for (int i = 0; i < size; i++) {
+		const float *s = vrow + (size_t)(cx->start[i] - col0) * 3;
+		const float *k = cx->w + (size_t)i * cx->ksize;
+		int n = K ? K : cx->n[i];
+		v4f acc = {0, 0, 0, 0};
+#pragma GCC unroll 8
+		for (int j = 0; j < n; j++) {
+			v4f v, kk = {k[j], k[j], k[j], k[j]};
+			memcpy(&v, s + 3 * j, sizeof v);
+			acc += kk * v;
+		}
+		uint8_t *d = o + 3 * (size_t)(flip ? size - 1 - i : i);
+		for (int c = 0; c < 3; c++) {
+			/* the weights are >= 0 and sum to 1, so acc is in [0,255]
+			 * but for float rounding: clamp, then round half up */
+			float a = acc[c] + 0.5f;
+			d[c] = (uint8_t)(a < 0.0f ? 0.0f : a > 255.0f ? 255.0f : a);
+		}
+	}
+}
+
 /* The filter is separable and linear, and we keep floats between the passes
  * (PIL rounds to 8 bits in between: we differ by < 1/255), so the order of
  * the passes is free: vertical first, on whole rows with vector code, then
  * horizontal on the size output rows only. */
-int dl_resample_chw(const struct dl_pixels *px, const struct dl_resize_plan *p, float *chw,
-                    char *err, size_t errlen)
+static inline __attribute__((always_inline)) int
+resample(const struct dl_pixels *px, const struct dl_resize_plan *p, float *chw, uint8_t *hwc,
+         char *err, size_t errlen)
 {
 	struct coeffs cx = {0}, cy = {0};
 	float *srcf = NULL, *vrow = NULL;
@@ -319,10 +348,10 @@ int dl_resample_chw(const struct dl_pixels *px, const struct dl_resize_plan *p, 
 		for (size_t i = ncol; i < rowlen; i++)
 			d[i] = 0;
 	}
-	float scale[3], shift[3];
+	float scale[3], shift[3]; // float path: x*scale + shift = (x/255 - mean)/std
 	for (int c = 0; c < 3; c++) {
-		scale[c] = 1.0f / (255.0f * imagenet_std[c]);
-		shift[c] = -imagenet_mean[c] / imagenet_std[c];
+		scale[c] = 1.0f / (255.0f * dl_imagenet_std[c]);
+		shift[c] = -dl_imagenet_mean[c] / dl_imagenet_std[c];
 	}
 	int uniform = 1;
 	for (int i = 0; i < size; i++)
@@ -331,6 +360,19 @@ int dl_resample_chw(const struct dl_pixels *px, const struct dl_resize_plan *p, 
 	for (int y = 0; y < size; y++) {
 		const float *k = cy.w + (size_t)y * cy.ksize;
 		vpass(vrow, srcf + (size_t)(cy.start[y] - ry0) * rowlen, rowlen, k, cy.n[y], rowlen);
+		if (hwc) {
+			// hwc is (size,size,3)
+			uint8_t *o = hwc + (size_t)y * size * 3;
+			if (uniform && cx.ksize == 3)
+				hpass_out_u8(vrow, &cx, col0, size, p->flip, o, 3);
+			else if (uniform && cx.ksize == 5)
+				hpass_out_u8(vrow, &cx, col0, size, p->flip, o, 5);
+			else if (uniform && cx.ksize == 7)
+				hpass_out_u8(vrow, &cx, col0, size, p->flip, o, 7);
+			else
+				hpass_out_u8(vrow, &cx, col0, size, p->flip, o, 0);
+			continue;
+		}
 		// chw is (3,size,size)
 		float *o0 = chw + (size_t)y * size, *o1 = o0 + plane, *o2 = o1 + plane;
 		if (uniform && cx.ksize == 3)
@@ -349,6 +391,20 @@ out:
 	free(srcf);
 	free(vrow);
 	return rv;
+}
+
+/* The two entry points: each inlines resample with one output pointer NULL,
+ * so neither pays for the other's branch. */
+int dl_resample_chw(const struct dl_pixels *px, const struct dl_resize_plan *p, float *chw,
+                    char *err, size_t errlen)
+{
+	return resample(px, p, chw, NULL, err, errlen);
+}
+
+int dl_resample_hwc8(const struct dl_pixels *px, const struct dl_resize_plan *p, uint8_t *hwc,
+                     char *err, size_t errlen)
+{
+	return resample(px, p, NULL, hwc, err, errlen);
 }
 
 int dl_resize_rgb8(const struct dl_pixels *px, int out_w, int out_h, struct dl_pixels *out,

@@ -6,6 +6,11 @@ tests_data_test_loader_SOURCES = tests/data/test_loader.c tests/data/check.h
 tests_data_test_loader_LDADD = engine/data/libdldata.la
 tests_data_test_fmnist_SOURCES = tests/data/test_fmnist.c tests/data/check.h
 tests_data_test_fmnist_LDADD = engine/data/libdldata.la
+# uint8 NHWC batches vs float32 NCHW, the ring allocator hook, bad combinations
+check_PROGRAMS += tests/data/test_u8
+TESTS += tests/data/test_u8
+tests_data_test_u8_SOURCES = tests/data/test_u8.c tests/data/check.h
+tests_data_test_u8_LDADD = engine/data/libdldata.la -lm
 
 # helpers the Python tests drive (torchvision is the oracle there)
 check_PROGRAMS += tests/data/dump_sample tests/data/dataset_tool tests/data/pack_tool
