@@ -8,7 +8,8 @@
  * Prints one line: median img/s over STEPS timed steps (after WARMUP
  * untimed ones), min/max, images per CPU-second of the process, and peak
  * RSS (getrusage, KiB).  BENCH_PRECISION=bf16 in the environment: the
- * backend's bf16 mixed precision (create_ex), as --precision bf16. */
+ * backend's bf16 mixed precision (create_ex), as --precision bf16;
+ * BENCH_CONV_ALGO=auto|direct|winograd: as --conv-algo. */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +54,11 @@ int main(int argc, char **argv)
 	float *x = malloc(xs * sizeof(float)), *dl = malloc((size_t)n * k * sizeof(float));
 	int *y = malloc((size_t)n * sizeof(int));
 	double *t = calloc((size_t)(steps > 0 ? steps : 1), sizeof(double));
-	if (!ops || !x || !dl || !y || !t || steps < 1) {
+	/* per step: forward, loss + backward, optimizer */
+	double *ph[3] = { calloc((size_t)(steps > 0 ? steps : 1), sizeof(double)),
+			  calloc((size_t)(steps > 0 ? steps : 1), sizeof(double)),
+			  calloc((size_t)(steps > 0 ? steps : 1), sizeof(double)) };
+	if (!ops || !x || !dl || !y || !t || !ph[0] || !ph[1] || !ph[2] || steps < 1) {
 		fprintf(stderr, "bench_engine: %s\n", !ops ? "unknown backend" : "bad arguments or out of memory");
 		goto out;
 	}
@@ -68,12 +73,18 @@ int main(int argc, char **argv)
 		goto fail;
 	struct dl_optim_config oc = {.momentum = 0.9, .weight_decay = 1e-4};
 	const char *prec = getenv("BENCH_PRECISION");
-	struct dl_backend_opts bo = {.bf16 = prec && strcmp(prec, "bf16") == 0};
-	if (bo.bf16 && !ops->create_ex) {
-		snprintf(err, sizeof(err), "backend %s has no bf16 mode", backend);
+	const char *algo = getenv("BENCH_CONV_ALGO");
+	struct dl_backend_opts bo = {.bf16 = prec && strcmp(prec, "bf16") == 0,
+				     .conv_algo = algo ? dl_conv_algo_parse(algo) : DL_CONV_AUTO};
+	if (bo.conv_algo < 0) {
+		snprintf(err, sizeof(err), "BENCH_CONV_ALGO=%s: not auto, direct or winograd", algo);
 		goto fail;
 	}
-	if (!(b = bo.bf16 ? ops->create_ex(&g, n, &bo, err, sizeof(err)) : ops->create(&g, n, err, sizeof(err))) || !(o = dl_optim_create(&g, &oc, err, sizeof(err))))
+	if ((bo.bf16 || bo.conv_algo) && !ops->create_ex) {
+		snprintf(err, sizeof(err), "backend %s has no options", backend);
+		goto fail;
+	}
+	if (!(b = bo.bf16 || bo.conv_algo ? ops->create_ex(&g, n, &bo, err, sizeof(err)) : ops->create(&g, n, err, sizeof(err))) || !(o = dl_optim_create(&g, &oc, err, sizeof(err))))
 		goto fail;
 	double cpu0 = 0;
 	for (int i = 0; i < warmup + steps; i++) {
@@ -84,27 +95,38 @@ int main(int argc, char **argv)
 			snprintf(err, sizeof(err), "forward: %s", ops->error(b));
 			goto fail;
 		}
+		double t1 = clock_s(CLOCK_MONOTONIC);
 		dl_softmax_xent(ops->logits(b), y, n, k, 0, dl, NULL, NULL);
 		if (ops->backward(b, dl)) {
 			snprintf(err, sizeof(err), "backward: %s", ops->error(b));
 			goto fail;
 		}
+		double t2 = clock_s(CLOCK_MONOTONIC);
 		if (dl_optim_step(o, 0.01)) {
 			snprintf(err, sizeof(err), "optimizer step failed");
 			goto fail;
 		}
-		if (i >= warmup)
-			t[i - warmup] = clock_s(CLOCK_MONOTONIC) - t0;
+		if (i >= warmup) {
+			double t3 = clock_s(CLOCK_MONOTONIC);
+			t[i - warmup] = t3 - t0;
+			ph[0][i - warmup] = t1 - t0;
+			ph[1][i - warmup] = t2 - t1;
+			ph[2][i - warmup] = t3 - t2;
+		}
 	}
 	// CPU time of the whole process over the timed steps: less sensitive than
 	// wall time to other jobs sharing the cores
 	double cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
 	qsort(t, (size_t)steps, sizeof(double), cmp_double);
+	for (int p = 0; p < 3; p++)
+		qsort(ph[p], (size_t)steps, sizeof(double), cmp_double);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	printf("engine %s%s %s %dx%dx%dx%d: median %.2f img/s (min %.2f max %.2f, %d steps) %.2f img/cpu-s peak_rss_kib %ld\n",
+	printf("engine %s%s %s %dx%dx%dx%d: median %.2f img/s (min %.2f max %.2f, %d steps) %.2f img/cpu-s peak_rss_kib %ld"
+	       " median ms fwd %.1f bwd %.1f sgd %.1f\n",
 	       backend, bo.bf16 ? " bf16" : "", model, n, c, h, w, n / t[steps / 2], n / t[steps - 1], n / t[0], steps,
-	       (double)n * steps / cpu, ru.ru_maxrss);
+	       (double)n * steps / cpu, ru.ru_maxrss, ph[0][steps / 2] * 1e3, ph[1][steps / 2] * 1e3,
+	       ph[2][steps / 2] * 1e3);
 	rv = 0;
 	goto out;
 fail:
@@ -118,5 +140,6 @@ out:
 	free(dl);
 	free(y);
 	free(t);
+	free(ph[0]), free(ph[1]), free(ph[2]);
 	return rv;
 }

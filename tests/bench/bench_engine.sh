@@ -10,6 +10,8 @@
 # fp32 and torch bf16 (torch.autocast("cpu", bfloat16), channels_last);
 # ratios compare each engine run with torch fp32 and with torch in the same
 # precision.  BENCH_PRECISIONS="fp32" (default "fp32 bf16") skips bf16.
+# On the cpu backend fp32 also runs with --conv-algo direct (no Winograd,
+# torch's own algorithm), so the Winograd gain shows in the same run.
 # BENCH_STEPS timed steps (default 7), BENCH_ROUNDS repetitions (default 1).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,10 +41,17 @@ run() { # model c h w k n
 		echo "$t"
 		E[$p]=$e
 		T[$p]=$t
+		if [ "$p" = fp32 ] && [ "$backend" = cpu ]; then
+			e=$(BENCH_CONV_ALGO=direct "$bench" "$backend" "$@" "$steps" 2)
+			echo "$e (direct convolutions)"
+			E[fp32-direct]=$e
+		fi
 	done
 	for p in ${BENCH_PRECISIONS:-fp32 bf16}; do
 		ratio "$1 engine $p / torch fp32" "${E[$p]}" "${T[fp32]}"
 		[ "$p" = fp32 ] || ratio "$1 engine $p / torch $p" "${E[$p]}" "${T[$p]}"
+		[ "$p" = fp32 ] && [ -n "${E[fp32-direct]:-}" ] &&
+			ratio "$1 engine fp32 direct-only / torch fp32" "${E[fp32-direct]}" "${T[fp32]}"
 	done
 }
 
