@@ -38,6 +38,7 @@ expect 2 "\-\-momentum: 1 is out of range"  --model resnet20 --momentum 1 --data
 expect 2 "\-\-seed: '-3'"                   --model resnet20 --seed -3 --data $syn
 expect 2 "\-\-schedule: unknown schedule 'linear'" --model resnet20 --schedule linear --data $syn
 expect 2 "\-\-backend: unknown backend 'tpu'" --model resnet20 --backend tpu --data $syn
+expect 2 "\-\-conv-algo: unknown algorithm 'fft'" --model resnet20 --conv-algo fft --data $syn
 expect 2 "\-\-eval: 2 is out of range"      --model resnet20 --eval 2 --data $syn
 expect 2 "unknown option '\-\-bogus'"       --model resnet20 --bogus --data $syn
 expect 2 "option '\-\-nesterov=1' takes no value" --model resnet20 --nesterov=1 --data $syn
@@ -47,6 +48,7 @@ expect 1 "/nonexistent/fmnist"              --model resnet20 --backend ref --dat
 expect 1 "/nonexistent/images"              --model resnet20 --backend ref --data /nonexistent/images
 expect 1 "\-\-batch 128 is larger than the training split" --model resnet20 --backend ref --data $syn --batch 128
 expect 1 "\-\-resume: cannot read /nonexistent.safetensors" --model resnet20 --backend ref --data $syn --resume=/nonexistent.safetensors
+expect 1 "\-\-conv-algo winograd is not supported by the ref backend" --model resnet20 --backend ref --conv-algo winograd --data $syn --batch 8
 expect 1 "\-\-resume: no checkpoint in out" --model resnet20 --backend ref --data $syn --resume
 
 # A value missing at the very end of the command line.
