@@ -3,6 +3,7 @@
 /* Unit tests: model graphs (sizes, names, init), loss, SGD/LARS, LR
  * schedules, safetensors round trips and error reporting. */
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,6 +263,10 @@ static void test_optim(void)
 	float keep = w[0];
 	gr[1] = NAN;
 	CHECK(dl_optim_step(o, 0.1) == -1 && w[0] == keep, "NaN gradient was applied");
+	gr[1] = -INFINITY;
+	CHECK(dl_optim_step(o, 0.1) == -1 && w[0] == keep, "-inf gradient was applied");
+	gr[1] = FLT_MAX; /* large but finite: applied */
+	CHECK(dl_optim_step(o, 0.1) == 0, "FLT_MAX gradient was refused");
 	gr[1] = 0.2f;
 	dl_optim_destroy(o);
 
