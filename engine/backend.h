@@ -8,6 +8,7 @@
 #define DLJOB_ENGINE_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "engine/graph.h"
 
 struct dl_backend;
@@ -54,6 +55,18 @@ struct dl_backend_ops {
 	 * all-zero options are valid). */
 	struct dl_backend *(*create_ex)(struct dl_graph *g, int n, const struct dl_backend_opts *o,
 					char *err, size_t errlen);
+	/* (Added) forward() from a uint8 batch normalized inside the backend
+	 * (on the GPU): nhwc is (N,H,W,C) uint8 as the data loader's
+	 * DL_BATCH_U8_NHWC layout gives it, and the input is
+	 * (nhwc/255 - mean[c]) / std[c], c < C.  nhwc is read before the call
+	 * returns.  NULL for backends without it (cpu, ref). */
+	int (*forward_u8)(struct dl_backend *b, const uint8_t *nhwc, const float mean[], const float std[],
+			  int train);
+	/* (Added) Host memory the backend copies from fastest (pinned, for
+	 * CUDA), in the data loader's allocator-hook shape; NULL: plain malloc
+	 * is as good.  host_alloc returns NULL on failure. */
+	void *(*host_alloc)(size_t bytes, void *ctx);
+	void (*host_free)(void *p, void *ctx);
 };
 
 /* "auto", "direct" or "winograd" -> enum dl_conv_algo; -1 for anything else. */

@@ -79,8 +79,13 @@ struct run {
 	struct dl_schedule sched;
 	struct dl_metrics metrics;
 	/* The batch being trained on: points into the loader's ring (taken in
-	 * place; every backend copies its input), valid until the next fetch. */
+	 * place; every backend copies its input), valid until the next fetch.
+	 * x8 instead of x when u8: the backend normalizes uint8 NHWC batches
+	 * itself (forward_u8) and the dataset can give them (load_u8), so the
+	 * loaders skip normalization and fill pinned memory (host_alloc). */
 	const float *x;
+	const uint8_t *x8;
+	int u8, train_pinned;
 	const int *y;
 	float *dlogits, *flat;
 	size_t n_weights, sample;
@@ -89,6 +94,23 @@ struct run {
 	double wall0;     /* wall_s already spent before this process (resume) */
 	double t_start;   /* this process's clock origin */
 };
+
+/* The next batch of l into r->x (or r->x8) and r->y: 1, 0 at the end of
+ * the epoch, -1 on error. */
+static int fetch(struct run *r, struct dl_loader *l, int *n, char *err, size_t errlen)
+{
+	if (r->u8)
+		return dl_loader_next_u8_ref(l, &r->x8, &r->y, n, err, errlen);
+	return dl_loader_next_ref(l, &r->x, &r->y, n, err, errlen);
+}
+
+/* Forward the fetched batch; the backend's error() says why it failed. */
+static int run_forward(struct run *r, int train)
+{
+	if (r->u8)
+		return r->ops->forward_u8(r->be, r->x8, r->ds->u8_mean, r->ds->u8_std, train);
+	return r->ops->forward(r->be, r->x, train);
+}
 
 /* Held-out accuracy with BN in eval mode; counts summed over ranks.  The
  * same collective carries the stop flags, so it doubles as the epoch-end
@@ -102,14 +124,14 @@ static int evaluate(struct run *r, int do_eval, int *stop, double res[4], char *
 			return -1;
 		for (;;) {
 			int n, t1 = 0, t5 = 0, got;
-			got = dl_loader_next_ref(r->eval, &r->x, &r->y, &n, err, errlen);
+			got = fetch(r, r->eval, &n, err, errlen);
 			if (got < 0)
 				return -1;
 			if (got == 0)
 				break;
 			if (n == 0)
 				continue; /* this rank's share ran out one batch early */
-			if (r->ops->forward(r->be, r->x, 0) < 0) {
+			if (run_forward(r, 0) < 0) {
 				snprintf(err, errlen, "eval forward: %s", r->ops->error(r->be));
 				return -1;
 			}
@@ -217,6 +239,26 @@ static int setup(struct run *r, char *err, size_t errlen)
 		.batch = c->batch, .threads = c->loader_threads, .prefetch = 2, .seed = c->seed,
 		.rank = r->comm->rank, .world = r->comm->size, .shuffle = 1, .drop_last = 1,
 	};
+	/* uint8 batches when the backend normalizes them itself (the CUDA
+	 * backend, on the GPU: a quarter of the bytes to copy, no
+	 * normalization on the CPU) and the dataset can give them; the ring
+	 * then lives in the backend's host memory (pinned).  The backend
+	 * itself is created below, after resume. */
+	const struct dl_backend_ops *feed = dl_backend_find(resolve_backend(c->backend));
+	if (feed && feed->forward_u8 && r->ds->load_u8 && r->ds->u8_mean && r->ds->u8_std) {
+		r->u8 = 1;
+		lo.layout = DL_BATCH_U8_NHWC;
+		/* Pageable memory works too, only the copy is slower: if pinning
+		 * fails (it says why on stderr), go on without it and let the
+		 * backend report a missing GPU in its own words. */
+		void *probe = feed->host_alloc && feed->host_free ? feed->host_alloc(1, NULL) : NULL;
+		if (probe) {
+			feed->host_free(probe, NULL);
+			lo.host_alloc = feed->host_alloc;
+			lo.host_free = feed->host_free;
+			r->train_pinned = 1;
+		}
+	}
 	r->train = dl_loader_create(r->ds, DL_SPLIT_TRAIN, &lo, err, errlen);
 	if (!r->train)
 		return -1;
@@ -291,6 +333,11 @@ static int setup(struct run *r, char *err, size_t errlen)
 		snprintf(err, errlen, "backend '%s' is not built in", r->backend);
 		return -1;
 	}
+	if (r->u8 && !r->ops->forward_u8) { /* the loaders were made for this backend's uint8 feed */
+		snprintf(err, errlen, "%s:%d: uint8 loaders but backend '%s' has no forward_u8", __FILE__, __LINE__,
+		         r->backend);
+		return -1;
+	}
 	struct dl_backend_opts bo = {
 		.bf16 = c->precision && strcmp(c->precision, "bf16") == 0,
 		.conv_algo = c->conv_algo ? dl_conv_algo_parse(c->conv_algo) : DL_CONV_AUTO,
@@ -329,9 +376,10 @@ static int setup(struct run *r, char *err, size_t errlen)
 		/* A resumed run continues the same log; a fresh one starts it over. */
 		if (dl_metrics_open(&r->metrics, path, !c->resume, err, errlen) < 0)
 			return -1;
-		fprintf(stderr, "dljob: %s, %zu weights, %s backend%s, %d rank%s x batch %d, %ld steps/epoch, "
+		fprintf(stderr, "dljob: %s, %zu weights, %s backend%s%s, %d rank%s x batch %d, %ld steps/epoch, "
 		        "%d epoch%s, peak lr %g\n", c->model, r->n_weights, r->backend,
-		        c->precision && strcmp(c->precision, "bf16") == 0 ? " (bf16)" : "", r->comm->size,
+		        c->precision && strcmp(c->precision, "bf16") == 0 ? " (bf16)" : "",
+		        !r->u8 ? "" : r->train_pinned ? " (uint8 batches, pinned)" : " (uint8 batches)", r->comm->size,
 		        r->comm->size == 1 ? "" : "s", c->batch, r->steps_per_epoch, c->epochs,
 		        c->epochs == 1 ? "" : "s", c->lr * r->pos.global_batch / 256.0);
 	}
@@ -366,7 +414,7 @@ static int train_step(struct run *r, double lr, double *loss, int *stop, char *e
 	int k = r->g.num_classes;
 	size_t nw = r->n_weights, off = 0;
 
-	if (r->ops->forward(r->be, r->x, 1) < 0) {
+	if (run_forward(r, 1) < 0) {
 		snprintf(err, errlen, "forward: %s", r->ops->error(r->be));
 		return -1;
 	}
@@ -441,7 +489,7 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 				break;
 			int n, got;
 			double t0 = now_s(), l;
-			got = dl_loader_next_ref(r.train, &r.x, &r.y, &n, err, errlen);
+			got = fetch(&r, r.train, &n, err, errlen);
 			if (got < 0)
 				goto out;
 			if (got == 0) {

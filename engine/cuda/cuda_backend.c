@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cuda/cuda_host.h"
 #include "engine/cuda/cuda_internal.h"
 #include "engine/cuda/nccl_comm.h"
 
@@ -703,17 +704,13 @@ static struct dl_backend *ops_create(struct dl_graph *g, int n, char *err, size_
 	return dl_cuda_create(g, n, &o, err, errlen);
 }
 
-static int ops_forward(struct dl_backend *b, const float *x, int train)
+/* The rest of a forward() once the input is enqueued: the network, logits
+ * and (train) the BN running buffers back to the graph.  Ends with the
+ * stream synchronized, so the caller's input buffer is free again. */
+static int ops_forward_rest(struct dl_backend *b, int train)
 {
 	struct dl_graph *g = b->g;
-	if (b->step_pending) {
-		dlc_failf(b, "cuda backend: forward() while a fast-path step is still in flight");
-		return -1;
-	}
-	if (upload(b))
-		return -1;
-	memcpy(b->h_x, x, b->x_count * sizeof(float));
-	if (dlc_input(b, DL_CUDA_INPUT_F32) || dlc_forward(b, train))
+	if (dlc_forward(b, train))
 		return -1;
 	CK_CUDA(b, cudaMemcpyAsync(b->h_logits, b->d_logits, b->out_count * sizeof(float), cudaMemcpyDeviceToHost,
 				   b->s));
@@ -727,6 +724,56 @@ static int ops_forward(struct dl_backend *b, const float *x, int train)
 	}
 	b->last_train = train;
 	return 0;
+}
+
+static int ops_forward(struct dl_backend *b, const float *x, int train)
+{
+	if (b->step_pending) {
+		dlc_failf(b, "cuda backend: forward() while a fast-path step is still in flight");
+		return -1;
+	}
+	if (upload(b))
+		return -1;
+	memcpy(b->h_x, x, b->x_count * sizeof(float));
+	if (dlc_input(b, DL_CUDA_INPUT_F32))
+		return -1;
+	return ops_forward_rest(b, train);
+}
+
+/* The uint8 batch goes to the GPU as it is (a quarter of the float bytes;
+ * asynchronous when nhwc is pinned, e.g. the loader's ring from
+ * dl_cuda_host_alloc) and is normalized there, straight into the first
+ * layer's NHWC input in the working dtype.  The loader already applied the
+ * flips, so none here. */
+static int ops_forward_u8(struct dl_backend *b, const uint8_t *nhwc, const float mean[], const float std[],
+			  int train)
+{
+	const struct dl_shape *xs = &b->g->values[b->g->input];
+	struct dlc_value *x = &b->val[b->g->input];
+	if (b->step_pending) {
+		dlc_failf(b, "cuda backend: forward_u8() while a fast-path step is still in flight");
+		return -1;
+	}
+	if (dl_cuda_set_normalize(b, mean, std, b->img_c) || upload(b))
+		return -1;
+	int rv = -1;
+	cudaError_t e = cudaMemcpyAsync(b->d_u8, nhwc, b->x_count, cudaMemcpyHostToDevice, b->s);
+	if (e != cudaSuccess) {
+		dlc_fail(b, __FILE__, __LINE__, "cudaMemcpyAsync(uint8 batch)", cudaGetErrorString(e));
+		goto out;
+	}
+	e = dlc_u8_to_nhwc(b->d_u8, NULL, b->norm, x->act, b->dt, b->n, xs->h, xs->w, xs->c, x->cp, b->s);
+	if (e != cudaSuccess) {
+		dlc_fail(b, __FILE__, __LINE__, "dlc_u8_to_nhwc", cudaGetErrorString(e));
+		goto out;
+	}
+	rv = ops_forward_rest(b, train);
+out:
+	/* On failure the copy may still be reading nhwc, which the caller is
+	 * about to give back to the loader: wait for it (the error stands). */
+	if (rv != 0)
+		(void)cudaStreamSynchronize(b->s);
+	return rv;
 }
 
 static const float *ops_logits(struct dl_backend *b)
@@ -769,4 +816,7 @@ const struct dl_backend_ops dl_backend_cuda = {
 	.backward = ops_backward,
 	.destroy = ops_destroy,
 	.error = ops_error,
+	.forward_u8 = ops_forward_u8,
+	.host_alloc = dl_cuda_host_alloc,
+	.host_free = dl_cuda_host_free,
 };

@@ -36,6 +36,10 @@ int dl_cuda_set_normalize(struct dl_backend *b, const float *mean, const float *
 		dlc_failf(b, "cuda backend: normalization for %d channels but the image has %d", c, b->img_c);
 		return -1;
 	}
+	if (c > DLC_MAX_IMG_C) {
+		dlc_failf(b, "cuda backend: uint8 input has %d channels, at most %d are supported", c, DLC_MAX_IMG_C);
+		return -1;
+	}
 	for (int i = 0; i < c; i++) {
 		if (!(std[i] > 0.0f)) {
 			dlc_failf(b, "cuda backend: normalization std[%d] = %g is not positive", i, (double)std[i]);

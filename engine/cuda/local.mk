@@ -9,7 +9,8 @@ CUDA_KERNEL_SOURCES = engine/cuda/k_convert.cu engine/cuda/k_bn.cu engine/cuda/k
 	engine/cuda/k_eltwise.cu engine/cuda/k_xent.cu engine/cuda/k_sgd.cu
 CUDA_HOST_SOURCES = engine/cuda/cuda_backend.h engine/cuda/cuda_internal.h engine/cuda/cuda_kernels.h \
 	engine/cuda/nccl_comm.h engine/cuda/cuda_backend.c engine/cuda/cuda_conv.c engine/cuda/cuda_fc.c \
-	engine/cuda/cuda_exec.c engine/cuda/cuda_step.c engine/cuda/nccl_comm.c
+	engine/cuda/cuda_exec.c engine/cuda/cuda_step.c engine/cuda/nccl_comm.c \
+	engine/cuda/cuda_host.h engine/cuda/cuda_host.c
 EXTRA_DIST += $(CUDA_KERNEL_SOURCES) engine/cuda/k_common.cuh
 
 if HAVE_CUDA

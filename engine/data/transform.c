@@ -275,12 +275,16 @@ static inline void hpass_out(const float *restrict vrow, const struct coeffs *cx
 	}
 }
 
-/* hpass_out for the uint8 path: the same sums, rounded to nearest and
- * clamped, into one (size,3) row of an (H,W,C) image. */
+/* hpass_out for the uint8 path: the same sums, rounded to nearest (half to
+ * even) and saturated to [0,255], into one (size,3) row of an (H,W,C)
+ * image.  Output pixels are visited left to right whatever the flip, so
+ * each can be stored as 4 bytes whose 4th the next pixel overwrites (the
+ * last one as 3): byte stores here cost more than the arithmetic. */
 static inline void hpass_out_u8(const float *restrict vrow, const struct coeffs *cx, int col0, int size,
                                 int flip, uint8_t *restrict o, const int K)
 {
-	for (int i = 0; i < size; i++) {
+	for (int t = 0; t < size; t++) {
+		int i = flip ? size - 1 - t : t;
 		const float *s = vrow + (size_t)(cx->start[i] - col0) * 3;
 		const float *k = cx->w + (size_t)i * cx->ksize;
 		int n = K ? K : cx->n[i];
@@ -291,13 +295,26 @@ static inline void hpass_out_u8(const float *restrict vrow, const struct coeffs 
 			memcpy(&v, s + 3 * j, sizeof v);
 			acc += kk * v;
 		}
-		uint8_t *d = o + 3 * (size_t)(flip ? size - 1 - i : i);
-		for (int c = 0; c < 3; c++) {
-			/* the weights are >= 0 and sum to 1, so acc is in [0,255]
-			 * but for float rounding: clamp, then round half up */
-			float a = acc[c] + 0.5f;
-			d[c] = (uint8_t)(a < 0.0f ? 0.0f : a > 255.0f ? 255.0f : a);
+		uint32_t px;
+#ifdef __SSE2__
+		__m128 a;
+		memcpy(&a, &acc, sizeof a);
+		__m128i v32 = _mm_cvtps_epi32(a); // nearest, half to even
+		__m128i v16 = _mm_packs_epi32(v32, v32);
+		px = (uint32_t)_mm_cvtsi128_si32(_mm_packus_epi16(v16, v16)); // saturates to [0,255]
+#else
+		uint8_t b[4];
+		for (int c = 0; c < 4; c++) {
+			float r = nearbyintf(acc[c]);
+			b[c] = (uint8_t)(r < 0.0f ? 0.0f : r > 255.0f ? 255.0f : r);
 		}
+		memcpy(&px, b, sizeof px);
+#endif
+		// px's first three bytes in memory are R,G,B (SSE2: x86, little-endian)
+		if (t + 1 < size)
+			memcpy(o + 3 * (size_t)t, &px, 4);
+		else
+			memcpy(o + 3 * (size_t)t, &px, 3);
 	}
 }
 

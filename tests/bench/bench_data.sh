@@ -9,7 +9,9 @@
 # same run; 1 worker (per core) and all cores.
 # Reports wall img/s and img per CPU-second: on a shared machine the latter
 # is the honest per-core figure.  "no loader" is dl_image_sample in a loop;
-# "next_ref" takes batches in place instead of copying them out.
+# "next_ref" takes batches in place instead of copying them out; "u8" rows
+# stop before normalization and give uint8 NHWC (what the CUDA trainer feeds
+# its GPU: normalized there), dl_image_sample_u8 / dl_loader_next_u8_ref.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-${DLJOB_BUILDDIR:-$PWD}}
@@ -30,11 +32,14 @@ echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-34s %10s %12s\n' "pipeline" "img/s" "img/cpu-s"
 row() { printf '%-34s %10s %12s\n' "$1" "$(echo "$2" | awk '{print $2}')" "$(echo "$2" | awk '{print $4}')"; }
 row "dljob decode+transform, no loader" "$("$tool" transform 224 "$secs" $(ls "$tmp"/folder/train/*/* | head -200))"
+row "dljob decode+transform u8, no loader" "$("$tool" transform8 224 "$secs" $(ls "$tmp"/folder/train/*/* | head -200))"
 row "dljob folder, 1 worker" "$("$tool" bench "$tmp/folder" 224 1 32 "$secs")"
 row "dljob shards, 1 worker" "$("$tool" bench "$tmp/shards" 224 1 32 "$secs")"
 row "dljob shards, 1 worker, next_ref" "$("$tool" bench "$tmp/shards" 224 1 32 "$secs" ref)"
+row "dljob shards, 1 worker, u8" "$("$tool" bench "$tmp/shards" 224 1 32 "$secs" u8)"
 row "torchvision+PIL, 1 process" "$("$py" "$here/bench_data_torch.py" "$tmp/folder" "$secs" 0)"
 row "dljob folder, $cores workers" "$("$tool" bench "$tmp/folder" 224 "$cores" 32 "$secs")"
 row "dljob shards, $cores workers" "$("$tool" bench "$tmp/shards" 224 "$cores" 32 "$secs")"
+row "dljob shards, $cores workers, u8" "$("$tool" bench "$tmp/shards" 224 "$cores" 32 "$secs" u8)"
 row "torchvision+PIL, $cores workers" "$("$py" "$here/bench_data_torch.py" "$tmp/folder" "$secs" "$cores")"
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

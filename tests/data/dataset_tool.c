@@ -5,12 +5,14 @@
  *   dataset_tool epoch SPEC SIZE train|eval BATCH THREADS MAX_BAD
  *       runs epoch 0 through the loader, prints "samples S bad B sum H" (H: a
  *       hash of every batch).
- *   dataset_tool bench SPEC SIZE THREADS BATCH SECONDS [ref]
+ *   dataset_tool bench SPEC SIZE THREADS BATCH SECONDS [ref|u8]
  *       train-split throughput through the loader (ref: dl_loader_next_ref,
- *       no copy): prints "img/s R img/cpu-s C".
- *   dataset_tool transform SIZE SECONDS FILE...
+ *       no copy; u8: uint8 NHWC batches, dl_loader_next_u8_ref): prints
+ *       "img/s R img/cpu-s C".
+ *   dataset_tool transform|transform8 SIZE SECONDS FILE...
  *       decode + train transform of the files (read once) in a loop on this
- *       thread, no loader: prints "img/s R img/cpu-s C".
+ *       thread, no loader (transform8: to uint8, dl_image_sample_u8): prints
+ *       "img/s R img/cpu-s C".
  *   dataset_tool plan FILE SIZE SEED
  *       prints the train crop torchvision-style: "top left height width flip".
  * Errors: the one-line message on stderr, exit 2. */
@@ -121,11 +123,12 @@ static double now_s(void)
 
 static int bench(int argc, char **argv)
 {
-	int ref = argc > 7 && strcmp(argv[7], "ref") == 0;
+	int ref = argc > 7 && strcmp(argv[7], "ref") == 0, u8 = argc > 7 && strcmp(argv[7], "u8") == 0;
 	struct dl_data_options opt = {.image_size = atoi(argv[3]), .max_bad_fraction = 0.5};
 	struct dl_dataset *ds;
 	struct dl_loader_options lo = {.batch = atoi(argv[5]), .threads = atoi(argv[4]), .prefetch = 4, .seed = 1,
-	                               .world = 1, .shuffle = 1, .drop_last = 1};
+	                               .world = 1, .shuffle = 1, .drop_last = 1,
+	                               .layout = u8 ? DL_BATCH_U8_NHWC : DL_BATCH_F32_NCHW};
 	double secs = atof(argv[6]), t0, t, c0;
 	char err[1024];
 	long done = 0;
@@ -152,9 +155,11 @@ static int bench(int argc, char **argv)
 			return 2;
 		}
 		const float *rx;
+		const uint8_t *rx8;
 		const int *ry;
 		while ((t = now_s()) - t0 < secs &&
-		       (rc = ref ? dl_loader_next_ref(l, &rx, &ry, &n, err, sizeof err) :
+		       (rc = u8 ? dl_loader_next_u8_ref(l, &rx8, &ry, &n, err, sizeof err) :
+		             ref ? dl_loader_next_ref(l, &rx, &ry, &n, err, sizeof err) :
 		                   dl_loader_next(l, x, y, &n, err, sizeof err)) == 1)
 			done += n;
 		if (rc < 0) {
@@ -175,7 +180,7 @@ static int bench(int argc, char **argv)
 
 static int transform(int argc, char **argv)
 {
-	int size = atoi(argv[2]), nf = argc - 4;
+	int size = atoi(argv[2]), nf = argc - 4, u8 = strcmp(argv[1], "transform8") == 0;
 	double secs = atof(argv[3]);
 	uint8_t **bufs = calloc((size_t)nf, sizeof *bufs);
 	size_t *lens = calloc((size_t)nf, sizeof *lens);
@@ -196,7 +201,9 @@ static int transform(int argc, char **argv)
 	double c0 = (double)cts.tv_sec + 1e-9 * (double)cts.tv_nsec, t0 = now_s(), t;
 	while ((t = now_s()) - t0 < secs) {
 		int i = (int)(done % nf);
-		if (dl_image_sample(bufs[i], lens[i], argv[4 + i], size, 1, (uint64_t)done, chw, err, sizeof err) != 0) {
+		if ((u8 ? dl_image_sample_u8(bufs[i], lens[i], argv[4 + i], size, 1, (uint64_t)done, (uint8_t *)chw,
+		                             err, sizeof err) :
+		          dl_image_sample(bufs[i], lens[i], argv[4 + i], size, 1, (uint64_t)done, chw, err, sizeof err)) != 0) {
 			fprintf(stderr, "%s\n", err);
 			goto out;
 		}
@@ -253,7 +260,7 @@ int main(int argc, char **argv)
 		return epoch(argv);
 	if ((argc == 7 || argc == 8) && strcmp(argv[1], "bench") == 0)
 		return bench(argc, argv);
-	if (argc >= 5 && strcmp(argv[1], "transform") == 0)
+	if (argc >= 5 && (strcmp(argv[1], "transform") == 0 || strcmp(argv[1], "transform8") == 0))
 		return transform(argc, argv);
 	if (argc == 5 && strcmp(argv[1], "plan") == 0)
 		return plan(argv);

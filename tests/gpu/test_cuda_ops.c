@@ -8,6 +8,10 @@
  *    rel err < 1e-3, bf16 < 1e-2; eval-mode BN too;
  *  - the fast path: fused loss + SGD (momentum, weight decay) against the
  *    same update on the host, two steps; the uint8 NHWC input with flips;
+ *  - the normalize kernel (uint8 NHWC -> normalized NHWC, padded channels,
+ *    flips) against the CPU formula, and dl_backend_ops.forward_u8 from a
+ *    pinned buffer (host_alloc) against forward() of the same batch
+ *    normalized on the host (the data loader's uint8 feed);
  *  - resnet50, one training step, fp32, GPU vs ref;
  *  - resnet18, 100 steps: bf16 (eager and CUDA graph) and fp16 reduce the
  *    loss like fp32; gradients through a one-rank NCCL communicator in
@@ -24,6 +28,7 @@
 
 #include "engine/backend.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/nccl_comm.h"
 #include "engine/model.h"
 #include "engine/ref/ref_backend.h"
@@ -793,6 +798,142 @@ static int nccl_timeout(void)
 	return ok;
 }
 
+/* dlc_u8_to_nhwc in fp32 against (x/255 - mean) * inv_std on the host, for
+ * RGB and gray images padded to 8 channels, some samples mirrored. */
+static int normalize_kernel(void)
+{
+	const int n = 3, h = 5, w = 7, cp = 8;
+	int ok = 1;
+	for (int c = 1; c <= 3; c += 2) {
+		size_t nin = (size_t)n * h * w * c, nout = (size_t)n * h * w * cp;
+		uint8_t *hx = xcalloc(nin, 1), flip[3] = { 0, 1, 0 };
+		float *hy = xcalloc(nout, sizeof(float));
+		uint8_t *dx = NULL, *dflip = NULL;
+		float *dy = NULL;
+		struct dlc_norm nrm;
+		double worst = 0;
+		for (int ch = 0; ch < DLC_MAX_IMG_C; ch++) {
+			nrm.mean[ch] = 0.1f + 0.2f * (float)ch;
+			nrm.inv_std[ch] = 1.0f / (0.2f + 0.05f * (float)ch);
+		}
+		for (size_t i = 0; i < nin; i++)
+			hx[i] = (uint8_t)(urand() * 256.0);
+		cudaError_t e = cudaMalloc((void **)&dx, nin);
+		if (e == cudaSuccess)
+			e = cudaMalloc((void **)&dflip, (size_t)n);
+		if (e == cudaSuccess)
+			e = cudaMalloc((void **)&dy, nout * sizeof(float));
+		if (e == cudaSuccess)
+			e = cudaMemcpy(dx, hx, nin, cudaMemcpyHostToDevice);
+		if (e == cudaSuccess)
+			e = cudaMemcpy(dflip, flip, (size_t)n, cudaMemcpyHostToDevice);
+		if (e == cudaSuccess)
+			e = cudaMemset(dy, 0xff, nout * sizeof(float)); /* NaN: every element must be written */
+		if (e == cudaSuccess)
+			e = dlc_u8_to_nhwc(dx, dflip, nrm, dy, DLC_F32, n, h, w, c, cp, 0);
+		if (e == cudaSuccess)
+			e = cudaMemcpy(hy, dy, nout * sizeof(float), cudaMemcpyDeviceToHost);
+		if (e != cudaSuccess) {
+			printf("normalize kernel: %s\n", cudaGetErrorString(e));
+			ok = 0;
+		} else {
+			for (int i = 0; i < n; i++)
+				for (int r = 0; r < h; r++)
+					for (int q = 0; q < w; q++)
+						for (int ch = 0; ch < cp; ch++) {
+							int sq = flip[i] ? w - 1 - q : q;
+							float want = ch < c ? ((float)hx[(((size_t)i * h + r) * w + sq) * c + ch] *
+									       (1.0f / 255.0f) - nrm.mean[ch]) * nrm.inv_std[ch] : 0.0f;
+							float got = hy[(((size_t)i * h + r) * w + q) * cp + ch];
+							double d = fabs((double)got - want);
+							if (!(d <= worst))
+								worst = d; /* NaN sticks */
+						}
+			ok &= worst <= 1e-6;
+			printf("normalize kernel, uint8 (N,H,W,%d) -> fp32 (N,H,W,%d) with flips: max diff %.1e vs the CPU formula: %s\n",
+			       c, cp, worst, worst <= 1e-6 ? "ok" : "FAIL");
+		}
+		cudaFree(dx);
+		cudaFree(dflip);
+		cudaFree(dy);
+		free(hx);
+		free(hy);
+	}
+	return ok;
+}
+
+/* What the trainer does with the data loader's uint8 feed: the batch in
+ * pinned memory from dl_backend_cuda.host_alloc, forward_u8 with the
+ * dataset's mean/std, against forward() of the batch normalized on the
+ * host; training mode (batch statistics) and eval mode, fp32. */
+static int forward_u8_ops(void)
+{
+	const int n = 3, h = 9, w = 7, k = 10;
+	static const float mean[3] = { 0.485f, 0.456f, 0.406f }, sd[3] = { 0.229f, 0.224f, 0.225f };
+	char err[512];
+	int ok = 0;
+	struct dl_graph *g = case_conv3x3_bn_relu();
+	struct dl_backend *bc = NULL;
+	float *x = xcalloc((size_t)n * 3 * h * w, sizeof(float)), *lf = xcalloc((size_t)n * k, sizeof(float));
+	uint8_t *u8 = NULL;
+	struct dl_cuda_options o;
+	dl_cuda_default_options(&o);
+	o.precision = DL_CUDA_FP32;
+	if (!dl_backend_cuda.forward_u8 || !dl_backend_cuda.host_alloc || !dl_backend_cuda.host_free) {
+		printf("forward_u8: the cuda backend lacks forward_u8/host_alloc/host_free: FAIL\n");
+		goto out;
+	}
+	bc = dl_cuda_create(g, n, &o, err, sizeof err);
+	u8 = dl_backend_cuda.host_alloc((size_t)n * h * w * 3, NULL);
+	if (!bc || !u8) {
+		printf("forward_u8: %s\n", bc ? "host_alloc failed" : err);
+		goto out;
+	}
+	for (size_t i = 0; i < (size_t)n * h * w * 3; i++)
+		u8[i] = (uint8_t)(urand() * 256.0);
+	for (int i = 0; i < n; i++)
+		for (int c = 0; c < 3; c++)
+			for (size_t p = 0; p < (size_t)h * w; p++)
+				x[((size_t)i * 3 + c) * h * w + p] = (u8[((size_t)i * h * w + p) * 3 + c] / 255.0f - mean[c]) / sd[c];
+	double worst = 0;
+	for (int train = 1; train >= 0; train--) {
+		if (dl_backend_cuda.forward(bc, x, train)) {
+			printf("forward_u8: forward: %s\n", dl_backend_cuda.error(bc));
+			goto out;
+		}
+		memcpy(lf, dl_backend_cuda.logits(bc), (size_t)n * k * sizeof(float));
+		if (dl_backend_cuda.forward_u8(bc, u8, mean, sd, train)) {
+			printf("forward_u8: %s\n", dl_backend_cuda.error(bc));
+			goto out;
+		}
+		const float *lu = dl_backend_cuda.logits(bc);
+		for (int i = 0; i < n * k; i++) {
+			double d = fabs((double)lu[i] - lf[i]) / (fabs(lf[i]) + 1e-3);
+			if (!(d <= worst))
+				worst = d;
+		}
+	}
+	ok = worst < 1e-4;
+	printf("forward_u8 from pinned memory vs forward of host-normalized floats, train and eval, fp32: "
+	       "max rel diff of logits %.1e: %s\n", worst, ok ? "ok" : "FAIL");
+	/* a std of zero is refused with a clear error, not a division by it */
+	static const float zero[3] = { 0.2f, 0.0f, 0.2f };
+	if (dl_backend_cuda.forward_u8(bc, u8, mean, zero, 0) == 0 ||
+	    !strstr(dl_backend_cuda.error(bc), "std[1]")) {
+		printf("forward_u8 with std[1] = 0: accepted or unclear (\"%s\"): FAIL\n", dl_backend_cuda.error(bc));
+		ok = 0;
+	}
+out:
+	if (u8)
+		dl_backend_cuda.host_free(u8, NULL);
+	if (bc)
+		dl_backend_cuda.destroy(bc);
+	free(x);
+	free(lf);
+	gb_free(g);
+	return ok;
+}
+
 int main(int argc, char **argv)
 {
 	/* whatever hangs (a cuDNN call, NCCL) must fail the test, not stall make check */
@@ -812,6 +953,8 @@ int main(int argc, char **argv)
 	ok &= op_cases();
 	ok &= fast_path();
 	ok &= u8_input();
+	ok &= normalize_kernel();
+	ok &= forward_u8_ops();
 	ok &= resnet50_step();
 	ok &= hundred_steps();
 	ok &= nccl_timeout();
