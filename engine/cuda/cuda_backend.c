@@ -754,6 +754,27 @@ static int ops_forward_u8(struct dl_backend *b, const uint8_t *nhwc, const float
 		dlc_failf(b, "cuda backend: forward_u8() while a fast-path step is still in flight");
 		return -1;
 	}
+	if (b->img_c > DLC_MAX_IMG_C) {
+		/* more channels than the kernel's constant table holds (synthetic
+		 * benchmarks): normalize on the host into the float input */
+		size_t hw = (size_t)xs->h * xs->w, c = (size_t)xs->c;
+		for (size_t ch = 0; ch < c; ch++)
+			if (!(std[ch] > 0.0f)) {
+				dlc_failf(b, "cuda backend: normalization std[%zu] = %g is not positive", ch, (double)std[ch]);
+				return -1;
+			}
+		for (int i = 0; i < b->n; i++)
+			for (size_t ch = 0; ch < c; ch++) {
+				// h_x is (N,C,H,W), nhwc (N,H,W,C)
+				float *d = b->h_x + ((size_t)i * c + ch) * hw, inv = 1.0f / std[ch];
+				const uint8_t *src = nhwc + (size_t)i * hw * c + ch;
+				for (size_t p = 0; p < hw; p++)
+					d[p] = ((float)src[p * c] * (1.0f / 255.0f) - mean[ch]) * inv;
+			}
+		if (upload(b) || dlc_input(b, DL_CUDA_INPUT_F32))
+			return -1;
+		return ops_forward_rest(b, train);
+	}
 	if (dl_cuda_set_normalize(b, mean, std, b->img_c) || upload(b))
 		return -1;
 	int rv = -1;

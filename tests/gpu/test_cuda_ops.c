@@ -865,17 +865,23 @@ static int normalize_kernel(void)
 /* What the trainer does with the data loader's uint8 feed: the batch in
  * pinned memory from dl_backend_cuda.host_alloc, forward_u8 with the
  * dataset's mean/std, against forward() of the batch normalized on the
- * host; training mode (batch statistics) and eval mode, fp32. */
-static int forward_u8_ops(void)
+ * host; training mode (batch statistics) and eval mode, fp32.  RGB goes
+ * through the normalize kernel, 16 channels (more than it takes) through
+ * the host fallback. */
+static int forward_u8_case(struct dl_graph *g)
 {
-	const int n = 3, h = 9, w = 7, k = 10;
-	static const float mean[3] = { 0.485f, 0.456f, 0.406f }, sd[3] = { 0.229f, 0.224f, 0.225f };
+	const int n = 3;
+	const int c = g->values[0].c, h = g->values[0].h, w = g->values[0].w, k = g->values[g->output].c;
+	float mean[16], sd[16];
 	char err[512];
 	int ok = 0;
-	struct dl_graph *g = case_conv3x3_bn_relu();
 	struct dl_backend *bc = NULL;
-	float *x = xcalloc((size_t)n * 3 * h * w, sizeof(float)), *lf = xcalloc((size_t)n * k, sizeof(float));
+	float *x = xcalloc((size_t)n * c * h * w, sizeof(float)), *lf = xcalloc((size_t)n * k, sizeof(float));
 	uint8_t *u8 = NULL;
+	for (int ch = 0; ch < 16; ch++) {
+		mean[ch] = 0.3f + 0.02f * (float)ch;
+		sd[ch] = 0.2f + 0.01f * (float)ch;
+	}
 	struct dl_cuda_options o;
 	dl_cuda_default_options(&o);
 	o.precision = DL_CUDA_FP32;
@@ -883,18 +889,23 @@ static int forward_u8_ops(void)
 		printf("forward_u8: the cuda backend lacks forward_u8/host_alloc/host_free: FAIL\n");
 		goto out;
 	}
+	if (c > 16) {
+		printf("forward_u8: test graph with %d channels: FAIL\n", c);
+		goto out;
+	}
 	bc = dl_cuda_create(g, n, &o, err, sizeof err);
-	u8 = dl_backend_cuda.host_alloc((size_t)n * h * w * 3, NULL);
+	u8 = dl_backend_cuda.host_alloc((size_t)n * h * w * c, NULL);
 	if (!bc || !u8) {
 		printf("forward_u8: %s\n", bc ? "host_alloc failed" : err);
 		goto out;
 	}
-	for (size_t i = 0; i < (size_t)n * h * w * 3; i++)
+	for (size_t i = 0; i < (size_t)n * h * w * c; i++)
 		u8[i] = (uint8_t)(urand() * 256.0);
 	for (int i = 0; i < n; i++)
-		for (int c = 0; c < 3; c++)
+		for (int ch = 0; ch < c; ch++)
 			for (size_t p = 0; p < (size_t)h * w; p++)
-				x[((size_t)i * 3 + c) * h * w + p] = (u8[((size_t)i * h * w + p) * 3 + c] / 255.0f - mean[c]) / sd[c];
+				x[((size_t)i * c + ch) * h * w + p] =
+					(u8[((size_t)i * h * w + p) * c + ch] / 255.0f - mean[ch]) / sd[ch];
 	double worst = 0;
 	for (int train = 1; train >= 0; train--) {
 		if (dl_backend_cuda.forward(bc, x, train)) {
@@ -914,11 +925,11 @@ static int forward_u8_ops(void)
 		}
 	}
 	ok = worst < 1e-4;
-	printf("forward_u8 from pinned memory vs forward of host-normalized floats, train and eval, fp32: "
-	       "max rel diff of logits %.1e: %s\n", worst, ok ? "ok" : "FAIL");
+	printf("forward_u8 (%d channels) from pinned memory vs forward of host-normalized floats, train and eval, "
+	       "fp32: max rel diff of logits %.1e: %s\n", c, worst, ok ? "ok" : "FAIL");
 	/* a std of zero is refused with a clear error, not a division by it */
-	static const float zero[3] = { 0.2f, 0.0f, 0.2f };
-	if (dl_backend_cuda.forward_u8(bc, u8, mean, zero, 0) == 0 ||
+	sd[1] = 0.0f;
+	if (dl_backend_cuda.forward_u8(bc, u8, mean, sd, 0) == 0 ||
 	    !strstr(dl_backend_cuda.error(bc), "std[1]")) {
 		printf("forward_u8 with std[1] = 0: accepted or unclear (\"%s\"): FAIL\n", dl_backend_cuda.error(bc));
 		ok = 0;
@@ -931,6 +942,13 @@ out:
 	free(x);
 	free(lf);
 	gb_free(g);
+	return ok;
+}
+
+static int forward_u8_ops(void)
+{
+	int ok = forward_u8_case(case_conv3x3_bn_relu());
+	ok &= forward_u8_case(case_conv_chain());
 	return ok;
 }
 
