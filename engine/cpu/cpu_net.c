@@ -13,6 +13,7 @@
  * else into the shared temporary, then added to the value's diff. */
 struct grad_sink {
 	int direct;
+	int alias;            /* ADD only: the diff is the add output's diff buffer, nothing to do */
 	dnnl_memory_t tmp;
 	struct cpu_prim acc;  /* dval[v] += tmp */
 	struct cpu_prim copy; /* ADD only: dval[out] -> target (layouts may differ) */
@@ -40,7 +41,7 @@ struct dl_backend {
 	 * buffers: about half the memory of one buffer per value. */
 	void **pool;
 	size_t *pool_size;
-	int *pool_busy, n_pool;
+	int *pool_busy, n_pool; /* pool_busy: how many live diffs use the buffer */
 	int *dval_zero;          /* values nobody reads: their diff is zero */
 	struct cpu_node *nodes;
 	int *param_used;
@@ -125,6 +126,49 @@ static int need_md(struct dl_backend *b, int v)
 	return 0;
 }
 
+/* An add's backward hands its output diff to both inputs unchanged.  Input
+ * j may take over that buffer instead of a copy when it gets its first
+ * gradient here in the same layout (the output diff is dead once the add's
+ * backward ran).  Both inputs may share it when, in backward order, every
+ * use of the one whose producer runs first (hi) is a read that ends with
+ * that producer: hi has no other reader to add gradients into it and its
+ * producer does not rewrite its dy in place (an ADD's fused ReLU does);
+ * and nothing adds into the other one (lo) before that, i.e. lo's other
+ * readers all come before hi's producer in forward order.  ResNet's blocks
+ * qualify: bn3 (or the downsample BN) and the block input. */
+static int add_alias_ok(const struct dl_graph *g, int i, int j, const int *seen)
+{
+	const struct dl_node *d = &g->nodes[i];
+	int v = d->in[j], o = d->in[1 - j];
+	if (v == g->input || seen[v] || v == o)
+		return 0;
+	if (o == g->input || seen[o])
+		return 1; /* only v takes the buffer */
+	int pv = -1, po = -1;
+	for (int k = 0; k < i; k++) {
+		if (g->nodes[k].out == v)
+			pv = k;
+		if (g->nodes[k].out == o)
+			po = k;
+	}
+	if (pv < 0 || po < 0)
+		return 0;
+	int hi = pv > po ? v : o, lo = pv > po ? o : v, phi = pv > po ? pv : po;
+	if (g->nodes[phi].kind == DL_NODE_ADD)
+		return 0;
+	for (int k = 0; k < g->n_nodes; k++) {
+		const struct dl_node *e = &g->nodes[k];
+		int nin = e->kind == DL_NODE_ADD ? 2 : 1;
+		for (int m = 0; m < nin; m++) {
+			if (k == i)
+				continue;
+			if (e->in[m] == hi || (e->in[m] == lo && k > phi))
+				return 0;
+		}
+	}
+	return 1;
+}
+
 /* Gives value v's diff a pool buffer (best fit among free ones, else a new
  * one); slot[v] remembers which. */
 static int pool_acquire(struct dl_backend *b, int v, int *slot)
@@ -144,7 +188,7 @@ static int pool_acquire(struct dl_backend *b, int v, int *slot)
 		b->pool[best] = buf;
 		b->pool_size[best] = need;
 	}
-	b->pool_busy[best] = 1;
+	b->pool_busy[best]++;
 	slot[v] = best;
 	CHECK(b->dval[v] = cpu_mem(c, &b->vmd[v], b->pool[best]), "%s", c->err);
 	return 0;
@@ -319,18 +363,32 @@ static struct dl_backend *cpu_create_ex(struct dl_graph *g, int n,
 			if (pool_acquire(b, d->out, slot) < 0)
 				goto fail;
 		}
+		/* Decided for both inputs before either is marked seen. */
+		int alias[2] = { 0, 0 };
+		for (int j = 0; j < nin && d->kind == DL_NODE_ADD; j++)
+			alias[j] = add_alias_ok(g, i, j, seen) &&
+				   cpu_md_eq(&b->vmd[d->in[j]], &b->vmd[d->out]);
 		for (int j = 0; j < nin; j++) {
 			int v = d->in[j];
 			if (v == g->input)
 				continue;
-			if (sink_init(b, &b->nodes[i].sink[j], v, !seen[v],
-				      d->kind == DL_NODE_ADD ? &b->vmd[d->out] : NULL) < 0)
-				goto fail;
-			if (!seen[v] && pool_acquire(b, v, slot) < 0)
-				goto fail;
+			if (alias[j]) {
+				b->nodes[i].sink[j].direct = 1;
+				b->nodes[i].sink[j].alias = 1;
+				slot[v] = slot[d->out];
+				b->pool_busy[slot[v]]++;
+				CHECK(b->dval[v] = cpu_mem(c, &b->vmd[v], b->pool[slot[v]]), "%s",
+				      c->err);
+			} else {
+				if (sink_init(b, &b->nodes[i].sink[j], v, !seen[v],
+					      d->kind == DL_NODE_ADD ? &b->vmd[d->out] : NULL) < 0)
+					goto fail;
+				if (!seen[v] && pool_acquire(b, v, slot) < 0)
+					goto fail;
+			}
 			seen[v] = 1;
 		}
-		b->pool_busy[slot[d->out]] = 0;
+		b->pool_busy[slot[d->out]]--;
 	}
 	if (cpu_ctx_finalize(c) < 0)
 		goto fail;
@@ -473,7 +531,7 @@ static int cpu_backward(struct dl_backend *b, const float *dlogits)
 				rc = cpu_relu_backward_exec(c, &cn->add.relu_l, b->val[d->out], dy, dy);
 			for (int j = 0; j < 2 && rc == 0; j++) {
 				int v = d->in[j];
-				if (v == g->input)
+				if (v == g->input || cn->sink[j].alias)
 					continue;
 				/* Same layout: a memcpy beats oneDNN's generic reorder. */
 				if (cn->sink[j].direct && cpu_md_eq(&b->vmd[v], &b->vmd[d->out]))
