@@ -161,6 +161,13 @@ static size_t compare_epoch(struct dl_dataset *ds, enum dl_split split, const ch
 				}
 			}
 		}
+		/* a short last batch is zero-filled past *n, as the float one is */
+		size_t tail = 0;
+		for (size_t b = (size_t)nu * H * W * C; b < (size_t)o.batch * H * W * C; b++)
+			tail += xu[b] != 0;
+		for (int i = nu; i < o.batch; i++)
+			tail += yu[i] != 0;
+		CHECK(tail == 0, "%s: %zu nonzero bytes/labels past the %d samples of a short batch", what, tail, nu);
 		done += (size_t)nf;
 	}
 	CHECK(bad == 0, "%s: %zu elements off by more than the 8-bit rounding", what, bad);
