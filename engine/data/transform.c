@@ -250,6 +250,25 @@ static inline void u8_to_f32(float *restrict d, const uint8_t *restrict s, size_
 		d[i] = s[i];
 }
 
+/* Output pixel i of the horizontal filter over vrow (RGB floats; the 4th
+ * lane of each load is the next pixel's R and is ignored).  K taps (0:
+ * per-output count). */
+static inline v4f hpass_pixel(const float *restrict vrow, const struct coeffs *cx, int col0, int i,
+                              const int K)
+{
+	const float *s = vrow + (size_t)(cx->start[i] - col0) * 3;
+	const float *k = cx->w + (size_t)i * cx->ksize;
+	int n = K ? K : cx->n[i];
+	v4f acc = {0, 0, 0, 0};
+#pragma GCC unroll 8
+	for (int j = 0; j < n; j++) {
+		v4f v, kk = {k[j], k[j], k[j], k[j]};
+		memcpy(&v, s + 3 * j, sizeof v);
+		acc += kk * v;
+	}
+	return acc;
+}
+
 /* One output row: horizontal filter of vrow (RGB floats, the 4th lane of
  * each load is the next pixel's R and is ignored) into the three planes of
  * chw, flipped if asked, normalized.  K taps (0: per-output count). */
@@ -258,16 +277,7 @@ static inline void hpass_out(const float *restrict vrow, const struct coeffs *cx
                              float *restrict o1, float *restrict o2, const int K)
 {
 	for (int i = 0; i < size; i++) {
-		const float *s = vrow + (size_t)(cx->start[i] - col0) * 3;
-		const float *k = cx->w + (size_t)i * cx->ksize;
-		int n = K ? K : cx->n[i];
-		v4f acc = {0, 0, 0, 0};
-#pragma GCC unroll 8
-		for (int j = 0; j < n; j++) {
-			v4f v, kk = {k[j], k[j], k[j], k[j]};
-			memcpy(&v, s + 3 * j, sizeof v);
-			acc += kk * v;
-		}
+		v4f acc = hpass_pixel(vrow, cx, col0, i, K);
 		int o = flip ? size - 1 - i : i;
 		o0[o] = acc[0] * scale[0] + shift[0];
 		o1[o] = acc[1] * scale[1] + shift[1];
@@ -285,16 +295,7 @@ static inline void hpass_out_u8(const float *restrict vrow, const struct coeffs 
 {
 	for (int t = 0; t < size; t++) {
 		int i = flip ? size - 1 - t : t;
-		const float *s = vrow + (size_t)(cx->start[i] - col0) * 3;
-		const float *k = cx->w + (size_t)i * cx->ksize;
-		int n = K ? K : cx->n[i];
-		v4f acc = {0, 0, 0, 0};
-#pragma GCC unroll 8
-		for (int j = 0; j < n; j++) {
-			v4f v, kk = {k[j], k[j], k[j], k[j]};
-			memcpy(&v, s + 3 * j, sizeof v);
-			acc += kk * v;
-		}
+		v4f acc = hpass_pixel(vrow, cx, col0, i, K);
 		uint32_t px;
 #ifdef __SSE2__
 		__m128 a;

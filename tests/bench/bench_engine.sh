@@ -50,8 +50,9 @@ run() { # model c h w k n
 	for p in ${BENCH_PRECISIONS:-fp32 bf16}; do
 		ratio "$1 engine $p / torch fp32" "${E[$p]}" "${T[fp32]}"
 		[ "$p" = fp32 ] || ratio "$1 engine $p / torch $p" "${E[$p]}" "${T[$p]}"
-		[ "$p" = fp32 ] && [ -n "${E[fp32-direct]:-}" ] &&
+		if [ "$p" = fp32 ] && [ -n "${E[fp32-direct]:-}" ]; then
 			ratio "$1 engine fp32 direct-only / torch fp32" "${E[fp32-direct]}" "${T[fp32]}"
+		fi
 	done
 }
 
