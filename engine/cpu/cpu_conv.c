@@ -6,7 +6,7 @@
 /* The algorithm this convolution asks oneDNN for (enum dl_conv_algo).
  * oneDNN 2.6 has Winograd (jit_wino_4x3) for f32 3x3 stride-1 only; at 16
  * channels it measured no faster than direct here (tests/bench/RESULTS.md),
- * at 32-512 channels 1.4-2.3x faster in all three passes. */
+ * at 32-512 channels 1.2-2.3x faster in each of the three passes. */
 static dnnl_alg_kind_t conv_alg(const struct cpu_ctx *c, int ci, int co, int k, int stride)
 {
 	if (c->conv_algo == DL_CONV_DIRECT || c->act_dt != dnnl_f32 || k != 3 || stride != 1)
