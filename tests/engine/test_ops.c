@@ -12,8 +12,9 @@
 #include "tests/engine/test_ops_util.h"
 
 #define TOL 1e-5
-/* Winograd F(4x4,3x3) in f32 */
-#define WINO_TOL 1e-4
+/* Winograd F(4x4,3x3) in f32: its transforms scale rounding up by their
+ * coefficients (up to 8); measured up to ~2e-6 on these shapes. */
+#define WINO_TOL 2e-5
 
 static int failures;
 static char err[512];
@@ -290,7 +291,7 @@ int main(void)
 	test_conv(1, 16, 12, 12, 16, 7, 1, 3);
 	/* Each algorithm on the 3x3 stride-1 shapes where Winograd can run
 	 * (auto picks it from 32 channels up), small sides included. */
-	int wino_shapes[][4] = { { 2, 32, 9, 11 }, { 2, 64, 8, 8 }, { 4, 128, 7, 7 },
+	int wino_shapes[][4] = { { 1, 32, 5, 5 }, { 2, 32, 9, 11 }, { 2, 64, 8, 8 }, { 4, 128, 7, 7 },
 				 { 2, 256, 4, 4 }, { 2, 512, 2, 2 }, { 3, 512, 2, 2 }, { 3, 256, 3, 3 }, { 2, 64, 1, 1 },
 				 { 3, 16, 9, 7 } };
 	for (size_t i = 0; i < sizeof wino_shapes / sizeof wino_shapes[0]; i++) {
