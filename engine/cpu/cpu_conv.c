@@ -45,8 +45,8 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	    cpu_md(c, &dw_any, 4, wdims, dnnl_format_tag_any) < 0 ||
 	    cpu_md(c, &w_plain_md, 4, wdims, dnnl_oihw) < 0)
 		goto fail;
-	/* Winograd where oneDNN has no implementation for this shape or
-	 * layout (its desc is valid, creating the pd fails): direct instead. */
+	/* Where oneDNN has no Winograd kernel for this shape or layout (the
+	 * desc is valid but creating the pd fails), fall back to direct. */
 	for (;;) {
 		DN(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, alg,
 						      src_md ? src_md : &src_any, &w_any, NULL,
