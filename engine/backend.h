@@ -59,7 +59,8 @@ struct dl_backend_ops {
 	 * (on the GPU): nhwc is (N,H,W,C) uint8 as the data loader's
 	 * DL_BATCH_U8_NHWC layout gives it, and the input is
 	 * (nhwc/255 - mean[c]) / std[c], c < C.  nhwc is read before the call
-	 * returns.  NULL for backends without it (cpu, ref). */
+	 * returns.  NULL for backends without it (cpu; ref has it so the
+	 * trainer's uint8 feed runs in tests without a GPU). */
 	int (*forward_u8)(struct dl_backend *b, const uint8_t *nhwc, const float mean[], const float std[],
 			  int train);
 	/* (Added) Host memory the backend copies from fastest (pinned, for

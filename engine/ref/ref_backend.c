@@ -371,13 +371,10 @@ int dl_ref_backward_f64(struct dl_backend *b, const double *dlogits)
 	return 0;
 }
 
-static int ref_forward(struct dl_backend *b, const float *x, int train)
+/* The forward pass from the input already in b->io. */
+static int forward_io(struct dl_backend *b, int train)
 {
 	struct dl_graph *g = b->g;
-	size_t cx = value_count(b, g->input);
-	dl_ref_load_graph(b);
-	for (size_t i = 0; i < cx; i++)
-		b->io[i] = x[i];
 	if (dl_ref_forward_f64(b, b->io, train) < 0)
 		return -1;
 	if (train) {
@@ -390,6 +387,39 @@ static int ref_forward(struct dl_backend *b, const float *x, int train)
 	for (size_t i = 0; i < value_count(b, g->output); i++)
 		b->logits32[i] = (float)l[i];
 	return 0;
+}
+
+static int ref_forward(struct dl_backend *b, const float *x, int train)
+{
+	size_t cx = value_count(b, b->g->input);
+	dl_ref_load_graph(b);
+	for (size_t i = 0; i < cx; i++)
+		b->io[i] = x[i];
+	return forward_io(b, train);
+}
+
+/* uint8 (N,H,W,C) batches normalized here, in double: the reference has
+ * this entry so that the trainer's uint8 feed (the one the CUDA backend
+ * uses) runs, and is checked, on machines without a GPU. */
+static int ref_forward_u8(struct dl_backend *b, const uint8_t *nhwc, const float mean[],
+			  const float std[], int train)
+{
+	const struct dl_shape *s = &b->g->values[b->g->input];
+	size_t hw = (size_t)s->h * s->w;
+	for (int c = 0; c < s->c; c++)
+		if (!(std[c] > 0)) {
+			set_err(b->err, sizeof(b->err), "ref backend: forward_u8: std[%d] = %g is not positive",
+				c, (double)std[c]);
+			return -1;
+		}
+	dl_ref_load_graph(b);
+	// io is (N,C,H,W); nhwc is (N,H,W,C)
+	for (int n = 0; n < b->n; n++)
+		for (size_t p = 0; p < hw; p++)
+			for (int c = 0; c < s->c; c++)
+				b->io[((size_t)n * s->c + c) * hw + p] =
+					(nhwc[((size_t)n * hw + p) * s->c + c] / 255.0 - mean[c]) / std[c];
+	return forward_io(b, train);
 }
 
 static const float *ref_logits(struct dl_backend *b)
@@ -425,6 +455,7 @@ const struct dl_backend_ops dl_backend_ref = {
 	.name = "ref",
 	.create = ref_create,
 	.forward = ref_forward,
+	.forward_u8 = ref_forward_u8,
 	.logits = ref_logits,
 	.backward = ref_backward,
 	.destroy = ref_destroy,

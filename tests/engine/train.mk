@@ -6,6 +6,7 @@ TRAIN_TESTS = \
 	tests/engine/test_resume.sh \
 	tests/engine/test_resume_slurm.sh \
 	tests/engine/test_train_ddp.sh \
-	tests/engine/test_train_fmnist.sh
+	tests/engine/test_train_fmnist.sh \
+	tests/engine/test_train_u8.sh
 TESTS += $(TRAIN_TESTS)
 dist_check_SCRIPTS += $(TRAIN_TESTS)
