@@ -244,8 +244,14 @@ static int setup(struct run *r, char *err, size_t errlen)
 	 * normalization on the CPU) and the dataset can give them; the ring
 	 * then lives in the backend's host memory (pinned).  The backend
 	 * itself is created below, after resume. */
-	const struct dl_backend_ops *feed = dl_backend_find(resolve_backend(c->backend));
-	if (feed && feed->forward_u8 && r->ds->load_u8 && r->ds->u8_mean && r->ds->u8_std) {
+	r->backend = resolve_backend(c->backend);
+	r->ops = dl_backend_find(r->backend);
+	if (!r->ops) {
+		snprintf(err, errlen, "backend '%s' is not built in", r->backend);
+		return -1;
+	}
+	const struct dl_backend_ops *feed = r->ops;
+	if (feed->forward_u8 && r->ds->load_u8 && r->ds->u8_mean && r->ds->u8_std) {
 		r->u8 = 1;
 		lo.layout = DL_BATCH_U8_NHWC;
 		/* Pageable memory works too, only the copy is slower: if pinning
@@ -327,17 +333,6 @@ static int setup(struct run *r, char *err, size_t errlen)
 	}
 
 	r->be = NULL;
-	r->backend = resolve_backend(c->backend);
-	r->ops = dl_backend_find(r->backend);
-	if (!r->ops) {
-		snprintf(err, errlen, "backend '%s' is not built in", r->backend);
-		return -1;
-	}
-	if (r->u8 && !r->ops->forward_u8) { /* the loaders were made for this backend's uint8 feed */
-		snprintf(err, errlen, "%s:%d: uint8 loaders but backend '%s' has no forward_u8", __FILE__, __LINE__,
-		         r->backend);
-		return -1;
-	}
 	struct dl_backend_opts bo = {
 		.bf16 = c->precision && strcmp(c->precision, "bf16") == 0,
 		.conv_algo = c->conv_algo ? dl_conv_algo_parse(c->conv_algo) : DL_CONV_AUTO,

@@ -16,6 +16,37 @@ static dnnl_alg_kind_t conv_alg(const struct cpu_ctx *c, int ci, int co, int k, 
 	return dnnl_convolution_winograd;
 }
 
+enum conv_pass { PASS_FWD, PASS_BWD_DATA, PASS_BWD_WEIGHTS };
+
+/* The primitive desc of one pass with algorithm *alg; where oneDNN has no
+ * Winograd kernel for this shape or layout (the desc is valid but creating
+ * the pd fails) it falls back to direct, and *alg says which ran.  For the
+ * backward passes w is the weights' diff.  NULL on error. */
+static dnnl_primitive_desc_t conv_pass_pd(struct cpu_ctx *c, enum conv_pass pass, dnnl_alg_kind_t *alg,
+					  const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *w,
+					  const dnnl_memory_desc_t *dst, const dnnl_dims_t strides,
+					  const dnnl_dims_t pl, const dnnl_dims_t pr,
+					  const_dnnl_primitive_desc_t hint)
+{
+	dnnl_convolution_desc_t d;
+	for (;;) {
+		if (pass == PASS_FWD)
+			DN(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, *alg, src, w, NULL,
+							      dst, strides, pl, pr));
+		else if (pass == PASS_BWD_DATA)
+			DN(dnnl_convolution_backward_data_desc_init(&d, *alg, src, w, dst, strides, pl, pr));
+		else
+			DN(dnnl_convolution_backward_weights_desc_init(&d, *alg, src, w, NULL, dst, strides,
+								       pl, pr));
+		dnnl_primitive_desc_t pd = cpu_pd(c, &d, NULL, hint);
+		if (pd || *alg == dnnl_convolution_direct)
+			return pd;
+		*alg = dnnl_convolution_direct;
+	}
+fail:
+	return NULL;
+}
+
 /* oneDNN picks the blocked layouts (format any) for dst and weights, and for
  * src too when the caller leaves it open; diffs use the forward layouts, so
  * activations stay blocked through the whole network. */
@@ -25,7 +56,6 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 {
 	int ho = (h + 2 * pad - k) / stride + 1, wo = (w + 2 * pad - k) / stride + 1;
 	dnnl_memory_desc_t src_any, w_any, dst_any, w_plain_md, dw_any;
-	dnnl_convolution_desc_t fd, bdd, bwd;
 	dnnl_dims_t strides = { stride, stride }, pl = { pad, pad };
 	/* Right padding that makes oneDNN's output side equal torch's floor. */
 	dnnl_dims_t pr = { (ho - 1) * stride + k - h - pad, (wo - 1) * stride + k - w - pad };
@@ -45,18 +75,9 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	    cpu_md(c, &dw_any, 4, wdims, dnnl_format_tag_any) < 0 ||
 	    cpu_md(c, &w_plain_md, 4, wdims, dnnl_oihw) < 0)
 		goto fail;
-	/* Where oneDNN has no Winograd kernel for this shape or layout (the
-	 * desc is valid but creating the pd fails), fall back to direct. */
-	for (;;) {
-		DN(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, alg,
-						      src_md ? src_md : &src_any, &w_any, NULL,
-						      &dst_any, strides, pl, pr));
-		if ((fpd = cpu_pd(c, &fd, NULL, NULL)))
-			break;
-		if (alg == dnnl_convolution_direct)
-			goto fail;
-		alg = dnnl_convolution_direct;
-	}
+	if (!(fpd = conv_pass_pd(c, PASS_FWD, &alg, src_md ? src_md : &src_any, &w_any, &dst_any,
+				 strides, pl, pr, NULL)))
+		goto fail;
 	l->winograd = alg == dnnl_convolution_winograd;
 	l->src_md = *cpu_query(fpd, dnnl_query_src_md);
 	l->dst_md = *cpu_query(fpd, dnnl_query_dst_md);
@@ -69,15 +90,12 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 						  &l->w_fwd, &l->w_to_fwd)) < 0)
 		goto fail;
 
-	/* The backward passes follow the forward's algorithm, falling back
-	 * to direct one pass at a time the same way. */
-	for (dnnl_alg_kind_t a = alg;; a = dnnl_convolution_direct) {
-		DN(dnnl_convolution_backward_weights_desc_init(&bwd, a, &l->src_md, &dw_any, NULL,
-							       &l->dst_md, strides, pl, pr));
-		if ((bwpd = cpu_pd(c, &bwd, NULL, fpd)) || a == dnnl_convolution_direct)
-			break;
-	}
-	if (!bwpd || cpu_prim_make(c, &l->bwd_w, bwpd) < 0)
+	/* The backward passes follow the forward's algorithm, each falling
+	 * back to direct on its own. */
+	dnnl_alg_kind_t alg_w = alg, alg_d = alg;
+	if (!(bwpd = conv_pass_pd(c, PASS_BWD_WEIGHTS, &alg_w, &l->src_md, &dw_any, &l->dst_md,
+				  strides, pl, pr, fpd)) ||
+	    cpu_prim_make(c, &l->bwd_w, bwpd) < 0)
 		goto fail;
 	const dnnl_memory_desc_t *dw_md = cpu_query(bwpd, dnnl_query_diff_weights_md);
 	CHECK(l->dw_plain = cpu_mem(c, &w_plain_md, NULL), "%s", c->err);
@@ -86,13 +104,9 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 		goto fail;
 
 	if (need_bwd_data) {
-		for (dnnl_alg_kind_t a = alg;; a = dnnl_convolution_direct) {
-			DN(dnnl_convolution_backward_data_desc_init(&bdd, a, &l->src_md, &w_any,
-								    &l->dst_md, strides, pl, pr));
-			if ((bdpd = cpu_pd(c, &bdd, NULL, fpd)) || a == dnnl_convolution_direct)
-				break;
-		}
-		if (!bdpd || cpu_prim_make(c, &l->bwd_data, bdpd) < 0)
+		if (!(bdpd = conv_pass_pd(c, PASS_BWD_DATA, &alg_d, &l->src_md, &w_any, &l->dst_md,
+					  strides, pl, pr, fpd)) ||
+		    cpu_prim_make(c, &l->bwd_data, bdpd) < 0)
 			goto fail;
 		const dnnl_memory_desc_t *wb_md = cpu_query(bdpd, dnnl_query_weights_md);
 		if ((l->w_bwd_same = cpu_mem_or_alias(c, wb_md, wf_md, l->w_fwd, &w_plain_md, wb_md,
