@@ -154,7 +154,7 @@ cluster_start() {
 	local attempt
 	for attempt in 1 2 3; do
 		_cluster_start_once "$@" && return 0
-		_cluster_log "attempt $attempt failed; logs: $(tail -3 "$CLUSTER_DIR"/log/*.log 2>/dev/null | tr '\n' ' ' | cut -c1-600)"
+		_cluster_log "attempt $attempt failed; logs: $(tail -n 3 "$CLUSTER_DIR"/log/*.log 2>/dev/null | tr '\n' ' ' | cut -c1-600)"
 		cluster_stop
 	done
 	return 1

@@ -57,5 +57,5 @@ check "shards: top-1 ${s:-none}% >= 60%" above "$s" 60
 # bit-identical), so their accuracy is close.
 check "folder and shards agree within 5 points ($t vs $s)" \
 	"$TORCH_PYTHON" -c "import sys; sys.exit(0 if abs(float('${t:-0}') - float('${s:-100}')) <= 5 else 1)"
-[ "$_failed" -eq 0 ] || tail -3 ./*.log
+[ "$_failed" -eq 0 ] || tail -n 3 ./*.log
 finish

@@ -95,5 +95,5 @@ check "4 ranks trained ($(grep -o '4 ranks x batch 64' acc.log | head -1))" grep
 top1=$(sed -n 's/.*"top1":\([0-9.]*\).*/\1/p' acc/metrics.jsonl 2>/dev/null | tail -1)
 check "4-rank Fashion-MNIST top-1 after 1 epoch: ${top1:-none}% >= 85%" \
 	"$TORCH_PYTHON" -c "import sys; sys.exit(0 if float('${top1:-0}') >= 85 else 1)"
-[ "$_failed" -eq 0 ] || { tail -5 ./*.log; }
+[ "$_failed" -eq 0 ] || tail -n 20 ./*.log "$CLUSTER_DIR"/log/*.log
 finish
