@@ -221,6 +221,51 @@ out:
 	return finish(c, rv, err, errlen);
 }
 
+int cpu_bn_own_kernels(int n, int ch, int h, int w)
+{
+	struct cpu_ctx cc, *c = &cc;
+	struct cpu_bn l;
+	dnnl_memory_desc_t bl;
+	int rv = -1;
+	if (cpu_ctx_init(c) < 0 || blocked(c, &bl, n, ch, h, w) < 0 ||
+	    cpu_bn_init(c, &l, &bl, ch, 0, 1e-5f) < 0)
+		goto out;
+	rv = l.blk;
+out:
+	cpu_ctx_destroy(c);
+	return rv;
+}
+
+int cpu_bn_add(const float *x, const float *gamma, const float *beta, const float *s,
+	       const float *run_mean, const float *run_var, float *z, float *mean, float *var,
+	       int n, int ch, int h, int w, int relu, float eps, char *err, size_t errlen)
+{
+	struct cpu_ctx cc, *c = &cc;
+	struct cpu_bn l;
+	struct io tx, ts, tz;
+	dnnl_memory_desc_t p, bl;
+	int rv = -1;
+	if (cpu_ctx_init(c) < 0 || cpu_md4(c, &p, n, ch, h, w, dnnl_nchw) < 0 ||
+	    blocked(c, &bl, n, ch, h, w) < 0 || cpu_bn_init(c, &l, &bl, ch, 0, eps) < 0 ||
+	    io_make(c, &tx, &p, &bl) < 0 || io_make(c, &ts, &p, &bl) < 0 ||
+	    io_make(c, &tz, &p, &bl) < 0 || cpu_ctx_finalize(c) < 0)
+		goto out;
+	CHECK(l.blk, "cpu_bn_add: n%d c%d %dx%d does not run the own batch norm kernels", n, ch,
+	      h, w);
+	if (io_in(c, &tx, x) < 0 || io_in(c, &ts, s) < 0 ||
+	    cpu_bn_blk_prepare(c, &l, gamma, beta, run_mean, run_var, tx.blk) < 0 ||
+	    cpu_bn_blk_apply(c, &l, tx.blk, ts.blk, tz.blk, relu) < 0 || io_out(c, &tz, z) < 0)
+		goto out;
+	if (!run_mean) {
+		memcpy(mean, cpu_handle(l.mean), sizeof(float) * ch);
+		memcpy(var, cpu_handle(l.var), sizeof(float) * ch);
+	}
+	rv = 0;
+out:
+fail:
+	return finish(c, rv, err, errlen);
+}
+
 int cpu_relu(const float *x, const float *dy, float *y, float *dx, int n, int ch, int h, int w,
 	     char *err, size_t errlen)
 {

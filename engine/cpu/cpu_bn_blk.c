@@ -1,0 +1,352 @@
+#include "config.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "engine/cpu/cpu_layers.h"
+
+/* Our own fp32 batch norm for activations in oneDNN's nChw16c layout (tag
+ * aBcd16b) with C % 16 == 0, the layout the network keeps them in.  It
+ * exists because batch norm is memory-bound and oneDNN's reads x three
+ * times in training forward (mean, variance, normalize); here:
+ *
+ *   forward (train): one pass for both statistics, one to normalize;
+ *   forward + residual add + ReLU: the normalize pass also adds the
+ *     shortcut and clamps, so the BN output is never written (cpu_net.c);
+ *   backward: one pass for both reductions (sum dy, sum dy*(x-mean)), one
+ *     for dx; a fused ReLU's mask is recomputed from x and the folded
+ *     scale/shift instead of being stored.
+ *
+ * The tensor is N*C/16 chunks of H*W*16 floats, each chunk one sample and
+ * one block of 16 channels, so a chunk is contiguous and its 16 lanes are
+ * 16 channels: every kernel below works on one chunk with one 16-float
+ * vector per spatial position.  Chunks are spread over OpenMP threads; the
+ * per-chunk sums are combined in double, in a fixed order, so results do
+ * not depend on the thread count.
+ *
+ * Numerics: the statistics sum (x - shift) and (x - shift)^2 with a
+ * per-channel shift (the first sample's first value), so the variance does
+ * not come from subtracting two large nearly equal sums; float partial sums
+ * run over at most SUB positions before they are added in double. */
+
+#define BLK 16
+#define SUB 64
+
+/* 16 floats; aligned(4) so a load never assumes more than float alignment. */
+typedef float v16 __attribute__((vector_size(64), aligned(4)));
+typedef int v16i __attribute__((vector_size(64), aligned(4)));
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* GCC warns that a 64-byte vector return changes the ABI without AVX-512;
+ * the helpers returning one are always inlined, so no call ever has one. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+/* max(v, 0) without branches: keep v where v > 0. */
+INLINE v16 relu16(v16 v)
+{
+	v16 zero = { 0 };
+	return (v16)((v16i)v & (v > zero));
+}
+
+/* s1, s2 (16 each) = sums over the chunk of (x - shift) and (x - shift)^2. */
+INLINE void stats_body(const float *x, size_t hw, const float *shift, double *s1, double *s2)
+{
+	v16 sh = *(const v16 *)shift;
+	for (int l = 0; l < BLK; l++)
+		s1[l] = s2[l] = 0;
+	for (size_t p0 = 0; p0 < hw; p0 += SUB) {
+		size_t p1 = p0 + SUB < hw ? p0 + SUB : hw;
+		v16 a = { 0 }, b = { 0 };
+		for (size_t p = p0; p < p1; p++) {
+			v16 d = *(const v16 *)(x + p * BLK) - sh;
+			a += d;
+			b += d * d;
+		}
+		for (int l = 0; l < BLK; l++) {
+			s1[l] += a[l];
+			s2[l] += b[l];
+		}
+	}
+}
+
+/* y = (x - m) * sc + sh (+ res) (ReLU'd if relu).  res may be NULL. */
+INLINE void apply_body(const float *x, const float *res, float *y, size_t hw, const float *mean,
+		       const float *sc, const float *sh, int relu)
+{
+	v16 m = *(const v16 *)mean, a = *(const v16 *)sc, b = *(const v16 *)sh;
+	for (size_t p = 0; p < hw; p++) {
+		v16 v = (*(const v16 *)(x + p * BLK) - m) * a + b;
+		if (res)
+			v += *(const v16 *)(res + p * BLK);
+		if (relu)
+			v = relu16(v);
+		*(v16 *)(y + p * BLK) = v;
+	}
+}
+
+/* The gradient reaching the BN: dy, masked by the fused ReLU where the
+ * forward output ((x - m) * a + b, the same expression as apply_body) was
+ * <= 0. */
+INLINE v16 masked_dy(const float *x, const float *dy, size_t p, v16 m, v16 a, v16 b, int relu)
+{
+	v16 g = *(const v16 *)(dy + p * BLK);
+	if (relu) {
+		v16 zero = { 0 };
+		v16 y = (*(const v16 *)(x + p * BLK) - m) * a + b;
+		g = (v16)((v16i)g & (y > zero));
+	}
+	return g;
+}
+
+/* sdy, sdx (16 each) = sums of g and g * (x - mean), g as masked_dy. */
+INLINE void bwd_sums_body(const float *x, const float *dy, size_t hw, const float *mean,
+			  const float *sc, const float *sh, int relu, double *sdy, double *sdx)
+{
+	v16 m = *(const v16 *)mean, a = *(const v16 *)sc, b = *(const v16 *)sh;
+	for (int l = 0; l < BLK; l++)
+		sdy[l] = sdx[l] = 0;
+	for (size_t p0 = 0; p0 < hw; p0 += SUB) {
+		size_t p1 = p0 + SUB < hw ? p0 + SUB : hw;
+		v16 s = { 0 }, t = { 0 };
+		for (size_t p = p0; p < p1; p++) {
+			v16 g = masked_dy(x, dy, p, m, a, b, relu);
+			s += g;
+			t += g * (*(const v16 *)(x + p * BLK) - m);
+		}
+		for (int l = 0; l < BLK; l++) {
+			sdy[l] += s[l];
+			sdx[l] += t[l];
+		}
+	}
+}
+
+/* dx = k1 * g + k2 * (x - mean) + k0 (g as masked_dy); dx may be dy. */
+INLINE void bwd_dx_body(const float *x, const float *dy, float *dx, size_t hw, const float *mean,
+			const float *sc, const float *sh, int relu, const float *k0, const float *k2)
+{
+	v16 m = *(const v16 *)mean, a = *(const v16 *)sc, b = *(const v16 *)sh;
+	v16 c0 = *(const v16 *)k0, c2 = *(const v16 *)k2;
+	for (size_t p = 0; p < hw; p++) {
+		v16 g = masked_dy(x, dy, p, m, a, b, relu);
+		v16 d = *(const v16 *)(x + p * BLK) - m;
+		*(v16 *)(dx + p * BLK) = a * g + c2 * d + c0;
+	}
+}
+
+/* Each kernel twice: compiled for AVX-512 (one zmm per position) and for
+ * the build's baseline (GCC splits the vectors into SSE registers); which
+ * one runs is decided once, in cpu_bn_blk_init. */
+#define BN_KERNELS(sfx, attr)                                                                  \
+	attr static void stats_##sfx(const float *x, size_t hw, const float *shift, double *s1,   \
+				     double *s2)                                                   \
+	{                                                                                          \
+		stats_body(x, hw, shift, s1, s2);                                                  \
+	}                                                                                          \
+	attr static void apply_##sfx(const float *x, const float *res, float *y, size_t hw,       \
+				     const float *m, const float *sc, const float *sh, int relu)   \
+	{                                                                                          \
+		if (res)                                                                           \
+			apply_body(x, res, y, hw, m, sc, sh, relu);                                \
+		else                                                                               \
+			apply_body(x, NULL, y, hw, m, sc, sh, relu);                               \
+	}                                                                                          \
+	attr static void bwd_sums_##sfx(const float *x, const float *dy, size_t hw,               \
+					const float *mean, const float *sc, const float *sh,       \
+					int relu, double *sdy, double *sdx)                        \
+	{                                                                                          \
+		if (relu)                                                                          \
+			bwd_sums_body(x, dy, hw, mean, sc, sh, 1, sdy, sdx);                       \
+		else                                                                               \
+			bwd_sums_body(x, dy, hw, mean, sc, sh, 0, sdy, sdx);                       \
+	}                                                                                          \
+	attr static void bwd_dx_##sfx(const float *x, const float *dy, float *dx, size_t hw,      \
+				      const float *mean, const float *sc, const float *sh,         \
+				      int relu, const float *k0, const float *k2)                  \
+	{                                                                                          \
+		if (relu)                                                                          \
+			bwd_dx_body(x, dy, dx, hw, mean, sc, sh, 1, k0, k2);                       \
+		else                                                                               \
+			bwd_dx_body(x, dy, dx, hw, mean, sc, sh, 0, k0, k2);                       \
+	}                                                                                          \
+	static const struct cpu_bn_kern kern_##sfx = { stats_##sfx, apply_##sfx, bwd_sums_##sfx,  \
+						       bwd_dx_##sfx };
+
+BN_KERNELS(avx512, __attribute__((target("avx512f"))))
+BN_KERNELS(base, )
+
+int cpu_bn_blk_usable(struct cpu_ctx *c, const dnnl_memory_desc_t *md, int ch)
+{
+	dnnl_memory_desc_t want;
+	if (c->act_dt != dnnl_f32 || md->ndims != 4 || md->data_type != dnnl_f32 || ch % BLK != 0 ||
+	    md->dims[1] != ch)
+		return 0;
+	/* Dense nChw16c only: the kernels walk chunks by plain offsets. */
+	if (cpu_md4_dt(c, &want, (int)md->dims[0], ch, (int)md->dims[2], (int)md->dims[3], dnnl_f32,
+		       dnnl_nChw16c) < 0) {
+		c->err[0] = 0;
+		return 0;
+	}
+	return cpu_md_eq(md, &want);
+}
+
+int cpu_bn_blk_init(struct cpu_ctx *c, struct cpu_bn *l, const dnnl_memory_desc_t *md, float eps)
+{
+	dnnl_memory_desc_t cmd, pmd;
+	l->n = (int)md->dims[0];
+	l->hw = (size_t)md->dims[2] * (size_t)md->dims[3];
+	l->eps = eps;
+	l->kern = __builtin_cpu_supports("avx512f") ? &kern_avx512 : &kern_base;
+	dnnl_dims_t cd = { l->c }, pd = { (dnnl_dim_t)l->n * l->c * 2 * 2 };
+	/* Per-chunk partial sums are doubles: 2 sums x 16 lanes per chunk,
+	 * held in a float memory of twice the count so the ctx owns it. */
+	if (cpu_md(c, &cmd, 1, cd, dnnl_x) < 0 || cpu_md(c, &pmd, 1, pd, dnnl_x) < 0)
+		goto fail;
+	CHECK((l->fmean = cpu_mem(c, &cmd, NULL)) && (l->fscale = cpu_mem(c, &cmd, NULL)) &&
+		      (l->fshift = cpu_mem(c, &cmd, NULL)) && (l->mlo = cpu_mem(c, &cmd, NULL)) &&
+		      (l->part = cpu_mem(c, &pmd, NULL)),
+	      "%s", c->err);
+	return 0;
+fail:
+	return -1;
+}
+
+static void chunk_sums_combine(const struct cpu_bn *l, const double *part, double *s1, double *s2)
+{
+	int cb = l->c / BLK;
+	for (int ch = 0; ch < l->c; ch++)
+		s1[ch] = s2[ch] = 0;
+	for (int n = 0; n < l->n; n++)
+		for (int b = 0; b < cb; b++) {
+			const double *p = part + ((size_t)n * cb + b) * 2 * BLK;
+			for (int k = 0; k < BLK; k++) {
+				s1[b * BLK + k] += p[k];
+				s2[b * BLK + k] += p[BLK + k];
+			}
+		}
+}
+
+/* Where the three per-channel vectors of chunk i start. */
+#define CH(v, i) ((v) + ((i) % cb) * BLK)
+
+int cpu_bn_blk_prepare(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma, const float *beta,
+		       const float *run_mean, const float *run_var, dnnl_memory_t src)
+{
+	const float *x = cpu_handle(src);
+	float *mean = cpu_handle(l->mean), *var = cpu_handle(l->var), *fm = cpu_handle(l->fmean);
+	float *sc = cpu_handle(l->fscale), *sh = cpu_handle(l->fshift), *mlo = cpu_handle(l->mlo);
+	double *part = cpu_handle(l->part);
+	int cb = l->c / BLK, nchunk = l->n * cb;
+	size_t hw = l->hw;
+	double cnt = (double)l->n * (double)hw;
+
+	CHECK(x && mean && var && fm && sc && sh && mlo && part,
+	      "%s:%d: batch norm memory has no buffer", __FILE__, __LINE__);
+	if (!run_mean) {
+		const struct cpu_bn_kern *k = l->kern;
+		/* The shift: sample 0, position 0 of each channel, i.e. the first
+		 * 16 floats of each channel block's first chunk. */
+		for (int b = 0; b < cb; b++)
+			memcpy(fm + b * BLK, x + (size_t)b * hw * BLK, BLK * sizeof(float));
+#pragma omp parallel for schedule(static)
+		for (int i = 0; i < nchunk; i++)
+			k->stats(x + (size_t)i * hw * BLK, hw, CH(fm, i), part + (size_t)i * 2 * BLK,
+				 part + (size_t)i * 2 * BLK + BLK);
+		double s1[l->c], s2[l->c];
+		chunk_sums_combine(l, part, s1, s2);
+		for (int ch = 0; ch < l->c; ch++) {
+			double m1 = s1[ch] / cnt, v = s2[ch] / cnt - m1 * m1, m = fm[ch] + m1;
+			mean[ch] = (float)m;
+			mlo[ch] = (float)(m - mean[ch]);
+			var[ch] = (float)(v > 0 ? v : 0);
+		}
+		run_mean = mean;
+		run_var = var;
+	} else {
+		memset(mlo, 0, sizeof(float) * l->c);
+	}
+	/* y = (x - mean) * sc + sh with sc = gamma / sqrt(var + eps); x - mean
+	 * rather than x * sc + (beta - mean * sc), which would lose the low bits
+	 * of y to cancellation when |mean| >> std.  The float mean's rounding
+	 * error (mlo) goes into the shift. */
+	for (int ch = 0; ch < l->c; ch++) {
+		double a = gamma[ch] / sqrt((double)run_var[ch] + l->eps);
+		fm[ch] = run_mean[ch];
+		sc[ch] = (float)a;
+		sh[ch] = (float)(beta[ch] - mlo[ch] * a);
+	}
+	return 0;
+fail:
+	return -1;
+}
+
+int cpu_bn_blk_apply(struct cpu_ctx *c, struct cpu_bn *l, dnnl_memory_t src, dnnl_memory_t res,
+		     dnnl_memory_t dst, int relu)
+{
+	const float *x = cpu_handle(src), *r = res ? cpu_handle(res) : NULL;
+	float *y = cpu_handle(dst);
+	const float *fm = cpu_handle(l->fmean), *sc = cpu_handle(l->fscale);
+	const float *sh = cpu_handle(l->fshift);
+	const struct cpu_bn_kern *k = l->kern;
+	int cb = l->c / BLK, nchunk = l->n * cb;
+	size_t hw = l->hw;
+	CHECK(x && y && (r || !res), "%s:%d: batch norm memory has no buffer", __FILE__, __LINE__);
+#pragma omp parallel for schedule(static)
+	for (int i = 0; i < nchunk; i++) {
+		size_t off = (size_t)i * hw * BLK;
+		k->apply(x + off, r ? r + off : NULL, y + off, hw, CH(fm, i), CH(sc, i), CH(sh, i),
+			 relu);
+	}
+	return 0;
+fail:
+	return -1;
+}
+
+int cpu_bn_blk_backward(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma, float *dgamma,
+			float *dbeta, dnnl_memory_t src, dnnl_memory_t diff_dst,
+			dnnl_memory_t diff_src)
+{
+	const float *x = cpu_handle(src), *dy = cpu_handle(diff_dst);
+	float *dx = cpu_handle(diff_src);
+	const float *var = cpu_handle(l->var), *fm = cpu_handle(l->fmean);
+	const float *sc = cpu_handle(l->fscale), *sh = cpu_handle(l->fshift);
+	const float *mlo = cpu_handle(l->mlo);
+	double *part = cpu_handle(l->part);
+	const struct cpu_bn_kern *k = l->kern;
+	int cb = l->c / BLK, nchunk = l->n * cb, relu = l->relu;
+	size_t hw = l->hw;
+	double cnt = (double)l->n * (double)hw;
+	float k0[l->c], k2[l->c];
+	double sdy[l->c], sdx[l->c];
+
+	CHECK(x && dy && dx && var && fm && part, "%s:%d: batch norm memory has no buffer",
+	      __FILE__, __LINE__);
+#pragma omp parallel for schedule(static)
+	for (int i = 0; i < nchunk; i++)
+		k->bwd_sums(x + (size_t)i * hw * BLK, dy + (size_t)i * hw * BLK, hw, CH(fm, i),
+			    CH(sc, i), CH(sh, i), relu, part + (size_t)i * 2 * BLK,
+			    part + (size_t)i * 2 * BLK + BLK);
+	chunk_sums_combine(l, part, sdy, sdx);
+	/* With g the masked dy, xc = x - mean (exact mean) and a = gamma * invstd
+	 * (the forward's scale):
+	 *   dx = a * (g - mean(g) - xc * invstd^2 * mean(g * xc))
+	 * and sum g * xc = sum g * (x - fmean) - mlo * sum g. */
+	for (int ch = 0; ch < l->c; ch++) {
+		double inv = 1 / sqrt((double)var[ch] + l->eps), a = gamma[ch] * inv;
+		double sgx = sdx[ch] - (double)mlo[ch] * sdy[ch], c2 = -a * inv * inv * sgx / cnt;
+		dbeta[ch] = (float)sdy[ch];
+		dgamma[ch] = (float)(sgx * inv);
+		k2[ch] = (float)c2;
+		k0[ch] = (float)(-a * sdy[ch] / cnt - c2 * mlo[ch]);
+	}
+#pragma omp parallel for schedule(static)
+	for (int i = 0; i < nchunk; i++) {
+		size_t off = (size_t)i * hw * BLK;
+		k->bwd_dx(x + off, dy + off, dx + off, hw, CH(fm, i), CH(sc, i), CH(sh, i), relu,
+			  CH(k0, i), CH(k2, i));
+	}
+	return 0;
+fail:
+	return -1;
+}
