@@ -99,6 +99,28 @@ out:
 	free(x64), free(w64), free(dy64);
 }
 
+/* The 1x1 conv's accumulating backward-data: dx = dx0 + bwd_data(dy, w). */
+static void test_conv_acc(int n, int ci, int h, int w, int co)
+{
+	size_t nx = (size_t)n * ci * h * w, nw = (size_t)co * ci, ny = (size_t)n * co * h * w;
+	float *wt = test_alloc(nw * 4), *dy = test_alloc(ny * 4), *dx = test_alloc(nx * 4);
+	double *rdx = test_alloc(nx * 8);
+	char shape[96];
+	snprintf(shape, sizeof shape, "n%d %dx%dx%d->%d k1 s1 p0", n, ci, h, w, co);
+	test_fill(wt, nw, -1, 1);
+	test_fill(dy, ny, -1, 1);
+	test_fill(dx, nx, -2, 2);
+	double *w64 = test_to_f64(wt, nw), *dy64 = test_to_f64(dy, ny), *dx0 = test_to_f64(dx, nx);
+	ref_conv_backward_data(dy64, w64, rdx, n, ci, h, w, co, 1, 1, 0);
+	for (size_t i = 0; i < nx; i++)
+		rdx[i] += dx0[i];
+	if (cpu_conv_backward_data_acc(dy, wt, dx, n, ci, h, w, co, err, sizeof err) < 0)
+		op_failed("conv bwd-data acc");
+	else
+		report("conv bwd-data acc", shape, "dx0+dx", dx, rdx, nx);
+	free(wt), free(dy), free(dx), free(rdx), free(w64), free(dy64), free(dx0);
+}
+
 /* The backend's default choice (what the network runs). */
 static void test_conv(int n, int ci, int h, int w, int co, int k, int s, int p)
 {
@@ -368,6 +390,10 @@ int main(void)
 	}
 	test_conv_algo(DL_CONV_WINOGRAD, 0, 2, 64, 8, 8, 64, 3, 2, 1); /* stride 2: direct */
 	test_conv_algo(DL_CONV_WINOGRAD, 0, 2, 64, 8, 8, 64, 1, 1, 0); /* 1x1: direct */
+	/* resnet50's bottleneck conv1 (Ci = 4 Co, and Ci = Co in layer1). */
+	test_conv_acc(2, 64, 7, 9, 16);
+	test_conv_acc(3, 32, 5, 5, 32);
+	test_conv_acc(1, 256, 4, 3, 64);
 	for (int relu = 0; relu < 2; relu++) {
 		test_bn(3, 16, 7, 9, relu);
 		test_bn(1, 24, 5, 5, relu);
