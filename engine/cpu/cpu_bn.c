@@ -20,7 +20,7 @@ int cpu_bn_init(struct cpu_ctx *c, struct cpu_bn *l, const dnnl_memory_desc_t *m
 	l->relu = relu;
 	if (cpu_md(c, &cmd, 1, cd, dnnl_x) < 0)
 		goto fail;
-	l->blk = cpu_bn_blk_usable(c, md, ch);
+	l->blk = !c->bn_onednn && cpu_bn_blk_usable(c, md, ch);
 	if (l->blk) {
 		/* Own kernels: no oneDNN primitives, no workspace. */
 		CHECK((l->mean = cpu_mem(c, &cmd, NULL)) && (l->var = cpu_mem(c, &cmd, NULL)),
