@@ -416,6 +416,10 @@ int main(void)
 		test_bn_add(5, 48, 3, 7, relu);
 		test_bn_add(1, 32, 11, 13, relu);
 	}
+	/* 16 MiB outputs: the own kernels' streaming-store passes
+	 * (NT_MIN_BYTES in cpu_bn_blk.c), where the CPU has AVX-512. */
+	test_bn_own(16, 64, 64, 64, 1, -0.5, 2);
+	test_bn_add(16, 64, 64, 64, 1);
 	test_maxpool(3, 16, 9, 7, 3, 2, 1);
 	test_maxpool(1, 24, 8, 8, 3, 2, 1);
 	test_maxpool(3, 3, 7, 9, 3, 2, 1);
