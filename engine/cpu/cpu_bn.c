@@ -55,8 +55,7 @@ int cpu_bn_forward_train_exec(struct cpu_ctx *c, struct cpu_bn *l, const float *
 			      const float *beta, dnnl_memory_t src, dnnl_memory_t dst)
 {
 	if (l->blk)
-		return cpu_bn_blk_prepare(c, l, gamma, beta, NULL, NULL, src) < 0 ? -1 :
-			cpu_bn_blk_apply(c, l, src, NULL, dst, l->relu);
+		return cpu_bn_blk_forward_train(c, l, gamma, beta, src, dst);
 	if (cpu_set_handle(c, l->scale, gamma) < 0 || cpu_set_handle(c, l->shift, beta) < 0)
 		return -1;
 	dnnl_exec_arg_t a[] = { { DNNL_ARG_SRC, src },	      { DNNL_ARG_DST, dst },

@@ -288,13 +288,16 @@ fail:
 	return -1;
 }
 
-static void chunk_sums_combine(const struct cpu_bn *l, const double *part, double *s1, double *s2)
+/* Sums of the chunks of channel blocks [b0, b1), per channel, in a fixed
+ * order: s1, s2 are indexed by channel. */
+static void chunk_sums_combine(const struct cpu_bn *l, const double *part, int b0, int b1,
+			       double *s1, double *s2)
 {
 	int cb = l->c / BLK;
-	for (int ch = 0; ch < l->c; ch++)
+	for (int ch = b0 * BLK; ch < b1 * BLK; ch++)
 		s1[ch] = s2[ch] = 0;
 	for (int n = 0; n < l->n; n++)
-		for (int b = 0; b < cb; b++) {
+		for (int b = b0; b < b1; b++) {
 			const double *p = part + ((size_t)n * cb + b) * 2 * BLK;
 			for (int k = 0; k < BLK; k++) {
 				s1[b * BLK + k] += p[k];
@@ -303,54 +306,107 @@ static void chunk_sums_combine(const struct cpu_bn *l, const double *part, doubl
 		}
 }
 
-/* Where the three per-channel vectors of chunk i start. */
-#define CH(v, i) ((v) + ((i) % cb) * BLK)
+/* Channel blocks per group: the passes of one operation run group by group
+ * so that a group's `streams` input tensors (x; x and dy) still sit in the
+ * cache when the second pass reads them again, and only the first pass
+ * goes to memory.  GROUP_BYTES is a quarter of this machine's 32 MiB L3. */
+#define GROUP_BYTES ((size_t)8 << 20)
+static int group_blocks(const struct cpu_bn *l, int streams)
+{
+	size_t per = (size_t)l->n * l->hw * BLK * sizeof(float) * streams;
+	size_t g = GROUP_BYTES / per;
+	return g < 1 ? 1 : g > (size_t)(l->c / BLK) ? l->c / BLK : (int)g;
+}
+
+/* Chunk i of the chunks of blocks [b0, b0 + nb): sample i / nb, block
+ * b0 + i % nb; its offset in floats and its channel block. */
+#define CHUNK(i, b0, nb) ((((size_t)((i) / (nb)) * cb + (b0) + (i) % (nb)) * hw * BLK))
+#define CBLK(i, b0, nb) (((b0) + (i) % (nb)) * BLK)
+
+/* Training statistics of blocks [b0, b1) into mean/var/mlo, folded with
+ * gamma/beta into fmean/fscale/fshift. */
+static void train_stats(struct cpu_bn *l, const float *gamma, const float *beta, const float *x,
+			int b0, int b1, double *s1, double *s2)
+{
+	float *mean = cpu_handle(l->mean), *var = cpu_handle(l->var), *fm = cpu_handle(l->fmean);
+	float *sc = cpu_handle(l->fscale), *sh = cpu_handle(l->fshift), *mlo = cpu_handle(l->mlo);
+	double *part = cpu_handle(l->part);
+	const struct cpu_bn_kern *k = l->kern;
+	int cb = l->c / BLK, nb = b1 - b0, nchunk = l->n * nb;
+	size_t hw = l->hw;
+	double cnt = (double)l->n * (double)hw;
+	/* The shift: sample 0, position 0 of each channel. */
+	for (int b = b0; b < b1; b++)
+		memcpy(fm + b * BLK, x + (size_t)b * hw * BLK, BLK * sizeof(float));
+#pragma omp parallel for schedule(static)
+	for (int i = 0; i < nchunk; i++) {
+		size_t off = CHUNK(i, b0, nb), ci = off / (hw * BLK);
+		k->stats(x + off, hw, fm + CBLK(i, b0, nb), part + ci * 2 * BLK,
+			 part + ci * 2 * BLK + BLK);
+	}
+	chunk_sums_combine(l, part, b0, b1, s1, s2);
+	for (int ch = b0 * BLK; ch < b1 * BLK; ch++) {
+		double m1 = s1[ch] / cnt, v = s2[ch] / cnt - m1 * m1, m = fm[ch] + m1;
+		mean[ch] = (float)m;
+		mlo[ch] = (float)(m - mean[ch]);
+		var[ch] = (float)(v > 0 ? v : 0);
+		/* y = (x - mean) * sc + sh with sc = gamma / sqrt(var + eps); x -
+		 * mean rather than x * sc + (beta - mean * sc), which would lose
+		 * the low bits of y to cancellation when |mean| >> std.  The
+		 * float mean's rounding error (mlo) goes into the shift. */
+		double a = gamma[ch] / sqrt((double)var[ch] + l->eps);
+		fm[ch] = mean[ch];
+		sc[ch] = (float)a;
+		sh[ch] = (float)(beta[ch] - mlo[ch] * a);
+	}
+}
+
+/* dst = bn(src) (+ res) (ReLU'd) over blocks [b0, b1), as folded. */
+static void apply_range(struct cpu_bn *l, const struct cpu_bn_kern *k, const float *x,
+			const float *r, float *y, int relu, int b0, int b1)
+{
+	const float *fm = cpu_handle(l->fmean), *sc = cpu_handle(l->fscale);
+	const float *sh = cpu_handle(l->fshift);
+	int cb = l->c / BLK, nb = b1 - b0, nchunk = l->n * nb;
+	size_t hw = l->hw;
+#pragma omp parallel for schedule(static)
+	for (int i = 0; i < nchunk; i++) {
+		size_t off = CHUNK(i, b0, nb);
+		int ch = CBLK(i, b0, nb);
+		k->apply(x + off, r ? r + off : NULL, y + off, hw, fm + ch, sc + ch, sh + ch, relu);
+	}
+}
+
+static int have_buffers(struct cpu_ctx *c, struct cpu_bn *l)
+{
+	CHECK(cpu_handle(l->mean) && cpu_handle(l->var) && cpu_handle(l->fmean) &&
+		      cpu_handle(l->fscale) && cpu_handle(l->fshift) && cpu_handle(l->mlo) &&
+		      cpu_handle(l->part),
+	      "%s:%d: batch norm memory has no buffer", __FILE__, __LINE__);
+	return 0;
+fail:
+	return -1;
+}
 
 int cpu_bn_blk_prepare(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma, const float *beta,
 		       const float *run_mean, const float *run_var, dnnl_memory_t src)
 {
 	const float *x = cpu_handle(src);
-	float *mean = cpu_handle(l->mean), *var = cpu_handle(l->var), *fm = cpu_handle(l->fmean);
-	float *sc = cpu_handle(l->fscale), *sh = cpu_handle(l->fshift), *mlo = cpu_handle(l->mlo);
-	double *part = cpu_handle(l->part);
-	int cb = l->c / BLK, nchunk = l->n * cb;
-	size_t hw = l->hw;
-	double cnt = (double)l->n * (double)hw;
-
-	CHECK(x && mean && var && fm && sc && sh && mlo && part,
-	      "%s:%d: batch norm memory has no buffer", __FILE__, __LINE__);
+	double s1[l->c], s2[l->c];
+	CHECK(x, "%s:%d: batch norm input has no buffer", __FILE__, __LINE__);
+	if (have_buffers(c, l) < 0)
+		goto fail;
 	if (!run_mean) {
-		const struct cpu_bn_kern *k = l->kern;
-		/* The shift: sample 0, position 0 of each channel, i.e. the first
-		 * 16 floats of each channel block's first chunk. */
-		for (int b = 0; b < cb; b++)
-			memcpy(fm + b * BLK, x + (size_t)b * hw * BLK, BLK * sizeof(float));
-#pragma omp parallel for schedule(static)
-		for (int i = 0; i < nchunk; i++)
-			k->stats(x + (size_t)i * hw * BLK, hw, CH(fm, i), part + (size_t)i * 2 * BLK,
-				 part + (size_t)i * 2 * BLK + BLK);
-		double s1[l->c], s2[l->c];
-		chunk_sums_combine(l, part, s1, s2);
-		for (int ch = 0; ch < l->c; ch++) {
-			double m1 = s1[ch] / cnt, v = s2[ch] / cnt - m1 * m1, m = fm[ch] + m1;
-			mean[ch] = (float)m;
-			mlo[ch] = (float)(m - mean[ch]);
-			var[ch] = (float)(v > 0 ? v : 0);
-		}
-		run_mean = mean;
-		run_var = var;
+		train_stats(l, gamma, beta, x, 0, l->c / BLK, s1, s2);
 	} else {
-		memset(mlo, 0, sizeof(float) * l->c);
-	}
-	/* y = (x - mean) * sc + sh with sc = gamma / sqrt(var + eps); x - mean
-	 * rather than x * sc + (beta - mean * sc), which would lose the low bits
-	 * of y to cancellation when |mean| >> std.  The float mean's rounding
-	 * error (mlo) goes into the shift. */
-	for (int ch = 0; ch < l->c; ch++) {
-		double a = gamma[ch] / sqrt((double)run_var[ch] + l->eps);
-		fm[ch] = run_mean[ch];
-		sc[ch] = (float)a;
-		sh[ch] = (float)(beta[ch] - mlo[ch] * a);
+		float *fm = cpu_handle(l->fmean), *sc = cpu_handle(l->fscale);
+		float *sh = cpu_handle(l->fshift);
+		for (int ch = 0; ch < l->c; ch++) {
+			double a = gamma[ch] / sqrt((double)run_var[ch] + l->eps);
+			fm[ch] = run_mean[ch];
+			sc[ch] = (float)a;
+			sh[ch] = (float)beta[ch];
+		}
 	}
 	return 0;
 fail:
@@ -362,17 +418,28 @@ int cpu_bn_blk_apply(struct cpu_ctx *c, struct cpu_bn *l, dnnl_memory_t src, dnn
 {
 	const float *x = cpu_handle(src), *r = res ? cpu_handle(res) : NULL;
 	float *y = cpu_handle(dst);
-	const float *fm = cpu_handle(l->fmean), *sc = cpu_handle(l->fscale);
-	const float *sh = cpu_handle(l->fshift);
-	const struct cpu_bn_kern *k = kern_for(l, y);
-	int cb = l->c / BLK, nchunk = l->n * cb;
-	size_t hw = l->hw;
 	CHECK(x && y && (r || !res), "%s:%d: batch norm memory has no buffer", __FILE__, __LINE__);
-#pragma omp parallel for schedule(static)
-	for (int i = 0; i < nchunk; i++) {
-		size_t off = (size_t)i * hw * BLK;
-		k->apply(x + off, r ? r + off : NULL, y + off, hw, CH(fm, i), CH(sc, i), CH(sh, i),
-			 relu);
+	apply_range(l, kern_for(l, y), x, r, y, relu, 0, l->c / BLK);
+	return 0;
+fail:
+	return -1;
+}
+
+int cpu_bn_blk_forward_train(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma,
+			     const float *beta, dnnl_memory_t src, dnnl_memory_t dst)
+{
+	const float *x = cpu_handle(src);
+	float *y = cpu_handle(dst);
+	int cb = l->c / BLK, g = group_blocks(l, 1);
+	double s1[l->c], s2[l->c];
+	CHECK(x && y, "%s:%d: batch norm memory has no buffer", __FILE__, __LINE__);
+	if (have_buffers(c, l) < 0)
+		goto fail;
+	const struct cpu_bn_kern *k = kern_for(l, y);
+	for (int b0 = 0; b0 < cb; b0 += g) {
+		int b1 = b0 + g < cb ? b0 + g : cb;
+		train_stats(l, gamma, beta, x, b0, b1, s1, s2);
+		apply_range(l, k, x, NULL, y, l->relu, b0, b1);
 	}
 	return 0;
 fail:
@@ -389,39 +456,46 @@ int cpu_bn_blk_backward(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma,
 	const float *sc = cpu_handle(l->fscale), *sh = cpu_handle(l->fshift);
 	const float *mlo = cpu_handle(l->mlo);
 	double *part = cpu_handle(l->part);
-	const struct cpu_bn_kern *k = l->kern;
-	int cb = l->c / BLK, nchunk = l->n * cb, relu = l->relu;
+	int cb = l->c / BLK, relu = l->relu, g = group_blocks(l, 2);
 	size_t hw = l->hw;
 	double cnt = (double)l->n * (double)hw;
 	float k0[l->c], k2[l->c];
 	double sdy[l->c], sdx[l->c];
 
-	CHECK(x && dy && dx && var && fm && part, "%s:%d: batch norm memory has no buffer",
-	      __FILE__, __LINE__);
+	CHECK(x && dy && dx, "%s:%d: batch norm memory has no buffer", __FILE__, __LINE__);
+	if (have_buffers(c, l) < 0)
+		goto fail;
+	const struct cpu_bn_kern *k = l->kern, *kd = kern_for(l, dx);
+	for (int b0 = 0; b0 < cb; b0 += g) {
+		int b1 = b0 + g < cb ? b0 + g : cb, nb = b1 - b0, nchunk = l->n * nb;
 #pragma omp parallel for schedule(static)
-	for (int i = 0; i < nchunk; i++)
-		k->bwd_sums(x + (size_t)i * hw * BLK, dy + (size_t)i * hw * BLK, hw, CH(fm, i),
-			    CH(sc, i), CH(sh, i), relu, part + (size_t)i * 2 * BLK,
-			    part + (size_t)i * 2 * BLK + BLK);
-	chunk_sums_combine(l, part, sdy, sdx);
-	/* With g the masked dy, xc = x - mean (exact mean) and a = gamma * invstd
-	 * (the forward's scale):
-	 *   dx = a * (g - mean(g) - xc * invstd^2 * mean(g * xc))
-	 * and sum g * xc = sum g * (x - fmean) - mlo * sum g. */
-	for (int ch = 0; ch < l->c; ch++) {
-		double inv = 1 / sqrt((double)var[ch] + l->eps), a = gamma[ch] * inv;
-		double sgx = sdx[ch] - (double)mlo[ch] * sdy[ch], c2 = -a * inv * inv * sgx / cnt;
-		dbeta[ch] = (float)sdy[ch];
-		dgamma[ch] = (float)(sgx * inv);
-		k2[ch] = (float)c2;
-		k0[ch] = (float)(-a * sdy[ch] / cnt - c2 * mlo[ch]);
-	}
-	k = kern_for(l, dx);
+		for (int i = 0; i < nchunk; i++) {
+			size_t off = CHUNK(i, b0, nb), ci = off / (hw * BLK);
+			int ch = CBLK(i, b0, nb);
+			k->bwd_sums(x + off, dy + off, hw, fm + ch, sc + ch, sh + ch, relu,
+				    part + ci * 2 * BLK, part + ci * 2 * BLK + BLK);
+		}
+		chunk_sums_combine(l, part, b0, b1, sdy, sdx);
+		/* With g the masked dy, xc = x - mean (exact mean) and a = gamma
+		 * * invstd (the forward's scale):
+		 *   dx = a * (g - mean(g) - xc * invstd^2 * mean(g * xc))
+		 * and sum g * xc = sum g * (x - fmean) - mlo * sum g. */
+		for (int ch = b0 * BLK; ch < b1 * BLK; ch++) {
+			double inv = 1 / sqrt((double)var[ch] + l->eps), a = gamma[ch] * inv;
+			double sgx = sdx[ch] - (double)mlo[ch] * sdy[ch];
+			double c2 = -a * inv * inv * sgx / cnt;
+			dbeta[ch] = (float)sdy[ch];
+			dgamma[ch] = (float)(sgx * inv);
+			k2[ch] = (float)c2;
+			k0[ch] = (float)(-a * sdy[ch] / cnt - c2 * mlo[ch]);
+		}
 #pragma omp parallel for schedule(static)
-	for (int i = 0; i < nchunk; i++) {
-		size_t off = (size_t)i * hw * BLK;
-		k->bwd_dx(x + off, dy + off, dx + off, hw, CH(fm, i), CH(sc, i), CH(sh, i), relu,
-			  CH(k0, i), CH(k2, i));
+		for (int i = 0; i < nchunk; i++) {
+			size_t off = CHUNK(i, b0, nb);
+			int ch = CBLK(i, b0, nb);
+			kd->bwd_dx(x + off, dy + off, dx + off, hw, fm + ch, sc + ch, sh + ch, relu,
+				   k0 + ch, k2 + ch);
+		}
 	}
 	return 0;
 fail:

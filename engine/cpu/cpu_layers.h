@@ -94,6 +94,10 @@ int cpu_bn_blk_prepare(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma, 
 		       const float *run_mean, const float *run_var, dnnl_memory_t src);
 int cpu_bn_blk_apply(struct cpu_ctx *c, struct cpu_bn *l, dnnl_memory_t src, dnnl_memory_t res,
 		     dnnl_memory_t dst, int relu);
+/* prepare (training) + apply in one, group of channels by group so the
+ * second read of src comes from the cache. */
+int cpu_bn_blk_forward_train(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma,
+			     const float *beta, dnnl_memory_t src, dnnl_memory_t dst);
 int cpu_bn_blk_backward(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma, float *dgamma,
 			float *dbeta, dnnl_memory_t src, dnnl_memory_t diff_dst,
 			dnnl_memory_t diff_src);
