@@ -25,7 +25,9 @@
  * 16 channels: every kernel below works on one chunk with one 16-float
  * vector per spatial position.  Chunks are spread over OpenMP threads; the
  * per-chunk sums are combined in double, in a fixed order, so results do
- * not depend on the thread count.
+ * not depend on the thread count.  A training forward or backward runs its
+ * two passes channel group by channel group (group_blocks) so the second
+ * pass finds its input still in the cache.
  *
  * Numerics: the statistics sum (x - shift) and (x - shift)^2 with a
  * per-channel shift (the first sample's first value), so the variance does
@@ -201,7 +203,8 @@ __attribute__((target("avx512f"))) static void bwd_dx_nt(const float *x, const f
 
 /* Each kernel twice: compiled for AVX-512 (one zmm per position) and for
  * the build's baseline (GCC splits the vectors into SSE registers); which
- * one runs is decided once, in cpu_bn_blk_init. */
+ * one runs is decided once, in cpu_bn_blk_init.  (The baseline set passed
+ * test_ops and test_net when forced on by hand on this AVX-512 machine.) */
 #define BN_KERNELS(sfx, attr)                                                                  \
 	attr static void stats_##sfx(const float *x, size_t hw, const float *shift, double *s1,   \
 				     double *s2)                                                   \
