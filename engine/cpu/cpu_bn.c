@@ -20,6 +20,14 @@ int cpu_bn_init(struct cpu_ctx *c, struct cpu_bn *l, const dnnl_memory_desc_t *m
 	l->relu = relu;
 	if (cpu_md(c, &cmd, 1, cd, dnnl_x) < 0)
 		goto fail;
+	l->blk = !c->bn_onednn && cpu_bn_blk_usable(c, md, ch);
+	if (l->blk) {
+		/* Own kernels: no oneDNN primitives, no workspace. */
+		CHECK((l->mean = cpu_mem(c, &cmd, NULL)) && (l->var = cpu_mem(c, &cmd, NULL)),
+		      "%s", c->err);
+		l->ws = NULL;
+		return cpu_bn_blk_init(c, l, md, eps);
+	}
 	DN(dnnl_batch_normalization_forward_desc_init(&ft, dnnl_forward_training, md, eps, flags));
 	DN(dnnl_batch_normalization_forward_desc_init(&fe, dnnl_forward_inference, md, eps,
 						      flags | dnnl_use_global_stats));
@@ -46,6 +54,8 @@ fail:
 int cpu_bn_forward_train_exec(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma,
 			      const float *beta, dnnl_memory_t src, dnnl_memory_t dst)
 {
+	if (l->blk)
+		return cpu_bn_blk_forward_train(c, l, gamma, beta, src, dst);
 	if (cpu_set_handle(c, l->scale, gamma) < 0 || cpu_set_handle(c, l->shift, beta) < 0)
 		return -1;
 	dnnl_exec_arg_t a[] = { { DNNL_ARG_SRC, src },	      { DNNL_ARG_DST, dst },
@@ -59,6 +69,9 @@ int cpu_bn_forward_eval_exec(struct cpu_ctx *c, struct cpu_bn *l, const float *g
 			     const float *beta, const float *run_mean, const float *run_var,
 			     dnnl_memory_t src, dnnl_memory_t dst)
 {
+	if (l->blk)
+		return cpu_bn_blk_prepare(c, l, gamma, beta, run_mean, run_var, src) < 0 ? -1 :
+			cpu_bn_blk_apply(c, l, src, NULL, dst, l->relu);
 	if (cpu_set_handle(c, l->scale, gamma) < 0 || cpu_set_handle(c, l->shift, beta) < 0 ||
 	    cpu_set_handle(c, l->run_mean, run_mean) < 0 ||
 	    cpu_set_handle(c, l->run_var, run_var) < 0)
@@ -76,6 +89,8 @@ int cpu_bn_backward_exec(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma
 			 float *dgamma, float *dbeta, dnnl_memory_t src, dnnl_memory_t diff_dst,
 			 dnnl_memory_t diff_src)
 {
+	if (l->blk)
+		return cpu_bn_blk_backward(c, l, gamma, dgamma, dbeta, src, diff_dst, diff_src);
 	if (cpu_set_handle(c, l->scale, gamma) < 0 || cpu_set_handle(c, l->dscale, dgamma) < 0 ||
 	    cpu_set_handle(c, l->dshift, dbeta) < 0)
 		return -1;

@@ -17,6 +17,9 @@ struct cpu_ctx {
 	 * weight grads, BN statistics, FC and logits stay f32). */
 	dnnl_data_type_t act_dt;
 	int conv_algo; /* enum dl_conv_algo (engine/backend.h) */
+	/* Batch norm always on oneDNN's primitive, never the own nChw16c
+	 * kernels (cpu_bn_blk.c): for benchmarks comparing the two. */
+	int bn_onednn;
 	/* Every primitive, primitive desc and memory made through this ctx. */
 	dnnl_primitive_t *prims;
 	int n_prims, cap_prims;

@@ -65,6 +65,7 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	dnnl_alg_kind_t alg = conv_alg(c, ci, co, k, stride);
 
 	l->has_bwd_data = need_bwd_data;
+	l->acc = 0; /* cpu_conv_acc_init may turn it on */
 	/* In bf16 mode src, weights and dst are bf16 (oneDNN accumulates in
 	 * f32); the weight gradient stays f32 for the optimizer's master
 	 * weights, so the plain f32 weights are converted in the same reorder
@@ -118,6 +119,63 @@ fail:
 	return -1;
 }
 
+/* For a 1x1 stride-1 convolution y[o] = sum_i W[o][i] x[i] at every pixel,
+ * so dx[i] = sum_o W[o][i] dy[o]: a forward convolution of dy with the
+ * transposed weights (Ci outputs, Co inputs).  Forward convolutions take a
+ * sum post-op, so dx is added into diff_src inside the kernel, where
+ * backward-data would need a temporary and a binary add after it. */
+int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int h, int w, int co,
+		      int k, int stride, int pad)
+{
+	dnnl_memory_desc_t w_any, wt_md;
+	dnnl_convolution_desc_t d;
+	dnnl_primitive_attr_t attr = NULL;
+	dnnl_post_ops_t po = NULL;
+	dnnl_primitive_desc_t pd;
+	dnnl_dims_t one = { 1, 1 }, zero = { 0, 0 }, wdims = { ci, co, 1, 1 };
+	/* W^T[i][o] is W[o][i]: the plain (Co,Ci,1,1) array read with the
+	 * first two strides swapped. */
+	dnnl_dims_t wt_strides = { 1, ci, 1, 1 };
+	int rv = -1;
+
+	l->acc = 0;
+	if (c->act_dt != dnnl_f32 || k != 1 || stride != 1 || pad != 0 || !l->has_bwd_data)
+		return 0;
+	if (cpu_md(c, &w_any, 4, wdims, dnnl_format_tag_any) < 0)
+		goto fail;
+	DN(dnnl_memory_desc_init_by_strides(&wt_md, 4, wdims, dnnl_f32, wt_strides));
+	DN(dnnl_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_direct,
+					      &l->dst_md, &w_any, NULL, &l->src_md, one, zero, zero));
+	DN(dnnl_primitive_attr_clone(&attr, c->attr));
+	DN(dnnl_post_ops_create(&po));
+	DN(dnnl_post_ops_append_sum(po, 1.f));
+	DN(dnnl_primitive_attr_set_post_ops(attr, po));
+	if (!(pd = cpu_pd(c, &d, attr, NULL)))
+		goto fail;
+	/* Only if it kept the network's layouts: otherwise diff_src would need
+	 * a reorder and the point is lost. */
+	if (!cpu_md_eq(cpu_query(pd, dnnl_query_src_md), &l->dst_md) ||
+	    !cpu_md_eq(cpu_query(pd, dnnl_query_dst_md), &l->src_md)) {
+		rv = 0;
+		goto fail;
+	}
+	if (cpu_prim_make(c, &l->acc_fwd, pd) < 0)
+		goto fail;
+	const dnnl_memory_desc_t *wa_md = cpu_query(pd, dnnl_query_weights_md);
+	CHECK((l->w_plain_t = cpu_mem(c, &wt_md, NULL)) && (l->w_acc = cpu_mem(c, wa_md, NULL)),
+	      "%s", c->err);
+	if (cpu_reorder_make(c, &l->w_to_acc, &wt_md, wa_md) < 0)
+		goto fail;
+	l->acc = 1;
+	rv = 1;
+fail:
+	if (po)
+		dnnl_post_ops_destroy(po);
+	if (attr)
+		dnnl_primitive_attr_destroy(attr);
+	return rv;
+}
+
 /* The plain weight memory points at the caller's array for the reorder, so
  * a step never copies weights twice. */
 static int load_weights(struct cpu_ctx *c, struct cpu_conv *l, const float *w, int bwd)
@@ -158,6 +216,14 @@ int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w
 		return -1;
 	if (!diff_src || !l->has_bwd_data)
 		return 0;
+	if (l->acc) {
+		if (cpu_set_handle(c, l->w_plain_t, w) < 0 ||
+		    cpu_reorder(c, &l->w_to_acc, l->w_plain_t, l->w_acc) < 0)
+			return -1;
+		dnnl_exec_arg_t af[] = { { DNNL_ARG_SRC, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_acc },
+					 { DNNL_ARG_DST, diff_src } };
+		return cpu_exec(c, &l->acc_fwd, 3, af);
+	}
 	/* When bwd-data reads the forward weight layout, forward's reorder of
 	 * this step's weights is reused (weights do not change between a
 	 * step's forward and backward); otherwise reorder into bwd's layout. */

@@ -15,11 +15,22 @@ struct cpu_conv {
 	int w_fwd_plain, w_bwd_same, dw_plain_direct, has_bwd_data;
 	int winograd; /* the forward runs Winograd (else direct) */
 	dnnl_memory_t w_plain, w_fwd, w_bwd, dw_plain, dw_blk;
+	/* acc (cpu_conv_acc_init): backward-data adds into diff_src instead of
+	 * overwriting it, as a forward convolution of diff_dst with the
+	 * transposed weights and a sum post-op (1x1 stride-1 only). */
+	int acc;
+	struct cpu_prim acc_fwd, w_to_acc;
+	dnnl_memory_t w_plain_t, w_acc;
 };
 /* src_md NULL: let oneDNN choose the input layout (read it from l->src_md). */
 int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_t *src_md,
 		  int n, int ci, int h, int w, int co, int k, int stride, int pad,
 		  int need_bwd_data);
+/* Make backward-data accumulate (diff_src += dx) where that can be one
+ * primitive: f32, 1x1, stride 1, no padding.  Returns 1 if set up, 0 if the
+ * layer does not qualify (backward-data then overwrites), -1 on error. */
+int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int h, int w, int co,
+		      int k, int stride, int pad);
 /* Reorders the plain weights in and runs the convolution. */
 int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 			  dnnl_memory_t src, dnnl_memory_t dst);
@@ -28,13 +39,36 @@ int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, float *dw,
 			   dnnl_memory_t src, dnnl_memory_t diff_dst, dnnl_memory_t diff_src);
 
+/* Per-chunk kernels of the own nChw16c batch norm (cpu_bn_blk.c), one
+ * set per instruction set. */
+struct cpu_bn_kern {
+	void (*stats)(const float *x, size_t hw, const float *shift, double *s1, double *s2);
+	void (*apply)(const float *x, const float *res, float *y, size_t hw, const float *m,
+		      const float *sc, const float *sh, int relu);
+	void (*bwd_sums)(const float *x, const float *dy, size_t hw, const float *mean,
+			 const float *sc, const float *sh, int relu, double *sdy, double *sdx);
+	void (*bwd_dx)(const float *x, const float *dy, float *dx, size_t hw, const float *mean,
+		       const float *sc, const float *sh, int relu, const float *k0,
+		       const float *k2);
+};
+
 /* Batch norm with scale and shift, optionally fused with the following ReLU
- * (the workspace keeps the ReLU mask for backward). */
+ * (oneDNN: the workspace keeps the ReLU mask for backward).  f32
+ * activations in dense nChw16c with C % 16 == 0 run our own kernels
+ * (blk = 1, cpu_bn_blk.c), everything else (bf16, other layouts) oneDNN's. */
 struct cpu_bn {
 	dnnl_memory_desc_t md;
 	int c, relu;
 	struct cpu_prim fwd_train, fwd_eval, bwd;
 	dnnl_memory_t scale, shift, mean, var, run_mean, run_var, ws, dscale, dshift;
+	int blk, n;
+	size_t hw;
+	float eps;
+	const struct cpu_bn_kern *kern;
+	/* blk: the forward's y = (x - fmean) * fscale + fshift (C each), kept
+	 * for backward's ReLU mask; mlo: what the float batch mean lacks of
+	 * the exact one; part: per-chunk partial sums (doubles). */
+	dnnl_memory_t fmean, fscale, fshift, mlo, part;
 };
 int cpu_bn_init(struct cpu_ctx *c, struct cpu_bn *l, const dnnl_memory_desc_t *md, int ch,
 		int relu, float eps);
@@ -47,6 +81,26 @@ int cpu_bn_forward_eval_exec(struct cpu_ctx *c, struct cpu_bn *l, const float *g
 int cpu_bn_backward_exec(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma,
 			 float *dgamma, float *dbeta, dnnl_memory_t src, dnnl_memory_t diff_dst,
 			 dnnl_memory_t diff_src);
+
+/* The own kernels, for cpu_bn_* above and the network's fused BN + add:
+ * usable: whether md (C channels) qualifies; prepare: with run_mean NULL the
+ * batch statistics of src into l->mean/l->var (training), else the given
+ * running ones, folded with gamma/beta into l->fscale/fshift; apply: dst =
+ * bn(src) (+ res if non-NULL) (ReLU'd if relu), with what prepare folded;
+ * backward: as cpu_bn_backward_exec (diff_src may be diff_dst). */
+int cpu_bn_blk_usable(struct cpu_ctx *c, const dnnl_memory_desc_t *md, int ch);
+int cpu_bn_blk_init(struct cpu_ctx *c, struct cpu_bn *l, const dnnl_memory_desc_t *md, float eps);
+int cpu_bn_blk_prepare(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma, const float *beta,
+		       const float *run_mean, const float *run_var, dnnl_memory_t src);
+int cpu_bn_blk_apply(struct cpu_ctx *c, struct cpu_bn *l, dnnl_memory_t src, dnnl_memory_t res,
+		     dnnl_memory_t dst, int relu);
+/* prepare (training) + apply in one, group of channels by group so the
+ * second read of src comes from the cache. */
+int cpu_bn_blk_forward_train(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma,
+			     const float *beta, dnnl_memory_t src, dnnl_memory_t dst);
+int cpu_bn_blk_backward(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma, float *dgamma,
+			float *dbeta, dnnl_memory_t src, dnnl_memory_t diff_dst,
+			dnnl_memory_t diff_src);
 
 /* ReLU; backward uses the forward output (dst), so it can run in place. */
 struct cpu_relu {

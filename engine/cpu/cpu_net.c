@@ -12,7 +12,7 @@
  * when this node is the last reader in forward order (the first in backward),
  * else into the shared temporary, then added to the value's diff. */
 struct grad_sink {
-	int direct;
+	int direct;           /* also set where the producer adds into the diff itself (conv acc) */
 	int alias;            /* ADD only: the diff is the add output's diff buffer, nothing to do */
 	dnnl_memory_t tmp;
 	struct cpu_prim acc;  /* dval[v] += tmp */
@@ -27,6 +27,12 @@ struct cpu_node {
 	struct cpu_pool pool;
 	struct cpu_fc fc;
 	struct grad_sink sink[2];
+	/* BN + residual add fusion: bn_in_add on the BN node (forward only
+	 * folds the statistics, the ADD node writes relu(bn(x) + s) in one
+	 * pass, so the BN output is never stored); add_bn on the ADD node: the
+	 * BN node's index + 1 (0: none), add_bn_j the input it feeds. */
+	int bn_in_add;
+	int add_bn, add_bn_j;
 };
 
 struct dl_backend {
@@ -196,6 +202,31 @@ fail:
 	return -1;
 }
 
+/* Can ADD node i take over the normalization of the BN producing its
+ * input j?  The BN must run the own kernels without a ReLU of its own, the
+ * ADD must be its output's only reader, and both add inputs and the output
+ * must share one layout (the kernel walks them with one offset). */
+static int add_bn_fusable(struct dl_backend *b, int i, int j)
+{
+	const struct dl_graph *g = b->g;
+	const struct dl_node *d = &g->nodes[i];
+	int v = d->in[j], o = d->in[1 - j], p = -1, readers = 0;
+	if (v == g->input || v == g->output || v == o)
+		return 0;
+	for (int k = 0; k < g->n_nodes; k++) {
+		const struct dl_node *e = &g->nodes[k];
+		if (e->out == v)
+			p = k;
+		for (int m = 0; m < (e->kind == DL_NODE_ADD ? 2 : 1); m++)
+			readers += e->in[m] == v;
+	}
+	if (p < 0 || readers != 1 || g->nodes[p].kind != DL_NODE_BN || g->nodes[p].relu ||
+	    !b->nodes[p].bn.blk || b->nodes[p].bn_in_add)
+		return 0;
+	return cpu_md_eq(&b->vmd[v], &b->vmd[o]) && cpu_md_eq(&b->vmd[v], &b->vmd[d->out]) ? p + 1 :
+											     0;
+}
+
 static int build_node(struct dl_backend *b, int i)
 {
 	struct cpu_ctx *c = &b->c;
@@ -325,12 +356,32 @@ static struct dl_backend *cpu_create_ex(struct dl_graph *g, int n,
 			goto fail;
 	}
 
-	/* Activations and their diffs, each in its producer's layout. */
+	/* Residual adds that normalize their BN input themselves. */
+	for (int i = 0; i < g->n_nodes; i++) {
+		struct cpu_node *cn = &b->nodes[i];
+		if (g->nodes[i].kind != DL_NODE_ADD)
+			continue;
+		for (int j = 0; j < 2 && !cn->add_bn; j++)
+			if ((cn->add_bn = add_bn_fusable(b, i, j))) {
+				cn->add_bn_j = j;
+				b->nodes[cn->add_bn - 1].bn_in_add = 1;
+			}
+	}
+
+	/* Activations and their diffs, each in its producer's layout (a fused
+	 * BN's output is never stored). */
 	for (int v = 0; v < g->n_values; v++) {
 		if (!b->vmd_set[v])
 			continue;
 		if (v == g->input)
 			continue;
+		if (v != g->output) {
+			int p = 0;
+			while (g->nodes[p].out != v)
+				p++;
+			if (b->nodes[p].bn_in_add)
+				continue;
+		}
 		CHECK(b->val[v] = cpu_mem(c, &b->vmd[v], NULL), "%s", c->err);
 	}
 	{
@@ -380,7 +431,17 @@ static struct dl_backend *cpu_create_ex(struct dl_graph *g, int n,
 				CHECK(b->dval[v] = cpu_mem(c, &b->vmd[v], b->pool[slot[v]]), "%s",
 				      c->err);
 			} else {
-				if (sink_init(b, &b->nodes[i].sink[j], v, !seen[v],
+				/* A 1x1 conv can add its dx into the diff itself. */
+				const struct dl_shape *xs = &g->values[v], *ys = &g->values[d->out];
+				int acc = 0;
+				if (seen[v] && d->kind == DL_NODE_CONV &&
+				    (acc = cpu_conv_acc_init(c, &b->nodes[i].conv, n, xs->c, xs->h,
+							     xs->w, ys->c, d->kernel, d->stride,
+							     d->pad)) < 0)
+					goto fail;
+				if (acc)
+					b->nodes[i].sink[j].direct = 1;
+				else if (sink_init(b, &b->nodes[i].sink[j], v, !seen[v],
 					      d->kind == DL_NODE_ADD ? &b->vmd[d->out] : NULL) < 0)
 					goto fail;
 				if (!seen[v] && pool_acquire(b, v, slot) < 0)
@@ -432,7 +493,12 @@ static int cpu_forward(struct dl_backend *b, const float *x, int train)
 			rc = cpu_conv_forward_exec(c, &cn->conv, pdata(g, d->param[0]), in, out);
 			break;
 		case DL_NODE_BN:
-			if (train)
+			if (cn->bn_in_add) /* the statistics; the ADD applies them */
+				rc = cpu_bn_blk_prepare(
+					c, &cn->bn, pdata(g, d->param[0]), pdata(g, d->param[1]),
+					train ? NULL : g->buffers[d->buffer[0]].data,
+					train ? NULL : g->buffers[d->buffer[1]].data, in);
+			else if (train)
 				rc = cpu_bn_forward_train_exec(c, &cn->bn, pdata(g, d->param[0]),
 							       pdata(g, d->param[1]), in, out);
 			else
@@ -445,7 +511,14 @@ static int cpu_forward(struct dl_backend *b, const float *x, int train)
 			rc = cpu_relu_forward_exec(c, &cn->relu, in, out);
 			break;
 		case DL_NODE_ADD:
-			rc = cpu_add_forward_exec(c, &cn->add, in, b->val[d->in[1]], out);
+			if (cn->add_bn) {
+				const struct dl_node *bd = &g->nodes[cn->add_bn - 1];
+				rc = cpu_bn_blk_apply(c, &b->nodes[cn->add_bn - 1].bn,
+						      b->val[bd->in[0]],
+						      b->val[d->in[1 - cn->add_bn_j]], out, d->relu);
+			} else {
+				rc = cpu_add_forward_exec(c, &cn->add, in, b->val[d->in[1]], out);
+			}
 			break;
 		case DL_NODE_MAXPOOL:
 		case DL_NODE_GAP:

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend.h"
 #include "engine/cpu/cpu_layers.h"
 #include "engine/cpu/cpu_ops.h"
 
@@ -51,7 +52,8 @@ static int finish(struct cpu_ctx *c, int rv, char *err, size_t errlen)
 	return rv;
 }
 
-enum conv_mode { CONV_FWD, CONV_BWD_DATA, CONV_BWD_W };
+/* CONV_BWD_DATA_ACC: backward-data adding into out (cpu_conv_acc_init). */
+enum conv_mode { CONV_FWD, CONV_BWD_DATA, CONV_BWD_W, CONV_BWD_DATA_ACC };
 
 static int conv_run(enum conv_mode mode, const float *x, const float *w, const float *dy,
 		    float *out, int n, int ci, int h, int wd, int co, int k, int stride, int pad,
@@ -71,10 +73,19 @@ static int conv_run(enum conv_mode mode, const float *x, const float *w, const f
 	c->conv_algo = algo;
 	if (blocked(c, &xb, n, ci, h, wd) < 0 ||
 	    cpu_conv_init(c, &l, ci == 3 ? NULL : &xb, n, ci, h, wd, co, k, stride, pad,
-			  mode == CONV_BWD_DATA) < 0 ||
+			  mode == CONV_BWD_DATA || mode == CONV_BWD_DATA_ACC) < 0 ||
 	    cpu_md4(c, &xp, n, ci, h, wd, dnnl_nchw) < 0 ||
 	    cpu_md4(c, &yp, n, co, ho, wo, dnnl_nchw) < 0 || io_make(c, &tx, &xp, &l.src_md) < 0 ||
-	    io_make(c, &ty, &yp, &l.dst_md) < 0 || cpu_ctx_finalize(c) < 0)
+	    io_make(c, &ty, &yp, &l.dst_md) < 0)
+		goto out;
+	if (mode == CONV_BWD_DATA_ACC) {
+		int acc = cpu_conv_acc_init(c, &l, n, ci, h, wd, co, k, stride, pad);
+		if (acc < 0)
+			goto out;
+		CHECK(acc == 1, "conv %d->%d k%d s%d p%d: no accumulating backward-data", ci, co, k,
+		      stride, pad);
+	}
+	if (cpu_ctx_finalize(c) < 0)
 		goto out;
 	size_t wcount = (size_t)co * ci * k * k;
 	if (winograd)
@@ -83,13 +94,14 @@ static int conv_run(enum conv_mode mode, const float *x, const float *w, const f
 		if (io_in(c, &tx, x) < 0 || cpu_conv_forward_exec(c, &l, w, tx.blk, ty.blk) < 0 ||
 		    io_out(c, &ty, out) < 0)
 			goto out;
-	} else if (mode == CONV_BWD_DATA) {
+	} else if (mode == CONV_BWD_DATA || mode == CONV_BWD_DATA_ACC) {
 		/* Backward also makes weight grads, from a zero src here. */
 		dw = malloc(wcount * sizeof(float));
 		zeros = calloc(wcount, sizeof(float));
 		CHECK(dw && zeros, "out of memory");
 		/* bwd may reuse the forward weight layout: load it as forward would. */
 		if (cpu_conv_forward_exec(c, &l, w, tx.blk, ty.blk) < 0 || io_in(c, &ty, dy) < 0 ||
+		    (mode == CONV_BWD_DATA_ACC && io_in(c, &tx, out) < 0) ||
 		    cpu_conv_backward_exec(c, &l, w, dw, tx.blk, ty.blk, tx.blk) < 0 ||
 		    io_out(c, &tx, out) < 0)
 			goto out;
@@ -104,6 +116,13 @@ fail:
 	free(dw);
 	free(zeros);
 	return finish(c, rv, err, errlen);
+}
+
+int cpu_conv_backward_data_acc(const float *dy, const float *w, float *dx, int n, int ci, int h,
+			       int wd, int co, char *err, size_t errlen)
+{
+	return conv_run(CONV_BWD_DATA_ACC, NULL, w, dy, dx, n, ci, h, wd, co, 1, 1, 0, 0,
+			DL_CONV_AUTO, NULL, err, errlen);
 }
 
 int cpu_conv_forward(const float *x, const float *w, float *y, int n, int ci, int h, int wd,
@@ -218,6 +237,51 @@ int cpu_bn_eval(const float *x, const float *gamma, const float *beta, const flo
 		goto out;
 	rv = 0;
 out:
+	return finish(c, rv, err, errlen);
+}
+
+int cpu_bn_own_kernels(int n, int ch, int h, int w)
+{
+	struct cpu_ctx cc, *c = &cc;
+	struct cpu_bn l;
+	dnnl_memory_desc_t bl;
+	int rv = -1;
+	if (cpu_ctx_init(c) < 0 || blocked(c, &bl, n, ch, h, w) < 0 ||
+	    cpu_bn_init(c, &l, &bl, ch, 0, 1e-5f) < 0)
+		goto out;
+	rv = l.blk;
+out:
+	cpu_ctx_destroy(c);
+	return rv;
+}
+
+int cpu_bn_add(const float *x, const float *gamma, const float *beta, const float *s,
+	       const float *run_mean, const float *run_var, float *z, float *mean, float *var,
+	       int n, int ch, int h, int w, int relu, float eps, char *err, size_t errlen)
+{
+	struct cpu_ctx cc, *c = &cc;
+	struct cpu_bn l;
+	struct io tx, ts, tz;
+	dnnl_memory_desc_t p, bl;
+	int rv = -1;
+	if (cpu_ctx_init(c) < 0 || cpu_md4(c, &p, n, ch, h, w, dnnl_nchw) < 0 ||
+	    blocked(c, &bl, n, ch, h, w) < 0 || cpu_bn_init(c, &l, &bl, ch, 0, eps) < 0 ||
+	    io_make(c, &tx, &p, &bl) < 0 || io_make(c, &ts, &p, &bl) < 0 ||
+	    io_make(c, &tz, &p, &bl) < 0 || cpu_ctx_finalize(c) < 0)
+		goto out;
+	CHECK(l.blk, "cpu_bn_add: n%d c%d %dx%d does not run the own batch norm kernels", n, ch,
+	      h, w);
+	if (io_in(c, &tx, x) < 0 || io_in(c, &ts, s) < 0 ||
+	    cpu_bn_blk_prepare(c, &l, gamma, beta, run_mean, run_var, tx.blk) < 0 ||
+	    cpu_bn_blk_apply(c, &l, tx.blk, ts.blk, tz.blk, relu) < 0 || io_out(c, &tz, z) < 0)
+		goto out;
+	if (!run_mean) {
+		memcpy(mean, cpu_handle(l.mean), sizeof(float) * ch);
+		memcpy(var, cpu_handle(l.var), sizeof(float) * ch);
+	}
+	rv = 0;
+out:
+fail:
 	return finish(c, rv, err, errlen);
 }
 

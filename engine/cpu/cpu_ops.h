@@ -15,6 +15,11 @@ int cpu_conv_forward(const float *x, const float *w, float *y, int n, int ci, in
 /* dy (N,Co,Ho,Wo), w -> dx (N,Ci,H,W). */
 int cpu_conv_backward_data(const float *dy, const float *w, float *dx, int n, int ci, int h,
 			   int wd, int co, int k, int stride, int pad, char *err, size_t errlen);
+/* 1x1 stride-1 convolution's accumulating backward-data, as the network
+ * runs it where a value has several readers: dx += conv_bwd_data(dy, w);
+ * dx (N,Ci,H,W) is read and written.  Fails if the layer cannot do it. */
+int cpu_conv_backward_data_acc(const float *dy, const float *w, float *dx, int n, int ci, int h,
+			       int wd, int co, char *err, size_t errlen);
 /* x, dy -> dw (Co,Ci,k,k). */
 int cpu_conv_backward_weights(const float *x, const float *dy, float *dw, int n, int ci, int h,
 			      int wd, int co, int k, int stride, int pad, char *err,
@@ -28,6 +33,15 @@ int cpu_bn_train(const float *x, const float *gamma, const float *beta, const fl
 int cpu_bn_eval(const float *x, const float *gamma, const float *beta, const float *mean,
 		const float *var, float *y, int n, int c, int h, int w, int relu, float eps,
 		char *err, size_t errlen);
+/* 1 if batch norm on f32 (N,C,H,W) runs the own nChw16c kernels
+ * (cpu_bn_blk.c), 0 if oneDNN's primitive, -1 on error. */
+int cpu_bn_own_kernels(int n, int c, int h, int w);
+/* The network's fused batch norm + residual add (+ ReLU), own kernels
+ * only: z = relu(bn(x) + s).  run_mean NULL: training, batch statistics
+ * (biased var) into mean/var; else inference with run_mean/run_var. */
+int cpu_bn_add(const float *x, const float *gamma, const float *beta, const float *s,
+	       const float *run_mean, const float *run_var, float *z, float *mean, float *var,
+	       int n, int c, int h, int w, int relu, float eps, char *err, size_t errlen);
 /* ReLU forward y and backward dx from dy. */
 int cpu_relu(const float *x, const float *dy, float *y, float *dx, int n, int c, int h, int w,
 	     char *err, size_t errlen);

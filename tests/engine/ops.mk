@@ -25,3 +25,8 @@ check_PROGRAMS += tests/bench/bench_ops
 tests_bench_bench_ops_SOURCES = tests/bench/bench_ops.c
 tests_bench_bench_ops_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 tests_bench_bench_ops_LDADD = engine/libdlengine.la -lm
+# Batch norm, own nChw16c kernels against oneDNN's; built by make check, run by hand.
+check_PROGRAMS += tests/bench/bench_bn
+tests_bench_bench_bn_SOURCES = tests/bench/bench_bn.c
+tests_bench_bench_bn_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+tests_bench_bench_bn_LDADD = engine/libdlengine.la -lm

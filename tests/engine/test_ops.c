@@ -99,13 +99,57 @@ out:
 	free(x64), free(w64), free(dy64);
 }
 
+/* The 1x1 conv's accumulating backward-data: dx = dx0 + bwd_data(dy, w). */
+static void test_conv_acc(int n, int ci, int h, int w, int co)
+{
+	size_t nx = (size_t)n * ci * h * w, nw = (size_t)co * ci, ny = (size_t)n * co * h * w;
+	float *wt = test_alloc(nw * 4), *dy = test_alloc(ny * 4), *dx = test_alloc(nx * 4);
+	double *rdx = test_alloc(nx * 8);
+	char shape[96];
+	snprintf(shape, sizeof shape, "n%d %dx%dx%d->%d k1 s1 p0", n, ci, h, w, co);
+	test_fill(wt, nw, -1, 1);
+	test_fill(dy, ny, -1, 1);
+	test_fill(dx, nx, -2, 2);
+	double *w64 = test_to_f64(wt, nw), *dy64 = test_to_f64(dy, ny), *dx0 = test_to_f64(dx, nx);
+	ref_conv_backward_data(dy64, w64, rdx, n, ci, h, w, co, 1, 1, 0);
+	for (size_t i = 0; i < nx; i++)
+		rdx[i] += dx0[i];
+	if (cpu_conv_backward_data_acc(dy, wt, dx, n, ci, h, w, co, err, sizeof err) < 0)
+		op_failed("conv bwd-data acc");
+	else
+		report("conv bwd-data acc", shape, "dx0+dx", dx, rdx, nx);
+	free(wt), free(dy), free(dx), free(rdx), free(w64), free(dy64), free(dx0);
+}
+
 /* The backend's default choice (what the network runs). */
 static void test_conv(int n, int ci, int h, int w, int co, int k, int s, int p)
 {
 	test_conv_algo(0, -1, n, ci, h, w, co, k, s, p);
 }
 
+/* x uniform in [lo, hi). */
+static void test_bn_x(int n, int c, int h, int w, int relu, double lo, double hi);
+
 static void test_bn(int n, int c, int h, int w, int relu)
+{
+	test_bn_x(n, c, h, w, relu, -0.5, 2);
+}
+
+/* Shapes whose batch norm must run the own nChw16c kernels (cpu_bn_blk.c):
+ * say so, so a change in the dispatch cannot make these checks test
+ * oneDNN's primitive instead. */
+static void test_bn_own(int n, int c, int h, int w, int relu, double lo, double hi)
+{
+	int own = cpu_bn_own_kernels(n, c, h, w);
+	if (own != 1) {
+		printf("FAIL %-18s n%d c%d %dx%d runs %s\n", "bn own kernels", n, c, h, w,
+		       own < 0 ? "nothing (error)" : "oneDNN's primitive");
+		failures++;
+	}
+	test_bn_x(n, c, h, w, relu, lo, hi);
+}
+
+static void test_bn_x(int n, int c, int h, int w, int relu, double lo, double hi)
 {
 	size_t nx = (size_t)n * c * h * w;
 	const float eps = 1e-5f;
@@ -116,9 +160,10 @@ static void test_bn(int n, int c, int h, int w, int relu)
 	double *ry = test_alloc(nx * 8), *rdx = test_alloc(nx * 8), *rmean = test_alloc(c * 8);
 	double *rvar = test_alloc(c * 8), *rdg = test_alloc(c * 8), *rdb = test_alloc(c * 8);
 	char shape[96];
-	snprintf(shape, sizeof shape, "n%d c%d %dx%d%s", n, c, h, w, relu ? " +relu" : "");
+	snprintf(shape, sizeof shape, "n%d c%d %dx%d%s x~[%g,%g)", n, c, h, w, relu ? " +relu" : "",
+		 lo, hi);
 	/* Off-centre inputs so the mean matters. */
-	test_fill(x, nx, -0.5, 2);
+	test_fill(x, nx, lo, hi);
 	test_fill(dy, nx, -1, 1);
 	test_fill(g, c, 0.5, 1.5);
 	test_fill(bt, c, -0.5, 0.5);
@@ -157,6 +202,49 @@ static void test_bn(int n, int c, int h, int w, int relu)
 	free(x), free(dy), free(y), free(dx), free(g), free(bt), free(mean), free(var), free(dg);
 	free(db), free(rm), free(rv), free(ry), free(rdx), free(rmean), free(rvar), free(rdg);
 	free(rdb), free(x64), free(dy64), free(g64), free(b64), free(rm64), free(rv64), free(dyin);
+}
+
+/* The network's fused BN + residual add (+ ReLU), training and inference. */
+static void test_bn_add(int n, int c, int h, int w, int relu)
+{
+	size_t nx = (size_t)n * c * h * w;
+	const float eps = 1e-5f;
+	float *x = test_alloc(nx * 4), *sc = test_alloc(nx * 4), *z = test_alloc(nx * 4);
+	float *g = test_alloc(c * 4), *bt = test_alloc(c * 4), *mean = test_alloc(c * 4);
+	float *var = test_alloc(c * 4), *rm = test_alloc(c * 4), *rv = test_alloc(c * 4);
+	double *rz = test_alloc(nx * 8), *rmean = test_alloc(c * 8), *rvar = test_alloc(c * 8);
+	char shape[96];
+	snprintf(shape, sizeof shape, "n%d c%d %dx%d%s", n, c, h, w, relu ? " +relu" : "");
+	test_fill(x, nx, -0.5, 2);
+	test_fill(sc, nx, -1, 1);
+	test_fill(g, c, 0.5, 1.5);
+	test_fill(bt, c, -0.5, 0.5);
+	test_fill(rm, c, -0.2, 0.8);
+	test_fill(rv, c, 0.5, 1.5);
+	double *x64 = test_to_f64(x, nx), *s64 = test_to_f64(sc, nx), *g64 = test_to_f64(g, c);
+	double *b64 = test_to_f64(bt, c), *rm64 = test_to_f64(rm, c), *rv64 = test_to_f64(rv, c);
+	for (int train = 1; train >= 0; train--) {
+		if (train)
+			ref_bn_forward_train(x64, g64, b64, rz, rmean, rvar, n, c, h * w, eps);
+		else
+			ref_bn_forward_eval(x64, g64, b64, rm64, rv64, rz, n, c, h * w, eps);
+		ref_add_forward(rz, s64, rz, nx);
+		if (relu)
+			ref_relu_forward(rz, rz, nx);
+		if (cpu_bn_add(x, g, bt, sc, train ? NULL : rm, train ? NULL : rv, z, mean, var, n, c,
+			       h, w, relu, eps, err, sizeof err) < 0) {
+			op_failed("bn+add");
+			continue;
+		}
+		report(train ? "bn+add train fwd" : "bn+add eval fwd", shape, "z", z, rz, nx);
+		if (train) {
+			report("bn+add train fwd", shape, "mean", mean, rmean, c);
+			report("bn+add train fwd", shape, "var", var, rvar, c);
+		}
+	}
+	free(x), free(sc), free(z), free(g), free(bt), free(mean), free(var), free(rm), free(rv);
+	free(rz), free(rmean), free(rvar), free(x64), free(s64), free(g64), free(b64), free(rm64);
+	free(rv64);
 }
 
 static void test_relu_add(int n, int c, int h, int w, int relu)
@@ -302,6 +390,10 @@ int main(void)
 	}
 	test_conv_algo(DL_CONV_WINOGRAD, 0, 2, 64, 8, 8, 64, 3, 2, 1); /* stride 2: direct */
 	test_conv_algo(DL_CONV_WINOGRAD, 0, 2, 64, 8, 8, 64, 1, 1, 0); /* 1x1: direct */
+	/* resnet50's bottleneck conv1 (Ci = 4 Co, and Ci = Co in layer1). */
+	test_conv_acc(2, 64, 7, 9, 16);
+	test_conv_acc(3, 32, 5, 5, 32);
+	test_conv_acc(1, 256, 4, 3, 64);
 	for (int relu = 0; relu < 2; relu++) {
 		test_bn(3, 16, 7, 9, relu);
 		test_bn(1, 24, 5, 5, relu);
@@ -310,7 +402,24 @@ int main(void)
 		test_relu_add(3, 16, 7, 9, relu);
 		test_relu_add(1, 24, 5, 3, relu);
 		test_relu_add(3, 3, 4, 4, relu);
+		/* The own nChw16c kernels: odd N/H/W, 1-3 channel blocks, more
+		 * positions per chunk than one float partial sum covers (SUB),
+		 * and inputs far off zero (the variance must not cancel). */
+		test_bn_own(3, 16, 7, 9, relu, -0.5, 2);
+		test_bn_own(1, 32, 5, 3, relu, -0.5, 2);
+		test_bn_own(5, 48, 3, 7, relu, -0.5, 2);
+		/* 1x1 with N >= 3: with only two values per channel dx is exactly 0. */
+		test_bn_own(5, 16, 1, 1, relu, -0.5, 2);
+		test_bn_own(3, 32, 11, 13, relu, -0.5, 2);
+		test_bn_own(3, 16, 9, 11, relu, 99, 101);
+		test_bn_add(3, 16, 7, 9, relu);
+		test_bn_add(5, 48, 3, 7, relu);
+		test_bn_add(1, 32, 11, 13, relu);
 	}
+	/* 16 MiB outputs: the own kernels' streaming-store passes
+	 * (NT_MIN_BYTES in cpu_bn_blk.c), where the CPU has AVX-512. */
+	test_bn_own(16, 64, 64, 64, 1, -0.5, 2);
+	test_bn_add(16, 64, 64, 64, 1);
 	test_maxpool(3, 16, 9, 7, 3, 2, 1);
 	test_maxpool(1, 24, 8, 8, 3, 2, 1);
 	test_maxpool(3, 3, 7, 9, 3, 2, 1);
