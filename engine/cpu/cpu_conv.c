@@ -119,38 +119,63 @@ fail:
 	return -1;
 }
 
-/* For a 1x1 stride-1 convolution y[o] = sum_i W[o][i] x[i] at every pixel,
- * so dx[i] = sum_o W[o][i] dy[o]: a forward convolution of dy with the
- * transposed weights (Ci outputs, Co inputs).  Forward convolutions take a
- * sum post-op, so dx is added into diff_src inside the kernel, where
- * backward-data would need a temporary and a binary add after it. */
+/* Backward-data of a stride-1 convolution is itself a forward convolution:
+ * for 1x1, dx[i] = sum_o W[o][i] dy[o] at every pixel; for a k x k kernel
+ * with pad (k-1)/2, dx = conv(dy, W') with the same pad, where
+ * W'[i][o][r][s] = W[o][i][k-1-r][k-1-s] (transposed and turned by 180
+ * degrees).  Forward convolutions take a sum post-op, so dx is added into
+ * diff_src inside the kernel where backward-data would need a temporary and
+ * a binary add after it; and for direct 3x3 at 16 channels oneDNN's forward
+ * kernel is a little faster than its backward-data (tests/bench/RESULTS.md). */
 int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int h, int w, int co,
-		      int k, int stride, int pad)
+		      int k, int stride, int pad, int accumulate)
 {
 	dnnl_memory_desc_t w_any, wt_md;
 	dnnl_convolution_desc_t d;
 	dnnl_primitive_attr_t attr = NULL;
 	dnnl_post_ops_t po = NULL;
-	dnnl_primitive_desc_t pd;
-	dnnl_dims_t one = { 1, 1 }, zero = { 0, 0 }, wdims = { ci, co, 1, 1 };
-	/* W^T[i][o] is W[o][i]: the plain (Co,Ci,1,1) array read with the
-	 * first two strides swapped. */
+	dnnl_primitive_desc_t pd = NULL;
+	dnnl_dims_t one = { 1, 1 }, pads = { pad, pad }, wdims = { ci, co, k, k };
+	/* 1x1: W^T[i][o] is W[o][i], the caller's plain (Co,Ci,1,1) array
+	 * read with the first two strides swapped.  k x k: an own plain copy,
+	 * turned each step (flip_weights). */
 	dnnl_dims_t wt_strides = { 1, ci, 1, 1 };
+	dnnl_alg_kind_t alg = l->winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
 	int rv = -1;
 
+	(void)n, (void)h, (void)w;
 	l->acc = 0;
-	if (c->act_dt != dnnl_f32 || k != 1 || stride != 1 || pad != 0 || !l->has_bwd_data)
+	if (c->act_dt != dnnl_f32 || stride != 1 || !l->has_bwd_data)
+		return 0;
+	if (!(k == 1 && pad == 0) && !(k > 1 && k == 2 * pad + 1))
+		return 0;
+	/* Overwriting, only the direct k x k kernels gain (a little); 1x1 and
+	 * Winograd backward-data are as fast as the forward. */
+	if (!accumulate && (k == 1 || l->winograd))
 		return 0;
 	if (cpu_md(c, &w_any, 4, wdims, dnnl_format_tag_any) < 0)
 		goto fail;
-	DN(dnnl_memory_desc_init_by_strides(&wt_md, 4, wdims, dnnl_f32, wt_strides));
-	DN(dnnl_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_direct,
-					      &l->dst_md, &w_any, NULL, &l->src_md, one, zero, zero));
+	if (k == 1)
+		DN(dnnl_memory_desc_init_by_strides(&wt_md, 4, wdims, dnnl_f32, wt_strides));
+	else if (cpu_md(c, &wt_md, 4, wdims, dnnl_oihw) < 0)
+		goto fail;
 	DN(dnnl_primitive_attr_clone(&attr, c->attr));
-	DN(dnnl_post_ops_create(&po));
-	DN(dnnl_post_ops_append_sum(po, 1.f));
-	DN(dnnl_primitive_attr_set_post_ops(attr, po));
-	if (!(pd = cpu_pd(c, &d, attr, NULL)))
+	if (accumulate) {
+		DN(dnnl_post_ops_create(&po));
+		DN(dnnl_post_ops_append_sum(po, 1.f));
+		DN(dnnl_primitive_attr_set_post_ops(attr, po));
+	}
+	/* The forward's algorithm; direct where oneDNN has no such kernel.
+	 * forward_training: for inference oneDNN's Winograd wants weights
+	 * pre-transformed by a reorder that costs more than the convolution. */
+	for (;;) {
+		DN(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, alg, &l->dst_md,
+						      &w_any, NULL, &l->src_md, one, pads, pads));
+		if ((pd = cpu_pd(c, &d, attr, NULL)) || alg == dnnl_convolution_direct)
+			break;
+		alg = dnnl_convolution_direct;
+	}
+	if (!pd)
 		goto fail;
 	/* Only if it kept the network's layouts: otherwise diff_src would need
 	 * a reorder and the point is lost. */
@@ -167,6 +192,9 @@ int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int 
 	if (cpu_reorder_make(c, &l->w_to_acc, &wt_md, wa_md) < 0)
 		goto fail;
 	l->acc = 1;
+	l->acc_k = k;
+	l->acc_ci = ci;
+	l->acc_co = co;
 	rv = 1;
 fail:
 	if (po)
@@ -174,6 +202,19 @@ fail:
 	if (attr)
 		dnnl_primitive_attr_destroy(attr);
 	return rv;
+}
+
+/* wt (Ci,Co,k,k) = W (Co,Ci,k,k) transposed and turned by 180 degrees. */
+static void flip_weights(const float *w, float *wt, int co, int ci, int k)
+{
+	int kk = k * k;
+	for (int o = 0; o < co; o++)
+		for (int i = 0; i < ci; i++) {
+			const float *src = w + ((size_t)o * ci + i) * kk;
+			float *dst = wt + ((size_t)i * co + o) * kk;
+			for (int r = 0; r < kk; r++)
+				dst[r] = src[kk - 1 - r];
+		}
 }
 
 /* The plain weight memory points at the caller's array for the reorder, so
@@ -217,8 +258,13 @@ int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w
 	if (!diff_src || !l->has_bwd_data)
 		return 0;
 	if (l->acc) {
-		if (cpu_set_handle(c, l->w_plain_t, w) < 0 ||
-		    cpu_reorder(c, &l->w_to_acc, l->w_plain_t, l->w_acc) < 0)
+		if (l->acc_k == 1) {
+			if (cpu_set_handle(c, l->w_plain_t, w) < 0)
+				return -1;
+		} else {
+			flip_weights(w, cpu_handle(l->w_plain_t), l->acc_co, l->acc_ci, l->acc_k);
+		}
+		if (cpu_reorder(c, &l->w_to_acc, l->w_plain_t, l->w_acc) < 0)
 			return -1;
 		dnnl_exec_arg_t af[] = { { DNNL_ARG_SRC, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_acc },
 					 { DNNL_ARG_DST, diff_src } };

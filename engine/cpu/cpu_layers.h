@@ -15,10 +15,11 @@ struct cpu_conv {
 	int w_fwd_plain, w_bwd_same, dw_plain_direct, has_bwd_data;
 	int winograd; /* the forward runs Winograd (else direct) */
 	dnnl_memory_t w_plain, w_fwd, w_bwd, dw_plain, dw_blk;
-	/* acc (cpu_conv_acc_init): backward-data adds into diff_src instead of
-	 * overwriting it, as a forward convolution of diff_dst with the
-	 * transposed weights and a sum post-op (1x1 stride-1 only). */
-	int acc;
+	/* acc (cpu_conv_acc_init): backward-data runs as a forward
+	 * convolution of diff_dst with the transposed (k > 1: also turned)
+	 * weights, adding into diff_src through a sum post-op where the value
+	 * already holds another reader's gradient. */
+	int acc, acc_k, acc_ci, acc_co;
 	struct cpu_prim acc_fwd, w_to_acc;
 	dnnl_memory_t w_plain_t, w_acc;
 };
@@ -26,11 +27,14 @@ struct cpu_conv {
 int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_t *src_md,
 		  int n, int ci, int h, int w, int co, int k, int stride, int pad,
 		  int need_bwd_data);
-/* Make backward-data accumulate (diff_src += dx) where that can be one
- * primitive: f32, 1x1, stride 1, no padding.  Returns 1 if set up, 0 if the
- * layer does not qualify (backward-data then overwrites), -1 on error. */
+/* Run backward-data as a forward convolution (f32, stride 1, 1x1 without
+ * padding or k x k with pad (k-1)/2), adding into diff_src (diff_src += dx)
+ * if accumulate, else overwriting it.  1x1 and Winograd layers qualify only
+ * to accumulate (their own backward-data is as fast).  Returns 1 if set up,
+ * 0 if the layer does not qualify (backward-data then overwrites), -1 on
+ * error. */
 int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int h, int w, int co,
-		      int k, int stride, int pad);
+		      int k, int stride, int pad, int accumulate);
 /* Reorders the plain weights in and runs the convolution. */
 int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 			  dnnl_memory_t src, dnnl_memory_t dst);

@@ -431,13 +431,14 @@ static struct dl_backend *cpu_create_ex(struct dl_graph *g, int n,
 				CHECK(b->dval[v] = cpu_mem(c, &b->vmd[v], b->pool[slot[v]]), "%s",
 				      c->err);
 			} else {
-				/* A 1x1 conv can add its dx into the diff itself. */
+				/* A stride-1 conv can add its dx into the diff itself
+				 * (seen: another reader's gradient is already there). */
 				const struct dl_shape *xs = &g->values[v], *ys = &g->values[d->out];
 				int acc = 0;
-				if (seen[v] && d->kind == DL_NODE_CONV &&
+				if (d->kind == DL_NODE_CONV &&
 				    (acc = cpu_conv_acc_init(c, &b->nodes[i].conv, n, xs->c, xs->h,
 							     xs->w, ys->c, d->kernel, d->stride,
-							     d->pad)) < 0)
+							     d->pad, seen[v])) < 0)
 					goto fail;
 				if (acc)
 					b->nodes[i].sink[j].direct = 1;

@@ -78,12 +78,16 @@ static int conv_run(enum conv_mode mode, const float *x, const float *w, const f
 	    cpu_md4(c, &yp, n, co, ho, wo, dnnl_nchw) < 0 || io_make(c, &tx, &xp, &l.src_md) < 0 ||
 	    io_make(c, &ty, &yp, &l.dst_md) < 0)
 		goto out;
-	if (mode == CONV_BWD_DATA_ACC) {
-		int acc = cpu_conv_acc_init(c, &l, n, ci, h, wd, co, k, stride, pad);
+	/* Backward-data as the network runs it: a forward convolution where
+	 * the layer qualifies, else oneDNN's backward-data. */
+	if (mode == CONV_BWD_DATA || mode == CONV_BWD_DATA_ACC) {
+		int acc = cpu_conv_acc_init(c, &l, n, ci, h, wd, co, k, stride, pad,
+					    mode == CONV_BWD_DATA_ACC);
 		if (acc < 0)
 			goto out;
-		CHECK(acc == 1, "conv %d->%d k%d s%d p%d: no accumulating backward-data", ci, co, k,
-		      stride, pad);
+		CHECK(acc == 1 || mode == CONV_BWD_DATA,
+		      "conv %d->%d k%d s%d p%d: no accumulating backward-data", ci, co, k, stride,
+		      pad);
 	}
 	if (cpu_ctx_finalize(c) < 0)
 		goto out;
@@ -119,10 +123,11 @@ fail:
 }
 
 int cpu_conv_backward_data_acc(const float *dy, const float *w, float *dx, int n, int ci, int h,
-			       int wd, int co, char *err, size_t errlen)
+			       int wd, int co, int k, int pad, int algo, int *winograd, char *err,
+			       size_t errlen)
 {
-	return conv_run(CONV_BWD_DATA_ACC, NULL, w, dy, dx, n, ci, h, wd, co, 1, 1, 0, 0,
-			DL_CONV_AUTO, NULL, err, errlen);
+	return conv_run(CONV_BWD_DATA_ACC, NULL, w, dy, dx, n, ci, h, wd, co, k, 1, pad, 0, algo,
+			winograd, err, errlen);
 }
 
 int cpu_conv_forward(const float *x, const float *w, float *y, int n, int ci, int h, int wd,

@@ -99,25 +99,33 @@ out:
 	free(x64), free(w64), free(dy64);
 }
 
-/* The 1x1 conv's accumulating backward-data: dx = dx0 + bwd_data(dy, w). */
-static void test_conv_acc(int n, int ci, int h, int w, int co)
+/* A stride-1 conv's accumulating backward-data: dx = dx0 + bwd_data(dy, w),
+ * with k = 2 pad + 1 (1x1, or the network's 3x3 run as a forward conv of the
+ * turned weights). */
+static void test_conv_acc(int algo, int n, int ci, int h, int w, int co, int k)
 {
-	size_t nx = (size_t)n * ci * h * w, nw = (size_t)co * ci, ny = (size_t)n * co * h * w;
+	int pad = k / 2, wino = 0;
+	size_t nx = (size_t)n * ci * h * w, nw = (size_t)co * ci * k * k, ny = (size_t)n * co * h * w;
 	float *wt = test_alloc(nw * 4), *dy = test_alloc(ny * 4), *dx = test_alloc(nx * 4);
 	double *rdx = test_alloc(nx * 8);
 	char shape[96];
-	snprintf(shape, sizeof shape, "n%d %dx%dx%d->%d k1 s1 p0", n, ci, h, w, co);
 	test_fill(wt, nw, -1, 1);
 	test_fill(dy, ny, -1, 1);
 	test_fill(dx, nx, -2, 2);
 	double *w64 = test_to_f64(wt, nw), *dy64 = test_to_f64(dy, ny), *dx0 = test_to_f64(dx, nx);
-	ref_conv_backward_data(dy64, w64, rdx, n, ci, h, w, co, 1, 1, 0);
+	ref_conv_backward_data(dy64, w64, rdx, n, ci, h, w, co, k, 1, pad);
 	for (size_t i = 0; i < nx; i++)
 		rdx[i] += dx0[i];
-	if (cpu_conv_backward_data_acc(dy, wt, dx, n, ci, h, w, co, err, sizeof err) < 0)
+	if (cpu_conv_backward_data_acc(dy, wt, dx, n, ci, h, w, co, k, pad, algo, &wino, err,
+				       sizeof err) < 0) {
+		snprintf(shape, sizeof shape, "n%d %dx%dx%d->%d k%d s1 p%d %s", n, ci, h, w, co, k,
+			 pad, algo_name[algo]);
 		op_failed("conv bwd-data acc");
-	else
-		report("conv bwd-data acc", shape, "dx0+dx", dx, rdx, nx);
+	} else {
+		snprintf(shape, sizeof shape, "n%d %dx%dx%d->%d k%d s1 p%d %s", n, ci, h, w, co, k,
+			 pad, wino ? "winograd" : "direct");
+		report_tol("conv bwd-data acc", shape, "dx0+dx", dx, rdx, nx, wino ? WINO_TOL : TOL);
+	}
 	free(wt), free(dy), free(dx), free(rdx), free(w64), free(dy64), free(dx0);
 }
 
@@ -391,9 +399,17 @@ int main(void)
 	test_conv_algo(DL_CONV_WINOGRAD, 0, 2, 64, 8, 8, 64, 3, 2, 1); /* stride 2: direct */
 	test_conv_algo(DL_CONV_WINOGRAD, 0, 2, 64, 8, 8, 64, 1, 1, 0); /* 1x1: direct */
 	/* resnet50's bottleneck conv1 (Ci = 4 Co, and Ci = Co in layer1). */
-	test_conv_acc(2, 64, 7, 9, 16);
-	test_conv_acc(3, 32, 5, 5, 32);
-	test_conv_acc(1, 256, 4, 3, 64);
+	test_conv_acc(DL_CONV_AUTO, 2, 64, 7, 9, 16, 1);
+	test_conv_acc(DL_CONV_AUTO, 3, 32, 5, 5, 32, 1);
+	test_conv_acc(DL_CONV_AUTO, 1, 256, 4, 3, 64, 1);
+	/* A basic block's conv1 (3x3) adding into the shortcut's gradient:
+	 * direct at 16 channels, Winograd from 32, odd sides, Ci != Co. */
+	test_conv_acc(DL_CONV_AUTO, 3, 16, 9, 7, 16, 3);
+	test_conv_acc(DL_CONV_AUTO, 2, 32, 11, 10, 32, 3);
+	test_conv_acc(DL_CONV_AUTO, 2, 64, 7, 7, 64, 3);
+	test_conv_acc(DL_CONV_DIRECT, 2, 64, 7, 7, 64, 3);
+	test_conv_acc(DL_CONV_WINOGRAD, 1, 16, 5, 6, 48, 3);
+	test_conv_acc(DL_CONV_DIRECT, 1, 16, 9, 9, 32, 5);
 	for (int relu = 0; relu < 2; relu++) {
 		test_bn(3, 16, 7, 9, relu);
 		test_bn(1, 24, 5, 5, relu);
