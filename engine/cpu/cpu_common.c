@@ -81,6 +81,9 @@ void cpu_ctx_destroy(struct cpu_ctx *c)
 		dnnl_primitive_desc_destroy(c->pds[i]);
 	for (int i = 0; i < c->n_mems; i++)
 		dnnl_memory_destroy(c->mems[i]);
+	for (int i = 0; i < c->n_bufs; i++)
+		free(c->bufs[i]);
+	free(c->bufs);
 	free(c->prims);
 	free(c->pds);
 	free(c->mems);
@@ -152,6 +155,22 @@ int cpu_mem_or_alias(struct cpu_ctx *c, const dnnl_memory_desc_t *md, const dnnl
 	if (!(*out = cpu_mem(c, md, NULL)))
 		return -1;
 	return cpu_reorder_make(c, reorder, from, to) < 0 ? -1 : 0;
+}
+
+void *cpu_alloc(struct cpu_ctx *c, size_t bytes)
+{
+	size_t rounded = (bytes + 63) / 64 * 64;
+	void *p = aligned_alloc(64, rounded ? rounded : 64);
+	if (!p) {
+		cpu_errf(c, "cpu backend: out of memory for a %zu-byte buffer", bytes);
+		return NULL;
+	}
+	if (PUSH(bufs, p) < 0) {
+		free(p);
+		return NULL;
+	}
+	memset(p, 0, rounded);
+	return p;
 }
 
 dnnl_memory_t cpu_tmp_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md)

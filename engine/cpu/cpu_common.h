@@ -27,6 +27,9 @@ struct cpu_ctx {
 	int n_pds, cap_pds;
 	dnnl_memory_t *mems;
 	int n_mems, cap_mems;
+	/* Plain buffers of the own kernels (cpu_alloc). */
+	void **bufs;
+	int n_bufs, cap_bufs;
 	/* Memories that live in a shared buffer (scratchpads, diff temporaries):
 	 * their handle is set once the largest size is known. */
 	dnnl_memory_t *scratch_mems;
@@ -88,6 +91,9 @@ int cpu_md4_dt(struct cpu_ctx *c, dnnl_memory_desc_t *md, int n, int ch, int h, 
 /* Memory owned by oneDNN (handle NULL: allocate) or over a caller's buffer. */
 dnnl_memory_t cpu_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, void *handle);
 /* Memory over the shared diff temporary (contents live until the next use). */
+/* A zeroed, 64-byte aligned buffer the ctx frees at destroy; NULL (with
+ * ctx->err set) when out of memory. */
+void *cpu_alloc(struct cpu_ctx *c, size_t bytes);
 dnnl_memory_t cpu_tmp_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md);
 int cpu_set_handle(struct cpu_ctx *c, dnnl_memory_t m, const void *handle);
 void *cpu_handle(dnnl_memory_t m);

@@ -1,12 +1,15 @@
 #include "config.h"
 
+#include <string.h>
+
 #include "engine/backend.h"
 #include "engine/cpu/cpu_layers.h"
 
 /* The algorithm this convolution asks oneDNN for (enum dl_conv_algo).
  * oneDNN 2.6 has Winograd (jit_wino_4x3) for f32 3x3 stride-1 only; at 16
  * channels it measured no faster than direct here (tests/bench/RESULTS.md),
- * at 32-512 channels 1.2-2.3x faster in each of the three passes. */
+ * at 32-512 channels 1.2-2.3x faster in each of the three passes.  Layers
+ * of 16 and 32 channels run the engine's own Winograd instead (own_wino). */
 static dnnl_alg_kind_t conv_alg(const struct cpu_ctx *c, int ci, int co, int k, int stride)
 {
 	if (c->conv_algo == DL_CONV_DIRECT || c->act_dt != dnnl_f32 || k != 3 || stride != 1)
@@ -14,6 +17,35 @@ static dnnl_alg_kind_t conv_alg(const struct cpu_ctx *c, int ci, int co, int k, 
 	if (c->conv_algo == DL_CONV_AUTO && (ci < 32 || co < 32))
 		return dnnl_convolution_direct;
 	return dnnl_convolution_winograd;
+}
+
+/* cpu_wino's kernels take f32 3x3 stride-1 pad-1 convolutions on nChw16c
+ * with C and K multiples of 16.  Up to 32 channels they beat both oneDNN
+ * kernels in the network; at 64 oneDNN's Winograd is faster
+ * (tests/bench/RESULTS.md).  The input must be nChw16c or left to choose. */
+#define OWN_WINO_MAX_CHANNELS 32
+
+static int own_wino(const struct cpu_ctx *c, const dnnl_memory_desc_t *src_md,
+		    const dnnl_memory_desc_t *blk, int ci, int co, int k, int stride, int pad)
+{
+	if (c->conv_algo == DL_CONV_DIRECT || c->act_dt != dnnl_f32 ||
+	    !cpu_wino_shape_ok(ci, co, k, stride, pad) || ci > OWN_WINO_MAX_CHANNELS ||
+	    co > OWN_WINO_MAX_CHANNELS || !cpu_wino_available())
+		return 0;
+	return !src_md || cpu_md_eq(src_md, blk);
+}
+
+static int own_wino_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int h, int w,
+			 int co, int need_bwd_data)
+{
+	float *buf;
+	size_t floats = cpu_wino_plan(&l->wg, n, ci, co, h, w, c->err, sizeof(c->err));
+	if (!floats || !(buf = cpu_alloc(c, floats * sizeof(float))))
+		return -1;
+	cpu_wino_bind(&l->wg, buf);
+	l->winograd = 2;
+	l->has_bwd_data = need_bwd_data;
+	return cpu_md4(c, &l->dst_md, n, co, h, w, dnnl_nChw16c);
 }
 
 enum conv_pass { PASS_FWD, PASS_BWD_DATA, PASS_BWD_WEIGHTS };
@@ -64,6 +96,11 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 
 	dnnl_alg_kind_t alg = conv_alg(c, ci, co, k, stride);
 
+	memset(l, 0, sizeof(*l));
+	if (cpu_md4(c, &l->src_md, n, ci, h, w, dnnl_nChw16c) < 0)
+		goto fail;
+	if (own_wino(c, src_md, &l->src_md, ci, co, k, stride, pad))
+		return own_wino_init(c, l, n, ci, h, w, co, need_bwd_data);
 	l->has_bwd_data = need_bwd_data;
 	l->acc = 0; /* cpu_conv_acc_init may turn it on */
 	/* In bf16 mode src, weights and dst are bf16 (oneDNN accumulates in
@@ -145,6 +182,10 @@ int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int 
 
 	(void)n, (void)h, (void)w;
 	l->acc = 0;
+	if (l->winograd == 2) { /* cpu_wino adds in its output transform */
+		l->wino_acc = accumulate && l->has_bwd_data;
+		return l->wino_acc;
+	}
 	if (c->act_dt != dnnl_f32 || stride != 1 || !l->has_bwd_data)
 		return 0;
 	if (!(k == 1 && pad == 0) && !(k > 1 && k == 2 * pad + 1))
@@ -235,6 +276,10 @@ static int load_weights(struct cpu_ctx *c, struct cpu_conv *l, const float *w, i
 int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 			  dnnl_memory_t src, dnnl_memory_t dst)
 {
+	if (l->winograd == 2) {
+		cpu_wino_forward(&l->wg, w, cpu_handle(src), cpu_handle(dst));
+		return 0;
+	}
 	if (load_weights(c, l, w, 0) < 0)
 		return -1;
 	dnnl_exec_arg_t a[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_WEIGHTS, l->w_fwd },
@@ -245,6 +290,13 @@ int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, float *dw,
 			   dnnl_memory_t src, dnnl_memory_t diff_dst, dnnl_memory_t diff_src)
 {
+	if (l->winograd == 2) {
+		cpu_wino_backward_weights(&l->wg, cpu_handle(src), cpu_handle(diff_dst), dw);
+		if (diff_src && l->has_bwd_data)
+			cpu_wino_backward_data(&l->wg, w, cpu_handle(diff_dst), cpu_handle(diff_src),
+					       l->wino_acc);
+		return 0;
+	}
 	/* Weight grads go straight into the caller's plain array: either
 	 * oneDNN writes it directly or the reorder out of the blocked diff does. */
 	if (cpu_set_handle(c, l->dw_plain, dw) < 0)

@@ -6,6 +6,7 @@
 #define DLJOB_ENGINE_CPU_CPU_LAYERS_H
 
 #include "engine/cpu/cpu_common.h"
+#include "engine/cpu/cpu_wino.h"
 
 /* Convolution without bias.  src (N,Ci,H,W) -> dst (N,Co,Ho,Wo), weight (Co,Ci,k,k). */
 struct cpu_conv {
@@ -13,7 +14,7 @@ struct cpu_conv {
 	struct cpu_prim fwd, bwd_data, bwd_w;
 	struct cpu_prim w_to_fwd, w_to_bwd, dw_to_plain;
 	int w_fwd_plain, w_bwd_same, dw_plain_direct, has_bwd_data;
-	int winograd; /* the forward runs Winograd (else direct) */
+	int winograd; /* the forward runs direct (0), oneDNN's Winograd (1) or cpu_wino's (2) */
 	dnnl_memory_t w_plain, w_fwd, w_bwd, dw_plain, dw_blk;
 	/* acc (cpu_conv_acc_init): backward-data runs as a forward
 	 * convolution of diff_dst with the transposed (k > 1: also turned)
@@ -22,6 +23,10 @@ struct cpu_conv {
 	int acc, acc_k, acc_ci, acc_co;
 	struct cpu_prim acc_fwd, w_to_acc;
 	dnnl_memory_t w_plain_t, w_acc;
+	/* winograd == 2: cpu_wino's kernels instead of oneDNN primitives;
+	 * wino_acc: its backward-data adds into diff_src. */
+	struct cpu_wino wg;
+	int wino_acc;
 };
 /* src_md NULL: let oneDNN choose the input layout (read it from l->src_md). */
 int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_t *src_md,

@@ -8,6 +8,7 @@
 
 #include "engine/backend.h"
 #include "engine/cpu/cpu_ops.h"
+#include "engine/cpu/cpu_wino.h"
 #include "engine/ref/ref_ops.h"
 #include "tests/engine/test_ops_util.h"
 
@@ -49,9 +50,13 @@ static void report_tol(const char *what, const char *shape, const char *out, con
 		failures++;
 }
 
+/* The kernel a convolution ran (cpu_conv's winograd field). */
+static const char *const impl_name[] = { "direct", "winograd", "cpu_wino" };
+
 /* One convolution with algorithm algo (enum dl_conv_algo): want_wino is
- * whether Winograd must run (1), must not (0), or either (-1), so a shape
- * meant to test Winograd cannot quietly pass on the direct kernels. */
+ * the kernel that must run (0 direct, 1 oneDNN's Winograd, 2 cpu_wino's)
+ * or -1 for any, so a shape meant to test one kernel cannot quietly pass on
+ * another. */
 static void test_conv_algo(int algo, int want_wino, int n, int ci, int h, int w, int co, int k,
 			   int s, int p)
 {
@@ -78,7 +83,7 @@ static void test_conv_algo(int algo, int want_wino, int n, int ci, int h, int w,
 	}
 	if (want_wino >= 0 && wino != want_wino) {
 		printf("FAIL %-18s %-34s ran %s, expected %s\n", "conv algorithm", shape,
-		       wino ? "winograd" : "direct", want_wino ? "winograd" : "direct");
+		       impl_name[wino], impl_name[want_wino]);
 		failures++;
 	}
 	double tol = wino ? WINO_TOL : TOL;
@@ -123,7 +128,7 @@ static void test_conv_acc(int algo, int n, int ci, int h, int w, int co, int k)
 		op_failed("conv bwd-data acc");
 	} else {
 		snprintf(shape, sizeof shape, "n%d %dx%dx%d->%d k%d s1 p%d %s", n, ci, h, w, co, k,
-			 pad, wino ? "winograd" : "direct");
+			 pad, impl_name[wino]);
 		report_tol("conv bwd-data acc", shape, "dx0+dx", dx, rdx, nx, wino ? WINO_TOL : TOL);
 	}
 	free(wt), free(dy), free(dx), free(rdx), free(w64), free(dy64), free(dx0);
@@ -385,17 +390,29 @@ int main(void)
 	test_conv(1, 16, 9, 9, 64, 1, 2, 0);    /* downsample shortcut */
 	test_conv(3, 24, 11, 10, 24, 3, 2, 0);
 	test_conv(1, 16, 12, 12, 16, 7, 1, 3);
-	/* Each algorithm on the 3x3 stride-1 shapes where Winograd can run
-	 * (auto picks it from 32 channels up), small sides included. */
-	int wino_shapes[][4] = { { 1, 32, 5, 5 }, { 2, 32, 9, 11 }, { 2, 64, 8, 8 }, { 4, 128, 7, 7 },
-				 { 2, 256, 4, 4 }, { 2, 512, 2, 2 }, { 3, 512, 2, 2 }, { 3, 256, 3, 3 }, { 2, 64, 1, 1 },
-				 { 3, 16, 9, 7 } };
+	/* Each algorithm on the 3x3 stride-1 shapes where Winograd can run:
+	 * cpu_wino's kernels up to 32 channels (where the CPU has AVX-512),
+	 * oneDNN's above (auto: from 32 channels on both sides, else direct).
+	 * Small and odd sides, Ci != Co, batches with many 8-tile groups and a
+	 * partial last one.  n, ci, h, w, co: */
+	int own = cpu_wino_available();
+	int wino_shapes[][5] = { { 1, 32, 5, 5, 32 },	  { 2, 32, 9, 11, 32 }, { 2, 64, 8, 8, 64 },
+				 { 4, 128, 7, 7, 128 },	  { 2, 256, 4, 4, 256 }, { 2, 512, 2, 2, 512 },
+				 { 3, 512, 2, 2, 512 },	  { 3, 256, 3, 3, 256 }, { 2, 64, 1, 1, 64 },
+				 { 3, 16, 9, 7, 16 },	  { 5, 16, 13, 10, 32 }, { 2, 32, 6, 5, 16 },
+				 { 9, 32, 14, 14, 32 },	  { 2, 16, 1, 1, 16 },	 { 3, 16, 2, 3, 16 },
+				 { 2, 64, 7, 7, 128 } };
 	for (size_t i = 0; i < sizeof wino_shapes / sizeof wino_shapes[0]; i++) {
-		int *d = wino_shapes[i], big = d[1] >= 32;
-		test_conv_algo(DL_CONV_DIRECT, 0, d[0], d[1], d[2], d[3], d[1], 3, 1, 1);
-		test_conv_algo(DL_CONV_WINOGRAD, 1, d[0], d[1], d[2], d[3], d[1], 3, 1, 1);
-		test_conv_algo(DL_CONV_AUTO, big, d[0], d[1], d[2], d[3], d[1], 3, 1, 1);
+		int *d = wino_shapes[i], lo = d[1] < d[4] ? d[1] : d[4], hi = d[1] + d[4] - lo;
+		int small = own && hi <= 32;
+		test_conv_algo(DL_CONV_DIRECT, 0, d[0], d[1], d[2], d[3], d[4], 3, 1, 1);
+		test_conv_algo(DL_CONV_WINOGRAD, small ? 2 : 1, d[0], d[1], d[2], d[3], d[4], 3, 1, 1);
+		test_conv_algo(DL_CONV_AUTO, small ? 2 : lo >= 32 ? 1 : 0, d[0], d[1], d[2], d[3],
+			       d[4], 3, 1, 1);
 	}
+	/* resnet20's layer1 at batch 48: outputs over 2 MiB, which cpu_wino
+	 * writes with streaming stores. */
+	test_conv_algo(DL_CONV_AUTO, own ? 2 : 0, 48, 16, 28, 28, 16, 3, 1, 1);
 	test_conv_algo(DL_CONV_WINOGRAD, 0, 2, 64, 8, 8, 64, 3, 2, 1); /* stride 2: direct */
 	test_conv_algo(DL_CONV_WINOGRAD, 0, 2, 64, 8, 8, 64, 1, 1, 0); /* 1x1: direct */
 	/* resnet50's bottleneck conv1 (Ci = 4 Co, and Ci = Co in layer1). */
@@ -403,11 +420,15 @@ int main(void)
 	test_conv_acc(DL_CONV_AUTO, 3, 32, 5, 5, 32, 1);
 	test_conv_acc(DL_CONV_AUTO, 1, 256, 4, 3, 64, 1);
 	/* A basic block's conv1 (3x3) adding into the shortcut's gradient:
-	 * direct at 16 channels, Winograd from 32, odd sides, Ci != Co. */
+	 * cpu_wino at 16 and 32 channels, oneDNN's Winograd at 64, direct,
+	 * odd sides, Ci != Co. */
 	test_conv_acc(DL_CONV_AUTO, 3, 16, 9, 7, 16, 3);
 	test_conv_acc(DL_CONV_AUTO, 2, 32, 11, 10, 32, 3);
+	test_conv_acc(DL_CONV_AUTO, 5, 16, 13, 10, 32, 3);
+	test_conv_acc(DL_CONV_AUTO, 48, 16, 28, 28, 16, 3);
 	test_conv_acc(DL_CONV_AUTO, 2, 64, 7, 7, 64, 3);
 	test_conv_acc(DL_CONV_DIRECT, 2, 64, 7, 7, 64, 3);
+	test_conv_acc(DL_CONV_DIRECT, 3, 16, 9, 7, 16, 3);
 	test_conv_acc(DL_CONV_WINOGRAD, 1, 16, 5, 6, 48, 3);
 	test_conv_acc(DL_CONV_DIRECT, 1, 16, 9, 9, 32, 5);
 	for (int relu = 0; relu < 2; relu++) {
