@@ -199,7 +199,7 @@ static inline void tile_pos(const struct cpu_wino *wg, int tile, int *n, int *y0
 /* V[p][t][c] for the 6x6 input window of tile t, channel block cb.  The
  * window starts one pixel up and left of the output tile (pad 1); pixels
  * outside the image are zero. */
-static void input_transform(const struct cpu_wino *wg, const float *src, int cin, int tile,
+static inline __attribute__((always_inline)) void input_transform(const struct cpu_wino *wg, const float *src, int cin, int tile,
 			    int t, float *v)
 {
 	int n, y0, x0, h = wg->h, w = wg->w;
@@ -243,7 +243,7 @@ static void input_transform(const struct cpu_wino *wg, const float *src, int cin
 
 /* Y[p][t][k] = A dy A^T for output-gradient tile t (outputs past the edge
  * are zero: they do not exist). */
-static void grad_transform(const struct cpu_wino *wg, const float *ddst, int kout, int tile,
+static inline __attribute__((always_inline)) void grad_transform(const struct cpu_wino *wg, const float *ddst, int kout, int tile,
 			   int t, float *yv)
 {
 	int n, y0, x0, h = wg->h, w = wg->w;
@@ -282,7 +282,7 @@ static void grad_transform(const struct cpu_wino *wg, const float *ddst, int kou
 }
 
 /* M[p][t][k] = sum_c V[p][t][c] U[p][c][k] for the TG tiles of a group. */
-static void group_products(const float *v, const float *u, int cin, int kout, float *m)
+static inline __attribute__((always_inline)) void group_products(const float *v, const float *u, int cin, int kout, float *m)
 {
 	for (int p = 0; p < 36; p++) {
 		const float *vp = v + (size_t)p * TG * cin, *up = u + (size_t)p * cin * kout;
@@ -307,7 +307,7 @@ static void group_products(const float *v, const float *u, int cin, int kout, fl
 }
 
 /* dst tile t = A^T M A (or dst += that), clipped at the image edge. */
-static void output_transform(const struct cpu_wino *wg, const float *m, int kout, int tile, int t,
+static inline __attribute__((always_inline)) void output_transform(const struct cpu_wino *wg, const float *m, int kout, int tile, int t,
 			     float *dst, enum wino_store how)
 {
 	int n, y0, x0, h = wg->h, w = wg->w;
@@ -349,12 +349,30 @@ static void output_transform(const struct cpu_wino *wg, const float *m, int kout
 	}
 }
 
+/* One thread's share of the tile groups.  Inlined into the dispatch
+ * below with constant channel counts, so every offset in the transforms
+ * and products is an immediate and the channel loops unroll. */
+static inline __attribute__((always_inline)) void
+conv_groups(const struct cpu_wino *wg, int cin, int cout, const float *u, const float *src,
+	    float *dst, enum wino_store how, float *v, float *m)
+{
+	int ntile = wg->n * wg->th * wg->tw;
+#pragma omp for schedule(static) nowait
+	for (int gi = 0; gi < wg->ngroup; gi++) {
+		int t0 = gi * TG, nt = ntile - t0 < TG ? ntile - t0 : TG;
+		for (int t = 0; t < nt; t++)
+			input_transform(wg, src, cin, t0 + t, t, v);
+		group_products(v, u, cin, cout, m);
+		for (int t = 0; t < nt; t++)
+			output_transform(wg, m, cout, t0 + t, t, dst, how);
+	}
+}
+
 /* dst (cout channels) = (or +=, with accumulate) conv3x3(src (cin
  * channels)) through U (36, cin, cout). */
 static void conv_tiles(const struct cpu_wino *wg, int cin, int cout, const float *u,
 		       const float *src, float *dst, int accumulate)
 {
-	int ntile = wg->n * wg->th * wg->tw;
 	size_t out_bytes = (size_t)wg->n * cout * wg->h * wg->w * sizeof(float);
 	enum wino_store how = accumulate			     ? STORE_ADD
 			      : out_bytes >= WINO_STREAM_MIN_BYTES ? STORE_STREAM
@@ -363,15 +381,16 @@ static void conv_tiles(const struct cpu_wino *wg, int cin, int cout, const float
 	{
 		float *v = wg->scratch + wg->scratch_len * omp_get_thread_num();
 		float *m = v + (size_t)36 * TG * cin;
-#pragma omp for schedule(static) nowait
-		for (int gi = 0; gi < wg->ngroup; gi++) {
-			int t0 = gi * TG, nt = ntile - t0 < TG ? ntile - t0 : TG;
-			for (int t = 0; t < nt; t++)
-				input_transform(wg, src, cin, t0 + t, t, v);
-			group_products(v, u, cin, cout, m);
-			for (int t = 0; t < nt; t++)
-				output_transform(wg, m, cout, t0 + t, t, dst, how);
-		}
+		if (cin == 16 && cout == 16)
+			conv_groups(wg, 16, 16, u, src, dst, how, v, m);
+		else if (cin == 16 && cout == 32)
+			conv_groups(wg, 16, 32, u, src, dst, how, v, m);
+		else if (cin == 32 && cout == 16)
+			conv_groups(wg, 32, 16, u, src, dst, how, v, m);
+		else if (cin == 32 && cout == 32)
+			conv_groups(wg, 32, 32, u, src, dst, how, v, m);
+		else
+			conv_groups(wg, cin, cout, u, src, dst, how, v, m);
 		/* Streaming stores are weakly ordered: drain them before the
 		 * region's closing barrier publishes dst to other threads. */
 		if (how == STORE_STREAM)
@@ -380,7 +399,7 @@ static void conv_tiles(const struct cpu_wino *wg, int cin, int cout, const float
 }
 
 /* du[p][c][k] += sum over the group's nt tiles of V[p][t][c] Y[p][t][k]. */
-static void group_outer(const float *v, const float *yv, int cin, int kout, int nt, float *du)
+static inline __attribute__((always_inline)) void group_outer(const float *v, const float *yv, int cin, int kout, int nt, float *du)
 {
 	for (int p = 0; p < 36; p++) {
 		const float *vp = v + (size_t)p * TG * cin, *yp = yv + (size_t)p * TG * kout;
@@ -405,9 +424,27 @@ static void group_outer(const float *v, const float *yv, int cin, int kout, int 
 	}
 }
 
+/* One thread's share of the tile groups' weight-gradient sums (constant
+ * channel counts, as conv_groups). */
+static inline __attribute__((always_inline)) void
+grad_groups(const struct cpu_wino *wg, int cin, int kout, const float *src, const float *ddst,
+	    float *v, float *yv, float *du)
+{
+	int ntile = wg->n * wg->th * wg->tw;
+#pragma omp for schedule(static) nowait
+	for (int gi = 0; gi < wg->ngroup; gi++) {
+		int t0 = gi * TG, nt = ntile - t0 < TG ? ntile - t0 : TG;
+		for (int t = 0; t < nt; t++) {
+			input_transform(wg, src, cin, t0 + t, t, v);
+			grad_transform(wg, ddst, kout, t0 + t, t, yv);
+		}
+		group_outer(v, yv, cin, kout, nt, du);
+	}
+}
+
 static void weight_grad(struct cpu_wino *wg, const float *src, const float *ddst, float *dw)
 {
-	int cin = wg->c, kout = wg->k, ntile = wg->n * wg->th * wg->tw, team = team_size(wg);
+	int cin = wg->c, kout = wg->k, team = team_size(wg);
 	size_t ucount = (size_t)36 * cin * kout;
 #pragma omp parallel num_threads(team)
 	{
@@ -416,16 +453,18 @@ static void weight_grad(struct cpu_wino *wg, const float *src, const float *ddst
 		float *yv = v + (size_t)36 * TG * cin;
 		float *du = wg->du + ucount * me;
 		memset(du, 0, ucount * sizeof(float));
-#pragma omp for schedule(static)
-		for (int gi = 0; gi < wg->ngroup; gi++) {
-			int t0 = gi * TG, nt = ntile - t0 < TG ? ntile - t0 : TG;
-			for (int t = 0; t < nt; t++) {
-				input_transform(wg, src, cin, t0 + t, t, v);
-				grad_transform(wg, ddst, kout, t0 + t, t, yv);
-			}
-			group_outer(v, yv, cin, kout, nt, du);
-		}
-		/* The implicit barrier above: every thread's sums are done. */
+		if (cin == 16 && kout == 16)
+			grad_groups(wg, 16, 16, src, ddst, v, yv, du);
+		else if (cin == 16 && kout == 32)
+			grad_groups(wg, 16, 32, src, ddst, v, yv, du);
+		else if (cin == 32 && kout == 16)
+			grad_groups(wg, 32, 16, src, ddst, v, yv, du);
+		else if (cin == 32 && kout == 32)
+			grad_groups(wg, 32, 32, src, ddst, v, yv, du);
+		else
+			grad_groups(wg, cin, kout, src, ddst, v, yv, du);
+		/* Every thread's sums are done past this barrier. */
+#pragma omp barrier
 #pragma omp for schedule(static)
 		for (size_t i = 0; i < ucount; i++)
 			for (int j = 1; j < team; j++)
