@@ -29,13 +29,16 @@ enum wino_store { STORE_PLAIN, STORE_STREAM, STORE_ADD };
  *   A^T (4x6) maps 6 products to 4 outputs,
  *   G   (6x3) maps a 3-tap filter to 6 values, and G^T back,
  *   A   (6x4) maps 4 output gradients to 6. */
-static void g_1d(const float g[3], float u[6])
+static inline void g_1d(const float g[3], float u[6])
 {
-	u[0] = g[0] / 4;
-	u[1] = -(g[0] + g[1] + g[2]) / 6;
-	u[2] = -(g[0] - g[1] + g[2]) / 6;
-	u[3] = g[0] / 24 + g[1] / 12 + g[2] / 6;
-	u[4] = g[0] / 24 - g[1] / 12 + g[2] / 6;
+	/* Multiplications by the reciprocals: this runs for every filter on
+	 * every step. */
+	const float r4 = 1.f / 4, r6 = 1.f / 6, r12 = 1.f / 12, r24 = 1.f / 24;
+	u[0] = g[0] * r4;
+	u[1] = -(g[0] + g[1] + g[2]) * r6;
+	u[2] = -(g[0] - g[1] + g[2]) * r6;
+	u[3] = g[0] * r24 + g[1] * r12 + g[2] * r6;
+	u[4] = g[0] * r24 - g[1] * r12 + g[2] * r6;
 	u[5] = g[2];
 }
 
@@ -48,7 +51,7 @@ static void gt_1d(const float h[6], float g[3])
 
 /* u (6x6) = G g G^T for a 3x3 filter g (row-major); flipped: g rotated by
  * 180 degrees, as backward-data needs. */
-static void filter_transform(const float *g, int flip, float u[36])
+static inline void filter_transform(const float *g, int flip, float u[36])
 {
 	float gg[9], t[6][3], col[3], out[6];
 	for (int i = 0; i < 9; i++)
@@ -74,11 +77,9 @@ static void transform_weights(const float *w, int c_n, int k_n, int flip, float 
 		for (int c = 0; c < c_n; c++) {
 			float u[36];
 			filter_transform(w + ((size_t)k * c_n + c) * 9, flip, u);
+			size_t at = flip ? (size_t)k * c_n + c : (size_t)c * k_n + k;
 			for (int p = 0; p < 36; p++)
-				if (flip)
-					u_out[((size_t)p * k_n + k) * c_n + c] = u[p];
-				else
-					u_out[((size_t)p * c_n + c) * k_n + k] = u[p];
+				u_out[(size_t)p * c_n * k_n + at] = u[p];
 		}
 }
 
