@@ -138,7 +138,7 @@ void dl_cli_usage(FILE *f)
 	"  --precision P          fp32|bf16: bf16 runs convolutions and activations in bfloat16\n"
 	"                         with fp32 master weights (cpu backend only; default fp32)\n"
 	"  --conv-algo A          auto|direct|winograd: 3x3 convolutions of the cpu backend\n"
-	"                         (default auto: Winograd from 32 channels, direct elsewhere)\n"
+	"                         (default auto: Winograd for 3x3 stride-1, direct elsewhere)\n"
 	"  --threads N            compute threads (default 0: all CPUs of the task)\n"
 	"  --loader-threads N     data worker threads (default 0: automatic)\n"
 	"  --timeout S            seconds to wait for peers at startup and in collectives (default 300)\n"
