@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,8 +201,8 @@ static inline void tile_pos(const struct cpu_wino *wg, int tile, int *n, int *y0
 /* V[p][t][c] for the 6x6 input window of tile t, channel block cb.  The
  * window starts one pixel up and left of the output tile (pad 1); pixels
  * outside the image are zero. */
-static inline __attribute__((always_inline)) void input_transform(const struct cpu_wino *wg, const float *src, int cin, int tile,
-			    int t, float *v)
+static inline __attribute__((always_inline)) void
+input_transform(const struct cpu_wino *wg, const float *src, int cin, int tile, int t, float *v)
 {
 	int n, y0, x0, h = wg->h, w = wg->w;
 	tile_pos(wg, tile, &n, &y0, &x0);
@@ -244,8 +245,8 @@ static inline __attribute__((always_inline)) void input_transform(const struct c
 
 /* Y[p][t][k] = A dy A^T for output-gradient tile t (outputs past the edge
  * are zero: they do not exist). */
-static inline __attribute__((always_inline)) void grad_transform(const struct cpu_wino *wg, const float *ddst, int kout, int tile,
-			   int t, float *yv)
+static inline __attribute__((always_inline)) void
+grad_transform(const struct cpu_wino *wg, const float *ddst, int kout, int tile, int t, float *yv)
 {
 	int n, y0, x0, h = wg->h, w = wg->w;
 	tile_pos(wg, tile, &n, &y0, &x0);
@@ -283,7 +284,8 @@ static inline __attribute__((always_inline)) void grad_transform(const struct cp
 }
 
 /* M[p][t][k] = sum_c V[p][t][c] U[p][c][k] for the TG tiles of a group. */
-static inline __attribute__((always_inline)) void group_products(const float *v, const float *u, int cin, int kout, float *m)
+static inline __attribute__((always_inline)) void
+group_products(const float *v, const float *u, int cin, int kout, float *m)
 {
 	for (int p = 0; p < 36; p++) {
 		const float *vp = v + (size_t)p * TG * cin, *up = u + (size_t)p * cin * kout;
@@ -308,8 +310,9 @@ static inline __attribute__((always_inline)) void group_products(const float *v,
 }
 
 /* dst tile t = A^T M A (or dst += that), clipped at the image edge. */
-static inline __attribute__((always_inline)) void output_transform(const struct cpu_wino *wg, const float *m, int kout, int tile, int t,
-			     float *dst, enum wino_store how)
+static inline __attribute__((always_inline)) void
+output_transform(const struct cpu_wino *wg, const float *m, int kout, int tile, int t, float *dst,
+		 enum wino_store how)
 {
 	int n, y0, x0, h = wg->h, w = wg->w;
 	tile_pos(wg, tile, &n, &y0, &x0);
@@ -375,9 +378,10 @@ static void conv_tiles(const struct cpu_wino *wg, int cin, int cout, const float
 		       const float *src, float *dst, int accumulate)
 {
 	size_t out_bytes = (size_t)wg->n * cout * wg->h * wg->w * sizeof(float);
-	enum wino_store how = accumulate			     ? STORE_ADD
-			      : out_bytes >= WINO_STREAM_MIN_BYTES ? STORE_STREAM
-								     : STORE_PLAIN;
+	/* Streaming stores need 64-byte aligned lines (the network's buffers
+	 * all are; anything else takes plain stores). */
+	int stream = out_bytes >= WINO_STREAM_MIN_BYTES && (uintptr_t)dst % 64 == 0;
+	enum wino_store how = accumulate ? STORE_ADD : stream ? STORE_STREAM : STORE_PLAIN;
 #pragma omp parallel num_threads(team_size(wg))
 	{
 		float *v = wg->scratch + wg->scratch_len * omp_get_thread_num();
@@ -400,7 +404,8 @@ static void conv_tiles(const struct cpu_wino *wg, int cin, int cout, const float
 }
 
 /* du[p][c][k] += sum over the group's nt tiles of V[p][t][c] Y[p][t][k]. */
-static inline __attribute__((always_inline)) void group_outer(const float *v, const float *yv, int cin, int kout, int nt, float *du)
+static inline __attribute__((always_inline)) void
+group_outer(const float *v, const float *yv, int cin, int kout, int nt, float *du)
 {
 	for (int p = 0; p < 36; p++) {
 		const float *vp = v + (size_t)p * TG * cin, *yp = yv + (size_t)p * TG * kout;
