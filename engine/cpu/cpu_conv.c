@@ -102,7 +102,6 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	if (own_wino(c, src_md, &l->src_md, ci, co, k, stride, pad))
 		return own_wino_init(c, l, n, ci, h, w, co, need_bwd_data);
 	l->has_bwd_data = need_bwd_data;
-	l->acc = 0; /* cpu_conv_acc_init may turn it on */
 	/* In bf16 mode src, weights and dst are bf16 (oneDNN accumulates in
 	 * f32); the weight gradient stays f32 for the optimizer's master
 	 * weights, so the plain f32 weights are converted in the same reorder
@@ -164,8 +163,8 @@ fail:
  * diff_src inside the kernel where backward-data would need a temporary and
  * a binary add after it; and for direct 3x3 at 16 channels oneDNN's forward
  * kernel is a little faster than its backward-data (tests/bench/RESULTS.md). */
-int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int h, int w, int co,
-		      int k, int stride, int pad, int accumulate)
+int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int ci, int co, int k, int stride,
+		      int pad, int accumulate)
 {
 	dnnl_memory_desc_t w_any, wt_md;
 	dnnl_convolution_desc_t d;
@@ -180,7 +179,6 @@ int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int 
 	dnnl_alg_kind_t alg = l->winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
 	int rv = -1;
 
-	(void)n, (void)h, (void)w;
 	l->acc = 0;
 	if (l->winograd == 2) { /* cpu_wino adds in its output transform */
 		l->wino_acc = accumulate && l->has_bwd_data;

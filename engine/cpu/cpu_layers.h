@@ -38,8 +38,8 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
  * to accumulate (their own backward-data is as fast).  Returns 1 if set up,
  * 0 if the layer does not qualify (backward-data then overwrites), -1 on
  * error. */
-int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int h, int w, int co,
-		      int k, int stride, int pad, int accumulate);
+int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int ci, int co, int k, int stride,
+		      int pad, int accumulate);
 /* Reorders the plain weights in and runs the convolution. */
 int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 			  dnnl_memory_t src, dnnl_memory_t dst);

@@ -436,9 +436,8 @@ static struct dl_backend *cpu_create_ex(struct dl_graph *g, int n,
 				const struct dl_shape *xs = &g->values[v], *ys = &g->values[d->out];
 				int acc = 0;
 				if (d->kind == DL_NODE_CONV &&
-				    (acc = cpu_conv_acc_init(c, &b->nodes[i].conv, n, xs->c, xs->h,
-							     xs->w, ys->c, d->kernel, d->stride,
-							     d->pad, seen[v])) < 0)
+				    (acc = cpu_conv_acc_init(c, &b->nodes[i].conv, xs->c, ys->c,
+							     d->kernel, d->stride, d->pad, seen[v])) < 0)
 					goto fail;
 				if (acc)
 					b->nodes[i].sink[j].direct = 1;

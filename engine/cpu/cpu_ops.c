@@ -81,8 +81,7 @@ static int conv_run(enum conv_mode mode, const float *x, const float *w, const f
 	/* Backward-data as the network runs it: a forward convolution where
 	 * the layer qualifies, else oneDNN's backward-data. */
 	if (mode == CONV_BWD_DATA || mode == CONV_BWD_DATA_ACC) {
-		int acc = cpu_conv_acc_init(c, &l, n, ci, h, wd, co, k, stride, pad,
-					    mode == CONV_BWD_DATA_ACC);
+		int acc = cpu_conv_acc_init(c, &l, ci, co, k, stride, pad, mode == CONV_BWD_DATA_ACC);
 		if (acc < 0)
 			goto out;
 		CHECK(acc == 1 || mode == CONV_BWD_DATA,
