@@ -13,6 +13,9 @@
 # On the cpu backend fp32 also runs with --conv-algo direct (no Winograd,
 # torch's own algorithm), so the Winograd gain shows in the same run.
 # BENCH_STEPS timed steps (default 7), BENCH_ROUNDS repetitions (default 1).
+# With more than one round it ends with each ratio's median, min and max
+# over the rounds: single rounds move by several percent with the machine,
+# mostly on torch's side, so the median over rounds is the number to quote.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-.}
@@ -26,9 +29,33 @@ bench="$build/tests/bench/bench_engine"
 
 med() { sed -n 's/.*median \([0-9.]*\) img.*/\1/p' <<<"$1"; }
 cpus() { sed -n 's/.* \([0-9.]*\) img\/cpu-s.*/\1/p' <<<"$1"; }
+# Every ratio line, to summarize over the rounds at the end.
+ratios=()
 ratio() { # label engine-line torch-line
-	awk -v a="$(med "$2")" -v b="$(med "$3")" -v c="$(cpus "$2")" -v d="$(cpus "$3")" -v m="$1" \
-		'BEGIN { printf "ratio %s: %.2fx wall, %.2fx per cpu-s\n", m, a / b, c / d }'
+	local line
+	line=$(awk -v a="$(med "$2")" -v b="$(med "$3")" -v c="$(cpus "$2")" -v d="$(cpus "$3")" -v m="$1" \
+		'BEGIN { printf "ratio %s: %.2fx wall, %.2fx per cpu-s\n", m, a / b, c / d }')
+	echo "$line"
+	ratios+=("$line")
+}
+
+# "over R rounds LABEL: wall median M (min A, max B)" for each label.
+summary() {
+	printf '%s\n' "${ratios[@]}" | awk '
+		{ sub(/^ratio /, ""); i = index($0, ": "); label = substr($0, 1, i - 1)
+		  split(substr($0, i + 2), f, "x"); v = f[1] + 0
+		  if (!(label in n)) order[++labels] = label
+		  x[label, ++n[label]] = v }
+		END {
+			for (l = 1; l <= labels; l++) {
+				label = order[l]; k = n[label]
+				for (i = 1; i <= k; i++) s[i] = x[label, i]
+				for (i = 2; i <= k; i++)  # insertion sort, k is small
+					for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
+				med = k % 2 ? s[(k + 1) / 2] : (s[k / 2] + s[k / 2 + 1]) / 2
+				printf "over %d rounds %s: wall median %.2fx (min %.2fx, max %.2fx)\n", k, label, med, s[1], s[k]
+			}
+		}'
 }
 
 run() { # model c h w k n
@@ -61,3 +88,5 @@ for ((r = 0; r < ${BENCH_ROUNDS:-1}; r++)); do
 	run resnet50 3 224 224 1000 16
 	run resnet20 1 28 28 10 128
 done
+[ "${BENCH_ROUNDS:-1}" -gt 1 ] && summary
+exit 0
