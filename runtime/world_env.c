@@ -124,12 +124,13 @@ int dl_world_env(struct dl_world_env *e, char *err, size_t errlen)
 			return -1;
 		}
 		e->kind = DL_WORLD_PMIX;
-		return 0;
+		/* srun hands the SPANK plugin's secret to every task. */
+		return dl_world_env_secret(e, err, errlen);
 	}
 
 	/* TCP: torchrun-style variables first, then Slurm's own. */
-	if ((r1 = env_int("RANK", 0, INT_MAX, &rank, err, errlen)) < 0 ||
-	    (r2 = env_int("WORLD_SIZE", 1, INT_MAX, &size, err, errlen)) < 0)
+	if ((r1 = env_int("RANK", 0, DL_WORLD_MAX - 1, &rank, err, errlen)) < 0 ||
+	    (r2 = env_int("WORLD_SIZE", 1, DL_WORLD_MAX, &size, err, errlen)) < 0)
 		return -1;
 	if (r1 != r2) {
 		snprintf(err, errlen, "%s is set but %s is not", r1 ? "RANK" : "WORLD_SIZE",
@@ -137,8 +138,8 @@ int dl_world_env(struct dl_world_env *e, char *err, size_t errlen)
 		return -1;
 	}
 	if (!r1) {
-		if ((r1 = env_int("SLURM_PROCID", 0, INT_MAX, &rank, err, errlen)) < 0 ||
-		    (r2 = env_int("SLURM_STEP_NUM_TASKS", 1, INT_MAX, &size, err, errlen)) < 0)
+		if ((r1 = env_int("SLURM_PROCID", 0, DL_WORLD_MAX - 1, &rank, err, errlen)) < 0 ||
+		    (r2 = env_int("SLURM_STEP_NUM_TASKS", 1, DL_WORLD_MAX, &size, err, errlen)) < 0)
 			return -1;
 		if (!(r1 && r2)) {
 			if (force && strcmp(force, "tcp") == 0) {
@@ -165,9 +166,41 @@ int dl_world_env(struct dl_world_env *e, char *err, size_t errlen)
 	if (tcp_master(e, from_slurm, err, errlen) < 0)
 		return -1;
 	{
+		/* Not MASTER_ADDR: ranks that spell it differently ("localhost",
+		 * "127.0.0.1") but reach the same listener are the same job. */
 		const char *j = getenv("SLURM_JOB_ID"), *s = getenv("SLURM_STEP_ID");
-		snprintf(e->jobkey, sizeof(e->jobkey), "%.12s.%.12s@%.24s:%d", j ? j : "-", s ? s : "-",
-			 e->master_addr, e->master_port);
+		snprintf(e->jobkey, sizeof(e->jobkey), "%.20s.%.20s:%d", j ? j : "-", s ? s : "-",
+			 e->master_port);
 	}
+	return dl_world_env_secret(e, err, errlen);
+}
+
+int dl_world_env_secret(struct dl_world_env *e, char *err, size_t errlen)
+{
+	const char *s = getenv("DLJOB_JOB_SECRET");
+	e->have_secret = 0;
+	if (!s)
+		return 0;
+	/* Never echo the value: it is the job's secret. */
+	if (strlen(s) != 2 * DL_SECRET_LEN) {
+		snprintf(err, errlen, "DLJOB_JOB_SECRET must be %d lowercase hex digits, it has %zu "
+			 "characters", 2 * DL_SECRET_LEN, strlen(s));
+		return -1;
+	}
+	for (int i = 0; i < DL_SECRET_LEN; i++) {
+		int v = 0;
+		for (int k = 0; k < 2; k++) {
+			char c = s[2 * i + k];
+			int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+			if (d < 0) {
+				snprintf(err, errlen, "DLJOB_JOB_SECRET must be %d lowercase hex digits "
+					 "(character %d is not)", 2 * DL_SECRET_LEN, 2 * i + k + 1);
+				return -1;
+			}
+			v = v * 16 + d;
+		}
+		e->secret[i] = (unsigned char)v;
+	}
+	e->have_secret = 1;
 	return 0;
 }

@@ -6,10 +6,17 @@
 #ifndef DLJOB_RUNTIME_WORLD_INT_H
 #define DLJOB_RUNTIME_WORLD_INT_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include "runtime/world.h"
+
+/* The largest world accepted from the environment or from PMIx: beyond it
+ * WORLD_SIZE is a mistake, not a job. */
+#define DL_WORLD_MAX (1 << 20)
+/* DLJOB_JOB_SECRET: 32 random bytes, 64 lowercase hex digits. */
+#define DL_SECRET_LEN 32
 
 struct dl_world_ops {
 	int (*exchange)(struct dl_world *w, const void *mine, size_t len, void *all,
@@ -31,11 +38,46 @@ struct dl_world_env {
 	int master_port;
 	char node[DL_NODE_MAX];    /* this node's name: SLURMD_NODENAME, else hostname */
 	char jobkey[64];           /* tells this job's rendezvous from a stale one */
+	unsigned char secret[DL_SECRET_LEN]; /* DLJOB_JOB_SECRET, when set */
+	int have_secret;
 };
 
 /* Decide how to join from the environment.  Returns 0, or -1 with one line
  * naming the bad variable in err. */
 int dl_world_env(struct dl_world_env *e, char *err, size_t errlen);
+/* DLJOB_JOB_SECRET into e->secret (e->have_secret = 1); unset leaves
+ * have_secret 0.  Returns 0, or -1 if it is not 64 lowercase hex digits. */
+int dl_world_env_secret(struct dl_world_env *e, char *err, size_t errlen);
+
+/* ---- authentication (world_auth.c) ----
+ * Every connection of the rendezvous (rank -> rank 0, rank -> its ring
+ * successor) starts with a mutual challenge-response: each side sends a
+ * fresh random nonce and proves knowledge of the job secret with an
+ * HMAC-SHA-256 over both nonces, the job key, the ranks and a label naming
+ * the direction (so no proof can be replayed or reflected).  The secret
+ * itself never travels.  Without a secret the key is all zeros: the same
+ * protocol, but anybody can compute the proofs (unauthenticated). */
+#define DL_NONCE_LEN 32
+#define DL_MAC_LEN 32
+
+struct dl_auth {
+	unsigned char key[DL_SECRET_LEN];
+	int secret;      /* 1: key is the job's secret; 0: unauthenticated */
+	char jobkey[64]; /* this step's rendezvous, in every proof */
+};
+
+/* Returns 0, or -1 with err if libsodium cannot start. */
+int dl_auth_init(struct dl_auth *a, const unsigned char *secret, int have_secret,
+		 const char *jobkey, char *err, size_t errlen);
+void dl_auth_nonce(unsigned char nonce[DL_NONCE_LEN]);
+/* mac = HMAC(key, label | jobkey | n1 | n2 | ints (big-endian) | extra). */
+void dl_auth_mac(const struct dl_auth *a, const char *label, const unsigned char *n1,
+		 const unsigned char *n2, const uint32_t *ints, int nints, const void *extra,
+		 size_t extralen, unsigned char mac[DL_MAC_LEN]);
+/* 1 if mac is the right one (constant time), else 0. */
+int dl_auth_check(const struct dl_auth *a, const char *label, const unsigned char *n1,
+		  const unsigned char *n2, const uint32_t *ints, int nints, const void *extra,
+		  size_t extralen, const unsigned char mac[DL_MAC_LEN]);
 
 /* The first host name of a Slurm hostlist ("n[01-04,7],gpu1" -> "n01").
  * Returns 0, or -1 if it cannot be parsed or does not fit in out. */
@@ -44,9 +86,21 @@ int dl_world_env(struct dl_world_env *e, char *err, size_t errlen);
 
 double dl_now(void);          /* monotonic seconds */
 int dl_set_nonblock(int fd);
-/* Listen on port (0: any) of every address of family af.  Returns the fd,
- * or -1 with err. */
-int dl_listen(int af, int port, char *err, size_t errlen);
+/* SIGTERM during the bootstrap: dl_stop_arm installs a handler (no
+ * SA_RESTART) that records the signal, every bootstrap wait then ends with
+ * dl_stopped() != 0; dl_stop_disarm restores the caller's handler, hands
+ * it the signal if one came, and clears the flag.  The flag is the one piece of static state of
+ * the world (what a signal handler may touch). */
+int dl_stop_arm(struct sigaction *old);
+int dl_stop_disarm(const struct sigaction *old); /* returns the signal, or 0 */
+int dl_stopped(void);
+/* Listen on host's address (the first of its IPv4/IPv6 addresses this
+ * machine has), port 0: any.  Returns the fd, or -1 with err saying why
+ * (e.g. host is not an address of this machine, or the port is taken). */
+int dl_listen_host(const char *host, int port, char *err, size_t errlen);
+/* Listen on the address of sa, any port (a ring listener on the interface
+ * that reaches rank 0). */
+int dl_listen_addr(const struct sockaddr_storage *sa, char *err, size_t errlen);
 int dl_local_port(int fd);
 /* Connect to host:port, retrying refused/unreachable until deadline.
  * Returns a non-blocking fd, or -1 with err. */
@@ -54,18 +108,21 @@ int dl_connect_retry(const char *host, int port, double deadline, char *err, siz
 /* Connect to a resolved address (retrying until deadline). */
 int dl_connect_addr(const struct sockaddr_storage *sa, socklen_t salen, double deadline,
 		    char *err, size_t errlen);
-/* Accept one connection on a listening fd before deadline: a non-blocking
- * fd, -2 on timeout, -1 with err on error. */
-int dl_accept_until(int lfd, double deadline, char *err, size_t errlen);
-/* Write/read exactly len bytes on a non-blocking fd before deadline.
- * Return 0, or -1 with err ("peer closed", "timed out", errno). */
+/* Accept one pending connection on a non-blocking listener: a non-blocking
+ * fd, -2 if none is pending, -3 if out of file descriptors, -1 with err. */
+int dl_accept_one(int lfd, char *err, size_t errlen);
+/* Write/read exactly len bytes on a non-blocking fd before deadline (or a
+ * SIGTERM, see dl_stop_arm).  Return 0, or -1 with err ("peer closed",
+ * "timed out", errno); dl_read_full sets *got (if not NULL) to the bytes
+ * read. */
 int dl_write_full(int fd, const void *buf, size_t len, double deadline, char *err, size_t errlen);
-int dl_read_full(int fd, void *buf, size_t len, double deadline, char *err, size_t errlen);
+int dl_read_full(int fd, void *buf, size_t len, double deadline, size_t *got, char *err,
+		 size_t errlen);
 
 /* ---- the star (world_star.c) ---- */
 
 enum dl_star_msg {
-	DL_MSG_HELLO = 1,  /* rank -> 0: who I am */
+	DL_MSG_HELLO = 1,  /* (unused: the hello is the handshake below) */
 	DL_MSG_TABLE,      /* 0 -> rank: everybody's address and node */
 	DL_MSG_DEAD,       /* 0 -> rank, or rank -> 0: the job is over, text says why */
 	DL_MSG_BLOB,       /* rank -> 0: my part of an exchange */
@@ -74,7 +131,53 @@ enum dl_star_msg {
 	DL_MSG_GO,         /* 0 -> rank: everybody reached it */
 	DL_MSG_BYE,        /* either way: I close normally, my EOF is no failure */
 	DL_MSG_STUCK,      /* rank -> 0: my wait timed out (text: in what) */
+	DL_MSG_LAST = DL_MSG_STUCK,
 };
+
+/* Framed messages: type and length (32-bit big-endian), then the bytes.
+ * A header announcing more than DL_STAR_MSG_MAX is garbage; a rank holds at
+ * most DL_STAR_INBOX_MAX bytes that nobody has asked for yet. */
+#define DL_STAR_MSG_MAX (96u << 20)
+#define DL_STAR_INBOX_MAX ((size_t)160 << 20)
+/* How long one side of a handshake waits for the other's next bytes. */
+#define DL_HANDSHAKE_S 5.0
+
+/* The handshake of the star (a connection from rank r to rank 0):
+ *   0 -> r  greeting: magic, role (1: star, 2: ring), nonce0      (40 bytes)
+ *   r -> 0  hello:    magic, rank, size, ring port, node, nonce_r,
+ *                     MAC("dljob star hello", nonce0, nonce_r, ...) (144 bytes)
+ *   0 -> r  proof:    magic, MAC("dljob star proof", nonce_r, nonce0, r)
+ * then framed messages.  The ring's is the same with role 2 and a shorter
+ * hello (world_ring.c). */
+#define DL_GREETING_LEN 40
+#define DL_HELLO_LEN (16 + DL_NODE_MAX + DL_NONCE_LEN + DL_MAC_LEN)
+#define DL_PROOF_LEN (4 + DL_MAC_LEN)
+#define DL_TABLE_ENTRY_LEN (24 + DL_NODE_MAX)
+
+struct dl_hello_view {
+	uint32_t rank, size, ring_port;
+	char node[DL_NODE_MAX];          /* NUL-terminated, printable */
+	unsigned char nonce[DL_NONCE_LEN];
+	unsigned char mac[DL_MAC_LEN];
+};
+
+/* Parsers of the bytes peers send (fuzzed by tests/fuzz/fuzz_star.c).
+ * dl_star_parse_msg: the framed message at the start of buf: its whole
+ * length when complete (*type, *plen set), 0 if more bytes are needed, -1
+ * if the header is garbage (unknown type, or longer than DL_STAR_MSG_MAX). */
+long dl_star_parse_msg(const uint8_t *buf, size_t len, uint32_t *type, uint32_t *plen);
+/* A greeting of role: 0 and the nonce, or -1. */
+int dl_star_parse_greeting(const uint8_t *buf, size_t len, uint32_t role,
+			   unsigned char nonce[DL_NONCE_LEN]);
+/* A hello (not yet authenticated: check h->mac next): 0, or -1 with err. */
+int dl_star_parse_hello(const uint8_t *buf, size_t len, struct dl_hello_view *h, char *err,
+			size_t errlen);
+/* A table of size entries into peers[size]: 0, or -1 with err. */
+struct dl_peer_addr;
+int dl_star_parse_table(const uint8_t *buf, size_t len, int size, struct dl_peer_addr *peers,
+			char *err, size_t errlen);
+/* Text from a peer, made safe to print: printable ASCII, others as '?'. */
+void dl_wire_text(char *out, size_t outlen, const void *p, size_t n);
 
 struct dl_peer_addr {
 	struct sockaddr_storage sa; /* with the port of its ring listener */
@@ -85,12 +188,17 @@ struct dl_peer_addr {
 struct dl_inbox {
 	unsigned char *buf;
 	size_t len, cap;
+	size_t seen;             /* complete messages before this offset were scanned */
 };
 
+struct pollfd;
 struct dl_star {
 	int rank, size;
 	int *fd;                 /* rank 0: fd[i] to rank i; others: fd[0] to rank 0 */
 	struct dl_inbox *in;     /* bytes read from fd[i], not yet consumed */
+	size_t in_total;         /* their sum, at most DL_STAR_INBOX_MAX */
+	struct pollfd *pf;       /* size entries: the pump's poll set */
+	int *who;                /* ... and whose each entry is */
 	unsigned char *bye;      /* peer said BYE: its EOF is expected */
 	unsigned long *bye_seq;  /* ... after this many collectives */
 	unsigned long seq;       /* collectives this rank has entered */
@@ -100,16 +208,27 @@ struct dl_star {
 	double timeout_s;        /* the world's timeout, for the verdicts */
 	int diagnosing;          /* rank 0 is collecting STUCK reports */
 	struct dl_peer_addr *peer; /* everybody's node (and ring address) */
+	struct dl_auth auth;     /* the job's secret, for the ring's handshakes */
 	int failed;              /* the job is over: every call fails with why */
 	char why[512];
 };
 
+/* An empty star of size ranks, no connections (dl_star_open does this
+ * first; the fuzz target feeds it bytes).  Returns 0, or -1 with err. */
+int dl_star_init(struct dl_star *st, int rank, int size, char *err, size_t errlen);
+/* Bytes read from peer: into its inbox, then look for BYE/DEAD/STUCK.
+ * Returns 0, or -1 if the inbox limit is passed (the star has failed). */
+int dl_star_feed(struct dl_star *st, int peer, const void *p, size_t n);
+
 /* Join the star.  Rank 0 passes the listening socket lfd (master); the others
- * pass master host/port.  ring_port is this rank's ring listener (0: none).
- * Rank 0 waits for all size-1 others until deadline and names the missing
- * ones.  On success st->peer[] holds every rank's node and ring address. */
+ * pass master host/port.  With ring_fd, this rank also opens its ring
+ * listener (on the address that reaches rank 0; rank 0: lfd's) and returns
+ * it there.  Rank 0 serves every connection at once, drops strangers (no
+ * proof, garbage, silence for DL_HANDSHAKE_S), waits for all size-1 others
+ * until deadline and names the missing ones.  On success st->peer[] holds
+ * every rank's node and ring address. */
 int dl_star_open(struct dl_star *st, int rank, int size, int lfd, const char *host, int port,
-		 int ring_port, const char *node, const char *jobkey, double deadline,
+		 int *ring_fd, const char *node, const struct dl_auth *auth, double deadline,
 		 char *err, size_t errlen);
 /* Read what has arrived (waiting up to timeout_ms) and notice deaths.
  * Returns 0, or -1 with err once the job is known to be over. */

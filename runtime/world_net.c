@@ -2,12 +2,14 @@
  * is non-blocking, and nothing ever raises SIGPIPE (a dead peer must become
  * an error message, not a silent death of the survivor). */
 #include "config.h"
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -46,41 +48,115 @@ static void tune(int fd)
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-int dl_listen(int af, int port, char *err, size_t errlen)
-{
-	int fd = -1, one = 1;
-	struct sockaddr_storage ss;
-	socklen_t len;
+/* The signal that ended the bootstrap (0: none). */
+static volatile sig_atomic_t stop_signal;
 
-	memset(&ss, 0, sizeof(ss));
-	if (af == AF_INET6) {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-		s6->sin6_family = AF_INET6;
-		s6->sin6_addr = in6addr_any;
-		s6->sin6_port = htons((uint16_t)port);
-		len = sizeof(*s6);
+static void on_stop(int sig)
+{
+	stop_signal = sig;
+}
+
+int dl_stop_arm(struct sigaction *old)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	/* No SA_RESTART: a poll or sleep returns EINTR, and the wait looks. */
+	stop_signal = 0;
+	return sigaction(SIGTERM, &sa, old);
+}
+
+int dl_stop_disarm(const struct sigaction *old)
+{
+	int sig = stop_signal;
+	(void)sigaction(SIGTERM, old, NULL);
+	stop_signal = 0;
+	/* The caller's own handler learns of the signal too (dljob then
+	 * stops instead of training). */
+	if (sig && old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN &&
+	    !(old->sa_flags & SA_SIGINFO))
+		old->sa_handler(sig);
+	return sig;
+}
+
+int dl_stopped(void)
+{
+	return stop_signal;
+}
+
+static int listen_on(struct sockaddr_storage *ss, socklen_t len, int port, char *err,
+		     size_t errlen)
+{
+	int fd, one = 1;
+	char a[INET6_ADDRSTRLEN] = "?";
+
+	if (ss->ss_family == AF_INET6) {
+		((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ss)->sin6_addr, a, sizeof(a));
 	} else {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-		s4->sin_family = AF_INET;
-		s4->sin_addr.s_addr = htonl(INADDR_ANY);
-		s4->sin_port = htons((uint16_t)port);
-		len = sizeof(*s4);
-		af = AF_INET;
+		((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+		inet_ntop(AF_INET, &((struct sockaddr_in *)ss)->sin_addr, a, sizeof(a));
 	}
-	fd = socket(af, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		snprintf(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
-	/* A previous job's connections in TIME_WAIT must not block the port. */
+	/* A previous job's connections in TIME_WAIT must not block the port
+	 * (SO_REUSEADDR does not let another socket bind it while we listen). */
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 1024) < 0 ||
+	    bind(fd, (struct sockaddr *)ss, len) < 0 || listen(fd, 1024) < 0 ||
 	    dl_set_nonblock(fd) < 0) {
-		snprintf(err, errlen, "cannot listen on TCP port %d: %s", port, strerror(errno));
+		snprintf(err, errlen, "cannot listen on %s port %d: %s", a, port, strerror(errno));
 		close(fd);
 		return -1;
 	}
 	return fd;
+}
+
+int dl_listen_host(const char *host, int port, char *err, size_t errlen)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	char e[256] = "";
+	int rc, fd = -1;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	rc = getaddrinfo(host, NULL, &hints, &res);
+	if (rc != 0) {
+		snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
+		return -1;
+	}
+	/* IPv4 first: the peers try every address, and most sites are IPv4. */
+	for (int pass = 0; pass < 2 && fd < 0; pass++)
+		for (ai = res; ai && fd < 0; ai = ai->ai_next) {
+			struct sockaddr_storage ss;
+			if ((pass == 0) != (ai->ai_family == AF_INET) ||
+			    ai->ai_addrlen > sizeof(ss))
+				continue;
+			memset(&ss, 0, sizeof(ss));
+			memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+			fd = listen_on(&ss, ai->ai_addrlen, port, e, sizeof(e));
+			if (fd < 0 && strstr(e, strerror(EADDRINUSE)))
+				break; /* taken: no other address of host will do better */
+		}
+	freeaddrinfo(res);
+	if (fd < 0) {
+		if (strstr(e, "Cannot assign requested address"))
+			snprintf(err, errlen, "'%s' is not an address of this machine (%s)", host, e);
+		else
+			snprintf(err, errlen, "%s", e[0] ? e : "no usable address");
+	}
+	return fd;
+}
+
+int dl_listen_addr(const struct sockaddr_storage *sa, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss = *sa;
+	return listen_on(&ss, ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+			 sizeof(struct sockaddr_in), 0, err, errlen);
 }
 
 int dl_local_port(int fd)
@@ -148,6 +224,10 @@ int dl_connect_addr(const struct sockaddr_storage *sa, socklen_t salen, double d
 			return fd;
 		if (!retry || dl_now() + pause > deadline)
 			return -1;
+		if (dl_stopped()) {
+			snprintf(err, errlen, "stopped by signal %d", dl_stopped());
+			return -1;
+		}
 		struct timespec ts = { 0, (long)(pause * 1e9) };
 		nanosleep(&ts, NULL);
 		if (pause < 0.2)
@@ -184,6 +264,10 @@ int dl_connect_retry(const char *host, int port, double deadline, char *err, siz
 		}
 		if (!again || dl_now() + pause > deadline)
 			break;
+		if (dl_stopped()) {
+			snprintf(e, sizeof(e), "stopped by signal %d", dl_stopped());
+			break;
+		}
 		struct timespec ts = { 0, (long)(pause * 1e9) };
 		nanosleep(&ts, NULL);
 		if (pause < 0.2)
@@ -194,28 +278,24 @@ int dl_connect_retry(const char *host, int port, double deadline, char *err, siz
 	return -1;
 }
 
-int dl_accept_until(int lfd, double deadline, char *err, size_t errlen)
+int dl_accept_one(int lfd, char *err, size_t errlen)
 {
 	for (;;) {
-		struct pollfd p = { .fd = lfd, .events = POLLIN };
-		int r = poll(&p, 1, ms_until(deadline));
-		if (r < 0 && errno != EINTR) {
-			snprintf(err, errlen, "poll: %s", strerror(errno));
-			return -1;
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd >= 0) {
+			tune(fd);
+			return fd;
 		}
-		if (r > 0) {
-			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-			if (fd >= 0) {
-				tune(fd);
-				return fd;
-			}
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-				snprintf(err, errlen, "accept: %s", strerror(errno));
-				return -1;
-			}
-		}
-		if (dl_now() >= deadline)
+		if (errno == EINTR || errno == ECONNABORTED)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return -2;
+		/* Out of fds (a flood of strangers) is no reason to give up:
+		 * the caller drops its oldest pending connection. */
+		if (errno == EMFILE || errno == ENFILE)
+			return -3;
+		snprintf(err, errlen, "accept: %s", strerror(errno));
+		return -1;
 	}
 }
 
@@ -238,19 +318,28 @@ int dl_write_full(int fd, const void *buf, size_t len, double deadline, char *er
 			snprintf(err, errlen, "timed out");
 			return -1;
 		}
+		if (dl_stopped()) {
+			snprintf(err, errlen, "stopped by signal %d", dl_stopped());
+			return -1;
+		}
 		(void)poll(&pf, 1, ms_until(deadline));
 	}
 	return 0;
 }
 
-int dl_read_full(int fd, void *buf, size_t len, double deadline, char *err, size_t errlen)
+int dl_read_full(int fd, void *buf, size_t len, double deadline, size_t *got, char *err,
+		 size_t errlen)
 {
 	char *p = buf;
+	if (got)
+		*got = 0;
 	while (len > 0) {
 		ssize_t n = recv(fd, p, len, 0);
 		if (n > 0) {
 			p += n;
 			len -= (size_t)n;
+			if (got)
+				*got += (size_t)n;
 			continue;
 		}
 		if (n == 0) {
@@ -264,6 +353,10 @@ int dl_read_full(int fd, void *buf, size_t len, double deadline, char *err, size
 		struct pollfd pf = { .fd = fd, .events = POLLIN };
 		if (dl_now() >= deadline) {
 			snprintf(err, errlen, "timed out");
+			return -1;
+		}
+		if (dl_stopped()) {
+			snprintf(err, errlen, "stopped by signal %d", dl_stopped());
 			return -1;
 		}
 		(void)poll(&pf, 1, ms_until(deadline));

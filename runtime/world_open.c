@@ -1,6 +1,8 @@
 /* dl_world_open: pick the bootstrap the environment asks for (see
  * runtime/world_env.c) and hand out the method-independent calls. */
 #include "config.h"
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +23,33 @@ int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen
 		snprintf(err, errlen, "world: %s", e);
 		return -1;
 	}
+	if (env.kind == DL_WORLD_SINGLE) {
+		w->timeout_s = timeout_s;
+		return 0;
+	}
+	if (!env.have_secret)
+		fprintf(stderr, "dljob: warning: DLJOB_JOB_SECRET is unset, so the rendezvous is "
+			"not authenticated: any process that reaches it can join this job\n");
+	/* A SIGTERM ends a bootstrap wait at once, naming the rank, instead of
+	 * waiting out the timeout. */
+	struct sigaction old;
+	if (dl_stop_arm(&old) < 0) {
+		snprintf(err, errlen, "world: sigaction: %s", strerror(errno));
+		return -1;
+	}
 	if (env.kind == DL_WORLD_PMIX)
 		rc = dl_world_pmix_open(w, &env, timeout_s, e, sizeof(e));
-	else if (env.kind == DL_WORLD_TCP)
+	else
 		rc = dl_world_tcp_open(w, &env, timeout_s, e, sizeof(e));
+	int sig = dl_stop_disarm(&old);
+	if (rc == 0 && sig) {
+		/* The signal came after the last wait: the world is up, but the
+		 * process was asked to stop. */
+		snprintf(e, sizeof(e), "stopped by signal %d while joining the job", sig);
+		dl_world_abort(w, e);
+		dl_world_close(w);
+		rc = -1;
+	}
 	if (rc < 0) {
 		snprintf(err, errlen, "world (%s): %s", env.kind == DL_WORLD_PMIX ? "pmix" : "tcp", e);
 		dl_world_single(w);

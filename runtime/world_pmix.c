@@ -15,11 +15,13 @@
 #include <limits.h>
 #include <mpi.h>
 #include <pmix.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "runtime/world_int.h"
 
@@ -40,6 +42,87 @@ struct pmix_world {
 	int failed;
 	char why[512];
 };
+
+/* MPI_Init_thread and MPI_Finalize cannot be bounded from outside: a
+ * watchdog thread waits beside them, and if the call has not returned by the
+ * deadline (or a SIGTERM came), it names the stage, tells rank 0 (the star
+ * is idle while the main thread is inside MPI) and ends the process. */
+struct watchdog {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done, started;
+	double deadline;
+	const char *stage;
+	struct dl_star *st; /* NULL: nobody to tell */
+	int rank;
+};
+
+static void *watchdog_main(void *arg)
+{
+	struct watchdog *wd = arg;
+	char msg[256];
+	pthread_mutex_lock(&wd->mu);
+	while (!wd->done) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += 100000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		(void)pthread_cond_timedwait(&wd->cv, &wd->mu, &ts);
+		if (wd->done || (dl_now() < wd->deadline && !dl_stopped()))
+			continue;
+		if (dl_stopped())
+			snprintf(msg, sizeof(msg), "rank %d was stopped by signal %d inside %s",
+				 wd->rank, dl_stopped(), wd->stage);
+		else
+			snprintf(msg, sizeof(msg), "rank %d: %s did not return within the timeout "
+				 "(a rank hung or died inside MPI?)", wd->rank, wd->stage);
+		fprintf(stderr, "dljob: %s\n", msg);
+		if (wd->st)
+			dl_star_abort(wd->st, msg);
+		_exit(1);
+	}
+	pthread_mutex_unlock(&wd->mu);
+	return NULL;
+}
+
+static void watchdog_start(struct watchdog *wd, const char *stage, double timeout_s,
+			   struct dl_star *st, int rank)
+{
+	pthread_condattr_t ca;
+	memset(wd, 0, sizeof(*wd));
+	wd->stage = stage;
+	wd->deadline = dl_now() + timeout_s;
+	wd->st = st;
+	wd->rank = rank;
+	pthread_mutex_init(&wd->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&wd->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	/* Without the thread the call is unbounded, as before: say so. */
+	int rc = pthread_create(&wd->th, NULL, watchdog_main, wd);
+	if (rc != 0)
+		fprintf(stderr, "dljob: rank %d: no watchdog for %s (%s)\n", rank, stage,
+			strerror(rc));
+	else
+		wd->started = 1;
+}
+
+static void watchdog_stop(struct watchdog *wd)
+{
+	pthread_mutex_lock(&wd->mu);
+	wd->done = 1;
+	pthread_cond_signal(&wd->cv);
+	pthread_mutex_unlock(&wd->mu);
+	if (wd->started)
+		pthread_join(wd->th, NULL);
+	pthread_cond_destroy(&wd->cv);
+	pthread_mutex_destroy(&wd->mu);
+}
 
 static void fence_cb(pmix_status_t status, void *cbdata)
 {
@@ -95,6 +178,11 @@ static int pmix_allgather(struct pmix_world *p, int size, const void *mine, size
 				return give_up(p, msg, err, errlen);
 		} else {
 			usleep(1000);
+			if (dl_stopped()) {
+				snprintf(msg, sizeof(msg), "stopped by signal %d while joining the job",
+					 dl_stopped());
+				return give_up(p, msg, err, errlen);
+			}
 		}
 		if (dl_now() > deadline) {
 			if (star_up) {
@@ -254,8 +342,11 @@ static void pmix_close(struct dl_world *w)
 	dl_ring_close(p->ring);
 	if (p->mpi_up) {
 		if (!p->failed) {
+			struct watchdog wd;
+			watchdog_start(&wd, "MPI_Finalize", p->timeout_s, NULL, p->star.rank);
 			MPI_Comm_free(&p->comm);
 			MPI_Finalize();
+			watchdog_stop(&wd);
 		}
 	}
 	dl_star_close(&p->star);
@@ -342,7 +433,7 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 	PMIX_VALUE_RELEASE(val);
 	val = NULL;
 	int rank = (int)p->me.rank;
-	if (size < 1 || rank < 0 || rank >= size || local_rank >= local_size) {
+	if (size < 1 || size > DL_WORLD_MAX || rank < 0 || rank >= size || local_rank >= local_size) {
 		snprintf(err, errlen, "PMIx gave rank %d, size %d, local rank %d of %d: inconsistent",
 			 rank, size, local_rank, local_size);
 		goto out;
@@ -359,18 +450,19 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 		goto out;
 	}
 
-	/* The star's hub address travels by PMIx: rank 0 listens on any port. */
+	/* The star's hub address travels by PMIx: rank 0 listens on any port
+	 * of its host name's address (not every interface). */
 	memset(hub, 0, sizeof(hub));
 	if (rank == 0) {
-		if ((lfd = dl_listen(AF_INET, 0, e, sizeof(e))) < 0) {
-			snprintf(err, errlen, "rank 0: %s", e);
-			goto out;
-		}
 		if (gethostname(host, sizeof(host)) < 0) {
 			snprintf(err, errlen, "gethostname failed");
 			goto out;
 		}
 		host[sizeof(host) - 1] = 0;
+		if ((lfd = dl_listen_host(host, 0, e, sizeof(e))) < 0) {
+			snprintf(err, errlen, "rank 0: %s", e);
+			goto out;
+		}
 		snprintf(hub, sizeof(hub), "%.100s %d", host, dl_local_port(lfd));
 	}
 	hubs = malloc((size_t)size * HUB_LEN);
@@ -390,13 +482,14 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 		goto out;
 	}
 	char jobkey[64];
+	struct dl_auth auth;
 	snprintf(jobkey, sizeof(jobkey), "pmix:%.40s", p->me.nspace);
-	if (use_ring && (rfd = dl_listen(AF_INET, 0, e, sizeof(e))) < 0) {
-		snprintf(err, errlen, "ring listener: %s", e);
+	/* The secret comes from the environment: srun hands the SPANK
+	 * plugin's DLJOB_JOB_SECRET to every task of the step. */
+	if (dl_auth_init(&auth, env->secret, env->have_secret, jobkey, err, errlen) < 0)
 		goto out;
-	}
-	if (dl_star_open(&p->star, rank, size, lfd, host, hub_port, use_ring ? dl_local_port(rfd) : 0,
-			 env->node, jobkey, dl_now() + timeout_s, e, sizeof(e)) < 0) {
+	if (dl_star_open(&p->star, rank, size, lfd, host, hub_port, use_ring ? &rfd : NULL,
+			 env->node, &auth, dl_now() + timeout_s, e, sizeof(e)) < 0) {
 		snprintf(err, errlen, "%s", e);
 		goto out;
 	}
@@ -422,8 +515,12 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 
 	/* Open MPI finds the same PMIx server (and our PMIx_Init is counted).
 	 * SERIALIZED: collectives may come from any one thread at a time. */
-	int provided, mr = -1, ms = -1;
-	if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+	int provided, mr = -1, ms = -1, irc;
+	struct watchdog wd;
+	watchdog_start(&wd, "MPI_Init_thread", timeout_s, &p->star, rank);
+	irc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+	watchdog_stop(&wd);
+	if (irc != MPI_SUCCESS) {
 		snprintf(err, errlen, "MPI_Init_thread failed");
 		dl_star_abort(&p->star, err);
 		goto out;

@@ -3,11 +3,15 @@
  * then allgather, each rank sending and receiving one chunk per step, so
  * every link carries 2(n-1)/n of the buffer.  Every chunk is summed in the
  * same ring order on its way round and then copied, so all ranks end with
- * the same bits.  A wait ends with an error if no byte moves for timeout_s
+ * the same bits.  A wait ends with an error if one step (one chunk each way)
+ * is not done within timeout_s, however many bytes trickle in meanwhile
  * (then rank 0 finds who holds everybody up), if a ring peer hangs up, or if
- * the star reports a death.  Used by the TCP world, and by the PMIx world
+ * the star reports a death.  Every ring connection starts with the same
+ * challenge-response over the job secret as the star (world_int.h): a
+ * stranger cannot become a rank's predecessor or successor.  Used by the TCP world, and by the PMIx world
  * when DLJOB_COLLECTIVES=ring. */
 #include "config.h"
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -59,7 +63,7 @@ static int ring_step(struct dl_ring *t, const unsigned char *sbuf, size_t slen,
 		     unsigned char *dst, const char *op, char *err, size_t errlen)
 {
 	size_t sent = 0, got = 0, used = 0;
-	double last = dl_now();
+	double deadline = dl_now() + t->timeout_s;
 	char e[512];
 	int n = t->st->size, me = t->st->rank;
 
@@ -79,12 +83,10 @@ static int ring_step(struct dl_ring *t, const unsigned char *sbuf, size_t slen,
 			snprintf(err, errlen, "%s: poll: %s", op, strerror(errno));
 			return -1;
 		}
-		int moved = 0;
 		if (si >= 0 && pf[si].revents) {
 			ssize_t k = send(t->next_fd, sbuf + sent, slen - sent, MSG_NOSIGNAL);
 			if (k > 0) {
 				sent += (size_t)k;
-				moved = 1;
 			} else if (k < 0 && errno != EAGAIN && errno != EINTR) {
 				return ring_broken(t, (me + 1) % n, errno == EPIPE ? "was closed" :
 						   strerror(errno), err, errlen);
@@ -94,7 +96,6 @@ static int ring_step(struct dl_ring *t, const unsigned char *sbuf, size_t slen,
 			ssize_t k = recv(t->prev_fd, rbuf + got, rlen - got, 0);
 			if (k > 0) {
 				got += (size_t)k;
-				moved = 1;
 				if (on_recv) {
 					size_t whole = got - got % esize;
 					on_recv(dst + used, rbuf + used, whole - used);
@@ -110,10 +111,7 @@ static int ring_step(struct dl_ring *t, const unsigned char *sbuf, size_t slen,
 			snprintf(err, errlen, "%s", e);
 			return -1;
 		}
-		double now = dl_now();
-		if (moved) {
-			last = now;
-		} else if (now - last > t->timeout_s) {
+		if (dl_now() > deadline) {
 			/* The ring neighbour may only be waiting for its own: let
 			 * rank 0 find the rank that holds everybody up. */
 			return dl_star_timeout(t->st, op, err, errlen);
@@ -218,13 +216,134 @@ static int ring_barrier(struct dl_comm *c, char *err, size_t errlen)
 	return 0;
 }
 
+#define RING_MAGIC 0x646c6a32u /* "dlj2", as the star's */
+#define ROLE_RING 2u
+#define RING_HELLO_LEN (8 + DL_NONCE_LEN + DL_MAC_LEN)
+#define RING_PENDING_MAX 16
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return ntohl(v);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	v = htonl(v);
+	memcpy(p, &v, 4);
+}
+
+/* A connection to this rank's listener, in its handshake. */
+struct ring_pending {
+	int fd;
+	double until;
+	size_t got;
+	unsigned char nonce[DL_NONCE_LEN];
+	uint8_t hello[RING_HELLO_LEN];
+};
+
+/* The connection to the successor, in its handshake. */
+struct ring_out {
+	int state;      /* 0: wait for its greeting, 1: wait for its proof, 2: done */
+	size_t got;
+	unsigned char theirs[DL_NONCE_LEN], mine[DL_NONCE_LEN];
+	uint8_t buf[DL_GREETING_LEN];
+};
+
+/* Read what is there into buf (up to want bytes): 0, or -1 on EOF/error. */
+static int ring_read(int fd, uint8_t *buf, size_t *got, size_t want)
+{
+	ssize_t n = recv(fd, buf + *got, want - *got, 0);
+	if (n > 0) {
+		*got += (size_t)n;
+		return 0;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	return -1;
+}
+
+/* The successor's side of this rank's outgoing connection: greeting in,
+ * hello out, proof in.  Returns 0 (progress or done), or -1 with err. */
+static int ring_out_step(struct dl_ring *t, struct ring_out *o, int next, char *err,
+			 size_t errlen)
+{
+	struct dl_star *st = t->st;
+	uint32_t ints[2] = { (uint32_t)st->rank, (uint32_t)st->size };
+	char e[256], name[96];
+	size_t want = o->state == 0 ? DL_GREETING_LEN : DL_PROOF_LEN;
+
+	dl_star_name(st, next, name, sizeof(name));
+	if (ring_read(t->next_fd, o->buf, &o->got, want) < 0) {
+		snprintf(err, errlen, "ring: %s closed the connection during the handshake (%s)",
+			 name, o->state == 0 ? "before greeting" :
+			 "it refused this rank's proof: DLJOB_JOB_SECRET differs?");
+		return -1;
+	}
+	if (o->got < want)
+		return 0;
+	if (o->state == 0) {
+		uint8_t hello[RING_HELLO_LEN];
+		if (dl_star_parse_greeting(o->buf, DL_GREETING_LEN, ROLE_RING, o->theirs) < 0) {
+			snprintf(err, errlen, "ring: the program at %s's ring address is not a dljob "
+				 "rank (it sent no ring greeting)", name);
+			return -1;
+		}
+		dl_auth_nonce(o->mine);
+		put32(hello, RING_MAGIC);
+		put32(hello + 4, (uint32_t)st->rank);
+		memcpy(hello + 8, o->mine, DL_NONCE_LEN);
+		dl_auth_mac(&st->auth, "dljob ring hello", o->theirs, o->mine, ints, 2, NULL, 0,
+			    hello + 8 + DL_NONCE_LEN);
+		if (dl_write_full(t->next_fd, hello, sizeof(hello), dl_now() + DL_HANDSHAKE_S, e,
+				  sizeof(e)) < 0) {
+			snprintf(err, errlen, "ring: sending to %s: %s", name, e);
+			return -1;
+		}
+		o->state = 1;
+		o->got = 0;
+		return 0;
+	}
+	if (get32(o->buf) != RING_MAGIC ||
+	    !dl_auth_check(&st->auth, "dljob ring proof", o->mine, o->theirs, ints, 2, NULL, 0,
+			   o->buf + 4)) {
+		snprintf(err, errlen, "ring: the process at %s's ring address could not prove it "
+			 "knows the job secret (a stranger?)", name);
+		return -1;
+	}
+	o->state = 2;
+	return 0;
+}
+
+/* A complete hello on pending p: 1 if it is the predecessor (proof sent),
+ * 0 if a stranger (to drop). */
+static int ring_in_hello(struct dl_ring *t, struct ring_pending *p, int prev)
+{
+	struct dl_star *st = t->st;
+	uint8_t proof[DL_PROOF_LEN];
+	uint32_t ints[2] = { (uint32_t)prev, (uint32_t)st->size };
+	char e[128];
+
+	if (get32(p->hello) != RING_MAGIC || get32(p->hello + 4) != (uint32_t)prev ||
+	    !dl_auth_check(&st->auth, "dljob ring hello", p->nonce, p->hello + 8, ints, 2, NULL, 0,
+			   p->hello + 8 + DL_NONCE_LEN))
+		return 0;
+	put32(proof, RING_MAGIC);
+	dl_auth_mac(&st->auth, "dljob ring proof", p->hello + 8, p->nonce, ints, 2, NULL, 0,
+		    proof + 4);
+	return dl_write_full(p->fd, proof, sizeof(proof), dl_now() + 1.0, e, sizeof(e)) == 0;
+}
+
 int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *c,
 		 char *err, size_t errlen)
 {
 	struct dl_ring *t;
+	struct ring_pending pd[RING_PENDING_MAX];
+	struct ring_out out;
+	struct pollfd pf[RING_PENDING_MAX + 2];
 	char e[512], name[96];
-	int rank = st->rank, size = st->size;
-	int32_t id;
+	int rank = st->rank, size = st->size, npend = 0;
 
 	t = calloc(1, sizeof(*t));
 	if (!t) {
@@ -234,42 +353,105 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 	t->st = st;
 	t->next_fd = t->prev_fd = -1;
 	t->timeout_s = timeout_s;
+	memset(&out, 0, sizeof(out));
 
-	/* Connect to the successor, then accept the predecessor.  A listener
-	 * queues the connection even before its owner calls accept, so nobody
-	 * waits on anybody here. */
+	/* Connect to the successor (its listener is up since before the
+	 * table), then, all at once: its handshake, and the handshakes of
+	 * whoever connects here, until the predecessor proves who it is.  The
+	 * star is watched all along: a death is named at once. */
 	int next = (rank + 1) % size, prev = (rank - 1 + size) % size;
 	double rd = dl_now() + timeout_s;
-	t->next_fd = dl_connect_addr(&st->peer[next].sa, st->peer[next].salen, rd, e, sizeof(e));
-	if (t->next_fd < 0) {
-		dl_star_name(st, next, name, sizeof(name));
-		snprintf(err, errlen, "ring: cannot connect to %s: %s", name, e);
-		goto bad;
-	}
-	id = (int32_t)rank;
-	if (dl_write_full(t->next_fd, &id, sizeof(id), rd, e, sizeof(e)) < 0) {
-		dl_star_name(st, next, name, sizeof(name));
-		snprintf(err, errlen, "ring: sending to %s: %s", name, e);
-		goto bad;
-	}
-	for (;;) {
-		int fd = dl_accept_until(rfd, rd, e, sizeof(e));
-		if (fd == -2) {
-			dl_star_name(st, prev, name, sizeof(name));
-			snprintf(err, errlen, "ring: %s never connected", name);
-			goto bad;
-		}
-		if (fd < 0) {
-			snprintf(err, errlen, "ring: %s", e);
-			goto bad;
-		}
-		int32_t who = -1;
-		if (dl_read_full(fd, &who, sizeof(who), rd, e, sizeof(e)) == 0 && who == prev) {
-			t->prev_fd = fd;
+	while (t->next_fd < 0) {
+		double cd = dl_now() + 0.2;
+		t->next_fd = dl_connect_addr(&st->peer[next].sa, st->peer[next].salen,
+					     cd < rd ? cd : rd, e, sizeof(e));
+		if (t->next_fd >= 0)
 			break;
+		if (dl_star_pump(st, 20, err, errlen) < 0)
+			goto bad;
+		if (dl_now() >= rd) {
+			dl_star_name(st, next, name, sizeof(name));
+			snprintf(err, errlen, "ring: cannot connect to %s: %s", name, e);
+			goto bad;
 		}
-		close(fd); /* not our predecessor: a stray connection */
 	}
+	while (out.state != 2 || t->prev_fd < 0) {
+		int np = 0, oi = -1;
+		if (t->prev_fd < 0) {
+			for (;;) {
+				int fd = dl_accept_one(rfd, e, sizeof(e));
+				if (fd == -3 && npend > 0) {
+					close(pd[0].fd);
+					pd[0] = pd[--npend];
+					continue;
+				}
+				if (fd < 0)
+					break;
+				if (npend == RING_PENDING_MAX) {
+					close(pd[0].fd);
+					pd[0] = pd[--npend];
+				}
+				struct ring_pending *p = &pd[npend];
+				uint8_t g[DL_GREETING_LEN];
+				memset(p, 0, sizeof(*p));
+				p->fd = fd;
+				p->until = dl_now() + DL_HANDSHAKE_S;
+				dl_auth_nonce(p->nonce);
+				put32(g, RING_MAGIC);
+				put32(g + 4, ROLE_RING);
+				memcpy(g + 8, p->nonce, DL_NONCE_LEN);
+				if (dl_write_full(fd, g, sizeof(g), dl_now() + 1.0, e, sizeof(e)) < 0) {
+					close(fd);
+					continue;
+				}
+				npend++;
+			}
+			pf[np++] = (struct pollfd){ .fd = rfd, .events = POLLIN };
+			for (int k = 0; k < npend; k++)
+				pf[np++] = (struct pollfd){ .fd = pd[k].fd, .events = POLLIN };
+		}
+		if (out.state != 2) {
+			oi = np;
+			pf[np++] = (struct pollfd){ .fd = t->next_fd, .events = POLLIN };
+		}
+		if (poll(pf, (nfds_t)np, 20) < 0 && errno != EINTR) {
+			snprintf(err, errlen, "ring: poll: %s", strerror(errno));
+			goto bad;
+		}
+		if (oi >= 0 && pf[oi].revents && ring_out_step(t, &out, next, err, errlen) < 0)
+			goto bad;
+		double now = dl_now();
+		for (int k = npend - 1; k >= 0 && t->prev_fd < 0; k--) {
+			struct ring_pending *p = &pd[k];
+			if (pf[k + 1].revents && ring_read(p->fd, p->hello, &p->got, RING_HELLO_LEN) < 0) {
+				close(p->fd);
+				pd[k] = pd[--npend];
+				continue;
+			}
+			if (p->got == RING_HELLO_LEN) {
+				if (ring_in_hello(t, p, prev))
+					t->prev_fd = p->fd;
+				else
+					close(p->fd); /* not our predecessor: a stranger */
+				pd[k] = pd[--npend];
+				continue;
+			}
+			if (now > p->until) {
+				close(p->fd);
+				pd[k] = pd[--npend];
+			}
+		}
+		if (dl_star_pump(st, 0, err, errlen) < 0)
+			goto bad;
+		if (now >= rd) {
+			dl_star_name(st, out.state != 2 ? next : prev, name, sizeof(name));
+			snprintf(err, errlen, out.state != 2 ? "ring: %s did not answer the handshake" :
+				 "ring: %s never connected", name);
+			goto bad;
+		}
+	}
+	for (int k = 0; k < npend; k++)
+		close(pd[k].fd);
 	c->rank = rank;
 	c->size = size;
 	c->allreduce_sum_f32 = ring_allreduce_f32;
@@ -278,9 +460,13 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 	c->impl = t;
 	return 0;
 bad:
+	for (int k = 0; k < npend; k++)
+		close(pd[k].fd);
 	dl_star_abort(st, err);
 	if (t->next_fd >= 0)
 		close(t->next_fd);
+	if (t->prev_fd >= 0)
+		close(t->prev_fd);
 	free(t);
 	return -1;
 }

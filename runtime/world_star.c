@@ -1,12 +1,17 @@
 /* The star: one TCP connection from every rank to rank 0.  It carries the
- * rendezvous (HELLO/TABLE), small collectives (barrier, blob exchange) and
- * the failure protocol:
+ * rendezvous (handshake, TABLE), small collectives (barrier, blob exchange)
+ * and the failure protocol:
  *   - a process that dies has its sockets closed by the kernel, so rank 0
  *     sees EOF from exactly the rank that died and sends DEAD("rank 3 (n2)
  *     died ...") to everybody else; if rank 0 dies, everybody sees its EOF;
  *   - a rank that gives up on its own (a timeout) sends DEAD(why) to rank 0,
  *     which passes it on;
  *   - a rank that closes normally sends BYE first, so its EOF is no failure.
+ * Every connection starts with a mutual challenge-response over the job
+ * secret (world_int.h, world_auth.c): rank 0 serves all pending connections
+ * at once and drops any that cannot prove the secret, send garbage or stay
+ * silent; a rank drops a "rank 0" that cannot prove it.  After the
+ * handshake messages are neither encrypted nor authenticated (see dljob(1)).
  * Messages are read eagerly into a per-peer inbox while any wait polls (so a
  * DEAD is seen even in the middle of an MPI or ring collective), and are
  * consumed in order by whoever expects them. */
@@ -18,27 +23,42 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "runtime/world_int.h"
 
-#define STAR_MAGIC 0x646c6a31u /* "dlj1" */
-#define STAR_MSG_MAX (256u << 20) /* a larger header is garbage, not a message */
+#define STAR_MAGIC 0x646c6a32u /* "dlj2" */
+#define ROLE_STAR 1u
+#define PENDING_MAX 64        /* rank 0: handshakes in progress at once */
+#define LINGER_S 3.0          /* rank 0, failed set-up: tell late ranks why */
 
 struct msg_hdr {
 	uint32_t type, len;
 };
 
-struct hello {
-	uint32_t magic, rank, size, ring_port;
-	char jobkey[64];
-	char node[DL_NODE_MAX];
-};
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return ntohl(v);
+}
 
-struct table_entry {
-	uint32_t family, port;
-	uint8_t addr[16];
-	char node[DL_NODE_MAX];
-};
+static void put32(uint8_t *p, uint32_t v)
+{
+	v = htonl(v);
+	memcpy(p, &v, 4);
+}
+
+void dl_wire_text(char *out, size_t outlen, const void *p, size_t n)
+{
+	const unsigned char *s = p;
+	size_t o = 0;
+	if (!outlen)
+		return;
+	for (size_t i = 0; i < n && s[i] && o + 1 < outlen; i++)
+		out[o++] = s[i] >= 0x20 && s[i] < 0x7f ? (char)s[i] : '?';
+	out[o] = 0;
+}
 
 void dl_star_name(const struct dl_star *st, int rank, char *out, size_t outlen)
 {
@@ -48,8 +68,102 @@ void dl_star_name(const struct dl_star *st, int rank, char *out, size_t outlen)
 		snprintf(out, outlen, "rank %d", rank);
 }
 
-static int inbox_add(struct dl_inbox *in, const void *p, size_t n)
+long dl_star_parse_msg(const uint8_t *buf, size_t len, uint32_t *type, uint32_t *plen)
 {
+	if (len < sizeof(struct msg_hdr))
+		return 0;
+	*type = get32(buf);
+	*plen = get32(buf + 4);
+	if (*type < DL_MSG_TABLE || *type > DL_MSG_LAST || *plen > DL_STAR_MSG_MAX)
+		return -1;
+	if (len - sizeof(struct msg_hdr) < *plen)
+		return 0;
+	return (long)(sizeof(struct msg_hdr) + *plen);
+}
+
+int dl_star_parse_greeting(const uint8_t *buf, size_t len, uint32_t role,
+			   unsigned char nonce[DL_NONCE_LEN])
+{
+	if (len != DL_GREETING_LEN || get32(buf) != STAR_MAGIC || get32(buf + 4) != role)
+		return -1;
+	memcpy(nonce, buf + 8, DL_NONCE_LEN);
+	return 0;
+}
+
+int dl_star_parse_hello(const uint8_t *buf, size_t len, struct dl_hello_view *h, char *err,
+			size_t errlen)
+{
+	if (len != DL_HELLO_LEN) {
+		snprintf(err, errlen, "hello of %zu bytes, not %d", len, DL_HELLO_LEN);
+		return -1;
+	}
+	if (get32(buf) != STAR_MAGIC) {
+		snprintf(err, errlen, "not a dljob hello");
+		return -1;
+	}
+	h->rank = get32(buf + 4);
+	h->size = get32(buf + 8);
+	h->ring_port = get32(buf + 12);
+	dl_wire_text(h->node, sizeof(h->node), buf + 16, DL_NODE_MAX);
+	memcpy(h->nonce, buf + 16 + DL_NODE_MAX, DL_NONCE_LEN);
+	memcpy(h->mac, buf + 16 + DL_NODE_MAX + DL_NONCE_LEN, DL_MAC_LEN);
+	if (h->ring_port > 65535) {
+		snprintf(err, errlen, "ring port %u", h->ring_port);
+		return -1;
+	}
+	return 0;
+}
+
+int dl_star_parse_table(const uint8_t *buf, size_t len, int size, struct dl_peer_addr *peers,
+			char *err, size_t errlen)
+{
+	if (size < 1 || size > DL_WORLD_MAX || len != (size_t)DL_TABLE_ENTRY_LEN * (size_t)size) {
+		snprintf(err, errlen, "a table of %zu bytes for %d ranks", len, size);
+		return -1;
+	}
+	for (int r = 0; r < size; r++) {
+		const uint8_t *e = buf + (size_t)r * DL_TABLE_ENTRY_LEN;
+		struct dl_peer_addr *a = &peers[r];
+		uint32_t fam = get32(e), port = get32(e + 4);
+		memset(a, 0, sizeof(*a));
+		if (port > 65535 || (fam != AF_INET && fam != AF_INET6)) {
+			snprintf(err, errlen, "entry %d: family %u, port %u", r, fam, port);
+			return -1;
+		}
+		if (fam == AF_INET6) {
+			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&a->sa;
+			s6->sin6_family = AF_INET6;
+			s6->sin6_port = htons((uint16_t)port);
+			memcpy(&s6->sin6_addr, e + 8, 16);
+			a->salen = sizeof(*s6);
+		} else {
+			struct sockaddr_in *s4 = (struct sockaddr_in *)&a->sa;
+			s4->sin_family = AF_INET;
+			s4->sin_port = htons((uint16_t)port);
+			memcpy(&s4->sin_addr, e + 8, 4);
+			a->salen = sizeof(*s4);
+		}
+		dl_wire_text(a->node, sizeof(a->node), e + 24, DL_NODE_MAX);
+	}
+	return 0;
+}
+
+static void entry_put(uint8_t *e, const struct sockaddr_storage *ss, int port, const char *node)
+{
+	memset(e, 0, DL_TABLE_ENTRY_LEN);
+	put32(e, (uint32_t)ss->ss_family);
+	put32(e + 4, (uint32_t)port);
+	if (ss->ss_family == AF_INET6)
+		memcpy(e + 8, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+	else
+		memcpy(e + 8, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+	memcpy(e + 24, node, strnlen(node, DL_NODE_MAX - 1));
+}
+
+static int inbox_add(struct dl_star *st, struct dl_inbox *in, const void *p, size_t n)
+{
+	if (st->in_total + n > DL_STAR_INBOX_MAX)
+		return -1;
 	if (in->len + n > in->cap) {
 		size_t cap = in->cap ? in->cap : 4096;
 		while (cap < in->len + n)
@@ -62,23 +176,17 @@ static int inbox_add(struct dl_inbox *in, const void *p, size_t n)
 	}
 	memcpy(in->buf + in->len, p, n);
 	in->len += n;
+	st->in_total += n;
 	return 0;
 }
 
-/* Length of the complete message at offset off of the inbox, header
- * included, or 0 if it has not all arrived. */
-static size_t inbox_msg_at(const struct dl_inbox *in, size_t off, struct msg_hdr *h)
+/* Drop the first n bytes of peer's inbox (a consumed message). */
+static void inbox_take(struct dl_star *st, struct dl_inbox *in, size_t n)
 {
-	if (in->len - off < sizeof(*h))
-		return 0;
-	memcpy(h, in->buf + off, sizeof(*h));
-	h->type = ntohl(h->type);
-	h->len = ntohl(h->len);
-	if (h->len > STAR_MSG_MAX)
-		return 0; /* caught by the caller's check of the header alone */
-	if (in->len - off < sizeof(*h) + h->len)
-		return 0;
-	return sizeof(*h) + h->len;
+	memmove(in->buf, in->buf + n, in->len - n);
+	in->len -= n;
+	in->seen = in->seen > n ? in->seen - n : 0;
+	st->in_total -= n;
 }
 
 /* Raw send of one message, bounded; used also while failing (no pumping). */
@@ -110,68 +218,82 @@ static int fail(struct dl_star *st, char *err, size_t errlen)
 	return -1;
 }
 
+/* The job is over for the reason in why (already set): tell the others. */
+static void set_failed(struct dl_star *st, int skip)
+{
+	st->failed = 1;
+	if (st->rank == 0)
+		tell_all(st, skip);
+}
+
 /* A peer's connection ended (EOF or reset) without BYE. */
 static void peer_lost(struct dl_star *st, int peer, const char *how)
 {
 	char name[96];
 	dl_star_name(st, peer, name, sizeof(name));
-	if (st->rank == 0) {
+	if (st->rank == 0)
 		snprintf(st->why, sizeof(st->why),
 			 "%s died or was killed (its connection to rank 0 %s)", name, how);
-		st->failed = 1;
-		tell_all(st, peer);
-	} else {
+	else
 		snprintf(st->why, sizeof(st->why),
 			 "%s died or was killed (its connection %s)", name, how);
-		st->failed = 1;
-	}
+	set_failed(st, peer);
 }
 
-/* Look through peer's inbox for BYE and DEAD (they may sit behind messages
- * nobody has asked for yet). */
+/* Look through peer's new complete messages for BYE, DEAD and STUCK (they
+ * may sit behind messages nobody has asked for yet). */
 static void scan(struct dl_star *st, int peer)
 {
 	struct dl_inbox *in = &st->in[peer];
-	size_t off = 0, n;
-	struct msg_hdr h;
+	uint32_t type, len;
+	long n;
+	char name[96], text[256];
 
-	while ((n = inbox_msg_at(in, off, &h)) > 0) {
-		if (h.type == DL_MSG_BYE) {
+	while ((n = dl_star_parse_msg(in->buf + in->seen, in->len - in->seen, &type, &len)) > 0) {
+		const unsigned char *body = in->buf + in->seen + sizeof(struct msg_hdr);
+		if (type == DL_MSG_BYE) {
 			char num[24];
-			snprintf(num, sizeof(num), "%.*s", (int)(h.len < 23 ? h.len : 23),
-				 (const char *)in->buf + off + sizeof(h));
+			dl_wire_text(num, sizeof(num), body, len);
 			st->bye[peer] = 1;
 			st->bye_seq[peer] = strtoul(num, NULL, 10);
-		} else if (h.type == DL_MSG_STUCK && st->rank == 0) {
+		} else if (type == DL_MSG_STUCK && st->rank == 0) {
 			st->stuck[peer] = 1;
 			if (!st->stuck_what[0])
-				snprintf(st->stuck_what, sizeof(st->stuck_what), "%.*s", (int)h.len,
-					 (const char *)in->buf + off + sizeof(h));
-		} else if (h.type == DL_MSG_DEAD && !st->failed) {
-			int tl = (int)h.len;
-			const char *t = (const char *)in->buf + off + sizeof(h);
+				dl_wire_text(st->stuck_what, sizeof(st->stuck_what), body, len);
+		} else if (type == DL_MSG_DEAD && !st->failed) {
+			dl_wire_text(text, sizeof(text), body, len);
 			if (st->rank == 0) {
-				char name[96];
 				dl_star_name(st, peer, name, sizeof(name));
-				snprintf(st->why, sizeof(st->why), "%s gave up: %.*s", name, tl, t);
-				st->failed = 1;
-				tell_all(st, peer);
+				snprintf(st->why, sizeof(st->why), "%s gave up: %s", name, text);
 			} else {
-				snprintf(st->why, sizeof(st->why), "%.*s", tl, t);
-				st->failed = 1;
+				snprintf(st->why, sizeof(st->why), "%s", text);
 			}
+			set_failed(st, peer);
 		}
-		off += n;
+		in->seen += (size_t)n;
 	}
-	if (in->len - off >= sizeof(h) && h.len > STAR_MSG_MAX && !st->failed) {
-		char name[96];
+	if (n < 0 && !st->failed) {
 		dl_star_name(st, peer, name, sizeof(name));
 		snprintf(st->why, sizeof(st->why), "%s sent garbage on the control connection "
-			 "(message of %u bytes)", name, h.len);
-		st->failed = 1;
-		if (st->rank == 0)
-			tell_all(st, peer);
+			 "(message type %u of %u bytes)", name, type, len);
+		set_failed(st, peer);
 	}
+}
+
+int dl_star_feed(struct dl_star *st, int peer, const void *p, size_t n)
+{
+	char name[96];
+	if (inbox_add(st, &st->in[peer], p, n) < 0) {
+		if (!st->failed) {
+			dl_star_name(st, peer, name, sizeof(name));
+			snprintf(st->why, sizeof(st->why), "%s sent more than %zu MiB of control "
+				 "messages nobody asked for", name, DL_STAR_INBOX_MAX >> 20);
+			set_failed(st, peer);
+		}
+		return -1;
+	}
+	scan(st, peer);
+	return 0;
 }
 
 /* Drain fd of peer into its inbox.  Returns 1 on EOF/reset, 0 otherwise. */
@@ -181,8 +303,8 @@ static int drain(struct dl_star *st, int peer, const char **how)
 	for (;;) {
 		ssize_t n = recv(st->fd[peer], b, sizeof(b), 0);
 		if (n > 0) {
-			if (inbox_add(&st->in[peer], b, (size_t)n) < 0) {
-				*how = "overflowed memory";
+			if (dl_star_feed(st, peer, b, (size_t)n) < 0) {
+				*how = "sent too much";
 				return 1;
 			}
 			continue;
@@ -202,12 +324,23 @@ static int drain(struct dl_star *st, int peer, const char **how)
 
 static void diagnose(struct dl_star *st);
 
+/* A SIGTERM during the bootstrap (dl_stop_arm): the job is over, say so. */
+static void check_stopped(struct dl_star *st)
+{
+	char msg[160];
+	if (!dl_stopped() || st->failed)
+		return;
+	snprintf(msg, sizeof(msg), "rank %d (%s) was stopped by signal %d (SIGTERM?) while "
+		 "joining the job", st->rank, st->peer[st->rank].node, dl_stopped());
+	dl_star_abort(st, msg);
+}
+
 int dl_star_pump(struct dl_star *st, int timeout_ms, char *err, size_t errlen)
 {
-	struct pollfd pf[st->size > 0 ? st->size : 1];
-	int who[st->size > 0 ? st->size : 1];
+	struct pollfd *pf = st->pf;
 	int np = 0;
 
+	check_stopped(st);
 	if (st->failed)
 		return fail(st, err, errlen);
 	for (int i = 0; i < st->size; i++) {
@@ -216,20 +349,22 @@ int dl_star_pump(struct dl_star *st, int timeout_ms, char *err, size_t errlen)
 		pf[np].fd = st->fd[i];
 		pf[np].events = POLLIN;
 		pf[np].revents = 0;
-		who[np++] = i;
+		st->who[np++] = i;
 	}
 	int r = poll(np ? pf : NULL, (nfds_t)np, timeout_ms);
 	if (r < 0 && errno != EINTR) {
 		snprintf(err, errlen, "poll: %s", strerror(errno));
 		return -1;
 	}
+	check_stopped(st);
+	if (st->failed)
+		return fail(st, err, errlen);
 	for (int k = 0; k < np && r > 0; k++) {
-		int i = who[k];
+		int i = st->who[k];
 		const char *how = NULL;
 		if (!pf[k].revents)
 			continue;
 		int eof = drain(st, i, &how);
-		scan(st, i);
 		if (eof) {
 			close(st->fd[i]);
 			st->fd[i] = -1;
@@ -319,36 +454,34 @@ int dl_star_recv(struct dl_star *st, int peer, int type, void **p, size_t *len,
 	*len = 0;
 	for (;;) {
 		struct dl_inbox *in = &st->in[peer];
-		struct msg_hdr h;
-		size_t n;
+		uint32_t htype = 0, hlen = 0;
+		long n = dl_star_parse_msg(in->buf, in->len, &htype, &hlen);
 
 		/* A BYE (seen by scan already) may precede a leaving rank's last
 		 * messages, e.g. its close barrier. */
-		if ((n = inbox_msg_at(in, 0, &h)) > 0 && h.type == DL_MSG_BYE && type != DL_MSG_BYE) {
-			memmove(in->buf, in->buf + n, in->len - n);
-			in->len -= n;
+		if (n > 0 && htype == DL_MSG_BYE && type != DL_MSG_BYE) {
+			inbox_take(st, in, (size_t)n);
 			continue;
 		}
 		/* What arrived before a failure is still delivered: the failure
 		 * is then reported by the call that really waits on it. */
-		if (n > 0 && (int)h.type == type) {
-			*p = malloc(h.len ? h.len : 1);
+		if (n > 0 && (int)htype == type) {
+			*p = malloc(hlen ? hlen : 1);
 			if (!*p) {
-				snprintf(err, errlen, "out of memory for a %u-byte message", h.len);
+				snprintf(err, errlen, "out of memory for a %u-byte message", hlen);
 				return -1;
 			}
-			memcpy(*p, in->buf + sizeof(h), h.len);
-			*len = h.len;
-			memmove(in->buf, in->buf + n, in->len - n);
-			in->len -= n;
+			memcpy(*p, in->buf + sizeof(struct msg_hdr), hlen);
+			*len = hlen;
+			inbox_take(st, in, (size_t)n);
 			return 0;
 		}
 		if (st->failed)
 			return fail(st, err, errlen);
-		if (n > 0) {
+		if (n != 0) {
 			dl_star_name(st, peer, name, sizeof(name));
 			snprintf(err, errlen, "%s sent control message %u where %d was due "
-				 "(ranks out of step?)", name, h.type, type);
+				 "(ranks out of step?)", name, htype, type);
 			return -1;
 		}
 		double left = deadline - dl_now();
@@ -370,57 +503,41 @@ int dl_star_recv(struct dl_star *st, int peer, int type, void **p, size_t *len,
 	}
 }
 
-static int setup(struct dl_star *st, int rank, int size, char *err, size_t errlen)
+int dl_star_init(struct dl_star *st, int rank, int size, char *err, size_t errlen)
 {
 	memset(st, 0, sizeof(*st));
+	if (size < 1 || size > DL_WORLD_MAX || rank < 0 || rank >= size) {
+		snprintf(err, errlen, "rank %d of a world of %d (at most %d ranks)", rank, size,
+			 DL_WORLD_MAX);
+		return -1;
+	}
 	st->rank = rank;
 	st->size = size;
 	st->fd = malloc(sizeof(int) * (size_t)size);
 	st->in = calloc((size_t)size, sizeof(*st->in));
+	st->pf = calloc((size_t)size, sizeof(*st->pf));
+	st->who = calloc((size_t)size, sizeof(*st->who));
 	st->bye = calloc((size_t)size, 1);
 	st->bye_seq = calloc((size_t)size, sizeof(*st->bye_seq));
 	st->stuck = calloc((size_t)size, 1);
 	st->peer = calloc((size_t)size, sizeof(*st->peer));
-	if (!st->fd || !st->in || !st->bye || !st->bye_seq || !st->stuck || !st->peer) {
+	if (!st->fd || !st->in || !st->pf || !st->who || !st->bye || !st->bye_seq || !st->stuck ||
+	    !st->peer) {
+		free(st->fd);
+		free(st->in);
+		free(st->pf);
+		free(st->who);
+		free(st->bye);
+		free(st->bye_seq);
+		free(st->stuck);
+		free(st->peer);
+		memset(st, 0, sizeof(*st));
 		snprintf(err, errlen, "out of memory for a world of %d ranks", size);
 		return -1;
 	}
 	for (int i = 0; i < size; i++)
 		st->fd[i] = -1;
 	return 0;
-}
-
-static void entry_from(struct table_entry *e, const struct sockaddr_storage *ss, int port,
-		       const char *node)
-{
-	memset(e, 0, sizeof(*e));
-	e->family = htonl((uint32_t)ss->ss_family);
-	e->port = htonl((uint32_t)port);
-	if (ss->ss_family == AF_INET6)
-		memcpy(e->addr, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
-	else
-		memcpy(e->addr, &((const struct sockaddr_in *)ss)->sin_addr, 4);
-	snprintf(e->node, sizeof(e->node), "%s", node);
-}
-
-static void entry_to(struct dl_peer_addr *a, const struct table_entry *e)
-{
-	memset(a, 0, sizeof(*a));
-	if (ntohl(e->family) == AF_INET6) {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&a->sa;
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons((uint16_t)ntohl(e->port));
-		memcpy(&s6->sin6_addr, e->addr, 16);
-		a->salen = sizeof(*s6);
-	} else {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&a->sa;
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons((uint16_t)ntohl(e->port));
-		memcpy(&s4->sin_addr, e->addr, 4);
-		a->salen = sizeof(*s4);
-	}
-	memcpy(a->node, e->node, sizeof(a->node));
-	a->node[sizeof(a->node) - 1] = 0;
 }
 
 /* "2,3,5" for the first ranks in [1,size) without a connection. */
@@ -440,165 +557,363 @@ static void missing_list(const struct dl_star *st, char *out, size_t outlen, int
 	}
 }
 
-static int open_root(struct dl_star *st, int lfd, int ring_port, const char *node,
-		     const char *jobkey, double deadline, char *err, size_t errlen)
+static void greeting_put(uint8_t *g, uint32_t role, const unsigned char nonce[DL_NONCE_LEN])
 {
-	struct sockaddr_storage *pa = NULL;
-	int *rport = NULL, have = 0, rv = -1;
-	struct table_entry *tab = NULL;
+	put32(g, STAR_MAGIC);
+	put32(g + 4, role);
+	memcpy(g + 8, nonce, DL_NONCE_LEN);
+}
+
+/* Rank 0: a connection in its handshake (greeted, hello not complete). */
+struct pending {
+	int fd;
+	double until;                      /* dropped if the hello is not in by then */
+	size_t got;
+	unsigned char nonce[DL_NONCE_LEN]; /* rank 0's challenge */
+	uint8_t hello[DL_HELLO_LEN];
+};
+
+static void pending_drop(struct pending *pd, int *npend, int k)
+{
+	close(pd[k].fd);
+	pd[k] = pd[--*npend];
+}
+
+/* Rank 0: a complete hello on pending k.  Returns 1 if it made a rank join,
+ * 0 if it was a stranger (dropped), -1 if the job must fail (why is set). */
+static int root_hello(struct dl_star *st, struct pending *p, struct sockaddr_storage *pa,
+		      int *rport)
+{
+	struct dl_hello_view h;
+	char e[256];
+	uint8_t proof[DL_PROOF_LEN];
+	uint32_t ints[3];
+
+	if (dl_star_parse_hello(p->hello, sizeof(p->hello), &h, e, sizeof(e)) < 0)
+		return 0;
+	ints[0] = h.rank;
+	ints[1] = h.size;
+	ints[2] = h.ring_port;
+	if (!dl_auth_check(&st->auth, "dljob star hello", p->nonce, h.nonce, ints, 3, h.node,
+			   sizeof(h.node), h.mac))
+		return 0; /* no proof: a stranger, or another step's rank */
+	/* A process of this job: prove rank 0 knows the secret too. */
+	put32(proof, STAR_MAGIC);
+	dl_auth_mac(&st->auth, "dljob star proof", h.nonce, p->nonce, &h.rank, 1, NULL, 0,
+		    proof + 4);
+	if (dl_write_full(p->fd, proof, sizeof(proof), dl_now() + 1.0, e, sizeof(e)) < 0)
+		return 0;
+	int r = (int)h.rank;
+	if (st->failed) {
+		/* Set-up failed already: tell this latecomer why. */
+		(void)send_msg(p->fd, DL_MSG_DEAD, st->why, strlen(st->why), dl_now() + 1.0, e,
+			       sizeof(e));
+		return 0;
+	}
+	if ((int)h.size != st->size || h.rank == 0 || h.rank >= (uint32_t)st->size ||
+	    st->fd[r] >= 0) {
+		if ((int)h.size != st->size)
+			snprintf(st->why, sizeof(st->why), "rank %u (%s) says the world has %u "
+				 "ranks, rank 0 (%s) says %d", h.rank, h.node, h.size,
+				 st->peer[0].node, st->size);
+		else
+			snprintf(st->why, sizeof(st->why), "a process of this job on %s joined as "
+				 "rank %u, which is %s", h.node, h.rank,
+				 h.rank == 0 || h.rank >= (uint32_t)st->size ? "out of range" :
+				 "taken twice");
+		(void)send_msg(p->fd, DL_MSG_DEAD, st->why, strlen(st->why), dl_now() + 1.0, e,
+			       sizeof(e));
+		set_failed(st, -1);
+		return -1;
+	}
+	socklen_t sl = sizeof(pa[r]);
+	if (getpeername(p->fd, (struct sockaddr *)&pa[r], &sl) < 0)
+		return 0;
+	st->fd[r] = p->fd;
+	rport[r] = (int)h.ring_port;
+	snprintf(st->peer[r].node, sizeof(st->peer[r].node), "%s", h.node);
+	return 1;
+}
+
+/* Rank 0: serve every connection at once until all size-1 others have
+ * joined.  After a failure, keep serving LINGER_S to tell latecomers why. */
+static int open_root(struct dl_star *st, int lfd, int *ring_fd, const char *node,
+		     double deadline, char *err, size_t errlen)
+{
+	struct sockaddr_storage *pa = NULL, me;
+	socklen_t ml = sizeof(me);
+	int *rport = NULL, have = 0, rv = -1, npend = 0, ring_port = 0;
+	struct pending *pd = NULL;
+	struct pollfd *pf = NULL;
+	uint8_t *tab = NULL;
+	double linger = 0;
 	char e[256], name[96];
 
 	pa = calloc((size_t)st->size, sizeof(*pa));
 	rport = calloc((size_t)st->size, sizeof(*rport));
-	tab = calloc((size_t)st->size, sizeof(*tab));
-	if (!pa || !rport || !tab) {
+	tab = calloc((size_t)st->size, DL_TABLE_ENTRY_LEN);
+	pd = calloc(PENDING_MAX, sizeof(*pd));
+	pf = calloc(PENDING_MAX + 1, sizeof(*pf));
+	if (!pa || !rport || !tab || !pd || !pf) {
 		snprintf(err, errlen, "out of memory for a world of %d ranks", st->size);
 		goto out;
 	}
 	snprintf(st->peer[0].node, sizeof(st->peer[0].node), "%s", node);
-	while (have < st->size - 1) {
-		struct hello h;
-		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss);
-		int fd = dl_accept_until(lfd, deadline, e, sizeof(e));
-		if (fd == -2) {
+	if (getsockname(lfd, (struct sockaddr *)&me, &ml) < 0) {
+		snprintf(err, errlen, "getsockname: %s", strerror(errno));
+		goto out;
+	}
+	if (ring_fd) {
+		if ((*ring_fd = dl_listen_addr(&me, e, sizeof(e))) < 0) {
+			snprintf(err, errlen, "rank 0: ring listener: %s", e);
+			goto out;
+		}
+		ring_port = dl_local_port(*ring_fd);
+	}
+	while (st->failed ? dl_now() < linger : have < st->size - 1) {
+		double now = dl_now();
+		if (!st->failed && now >= deadline) {
 			char miss[160];
 			int nm;
 			missing_list(st, miss, sizeof(miss), &nm);
 			snprintf(st->why, sizeof(st->why), "%s %s (of %d) never joined rank 0 (%s) "
 				 "before the timeout", nm > 1 ? "ranks" : "rank", miss, st->size, node);
-			st->failed = 1;
-			tell_all(st, -1);
-			goto failed;
+			set_failed(st, -1);
 		}
-		if (fd < 0) {
-			snprintf(err, errlen, "rendezvous: %s", e);
+		/* Joined ranks: a death or a DEAD before the table fails the
+		 * job now, naming the rank (the pump also looks at SIGTERM). */
+		if (!st->failed)
+			(void)dl_star_pump(st, 0, e, sizeof(e));
+		if (st->failed && linger == 0)
+			linger = dl_now() + LINGER_S < deadline ? dl_now() + LINGER_S : deadline;
+		if (st->failed && dl_stopped())
+			break;
+		/* Accept what is queued; a flood pushes out the oldest pending
+		 * handshake (a silent stranger, as honest ranks answer at once). */
+		for (;;) {
+			int fd = dl_accept_one(lfd, e, sizeof(e));
+			if (fd == -3 && npend > 0) {
+				pending_drop(pd, &npend, 0);
+				continue;
+			}
+			if (fd < 0)
+				break;
+			if (npend == PENDING_MAX)
+				pending_drop(pd, &npend, 0);
+			struct pending *p = &pd[npend];
+			uint8_t g[DL_GREETING_LEN];
+			memset(p, 0, sizeof(*p));
+			p->fd = fd;
+			p->until = dl_now() + DL_HANDSHAKE_S;
+			dl_auth_nonce(p->nonce);
+			greeting_put(g, ROLE_STAR, p->nonce);
+			if (dl_write_full(fd, g, sizeof(g), dl_now() + 1.0, e, sizeof(e)) < 0) {
+				close(fd);
+				continue;
+			}
+			npend++;
+		}
+		pf[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+		for (int k = 0; k < npend; k++)
+			pf[k + 1] = (struct pollfd){ .fd = pd[k].fd, .events = POLLIN };
+		if (poll(pf, (nfds_t)npend + 1, 20) < 0 && errno != EINTR) {
+			snprintf(err, errlen, "poll: %s", strerror(errno));
 			goto out;
 		}
-		/* A connection that says nothing is a stranger: do not let it stall
-		 * the others for long. */
-		double hd = dl_now() + 5.0;
-		if (dl_read_full(fd, &h, sizeof(h), hd < deadline ? hd : deadline, e, sizeof(e)) < 0 ||
-		    ntohl(h.magic) != STAR_MAGIC) {
-			close(fd);
-			continue;
+		now = dl_now();
+		for (int k = npend - 1; k >= 0; k--) {
+			struct pending *p = &pd[k];
+			if (pf[k + 1].revents) {
+				ssize_t n = recv(p->fd, p->hello + p->got, sizeof(p->hello) - p->got, 0);
+				if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+					pending_drop(pd, &npend, k);
+					continue;
+				}
+				if (n > 0)
+					p->got += (size_t)n;
+			}
+			if (p->got == sizeof(p->hello)) {
+				int fd = p->fd, rc = root_hello(st, p, pa, rport);
+				pd[k] = pd[--npend];
+				if (rc > 0)
+					have++;
+				else
+					close(fd);
+				continue;
+			}
+			if (now > p->until)
+				pending_drop(pd, &npend, k);
 		}
-		h.jobkey[sizeof(h.jobkey) - 1] = 0;
-		h.node[sizeof(h.node) - 1] = 0;
-		if (strcmp(h.jobkey, jobkey) != 0) {
-			close(fd); /* another job's rank, left over on this port */
-			continue;
-		}
-		int r = (int)ntohl(h.rank), sz = (int)ntohl(h.size);
-		if (sz != st->size || r <= 0 || r >= st->size || st->fd[r] >= 0) {
-			close(fd);
-			if (sz != st->size)
-				snprintf(st->why, sizeof(st->why), "rank %d (%s) says the world has %d "
-					 "ranks, rank 0 (%s) says %d", r, h.node, sz, node, st->size);
-			else
-				snprintf(st->why, sizeof(st->why), "a process on %s joined as rank %d, "
-					 "which is %s", h.node, r,
-					 r <= 0 || r >= st->size ? "out of range" : "taken twice");
-			st->failed = 1;
-			tell_all(st, -1);
-			goto failed;
-		}
-		if (getpeername(fd, (struct sockaddr *)&pa[r], &sl) < 0) {
-			snprintf(err, errlen, "getpeername: %s", strerror(errno));
-			close(fd);
-			goto out;
-		}
-		st->fd[r] = fd;
-		rport[r] = (int)ntohl(h.ring_port);
-		snprintf(st->peer[r].node, sizeof(st->peer[r].node), "%s", h.node);
-		have++;
 	}
+	if (st->failed)
+		goto failed;
 	for (int r = 1; r < st->size; r++)
-		entry_from(&tab[r], &pa[r], rport[r], st->peer[r].node);
+		entry_put(tab + (size_t)r * DL_TABLE_ENTRY_LEN, &pa[r], rport[r], st->peer[r].node);
 	for (int r = 1; r < st->size; r++) {
-		/* Rank 0's own address as rank r reaches it. */
-		struct sockaddr_storage me;
-		socklen_t ml = sizeof(me);
-		if (getsockname(st->fd[r], (struct sockaddr *)&me, &ml) < 0) {
-			snprintf(err, errlen, "getsockname: %s", strerror(errno));
-			goto out;
-		}
-		entry_from(&tab[0], &me, ring_port, node);
-		if (r == 1)
-			entry_to(&st->peer[0], &tab[0]);
-		if (dl_star_send(st, r, DL_MSG_TABLE, tab, sizeof(*tab) * (size_t)st->size, deadline,
-				 e, sizeof(e)) < 0) {
+		/* Rank 0's own address as rank r reaches it (its listener's). */
+		entry_put(tab, &me, ring_port, node);
+		if (dl_star_send(st, r, DL_MSG_TABLE, tab, (size_t)DL_TABLE_ENTRY_LEN * (size_t)st->size,
+				 deadline, e, sizeof(e)) < 0) {
 			dl_star_name(st, r, name, sizeof(name));
 			snprintf(err, errlen, "rendezvous: sending the table to %s: %s", name, e);
 			goto out;
 		}
 	}
-	for (int r = 1; r < st->size; r++)
-		entry_to(&st->peer[r], &tab[r]);
+	if (dl_star_parse_table(tab, (size_t)DL_TABLE_ENTRY_LEN * (size_t)st->size, st->size,
+				st->peer, e, sizeof(e)) < 0) {
+		snprintf(err, errlen, "rendezvous: own table: %s", e);
+		goto out;
+	}
 	rv = 0;
 	goto out;
 failed:
 	snprintf(err, errlen, "%s", st->why);
 out:
+	for (int k = 0; k < npend; k++)
+		close(pd[k].fd);
 	free(pa);
 	free(rport);
 	free(tab);
+	free(pd);
+	free(pf);
 	return rv;
 }
 
+/* A rank: connect to rank 0 and do the handshake.  Returns the fd, or -1
+ * with err. */
+static int join_root(struct dl_star *st, const char *host, int port, int *ring_fd,
+		     const char *node, double deadline, char *err, size_t errlen)
+{
+	uint8_t g[DL_GREETING_LEN], hello[DL_HELLO_LEN], proof[DL_PROOF_LEN];
+	unsigned char n0[DL_NONCE_LEN], mine[DL_NONCE_LEN];
+	char e[256], nodebuf[DL_NODE_MAX];
+	uint32_t ints[3];
+	size_t got;
+	int fd;
+
+	for (;;) {
+		fd = dl_connect_retry(host, port, deadline, e, sizeof(e));
+		if (fd < 0) {
+			snprintf(err, errlen, "rank %d cannot reach rank 0: %s", st->rank, e);
+			return -1;
+		}
+		double gd = dl_now() + DL_HANDSHAKE_S;
+		if (dl_read_full(fd, g, sizeof(g), gd < deadline ? gd : deadline, &got, e,
+				 sizeof(e)) == 0)
+			break;
+		close(fd);
+		if (got == 0 && strstr(e, "closed") && dl_now() < deadline && !dl_stopped()) {
+			/* Closed before a word: rank 0 pushed this connection out
+			 * in a flood of strangers.  Again. */
+			struct timespec ts = { 0, 100000000 };
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		if (dl_stopped())
+			snprintf(err, errlen, "rank %d was stopped by signal %d while joining rank 0",
+				 st->rank, dl_stopped());
+		else
+			snprintf(err, errlen, "rendezvous at %s:%d: the program listening there sent "
+				 "no dljob greeting (%s after %zu bytes): another program holds "
+				 "MASTER_PORT, or rank 0 is stuck", host, port, e, got);
+		return -1;
+	}
+	if (dl_star_parse_greeting(g, sizeof(g), ROLE_STAR, n0) < 0) {
+		char text[24];
+		dl_wire_text(text, sizeof(text), g, 16);
+		snprintf(err, errlen, "rendezvous at %s:%d: the program listening there is not a "
+			 "dljob rank 0 (it sent \"%s\"): another program holds MASTER_PORT?", host,
+			 port, text);
+		goto bad;
+	}
+	if (ring_fd) {
+		struct sockaddr_storage me;
+		socklen_t ml = sizeof(me);
+		if (getsockname(fd, (struct sockaddr *)&me, &ml) < 0 ||
+		    (*ring_fd = dl_listen_addr(&me, e, sizeof(e))) < 0) {
+			snprintf(err, errlen, "rank %d: ring listener: %s", st->rank, e);
+			goto bad;
+		}
+	}
+	dl_auth_nonce(mine);
+	memset(hello, 0, sizeof(hello));
+	memset(nodebuf, 0, sizeof(nodebuf));
+	memcpy(nodebuf, node, strnlen(node, sizeof(nodebuf) - 1));
+	ints[0] = (uint32_t)st->rank;
+	ints[1] = (uint32_t)st->size;
+	ints[2] = ring_fd ? (uint32_t)dl_local_port(*ring_fd) : 0;
+	put32(hello, STAR_MAGIC);
+	put32(hello + 4, ints[0]);
+	put32(hello + 8, ints[1]);
+	put32(hello + 12, ints[2]);
+	memcpy(hello + 16, nodebuf, DL_NODE_MAX);
+	memcpy(hello + 16 + DL_NODE_MAX, mine, DL_NONCE_LEN);
+	dl_auth_mac(&st->auth, "dljob star hello", n0, mine, ints, 3, nodebuf, DL_NODE_MAX,
+		    hello + 16 + DL_NODE_MAX + DL_NONCE_LEN);
+	double hd = dl_now() + DL_HANDSHAKE_S;
+	if (dl_write_full(fd, hello, sizeof(hello), hd, e, sizeof(e)) < 0 ||
+	    dl_read_full(fd, proof, sizeof(proof), hd, &got, e, sizeof(e)) < 0) {
+		snprintf(err, errlen, "rendezvous at %s:%d: rank 0 refused rank %d's proof (%s): it "
+			 "is another step's rank 0, a stranger, or DLJOB_JOB_SECRET differs", host,
+			 port, st->rank, e);
+		goto bad;
+	}
+	if (get32(proof) != STAR_MAGIC ||
+	    !dl_auth_check(&st->auth, "dljob star proof", mine, n0, ints, 1, NULL, 0, proof + 4)) {
+		snprintf(err, errlen, "rendezvous at %s:%d: the process there could not prove it "
+			 "knows the job secret: not this job's rank 0 (a stranger on MASTER_PORT?)",
+			 host, port);
+		goto bad;
+	}
+	return fd;
+bad:
+	if (ring_fd && *ring_fd >= 0) {
+		close(*ring_fd);
+		*ring_fd = -1;
+	}
+	close(fd);
+	return -1;
+}
+
 int dl_star_open(struct dl_star *st, int rank, int size, int lfd, const char *host, int port,
-		 int ring_port, const char *node, const char *jobkey, double deadline,
+		 int *ring_fd, const char *node, const struct dl_auth *auth, double deadline,
 		 char *err, size_t errlen)
 {
-	struct hello h;
 	void *p = NULL;
 	size_t len;
 	char e[512];
 	int rv = -1;
 
-	if (setup(st, rank, size, err, errlen) < 0)
+	if (ring_fd)
+		*ring_fd = -1;
+	if (dl_star_init(st, rank, size, err, errlen) < 0)
 		return -1;
+	st->auth = *auth;
+	snprintf(st->peer[rank].node, sizeof(st->peer[rank].node), "%s", node);
 	if (rank == 0)
-		return open_root(st, lfd, ring_port, node, jobkey, deadline, err, errlen);
+		return open_root(st, lfd, ring_fd, node, deadline, err, errlen);
 
-	int fd = dl_connect_retry(host, port, deadline, e, sizeof(e));
-	if (fd < 0) {
-		snprintf(err, errlen, "rank %d cannot reach rank 0: %s", rank, e);
+	int fd = join_root(st, host, port, ring_fd, node, deadline, err, errlen);
+	if (fd < 0)
 		return -1;
-	}
 	st->fd[0] = fd;
 	snprintf(st->peer[0].node, sizeof(st->peer[0].node), "%s", host);
-	memset(&h, 0, sizeof(h));
-	h.magic = htonl(STAR_MAGIC);
-	h.rank = htonl((uint32_t)rank);
-	h.size = htonl((uint32_t)size);
-	h.ring_port = htonl((uint32_t)ring_port);
-	snprintf(h.jobkey, sizeof(h.jobkey), "%s", jobkey);
-	snprintf(h.node, sizeof(h.node), "%s", node);
-	if (dl_write_full(fd, &h, sizeof(h), deadline, e, sizeof(e)) < 0) {
-		snprintf(err, errlen, "rank %d: sending hello to rank 0 at %s:%d: %s", rank, host,
-			 port, e);
-		goto out;
-	}
 	/* Rank 0 answers once everybody has arrived, so this waits as long as
 	 * rank 0 does, plus a little for its answer to travel. */
 	int rc = dl_star_recv(st, 0, DL_MSG_TABLE, &p, &len, deadline + 2.0, e, sizeof(e));
 	if (rc == -2) {
-		snprintf(err, errlen, "rendezvous at %s:%d: no answer from rank 0 (did it start, and "
-			 "is that port free of other programs?)", host, port);
+		snprintf(err, errlen, "rendezvous at %s:%d: no table from rank 0 before the timeout",
+			 host, port);
 		goto out;
 	}
 	if (rc < 0) {
 		snprintf(err, errlen, "rendezvous at %s:%d: %s", host, port, e);
 		goto out;
 	}
-	if (len != sizeof(struct table_entry) * (size_t)size) {
-		snprintf(err, errlen, "rendezvous: rank 0 sent a table of %zu bytes for %d ranks",
-			 len, size);
+	if (dl_star_parse_table(p, len, size, st->peer, e, sizeof(e)) < 0) {
+		snprintf(err, errlen, "rendezvous: rank 0 sent %s", e);
 		goto out;
 	}
-	for (int r = 0; r < size; r++)
-		entry_to(&st->peer[r], (const struct table_entry *)p + r);
 	rv = 0;
 out:
 	free(p);
@@ -647,6 +962,11 @@ int dl_star_exchange(struct dl_star *st, const void *mine, size_t len, void *all
 	char e[512], name[96];
 	int rv = -1, rc;
 
+	if (len > DL_STAR_MSG_MAX / (size_t)st->size) {
+		snprintf(err, errlen, "exchange: %d x %zu bytes is more than the %u MiB a control "
+			 "message may carry", st->size, len, DL_STAR_MSG_MAX >> 20);
+		return -1;
+	}
 	if (st->rank != 0) {
 		if (dl_star_send(st, 0, DL_MSG_BLOB, mine, len, deadline, e, sizeof(e)) < 0)
 			goto bad;
@@ -822,5 +1142,7 @@ void dl_star_close(struct dl_star *st)
 	free(st->bye_seq);
 	free(st->stuck);
 	free(st->peer);
+	free(st->pf);
+	free(st->who);
 	memset(st, 0, sizeof(*st));
 }

@@ -68,28 +68,29 @@ int dl_world_tcp_open(struct dl_world *w, const struct dl_world_env *env, double
 		      char *err, size_t errlen)
 {
 	struct tcp_world *t;
+	struct dl_auth auth;
 	int lfd = -1, rfd = -1, rv = -1, rank = env->rank, size = env->size;
 	double deadline = dl_now() + timeout_s;
 	char e[512];
 
+	if (dl_auth_init(&auth, env->secret, env->have_secret, env->jobkey, err, errlen) < 0)
+		return -1;
 	t = calloc(1, sizeof(*t));
 	if (!t) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	t->timeout_s = timeout_s;
-	/* Rank 0 takes MASTER_PORT first: a port already in use is this job's
-	 * problem to report, not a reason to wait. */
-	if (rank == 0 && (lfd = dl_listen(AF_INET, env->master_port, e, sizeof(e))) < 0) {
-		snprintf(err, errlen, "rank 0 on %s: %s (MASTER_PORT)", env->node, e);
+	/* Rank 0 takes MASTER_PORT first, on MASTER_ADDR's address only: a
+	 * port in use is this job's problem to report, not a reason to wait
+	 * (the others then meet the other program and say so). */
+	if (rank == 0 && (lfd = dl_listen_host(env->master_addr, env->master_port, e, sizeof(e))) < 0) {
+		snprintf(err, errlen, "rank 0 on %s: MASTER_ADDR=%s MASTER_PORT=%d: %s", env->node,
+			 env->master_addr, env->master_port, e);
 		goto out;
 	}
-	if ((rfd = dl_listen(AF_INET, 0, e, sizeof(e))) < 0) {
-		snprintf(err, errlen, "ring listener: %s", e);
-		goto out;
-	}
-	if (dl_star_open(&t->star, rank, size, lfd, env->master_addr, env->master_port,
-			 dl_local_port(rfd), env->node, env->jobkey, deadline, e, sizeof(e)) < 0) {
+	if (dl_star_open(&t->star, rank, size, lfd, env->master_addr, env->master_port, &rfd,
+			 env->node, &auth, deadline, e, sizeof(e)) < 0) {
 		snprintf(err, errlen, "%s", e);
 		goto out;
 	}

@@ -26,6 +26,7 @@ static const char *const vars[] = {
 	"DLJOB_WORLD", "PMIX_RANK", "PMIX_NAMESPACE", "RANK", "WORLD_SIZE", "MASTER_ADDR",
 	"MASTER_PORT", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
 	"SLURM_JOB_NODELIST", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURMD_NODENAME",
+	"DLJOB_JOB_SECRET",
 };
 
 /* Set the environment to exactly the NULL-terminated name=value list. */
@@ -121,9 +122,26 @@ int main(void)
 	rc = dl_world_env(&e, err, sizeof(err));
 	CHECK(rc == 0 && e.kind == DL_WORLD_SINGLE, "DLJOB_WORLD=single: rc %d kind %d", rc, e.kind);
 
+	/* The secret: 64 lowercase hex digits; the job key does not depend on
+	 * how MASTER_ADDR is spelled. */
+	char key1[64];
+	env_set((const char *[]){ "RANK", "1", "WORLD_SIZE", "2", "MASTER_ADDR", "localhost",
+				  "MASTER_PORT", "4000", "DLJOB_JOB_SECRET",
+				  "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1eff",
+				  NULL });
+	rc = dl_world_env(&e, err, sizeof(err));
+	CHECK(rc == 0 && e.have_secret && e.secret[0] == 0 && e.secret[1] == 1 && e.secret[31] == 0xff,
+	      "secret: rc %d have %d (%s)", rc, e.have_secret, err);
+	snprintf(key1, sizeof(key1), "%s", e.jobkey);
+	env_set((const char *[]){ "RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1",
+				  "MASTER_PORT", "4000", NULL });
+	rc = dl_world_env(&e, err, sizeof(err));
+	CHECK(rc == 0 && !e.have_secret && strcmp(key1, e.jobkey) == 0,
+	      "job key: '%s' vs '%s' (have_secret %d)", key1, e.jobkey, e.have_secret);
+
 	/* Errors name the variable. */
 	static const struct {
-		const char *kv[9];
+		const char *kv[11];
 		const char *msg;
 	} bad[] = {
 		{ { "RANK", "0", NULL }, "RANK is set but WORLD_SIZE is not" },
@@ -137,6 +155,17 @@ int main(void)
 		  "SLURM_STEP_NODELIST" },
 		{ { "DLJOB_WORLD", "tcp", NULL }, "DLJOB_WORLD=tcp but neither" },
 		{ { "DLJOB_WORLD", "pmix", NULL }, "PMIX_NAMESPACE is unset" },
+		/* Sizes beyond any job are refused by name (issue 19, finding 9). */
+		{ { "RANK", "0", "WORLD_SIZE", "2147483647", "MASTER_ADDR", "a", "MASTER_PORT", "1",
+		    NULL }, "WORLD_SIZE='2147483647' is not an integer in [1, 1048576]" },
+		{ { "SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "2000000", NULL },
+		  "SLURM_STEP_NUM_TASKS='2000000' is not an integer in [1, 1048576]" },
+		{ { "RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "a", "MASTER_PORT", "1",
+		    "DLJOB_JOB_SECRET", "abc", NULL }, "DLJOB_JOB_SECRET must be 64 lowercase hex" },
+		{ { "RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "a", "MASTER_PORT", "1",
+		    "DLJOB_JOB_SECRET",
+		    "000102030405060708090A0B0C0D0E0F101112131415161718191a1b1c1d1e1f", NULL },
+		  "(character 22 is not)" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		env_set(bad[i].kv);

@@ -2,8 +2,8 @@
 # collectives, on the private Slurm cluster and as local processes.
 check_PROGRAMS += tests/slurm/world_check
 tests_slurm_world_check_SOURCES = tests/slurm/world_check.c $(DLJOB_WORLD_SOURCES)
-tests_slurm_world_check_CFLAGS = $(AM_CFLAGS) $(PMIX_CFLAGS) $(MPI_CFLAGS)
-tests_slurm_world_check_LDADD = $(PMIX_LIBS) $(MPI_LIBS)
+tests_slurm_world_check_CFLAGS = $(AM_CFLAGS) $(PMIX_CFLAGS) $(MPI_CFLAGS) $(SODIUM_CFLAGS)
+tests_slurm_world_check_LDADD = $(PMIX_LIBS) $(MPI_LIBS) $(SODIUM_LIBS)
 dist_check_SCRIPTS += tests/slurm/test_world_local.sh tests/slurm/test_world_tcp.sh \
 	tests/slurm/test_world_pmix.sh tests/slurm/test_world_fail.sh tests/slurm/world_lib.sh
 TESTS += tests/slurm/test_world_local.sh tests/slurm/test_world_tcp.sh \
