@@ -97,6 +97,7 @@ int dl_star_parse_hello(const uint8_t *buf, size_t len, struct dl_hello_view *h,
 		snprintf(err, errlen, "hello of %zu bytes, not %d", len, DL_HELLO_LEN);
 		return -1;
 	}
+	memset(h, 0, sizeof(*h));
 	if (get32(buf) != STAR_MAGIC) {
 		snprintf(err, errlen, "not a dljob hello");
 		return -1;
@@ -594,8 +595,8 @@ static int root_hello(struct dl_star *st, struct pending *p, struct sockaddr_sto
 	ints[0] = h.rank;
 	ints[1] = h.size;
 	ints[2] = h.ring_port;
-	if (!dl_auth_check(&st->auth, "dljob star hello", p->nonce, h.nonce, ints, 3, h.node,
-			   sizeof(h.node), h.mac))
+	if (!dl_auth_check(&st->auth, "dljob star hello", p->nonce, h.nonce, ints, 3,
+			   p->hello + 16, DL_NODE_MAX, h.mac)) /* the node as sent */
 		return 0; /* no proof: a stranger, or another step's rank */
 	/* A process of this job: prove rank 0 knows the secret too. */
 	put32(proof, STAR_MAGIC);
@@ -670,8 +671,12 @@ static int open_root(struct dl_star *st, int lfd, int *ring_fd, const char *node
 		}
 		ring_port = dl_local_port(*ring_fd);
 	}
-	while (st->failed ? dl_now() < linger : have < st->size - 1) {
+	for (;;) {
 		double now = dl_now();
+		if (st->failed && linger == 0)
+			linger = now + LINGER_S < deadline ? now + LINGER_S : deadline;
+		if (st->failed ? now >= linger : have == st->size - 1)
+			break;
 		if (!st->failed && now >= deadline) {
 			char miss[160];
 			int nm;
@@ -684,8 +689,6 @@ static int open_root(struct dl_star *st, int lfd, int *ring_fd, const char *node
 		 * job now, naming the rank (the pump also looks at SIGTERM). */
 		if (!st->failed)
 			(void)dl_star_pump(st, 0, e, sizeof(e));
-		if (st->failed && linger == 0)
-			linger = dl_now() + LINGER_S < deadline ? dl_now() + LINGER_S : deadline;
 		if (st->failed && dl_stopped())
 			break;
 		/* Accept what is queued; a flood pushes out the oldest pending
@@ -801,6 +804,8 @@ static int join_root(struct dl_star *st, const char *host, int port, int *ring_f
 		if (dl_read_full(fd, g, sizeof(g), gd < deadline ? gd : deadline, &got, e,
 				 sizeof(e)) == 0)
 			break;
+		if (got > 0 && !dl_stopped())
+			break; /* some bytes, but no greeting: say what they were */
 		close(fd);
 		if (got == 0 && strstr(e, "closed") && dl_now() < deadline && !dl_stopped()) {
 			/* Closed before a word: rank 0 pushed this connection out
@@ -818,9 +823,9 @@ static int join_root(struct dl_star *st, const char *host, int port, int *ring_f
 				 "MASTER_PORT, or rank 0 is stuck", host, port, e, got);
 		return -1;
 	}
-	if (dl_star_parse_greeting(g, sizeof(g), ROLE_STAR, n0) < 0) {
+	if (got < sizeof(g) || dl_star_parse_greeting(g, sizeof(g), ROLE_STAR, n0) < 0) {
 		char text[24];
-		dl_wire_text(text, sizeof(text), g, 16);
+		dl_wire_text(text, sizeof(text), g, got < 16 ? got : 16);
 		snprintf(err, errlen, "rendezvous at %s:%d: the program listening there is not a "
 			 "dljob rank 0 (it sent \"%s\"): another program holds MASTER_PORT?", host,
 			 port, text);

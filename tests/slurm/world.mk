@@ -7,7 +7,9 @@ tests_slurm_world_check_LDADD = $(PMIX_LIBS) $(MPI_LIBS) $(SODIUM_LIBS)
 dist_check_SCRIPTS += tests/slurm/test_world_local.sh tests/slurm/test_world_tcp.sh \
 	tests/slurm/test_world_pmix.sh tests/slurm/test_world_fail.sh tests/slurm/world_lib.sh
 TESTS += tests/slurm/test_world_local.sh tests/slurm/test_world_tcp.sh \
-	tests/slurm/test_world_pmix.sh tests/slurm/test_world_fail.sh
+	tests/slurm/test_world_pmix.sh tests/slurm/test_world_fail.sh tests/slurm/test_world_hostile.sh
+# Hostile peers of the TCP rendezvous on loopback (issue 19).
+dist_check_SCRIPTS += tests/slurm/test_world_hostile.sh tests/slurm/world_stranger.py
 EXTRA_DIST += tests/bench/bench_launch.sh tests/bench/bench_launch_torch.py
 check_PROGRAMS += tests/slurm/test_world_env
 tests_slurm_test_world_env_SOURCES = tests/slurm/test_world_env.c runtime/world_env.c runtime/master.c runtime/master.h runtime/world_int.h

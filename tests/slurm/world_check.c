@@ -11,6 +11,8 @@
  * timeout, then exits 3) at step K, so the others must time out and name it.
  * --leave-at-step K --rank R: rank R closes the world and exits 1 at step K
  * (as dljob does after a local error), so the others must stop at once.
+ * --stop-handler: catch SIGTERM as dljob does (a flag, SA_RESTART), so a
+ * test sees what a SIGTERM during the bootstrap does to dljob.
  * --bench N: then time 5 allreduces of N floats (median, on rank 0).
  * Prints "world_check: ready ..." with the wall clock time at which the world
  * was up (for tests/bench/bench_launch.sh) and "world_check: rank N OK". */
@@ -32,6 +34,13 @@ struct ident {
 	char node[NODE_LEN];
 };
 
+static volatile sig_atomic_t stop_flag;
+
+static void on_stop(int sig)
+{
+	stop_flag = sig;
+}
+
 static double wall(void)
 {
 	struct timespec ts;
@@ -51,7 +60,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: world_check [--timeout S] [--steps N] [--expect-method M]\n"
 		   "                   [--expect-size N] [--die-at-step K --rank R]\n"
 		   "                   [--hang-at-step K --rank R] [--leave-at-step K --rank R]\n"
-		   "                   [--bench N]\n");
+		   "                   [--bench N] [--stop-handler]\n");
 }
 
 static int check_idents(const struct ident *all, int size, int me, char *msg, size_t msglen)
@@ -102,6 +111,7 @@ int main(int argc, char **argv)
 		{ "expect-method", required_argument, NULL, 'm' },
 		{ "expect-size", required_argument, NULL, 'n' },
 		{ "bench", required_argument, NULL, 'b' },
+		{ "stop-handler", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -127,6 +137,16 @@ int main(int argc, char **argv)
 		case 'r': die_rank = atoi(optarg); break;
 		case 'm': expect_method = optarg; break;
 		case 'n': expect_size = atoi(optarg); break;
+		case 'S': {
+			struct sigaction sa;
+			memset(&sa, 0, sizeof(sa));
+			sa.sa_handler = on_stop;
+			sigemptyset(&sa.sa_mask);
+			sa.sa_flags = SA_RESTART;
+			if (sigaction(SIGTERM, &sa, NULL) < 0)
+				return 2;
+			break;
+		}
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

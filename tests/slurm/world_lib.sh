@@ -18,7 +18,7 @@ world_cleanup() {
 	for p in "${BG_PIDS[@]}"; do
 		kill -9 "$p" 2>/dev/null
 	done
-	rm -rf "$WTMP"
+	[ -n "${KEEP_WTMP-}" ] || rm -rf "$WTMP"
 }
 trap world_cleanup EXIT
 
@@ -33,7 +33,7 @@ fail() {
 CLEAN_ENV=(env)
 for _v in $(compgen -e); do
 	case $_v in
-	SLURM_*|PMIX_*|PMI_*|OMPI_COMM_*|RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|DLJOB_WORLD|DLJOB_COLLECTIVES)
+	SLURM_*|PMIX_*|PMI_*|OMPI_COMM_*|RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|DLJOB_WORLD|DLJOB_COLLECTIVES|DLJOB_JOB_SECRET)
 		CLEAN_ENV+=(-u "$_v") ;;
 	esac
 done

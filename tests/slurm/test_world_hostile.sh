@@ -1,0 +1,268 @@
+#!/bin/bash
+# Hostile and broken peers of the TCP rendezvous, on loopback (issue 19,
+# findings 6-9): an impostor claiming a rank, a rogue rank 0 on MASTER_PORT,
+# strangers on the ring listeners, idle and partial connections, a member
+# with an out-of-range rank, a rank that dies between the table and the
+# ring, another program on MASTER_PORT, MASTER_ADDR spelled differently,
+# absurd world sizes and SIGTERM during the rendezvous.  Every honest rank
+# either finishes with exact sums (world_check checks every allreduce: no
+# stranger's byte reached them) or stops within a few seconds naming the
+# cause; the timeout is 20 s, so a wait for it fails the time bounds.
+# The strangers are tests/slurm/world_stranger.py.
+set -u
+# shellcheck source=tests/slurm/world_lib.sh
+source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
+STRANGER=(python3 "$DLJOB_SRCDIR/tests/slurm/world_stranger.py")
+SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+[ ${#SECRET} = 64 ] || fail "cannot make a secret"
+
+# rank R N PORT OUT [ADDR] [world_check options]: start honest rank R of N
+# in the background (pid in $!), output in OUT.R.
+rank() {
+	local r=$1 n=$2 port=$3 out=$4 addr=${5:-127.0.0.1}
+	shift 5
+	"${CLEAN_ENV[@]}" RANK="$r" WORLD_SIZE="$n" MASTER_ADDR="$addr" MASTER_PORT="$port" \
+		DLJOB_JOB_SECRET="$SECRET" "$WC" --timeout 20 --steps 1 "$@" >"$out.$r" 2>&1 &
+	BG_PIDS+=($!)
+}
+
+# stranger OUT ARGS...: start a stranger in the background (pid in $!).
+stranger() {
+	local out=$1
+	shift
+	"${STRANGER[@]}" "$@" >"$out.stranger" 2>&1 &
+	BG_PIDS+=($!)
+}
+
+# wait_all SECONDS PID...: wait for the pids, failing if any runs longer;
+# sets RCS to their exit statuses.
+wait_all() {
+	local lim=$1 p t0=$SECONDS
+	shift
+	RCS=()
+	for p in "$@"; do
+		while kill -0 "$p" 2>/dev/null; do
+			[ $((SECONDS - t0)) -le "$lim" ] || fail "pid $p still runs after $lim s"
+			sleep 0.1
+		done
+		wait "$p"
+		RCS+=($?)
+	done
+}
+
+all() { cat "$1".* 2>/dev/null; }
+
+ok_ranks() { # OUT N: every rank passed with exact sums
+	local r
+	for r in $(seq 0 $(($2 - 1))); do
+		grep -q "^world_check: rank $r OK" "$1.$r" || fail "rank $r did not pass: $(all "$1")"
+	done
+}
+
+# 1. An impostor claims rank 1 before the real one: it is dropped, and the
+# job trains on its own gradients only.
+case_impostor() {
+	local o port p0 p1 p2 ps ps1 ps2 t0 n r talk q0 q1
+	o=$WTMP/impostor port=$(free_port)
+	rank 0 3 "$port" "$o" ""; p0=$!
+	stranger "$o" hello 127.0.0.1 "$port" --rank 1 --size 3; ps=$!
+	sleep 1
+	rank 1 3 "$port" "$o" ""; p1=$!
+	rank 2 3 "$port" "$o" ""; p2=$!
+	wait_all 15 $p0 $p1 $p2
+	ok_ranks "$o" 3
+	grep -q "dropped by rank 0" "$o.stranger" || fail "impostor not dropped: $(all "$o")"
+	kill "$ps" 2>/dev/null
+	echo "impostor as rank 1: dropped, the job's sums are exact"
+}
+
+# 2. A rogue rank 0 holds MASTER_PORT first: the real rank 0 says the port
+# is taken, the others refuse the rogue (it cannot prove the secret).
+case_rogue0() {
+	local o port p0 p1 p2 ps ps1 ps2 t0 n r talk q0 q1
+	o=$WTMP/rogue port=$(free_port)
+	stranger "$o" rogue0 "$port"; ps=$!
+	sleep 0.5
+	t0=$SECONDS
+	rank 0 3 "$port" "$o" ""; p0=$!
+	rank 1 3 "$port" "$o" ""; p1=$!
+	rank 2 3 "$port" "$o" ""; p2=$!
+	wait_all 10 $p0 $p1 $p2
+	[ "${RCS[*]}" = "1 1 1" ] || fail "rogue rank 0: exit statuses ${RCS[*]}: $(all "$o")"
+	grep -q "MASTER_PORT=$port: cannot listen .*in use" "$o.0" || fail "rank 0 did not name the taken port: $(all "$o")"
+	for r in 1 2; do
+		grep -q "could not prove it knows the job secret" "$o.$r" ||
+			fail "rank $r did not refuse the rogue rank 0: $(all "$o")"
+	done
+	! grep -q OK "$o.1" "$o.2" || fail "a rank passed with a rogue rank 0"
+	kill "$ps" 2>/dev/null
+	echo "rogue rank 0 on MASTER_PORT: refused by every rank, in $((SECONDS - t0)) s"
+}
+
+# 3. Strangers connect to the ring listeners (before the ring is built, as
+# rank 2 comes late), claim every rank and stream floats: dropped, sums exact.
+case_ring() {
+	local o port p0 p1 p2 ps ps1 ps2 t0 n r talk q0 q1
+	o=$WTMP/ring port=$(free_port)
+	rank 0 3 "$port" "$o" ""; p0=$!
+	rank 1 3 "$port" "$o" ""; p1=$!
+	sleep 0.5
+	stranger "$o" ringhijack --pids "$p0,$p1" --skip "$port" --size 3 --seconds 3; ps=$!
+	sleep 2
+	rank 2 3 "$port" "$o" ""; p2=$!
+	wait_all 15 $p0 $p1 $p2
+	ok_ranks "$o" 3
+	grep -q "connected 3 times" "$o.stranger" || fail "the stranger found no ring listener: $(all "$o")"
+	kill "$ps" 2>/dev/null
+	echo "strangers on the ring listeners: dropped, the sums are exact"
+}
+
+# 4. Idle and partial connections to MASTER_PORT before the ranks arrive
+# (40 of them: sequential 5 s reads would take 200 s).
+case_idle() {
+	local o port p0 p1 p2 ps ps1 ps2 t0 n r talk q0 q1
+	o=$WTMP/idle port=$(free_port)
+	rank 0 3 "$port" "$o" ""; p0=$!
+	stranger "$o" idle 127.0.0.1 "$port" --count 20; ps1=$!
+	"${STRANGER[@]}" idle 127.0.0.1 "$port" --count 20 --partial >"$o.partial" 2>&1 &
+	ps2=$!
+	BG_PIDS+=($ps2)
+	sleep 1
+	t0=$SECONDS
+	rank 1 3 "$port" "$o" ""; p1=$!
+	rank 2 3 "$port" "$o" ""; p2=$!
+	wait_all 10 $p0 $p1 $p2
+	ok_ranks "$o" 3
+	kill "$ps1" "$ps2" 2>/dev/null
+	echo "40 idle and partial connections: the job ran in $((SECONDS - t0)) s"
+}
+
+# 5. A member of the job (it has the secret) joins as rank 7 of 3: every
+# rank stops at once naming it, also rank 2 that starts a second later.
+case_range() {
+	local o port p0 p1 p2 ps ps1 ps2 t0 n r talk q0 q1
+	o=$WTMP/range port=$(free_port)
+	rank 0 3 "$port" "$o" ""; p0=$!
+	stranger "$o" hello 127.0.0.1 "$port" --rank 7 --size 3 --secret "$SECRET"; ps=$!
+	sleep 0.5
+	rank 1 3 "$port" "$o" ""; p1=$!
+	sleep 1
+	rank 2 3 "$port" "$o" ""; p2=$!
+	t0=$SECONDS
+	wait_all 8 $p0 $p1 $p2
+	for r in 0 1 2; do
+		grep -q "joined as rank 7, which is out of range" "$o.$r" ||
+			fail "rank $r did not name the out-of-range rank: $(all "$o")"
+	done
+	kill "$ps" 2>/dev/null
+	echo "a member joining as rank 7 of 3: all stopped, naming it"
+}
+
+# 6. Rank 2 dies after the table, before the ring: named in seconds.
+case_death() {
+	local o port p0 p1 p2 ps ps1 ps2 t0 n r talk q0 q1
+	o=$WTMP/death port=$(free_port)
+	rank 0 3 "$port" "$o" ""; p0=$!
+	rank 1 3 "$port" "$o" ""; p1=$!
+	stranger "$o" hello 127.0.0.1 "$port" --rank 2 --size 3 --secret "$SECRET" --after-table exit
+	ps=$!
+	t0=$SECONDS
+	wait_all 8 $p0 $p1
+	for r in 0 1; do
+		grep -q "rank 2 (stranger) died" "$o.$r" || fail "rank $r did not name rank 2's death: $(all "$o")"
+	done
+	echo "rank 2 died between table and ring: named in $((SECONDS - t0)) s"
+}
+
+# 7. Another program holds MASTER_PORT (silent, or speaking another
+# protocol): rank 0 says so at once, the others within the handshake's 5 s.
+case_busy() {
+	local o port p0 p1 p2 ps ps1 ps2 t0 n r talk q0 q1
+	for talk in "" --talk; do
+		o=$WTMP/busy$talk port=$(free_port)
+		# shellcheck disable=SC2086 # $talk: no word or one
+		stranger "$o" busy "$port" $talk; ps=$!
+		sleep 0.5
+		t0=$SECONDS
+		rank 0 2 "$port" "$o" ""; p0=$!
+		rank 1 2 "$port" "$o" ""; p1=$!
+		wait_all 10 $p0 $p1
+		grep -q "in use" "$o.0" || fail "rank 0 did not name the busy port: $(all "$o")"
+		if [ -n "$talk" ]; then
+			grep -q "is not a dljob rank 0 (it sent \"SSH-2.0-OpenSSH_" "$o.1" ||
+				fail "rank 1 did not name the other program: $(all "$o")"
+		else
+			grep -q "sent no dljob greeting" "$o.1" || fail "rank 1 did not name the silent program: $(all "$o")"
+		fi
+		kill "$ps" 2>/dev/null
+		echo "MASTER_PORT held by another program${talk:+ (talking)}: named in $((SECONDS - t0)) s"
+	done
+}
+
+# 8. MASTER_ADDR spelled localhost by rank 0 and 127.0.0.1 by the others:
+# the same listener, the same job.
+case_spelling() {
+	local o port p0 p1 p2 ps ps1 ps2 t0 n r talk q0 q1
+	o=$WTMP/spell port=$(free_port)
+	rank 0 3 "$port" "$o" localhost; p0=$!
+	rank 1 3 "$port" "$o" 127.0.0.1; p1=$!
+	rank 2 3 "$port" "$o" localhost; p2=$!
+	wait_all 15 $p0 $p1 $p2
+	ok_ranks "$o" 3
+	echo "MASTER_ADDR localhost / 127.0.0.1: one job"
+}
+
+# 9. Absurd world sizes are refused by name at once.
+case_size() {
+	local o port p0 p1 p2 ps ps1 ps2 t0 n r talk q0 q1
+	for n in 2147483647 2000000; do
+		o=$WTMP/size$n
+		rank 0 "$n" "$(free_port)" "$o" ""; p0=$!
+		wait_all 3 $p0
+		[ "${RCS[0]}" = 1 ] || fail "WORLD_SIZE=$n: exit status ${RCS[0]}"
+		grep -q "WORLD_SIZE='$n' is not an integer in \[1, 1048576\]" "$o.0" ||
+			fail "WORLD_SIZE=$n not refused by name: $(cat "$o.0")"
+	done
+	echo "WORLD_SIZE 2147483647 and 2000000: refused by name"
+}
+
+# 10. SIGTERM during the rendezvous (rank 2 never comes; dljob's own
+# SA_RESTART handler is installed): rank 1 ends at once, rank 0 names it.
+case_sigterm() {
+	local o port p0 p1 p2 ps ps1 ps2 t0 n r talk q0 q1
+	o=$WTMP/term port=$(free_port)
+	rank 0 3 "$port" "$o" "" --stop-handler; p0=$!
+	rank 1 3 "$port" "$o" "" --stop-handler; p1=$!
+	sleep 1.5
+	t0=$SECONDS
+	kill -TERM $p1
+	wait_all 6 $p0 $p1
+	grep -q "stopped by signal 15" "$o.1" || fail "rank 1 did not say it was stopped: $(all "$o")"
+	grep -q "rank 1 (.*) gave up: .*stopped by signal 15" "$o.0" ||
+		fail "rank 0 did not name rank 1's SIGTERM: $(all "$o")"
+	echo "SIGTERM during the rendezvous: ended in $((SECONDS - t0)) s, named on rank 0"
+}
+
+# Without a secret: the same job works, with a one-line warning.
+case_nosecret() {
+	local o port p0 p1 p2 ps ps1 ps2 t0 n r talk q0 q1
+	o=$WTMP/nosecret port=$(free_port)
+	for r in 0 1; do
+		"${CLEAN_ENV[@]}" RANK="$r" WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+			"$WC" --timeout 20 --steps 1 >"$o.$r" 2>&1 &
+		BG_PIDS+=($!)
+		eval "q$r=$!"
+	done
+	# shellcheck disable=SC2154 # q0, q1 set by eval
+	wait_all 15 "$q0" "$q1"
+	ok_ranks "$o" 2
+	[ "$(grep -c "DLJOB_JOB_SECRET is unset" "$o.0")" = 1 ] || fail "no single warning: $(cat "$o.0")"
+}
+
+# HOSTILE_CASES="impostor ring": run only those (to try one case on another
+# build); default: all.
+for c in ${HOSTILE_CASES:-impostor rogue0 ring idle range death busy spelling size sigterm nosecret}; do
+	"case_$c"
+done
+echo "PASS: hostile peers are dropped or named, honest ranks finish exactly"
+exit 0

@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""A hostile or broken peer of dljob's TCP rendezvous, for
+tests/slurm/test_world_hostile.sh.  It speaks the rendezvous protocol of
+runtime/world_star.c and world_ring.c (greeting, hello, proof: see
+runtime/world_int.h), and, where a rank 0 sends no greeting, the protocol of
+dljob before authentication (a bare hello with a guessable job key), so that
+the same test shows what the old code let through.
+
+Modes (every mode prints "stranger: ..." lines saying what happened):
+  hello HOST PORT --rank R --size N [--secret HEX] [--after-table exit]
+      join as rank R; without --secret, with a random key (an impostor).
+      --after-table exit: a rank of the job that dies after the table.
+  rogue0 PORT          listen on 127.0.0.1:PORT as a fake rank 0.
+  busy PORT [--talk]   hold PORT: accept and stay silent (or say hello in
+                       another protocol), never close.
+  idle HOST PORT --count N [--partial]
+                       N connections that say nothing (or half a hello).
+  ringhijack --pids P,Q --skip PORT --size N --seconds S
+                       connect to every listener of those processes (their
+                       ring listeners) and claim to be each rank in turn,
+                       then stream floats of 1000.0.
+"""
+import argparse
+import hashlib
+import hmac
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+MAGIC = 0x646C6A32
+OLD_MAGIC = 0x646C6A31
+NODE = 64
+
+
+def say(*a):
+    print("stranger:", *a, flush=True)
+
+
+def mac(key, label, n1, n2, ints, extra=b"", jobkey=""):
+    m = hmac.new(key, digestmod=hashlib.sha256)
+    m.update(label.encode() + b"\0")
+    m.update(jobkey.encode().ljust(64, b"\0")[:64])
+    m.update(n1)
+    m.update(n2)
+    for i in ints:
+        m.update(struct.pack(">I", i))
+    m.update(extra)
+    return m.digest()
+
+
+def read_exact(s, n, timeout):
+    s.settimeout(timeout)
+    b = b""
+    while len(b) < n:
+        try:
+            c = s.recv(n - len(b))
+        except socket.timeout:
+            return b
+        if not c:
+            return b
+        b += c
+    return b
+
+
+def connect(host, port, until):
+    while True:
+        try:
+            return socket.create_connection((host, port), timeout=1)
+        except OSError:
+            if time.monotonic() > until:
+                raise
+            time.sleep(0.05)
+
+
+def mode_hello(a):
+    key = bytes.fromhex(a.secret) if a.secret else os.urandom(32)
+    jobkey = "-.-:%d" % a.port
+    s = connect(a.host, a.port, time.monotonic() + 10)
+    g = read_exact(s, 40, 0.5)
+    node = b"stranger".ljust(NODE, b"\0")
+    if len(g) == 0:
+        # No greeting: the old protocol (job key "JOB.STEP@ADDR:PORT").
+        oldkey = ("-.-@%s:%d" % (a.host, a.port)).encode().ljust(64, b"\0")
+        s.sendall(struct.pack("=IIII", socket.htonl(OLD_MAGIC), socket.htonl(a.rank),
+                              socket.htonl(a.size), 0) + oldkey + node)
+        say("old protocol: sent a hello as rank", a.rank)
+        table = read_exact(s, 8, 30)
+        say("old protocol: got %d bytes back" % len(table))
+        if a.after_table == "exit":
+            say("exits after the table")
+            return 0
+        time.sleep(3600)
+        return 0
+    magic, role = struct.unpack(">II", g[:8])
+    n0 = g[8:40]
+    if magic != MAGIC or role != 1:
+        say("not a dljob greeting")
+        return 1
+    mine = os.urandom(32)
+    ints = [a.rank, a.size, 0]
+    h = struct.pack(">IIII", MAGIC, a.rank, a.size, 0) + node + mine
+    h += mac(key, "dljob star hello", n0, mine, ints, node, jobkey)
+    s.sendall(h)
+    p = read_exact(s, 36, 6)
+    if len(p) < 36:
+        say("dropped by rank 0 (%d bytes of proof)" % len(p))
+        return 0
+    ok = p[4:] == mac(key, "dljob star proof", mine, n0, [a.rank], b"", jobkey)
+    say("accepted as rank %d, rank 0's proof %s" % (a.rank, "good" if ok else "BAD"))
+    hdr = read_exact(s, 8, 30)
+    if len(hdr) == 8:
+        t, n = struct.unpack(">II", hdr)
+        body = read_exact(s, n, 5)
+        say("message type %d: %r" % (t, body[:200]))
+    if a.after_table == "exit":
+        say("exits after the table")
+        return 0
+    time.sleep(3600)
+    return 0
+
+
+def listener(port):
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", port))
+    ls.listen(64)
+    return ls
+
+
+def mode_rogue0(a):
+    ls = listener(a.port)
+    say("listening on", a.port)
+    conns = []
+    while True:
+        c, _ = ls.accept()
+        conns.append(c)
+        c.sendall(struct.pack(">II", MAGIC, 1) + os.urandom(32))
+        h = read_exact(c, 144, 5)
+        say("got a hello of %d bytes" % len(h))
+        # A proof it cannot make, then a table pointing the ring at itself.
+        c.sendall(struct.pack(">I", MAGIC) + os.urandom(32))
+        say("sent a forged proof")
+
+
+def mode_busy(a):
+    ls = listener(a.port)
+    say("holding port", a.port)
+    conns = []
+    while True:
+        c, _ = ls.accept()
+        conns.append(c)
+        if a.talk:
+            c.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+
+
+def mode_idle(a):
+    conns = []
+    until = time.monotonic() + 10
+    for i in range(a.count):
+        s = connect(a.host, a.port, until)
+        if a.partial:
+            s.sendall(struct.pack(">I", MAGIC) + b"\0" * 6)
+        conns.append(s)
+    say("holding %d %s connections" % (len(conns), "partial" if a.partial else "idle"))
+    time.sleep(3600)
+
+
+def listening_ports(pids):
+    out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True).stdout
+    ports = set()
+    for line in out.splitlines():
+        if any("pid=%d," % p in line for p in pids):
+            m = re.search(r":(\d+)\s", line.split()[3] + " ")
+            if m:
+                ports.add(int(m.group(1)))
+    return ports
+
+
+def mode_ringhijack(a):
+    pids = [int(p) for p in a.pids.split(",")]
+    seen, conns = set(), []
+    until = time.monotonic() + a.seconds
+    junk = struct.pack("=f", 1000.0) * 65536
+    while time.monotonic() < until:
+        for port in listening_ports(pids) - seen - {a.skip}:
+            seen.add(port)
+            for rank in range(a.size):
+                try:
+                    s = socket.create_connection(("127.0.0.1", port), timeout=1)
+                    s.setblocking(False)
+                    # The old ring hello: the sender's rank, native order.
+                    s.send(struct.pack("=i", rank) + junk)
+                    conns.append(s)
+                except OSError:
+                    pass
+            say("connected %d times to port %d" % (a.size, port))
+        for s in conns:
+            try:
+                s.send(junk)
+            except OSError:
+                pass
+        time.sleep(0.05)
+    say("done")
+    time.sleep(3600)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="mode", required=True)
+    h = sub.add_parser("hello")
+    h.add_argument("host")
+    h.add_argument("port", type=int)
+    h.add_argument("--rank", type=int, required=True)
+    h.add_argument("--size", type=int, required=True)
+    h.add_argument("--secret")
+    h.add_argument("--after-table")
+    r = sub.add_parser("rogue0")
+    r.add_argument("port", type=int)
+    b = sub.add_parser("busy")
+    b.add_argument("port", type=int)
+    b.add_argument("--talk", action="store_true")
+    i = sub.add_parser("idle")
+    i.add_argument("host")
+    i.add_argument("port", type=int)
+    i.add_argument("--count", type=int, default=10)
+    i.add_argument("--partial", action="store_true")
+    j = sub.add_parser("ringhijack")
+    j.add_argument("--pids", required=True)
+    j.add_argument("--skip", type=int, default=0)
+    j.add_argument("--size", type=int, required=True)
+    j.add_argument("--seconds", type=float, default=4)
+    a = p.parse_args()
+    return {"hello": mode_hello, "rogue0": mode_rogue0, "busy": mode_busy,
+            "idle": mode_idle, "ringhijack": mode_ringhijack}[a.mode](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
