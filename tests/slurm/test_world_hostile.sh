@@ -243,6 +243,31 @@ case_sigterm() {
 	echo "SIGTERM during the rendezvous: ended in $((SECONDS - t0)) s, named on rank 0"
 }
 
+# 11. A member trickles one byte every 1.5 s into the ring, timeout 2 s:
+# the others time out (per step, not per byte) and name it.
+case_trickle() {
+	local o port p0 p1 ps t0
+	o=$WTMP/trickle port=$(free_port)
+	t0=$SECONDS
+	"${CLEAN_ENV[@]}" RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+		DLJOB_JOB_SECRET="$SECRET" "$WC" --timeout 2 --steps 1 >"$o.0" 2>&1 &
+	p0=$!
+	BG_PIDS+=($p0)
+	"${CLEAN_ENV[@]}" RANK=1 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+		DLJOB_JOB_SECRET="$SECRET" "$WC" --timeout 2 --steps 1 >"$o.1" 2>&1 &
+	p1=$!
+	BG_PIDS+=($p1)
+	stranger "$o" member 127.0.0.1 "$port" --secret "$SECRET" --trickle 1.5; ps=$!
+	wait_all 12 $p0 $p1
+	grep -q "trickling" "$o.stranger" || fail "the member never reached the allreduce: $(all "$o")"
+	for r in 0 1; do
+		grep -q "rank $r: .*rank 2 (.*) did not answer for 2 s" "$o.$r" ||
+			fail "rank $r did not name the trickling rank 2: $(all "$o")"
+	done
+	kill "$ps" 2>/dev/null
+	echo "a rank trickling one byte per 1.5 s (timeout 2 s): named in $((SECONDS - t0)) s"
+}
+
 # Without a secret: the same job works, with a one-line warning.
 case_nosecret() {
 	local o port p0 p1 p2 ps ps1 ps2 t0 n r talk q0 q1
@@ -261,7 +286,7 @@ case_nosecret() {
 
 # HOSTILE_CASES="impostor ring": run only those (to try one case on another
 # build); default: all.
-for c in ${HOSTILE_CASES:-impostor rogue0 ring idle range death busy spelling size sigterm nosecret}; do
+for c in ${HOSTILE_CASES:-impostor rogue0 ring idle range death busy spelling size sigterm trickle nosecret}; do
 	"case_$c"
 done
 echo "PASS: hostile peers are dropped or named, honest ranks finish exactly"

@@ -15,6 +15,10 @@ Modes (every mode prints "stranger: ..." lines saying what happened):
                        another protocol), never close.
   idle HOST PORT --count N [--partial]
                        N connections that say nothing (or half a hello).
+  member HOST PORT --secret HEX --trickle S
+                       the last rank of a world of 3, played honestly (it has
+                       the secret) up to the first allreduce, where it sends
+                       its ring successor one byte every S seconds.
   ringhijack --pids P,Q --skip PORT --size N --seconds S
                        connect to every listener of those processes (their
                        ring listeners) and claim to be each rank in turn,
@@ -123,6 +127,70 @@ def mode_hello(a):
     return 0
 
 
+def read_msg(s, want):
+    while True:
+        hdr = read_exact(s, 8, 30)
+        if len(hdr) < 8:
+            raise SystemExit("stranger: connection to rank 0 lost")
+        t, n = struct.unpack(">II", hdr)
+        body = read_exact(s, n, 30)
+        if t == want:
+            return body
+        say("skipped message type", t)
+
+
+def mode_member(a):
+    key = bytes.fromhex(a.secret)
+    jobkey = "-.-:%d" % a.port
+    rank, size = 2, 3
+    host = socket.gethostname().encode()[:63]
+    node = host.ljust(NODE, b"\0")
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+    rport = ls.getsockname()[1]
+    s = connect(a.host, a.port, time.monotonic() + 10)
+    n0 = read_exact(s, 40, 5)[8:40]
+    mine = os.urandom(32)
+    h = struct.pack(">IIII", MAGIC, rank, size, rport) + node + mine
+    h += mac(key, "dljob star hello", n0, mine, [rank, size, rport], node, jobkey)
+    s.sendall(h)
+    read_exact(s, 36, 5)
+    table = read_msg(s, 2)
+    fam, port = struct.unpack(">II", table[:8])
+    addr = socket.inet_ntoa(table[8:12])
+    # Ring: connect to rank 0 (the successor), then accept rank 1.
+    r0 = socket.create_connection((addr, port), timeout=5)
+    theirs = read_exact(r0, 40, 5)[8:40]
+    mine = os.urandom(32)
+    r0.sendall(struct.pack(">II", MAGIC, rank) + mine +
+               mac(key, "dljob ring hello", theirs, mine, [rank, size], b"", jobkey))
+    read_exact(r0, 36, 5)
+    c, _ = ls.accept()
+    my = os.urandom(32)
+    c.sendall(struct.pack(">II", MAGIC, 2) + my)
+    hh = read_exact(c, 72, 5)
+    c.sendall(struct.pack(">I", MAGIC) + mac(key, "dljob ring proof", hh[8:40], my,
+                                             [rank - 1, size], b"", jobkey))
+    say("in the ring")
+    # The star exchanges world_check does first: who is where, a broadcast.
+    ident = struct.pack("=iiii", rank, size, rank, size) + node
+    s.sendall(struct.pack(">II", 4, len(ident)) + ident)
+    read_msg(s, 5)
+    blob = b"blob from rank 2".ljust(48, b"\0")
+    s.sendall(struct.pack(">II", 4, len(blob)) + blob)
+    read_msg(s, 5)
+    say("trickling one byte every %g s" % a.trickle)
+    c.setblocking(False)
+    while True:
+        try:
+            c.recv(65536)
+        except OSError:
+            pass
+        r0.send(b"\0")
+        time.sleep(a.trickle)
+
+
 def listener(port):
     ls = socket.socket()
     ls.bind(("127.0.0.1", port))
@@ -227,6 +295,11 @@ def main():
     i.add_argument("port", type=int)
     i.add_argument("--count", type=int, default=10)
     i.add_argument("--partial", action="store_true")
+    m = sub.add_parser("member")
+    m.add_argument("host")
+    m.add_argument("port", type=int)
+    m.add_argument("--secret", required=True)
+    m.add_argument("--trickle", type=float, default=1.5)
     j = sub.add_parser("ringhijack")
     j.add_argument("--pids", required=True)
     j.add_argument("--skip", type=int, default=0)
@@ -234,7 +307,7 @@ def main():
     j.add_argument("--seconds", type=float, default=4)
     a = p.parse_args()
     return {"hello": mode_hello, "rogue0": mode_rogue0, "busy": mode_busy,
-            "idle": mode_idle, "ringhijack": mode_ringhijack}[a.mode](a)
+            "idle": mode_idle, "ringhijack": mode_ringhijack, "member": mode_member}[a.mode](a)
 
 
 if __name__ == "__main__":
