@@ -3,7 +3,8 @@
 # and with TCP: every other rank stops with an error naming the dead rank
 # well within 30 s, srun exits non-zero, and both nodes are usable again
 # (never drained).  Ranks 2 (a rank on the second node) and 0 (the hub).
-# Then a rank that hangs instead of dying: named after the --timeout.
+# Then a rank that hangs instead of dying: named after the --timeout; and a
+# rank that hangs inside MPI_Init_thread or MPI_Finalize.
 set -u
 # shellcheck source=tests/slurm/world_lib.sh
 source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
@@ -60,6 +61,27 @@ for mpi in pmix none; do
 	done
 	nodes_usable
 	echo "--mpi=$mpi, rank 3 hung: the others named it and stopped in $took s"
+done
+# A rank that hangs inside MPI_Init_thread or MPI_Finalize (an LD_PRELOAD
+# shim): the watchdog names the stage and ends it within the timeout.
+shim=$DLJOB_BUILDDIR/tests/slurm/.libs/libmpihang.so
+[ -f "$shim" ] || fail "no $shim"
+for stage in init finalize; do
+	out=$WTMP/mpi.$stage
+	start=$SECONDS
+	# (timeout: without a watchdog this would hang for ever)
+	timeout 60 "${CLEAN_ENV[@]}" SLURM_CONF="$SLURM_CONF" srun --jobid="$JOB" -N2 -n2 -K \
+		--mpi=pmix --export=ALL,LD_PRELOAD="$shim",MPIHANG_STAGE=$stage,MPIHANG_RANK=1 \
+		"$WC" --timeout 4 --steps 1 >"$out" 2>&1 &&
+		fail "rank 1 hung in MPI $stage: srun exited 0: $(cat "$out")"
+	took=$((SECONDS - start))
+	[ $took -lt 20 ] || fail "rank 1 hung in MPI $stage: took $took s"
+	want=MPI_Init_thread
+	[ $stage = finalize ] && want=MPI_Finalize
+	grep -q "dljob: rank 1: $want did not return within the timeout" "$out" ||
+		fail "rank 1 hung in $want was not named: $(cat "$out")"
+	nodes_usable
+	echo "--mpi=pmix, rank 1 hung in $want: named, the step ended in $took s"
 done
 nodes_idle
 echo "PASS: killed and hung ranks are named and end the job, for PMIx and TCP"

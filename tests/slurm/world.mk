@@ -14,3 +14,9 @@ EXTRA_DIST += tests/bench/bench_launch.sh tests/bench/bench_launch_torch.py
 check_PROGRAMS += tests/slurm/test_world_env
 tests_slurm_test_world_env_SOURCES = tests/slurm/test_world_env.c runtime/world_env.c runtime/master.c runtime/master.h runtime/world_int.h
 TESTS += tests/slurm/test_world_env
+# An LD_PRELOAD shim that hangs one rank inside MPI_Init_thread/MPI_Finalize.
+check_LTLIBRARIES += tests/slurm/libmpihang.la
+tests_slurm_libmpihang_la_SOURCES = tests/slurm/mpi_hang.c
+tests_slurm_libmpihang_la_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+tests_slurm_libmpihang_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
+tests_slurm_libmpihang_la_LIBADD = $(MPI_LIBS)
