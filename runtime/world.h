@@ -31,9 +31,12 @@ struct dl_world {
 	double timeout_s;               /* bound of every wait for peers */
 };
 
-/* Join the job's process group.  timeout_s bounds every wait for peers.
- * Returns 0, or -1 with one line in err naming what is wrong (e.g. the rank
- * that never arrived). */
+/* Join the job's process group.  timeout_s bounds every wait for peers; a
+ * SIGTERM during the wait ends it at once (the caller's SIGTERM handler, if
+ * any, is called too).  The TCP rendezvous and ring are authenticated with
+ * DLJOB_JOB_SECRET (see runtime/world_int.h; without it, one warning line on
+ * stderr).  Returns 0, or -1 with one line in err naming what is wrong (e.g.
+ * the rank that never arrived). */
 int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen);
 /* Leave the job.  A rank that closes while others still wait in a
  * collective makes them fail at once, naming it; with PMIx + MPI a healthy
