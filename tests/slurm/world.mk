@@ -20,3 +20,10 @@ tests_slurm_libmpihang_la_SOURCES = tests/slurm/mpi_hang.c
 tests_slurm_libmpihang_la_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 tests_slurm_libmpihang_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 tests_slurm_libmpihang_la_LIBADD = $(MPI_LIBS)
+# The rendezvous's wire parsers, proofs and limits, without sockets.
+check_PROGRAMS += tests/slurm/test_world_star
+tests_slurm_test_world_star_SOURCES = tests/slurm/test_world_star.c runtime/world_star.c \
+	runtime/world_net.c runtime/world_auth.c runtime/world_int.h
+tests_slurm_test_world_star_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
+tests_slurm_test_world_star_LDADD = $(SODIUM_LIBS)
+TESTS += tests/slurm/test_world_star
