@@ -21,8 +21,8 @@ Modes (every mode prints "stranger: ..." lines saying what happened):
                        its ring successor one byte every S seconds.
   ringhijack --pids P,Q --skip PORT --size N --seconds S
                        connect to every listener of those processes (their
-                       ring listeners) and claim to be each rank in turn,
-                       then stream floats of 1000.0.
+                       ring listeners): once silently, and once claiming to
+                       be each rank, then streaming floats of 1000.0.
 """
 import argparse
 import hashlib
@@ -255,19 +255,24 @@ def mode_ringhijack(a):
     while time.monotonic() < until:
         for port in listening_ports(pids) - seen - {a.skip}:
             seen.add(port)
+            try:  # one that says nothing at all
+                conns.append(("idle", socket.create_connection(("127.0.0.1", port), timeout=1)))
+            except OSError:
+                pass
             for rank in range(a.size):
                 try:
                     s = socket.create_connection(("127.0.0.1", port), timeout=1)
                     s.setblocking(False)
                     # The old ring hello: the sender's rank, native order.
                     s.send(struct.pack("=i", rank) + junk)
-                    conns.append(s)
+                    conns.append(("talk", s))
                 except OSError:
                     pass
             say("connected %d times to port %d" % (a.size, port))
-        for s in conns:
+        for kind, s in conns:
             try:
-                s.send(junk)
+                if kind == "talk":
+                    s.send(junk)
             except OSError:
                 pass
         time.sleep(0.05)
