@@ -801,11 +801,19 @@ static int join_root(struct dl_star *st, const char *host, int port, int *ring_f
 			return -1;
 		}
 		double gd = dl_now() + DL_HANDSHAKE_S;
-		if (dl_read_full(fd, g, sizeof(g), gd < deadline ? gd : deadline, &got, e,
-				 sizeof(e)) == 0)
+		size_t more = 0;
+		if (gd > deadline)
+			gd = deadline;
+		/* Magic and role first: another program is named at once. */
+		int ok = dl_read_full(fd, g, 8, gd, &got, e, sizeof(e)) == 0;
+		if (ok && get32(g) != STAR_MAGIC) /* a little more of it, for the message */
+			(void)dl_read_full(fd, g + 8, 8, dl_now() + 0.2, &more, e, sizeof(e));
+		else if (ok)
+			ok = dl_read_full(fd, g + 8, sizeof(g) - 8, gd, &more, e, sizeof(e)) == 0;
+		got += more;
+		/* Some bytes but no greeting: say what they were (below). */
+		if (ok || (got > 0 && !dl_stopped()))
 			break;
-		if (got > 0 && !dl_stopped())
-			break; /* some bytes, but no greeting: say what they were */
 		close(fd);
 		if (got == 0 && strstr(e, "closed") && dl_now() < deadline && !dl_stopped()) {
 			/* Closed before a word: rank 0 pushed this connection out
