@@ -230,16 +230,13 @@ cuda_roots() {
 }
 find_nvcc() {
 	local s c
-	nvcc=${NVCC:-$(command -v nvcc || true)}
-	for c in ${CUDA_HOME:+$CUDA_HOME/bin/nvcc} /usr/local/cuda/bin/nvcc; do
-		[ -z "$nvcc" ] && [ -x "$c" ] && nvcc=$c
+	nvcc=""
+	# the first that runs
+	for c in ${NVCC:-} $(command -v nvcc) ${CUDA_HOME:+$CUDA_HOME/bin/nvcc} /usr/local/cuda/bin/nvcc \
+		$(for s in $(sites); do echo "$s"/nvidia/cu*/bin/nvcc "$s"/nvidia/cuda_nvcc/bin/nvcc; done); do
+		[ -x "$c" ] && "$c" --version >/dev/null 2>&1 && { nvcc=$c; return 0; }
 	done
-	for s in $(sites); do
-		for c in "$s"/nvidia/cu*/bin/nvcc "$s"/nvidia/cuda_nvcc/bin/nvcc; do
-			[ -z "$nvcc" ] && [ -x "$c" ] && nvcc=$c
-		done
-	done
-	[ -n "$nvcc" ]
+	return 1
 }
 # find_comp HEADER STEM: the first root with both; sets inc and lib
 find_comp() {
@@ -304,6 +301,17 @@ overlay_tree() {
 	say "overlay: $n file(s) from the checkout $repo"
 }
 
+# the libraries libmpi's RUNPATH would hide (step 4), by file name: the bundle
+# has libevent's run-time package only, without the libevent_core.so link
+preload_libs() {
+	local stem f
+	for stem in open-rte open-pal hwloc event_core event_pthreads z; do
+		f=$(cd "$V/lib" && ls lib$stem.so.[0-9]* lib$stem-*.so.[0-9]* 2>/dev/null | head -1)
+		[ -n "$f" ] || fail "lib$stem not in $V/lib"
+		printf -- '-l:%s ' "$f"
+	done
+}
+
 # ---- 4. configure and make ----------------------------------------------------------------
 build() {
 	local tarball conf
@@ -317,19 +325,37 @@ build() {
 		--with-slurm="$V" --with-hwloc="$V" --with-dnnl="$V" --with-jpeg="$V"
 		--with-pmix="$P/usr/lib/x86_64-linux-gnu/pmix2" --with-mpi="$work/mpi"
 		PKG_CONFIG="$work/bin/pkg-config" TORCH_PYTHON="$py"
-		LIBS="-Wl,--disable-new-dtags -Wl,--no-as-needed -lopen-rte -lopen-pal -lhwloc -levent_core -levent_pthreads -lz")
+		LIBS="-Wl,--disable-new-dtags -Wl,--no-as-needed $(preload_libs)")
+	# -L too: configure's first test links LIBS, before any --with-X is applied
+	conf+=(LDFLAGS="-L$V/lib -Wl,-rpath,$V/lib${C:+ -Wl,-rpath,$C/lib64}")
+	# Debian's multiarch headers (jconfig.h): gcc looks there for /usr/include only
+	conf+=(CPPFLAGS="-I$V/include/x86_64-linux-gnu")
+	# on make's command line too: configure sets NVCC_GENCODE itself, over the
+	# value it is given
+	local mk=()
 	if [ "$cuda" = yes ]; then
-		conf+=(--with-cuda="$C" NVCC="$nvcc" LDFLAGS="-Wl,-rpath,$C/lib64"
-			NVCC_GENCODE="${NVCC_GENCODE:--gencode arch=compute_90,code=sm_90}")
+		mk=(NVCC_GENCODE="${NVCC_GENCODE:--gencode arch=compute_90,code=sm_90}")
+		conf+=(--with-cuda="$C" NVCC="$nvcc" "${mk[@]}")
 	else
 		conf+=(--without-cuda)
 	fi
 	say "configure ${conf[*]}"
 	(cd "$B" && "$S/configure" "${conf[@]}") || { tail -30 "$B/config.log"; fail "configure (config.log above)"; }
 	say "make -j$jobs"
-	make -C "$B" -j"$jobs" || fail "make"
+	make -C "$B" -j"$jobs" "${mk[@]}" || fail "make"
 	say "make -j$jobs check TESTS= (builds the test programs, runs none)"
-	make -C "$B" -j"$jobs" check TESTS= || fail "building the test programs"
+	make -C "$B" -j"$jobs" "${mk[@]}" check TESTS= || fail "building the test programs"
+	if [ "$cuda" = yes ]; then
+		# the kernels are built for the GPU asked for, and for nothing else
+		local o cod
+		cod=$(dirname "$nvcc")/cuobjdump
+		[ -x "$cod" ] || cod=$(command -v cuobjdump || true)
+		[ -n "$cod" ] || say "no cuobjdump: the kernels' targets are not listed"
+		for o in ${cod:+"$B"/engine/cuda/.libs/k_*.o}; do
+			say "$(basename "$o"): $("$cod" --list-elf "$o" 2>/dev/null | sed 's/.*\.\(sm_[0-9a-z]*\)\..*/\1/' | sort -u | tr '\n' ' ')" \
+				"$("$cod" --list-ptx "$o" 2>/dev/null | grep -c ptx) PTX"
+		done
+	fi
 }
 
 # ---- 5. what was built ----------------------------------------------------------------------
