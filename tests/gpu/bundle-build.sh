@@ -18,8 +18,10 @@
 #                   checkout around the bundle) with env.sh's variables set
 #   --probe-cuda    only find nvcc, cuDNN, cuBLAS(Lt), NCCL and the CUDA
 #                   runtime, print them and make the CUDA view; build nothing
+#   --unpack-only   only unpack the packages into the prefix (step 1)
 #
 # Steps, each logged with the time:
+#  0. check that this machine's glibc is at least the one MANIFEST names
 #  1. unpack debs/*.deb into WORK/prefix with `dpkg-deb -x`, or `ar` + `tar`,
 #     or python3 where neither is there (DLJOB_BUNDLE_UNPACK=dpkg|ar|python
 #     forces one); never into /.  Absolute symbolic links are pointed back into
@@ -32,9 +34,10 @@
 #  3. CUDA (unless --cpu-only): nvcc from $NVCC, PATH, $CUDA_HOME,
 #     /usr/local/cuda or the nvidia wheels of python3 (nvidia/cu13/bin); each of
 #     cudart, cuDNN, cuBLAS, cuBLASLt and NCCL from the first of: nvcc's
-#     toolkit, $CUDA_HOME, /usr/local/cuda, /usr, the wheels' nvidia/*
-#     directories ($DLJOB_CUDA_SITE adds site-packages directories to search)
-#     that holds both its header and its library.  WORK/cuda/{include,lib64}
+#     toolkit, $CUDA_HOME, /usr/local/cuda, /usr ($DLJOB_CUDA_ROOTS replaces
+#     these two), the wheels' nvidia/* directories ($DLJOB_CUDA_SITE adds
+#     site-packages directories to search) that holds both its header and
+#     its library.  WORK/cuda/{include,lib64}
 #     links them together (with the unversioned libX.so links that the
 #     wheels lack) for --with-cuda.  Kernels: -gencode arch=compute_90,code=sm_90
 #     ($NVCC_GENCODE overrides).
@@ -70,7 +73,7 @@ set -u -o pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=${DLJOB_BUNDLE_WORK:-/tmp/dljob-bundle}
 jobs=$(nproc 2>/dev/null || echo 4)
-cuda=yes overlay=yes smoke=no probe=no run=no
+cuda=yes overlay=yes smoke=no probe=no run=no unpack_only=no
 run_args=()
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -80,6 +83,7 @@ while [ $# -gt 0 ]; do
 	--no-overlay) overlay=no ;;
 	--smoke) smoke=yes ;;
 	--probe-cuda) probe=yes ;;
+	--unpack-only) unpack_only=yes ;;
 	--run) run=yes; shift; run_args=("$@"); break ;;
 	-h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bundle-build.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -179,6 +183,17 @@ prepare_prefix() {
 	say "prefix ready: $(ls "$V/lib" | wc -l) libraries in $V/lib"
 }
 
+# the bundle's libraries are Debian 12's: they need its glibc or a newer one
+check_glibc() {
+	local need have
+	need=$(sed -n 's/^needs: glibc >= //p' "$here/MANIFEST" 2>/dev/null)
+	have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+	[ -n "$need" ] && [ -n "$have" ] || return 0
+	[ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" = "$need" ] ||
+		fail "this machine's glibc is $have; the bundled libraries need $need or newer"
+	say "glibc $have (the bundle needs >= $need)"
+}
+
 # ---- 2. pkg-config and mpicc ------------------------------------------------------------
 write_tools() {
 	mkdir -p "$work/bin" "$work/mpi/bin" || exit 1
@@ -223,7 +238,7 @@ cuda_roots() {
 	local s d
 	[ -n "$nvcc" ] && echo "$(cd "$(dirname "$nvcc")/.." && pwd)"
 	[ -n "${CUDA_HOME:-}" ] && echo "$CUDA_HOME"
-	echo /usr/local/cuda /usr
+	echo ${DLJOB_CUDA_ROOTS-/usr/local/cuda /usr}
 	for s in $(sites); do
 		for d in "$s"/nvidia/*/; do [ -d "$d" ] && echo "${d%/}"; done
 	done
@@ -232,7 +247,8 @@ find_nvcc() {
 	local s c
 	nvcc=""
 	# the first that runs
-	for c in ${NVCC:-} $(command -v nvcc) ${CUDA_HOME:+$CUDA_HOME/bin/nvcc} /usr/local/cuda/bin/nvcc \
+	for c in ${NVCC:-} $(command -v nvcc) ${CUDA_HOME:+$CUDA_HOME/bin/nvcc} \
+		$(for s in ${DLJOB_CUDA_ROOTS-/usr/local/cuda}; do echo "$s/bin/nvcc"; done) \
 		$(for s in $(sites); do echo "$s"/nvidia/cu*/bin/nvcc "$s"/nvidia/cuda_nvcc/bin/nvcc; done); do
 		[ -x "$c" ] && "$c" --version >/dev/null 2>&1 && { nvcc=$c; return 0; }
 	done
@@ -429,7 +445,9 @@ main() {
 		return 0
 	fi
 	[ "$cuda" = yes ] || C=""
+	check_glibc
 	prepare_prefix
+	[ "$unpack_only" = yes ] && return 0
 	write_tools
 	[ "$cuda" = yes ] && prepare_cuda
 	build

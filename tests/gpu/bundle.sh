@@ -143,11 +143,20 @@ rm -f "$out/download.log"
 cp "$src/tests/gpu/bundle-build.sh" "$out/bundle-build.sh" && chmod +x "$out/bundle-build.sh" || exit 1
 cp "$src/tests/gpu/README" "$out/README" || exit 1
 
+# the newest glibc symbol version the bundled libraries and programs use
+x=$(mktemp -d /tmp/dljob-bundle-glibc.XXXXXX) || exit 1
+for d in "$out"/debs/*.deb; do dpkg-deb -x "$d" "$x" || die "dpkg-deb -x $d"; done
+glibc=$(find "$x" -type f \( -name '*.so*' -o -path '*/bin/*' \) -exec objdump -T {} + 2>/dev/null |
+	grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_//' | sort -V | tail -1)
+rm -rf "$x"
+[ -n "$glibc" ] || die "cannot read the glibc versions the packages need (objdump)"
+
 commit=$(git -C "$src" rev-parse HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$src" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo " (with uncommitted changes)")
 {
 	echo "dljob GPU build bundle, made $(date -u '+%Y-%m-%d %H:%M UTC') on $(. /etc/os-release; echo "$PRETTY_NAME") by tests/gpu/bundle.sh"
 	echo "source: $(basename "$out"/dljob-*.tar.gz) from commit $commit$dirty"
+	echo "needs: glibc >= $glibc"
 	echo "packages:"
 	for p in $pkgs; do
 		printf '  %-28s %-26s %s\n' "$p" "$(dpkg-deb -f "$(ls "$out"/debs/"$p"_*.deb | head -1)" Version)" "${why[$p]}"
