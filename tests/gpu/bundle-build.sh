@@ -9,7 +9,8 @@
 #   --cpu-only      build without CUDA (a machine without nvcc: the check here)
 #   --work DIR      where the prefix, source and build go (default
 #                   /tmp/dljob-bundle, or $DLJOB_BUNDLE_WORK); a second run
-#                   with the same DIR reuses what is there
+#                   with the same DIR reuses the unpacked prefix, and
+#                   configures and builds afresh
 #   --jobs N        make -j N (default: all CPUs)
 #   --no-overlay    build the bundled source as it is (see "Overlay" below)
 #   --smoke         after the build, train resnet20 for 3 steps on synthetic
@@ -21,7 +22,8 @@
 #   --unpack-only   only unpack the packages into the prefix (step 1)
 #
 # Steps, each logged with the time:
-#  0. check that this machine's glibc is at least the one MANIFEST names
+#  0. check that this machine's glibc is at least the one MANIFEST names, and
+#     that gcc, tar, sed and awk are there (make: the bundle's where it is not)
 #  1. unpack debs/*.deb into WORK/prefix with `dpkg-deb -x`, or `ar` + `tar`,
 #     or python3 where neither is there (DLJOB_BUNDLE_UNPACK=dpkg|ar|python
 #     forces one); never into /.  Absolute symbolic links are pointed back into
@@ -194,6 +196,19 @@ check_glibc() {
 	say "glibc $have (the bundle needs >= $need)"
 }
 
+check_tools() {
+	local t missing=""
+	for t in gcc tar sed awk grep find; do command -v $t >/dev/null || missing="$missing $t"; done
+	[ -z "$missing" ] || fail "missing on this machine:$missing"
+}
+# make: the machine's, else the bundle's (after step 1)
+find_make() {
+	make_prog=$(command -v make || true)
+	[ -n "$make_prog" ] && "$make_prog" --version >/dev/null 2>&1 || make_prog=$P/usr/bin/make
+	[ -x "$make_prog" ] || fail "no make on this machine and none in the bundle"
+	say "make: $make_prog"
+}
+
 # ---- 2. pkg-config and mpicc ------------------------------------------------------------
 write_tools() {
 	mkdir -p "$work/bin" "$work/mpi/bin" || exit 1
@@ -358,9 +373,9 @@ build() {
 	say "configure ${conf[*]}"
 	(cd "$B" && "$S/configure" "${conf[@]}") || { tail -30 "$B/config.log"; fail "configure (config.log above)"; }
 	say "make -j$jobs"
-	make -C "$B" -j"$jobs" "${mk[@]}" || fail "make"
+	"$make_prog" -C "$B" -j"$jobs" "${mk[@]}" || fail "make"
 	say "make -j$jobs check TESTS= (builds the test programs, runs none)"
-	make -C "$B" -j"$jobs" "${mk[@]}" check TESTS= || fail "building the test programs"
+	"$make_prog" -C "$B" -j"$jobs" "${mk[@]}" check TESTS= || fail "building the test programs"
 	if [ "$cuda" = yes ]; then
 		# the kernels are built for the GPU asked for, and for nothing else
 		local o cod
@@ -446,8 +461,10 @@ main() {
 	fi
 	[ "$cuda" = yes ] || C=""
 	check_glibc
+	check_tools
 	prepare_prefix
 	[ "$unpack_only" = yes ] && return 0
+	find_make
 	write_tools
 	[ "$cuda" = yes ] && prepare_cuda
 	build
