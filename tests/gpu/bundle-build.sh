@@ -206,6 +206,11 @@ find_make() {
 	make_prog=$(command -v make || true)
 	[ -n "$make_prog" ] && "$make_prog" --version >/dev/null 2>&1 || make_prog=$P/usr/bin/make
 	[ -x "$make_prog" ] || fail "no make on this machine and none in the bundle"
+	if [ "$make_prog" = "$P/usr/bin/make" ]; then
+		# configure's config.status runs `make` by name too
+		mkdir -p "$work/bin" && ln -sfn "$make_prog" "$work/bin/make" || exit 1
+		export PATH=$work/bin:$PATH
+	fi
 	say "make: $make_prog"
 }
 
