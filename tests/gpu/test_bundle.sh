@@ -44,7 +44,9 @@ echo 'a library' >"$t/pkg/usr/lib/x86_64-linux-gnu/libt.so.1.0"
 ln -s libt.so.1.0 "$t/pkg/usr/lib/x86_64-linux-gnu/libt.so.1"
 ln -s /usr/lib/x86_64-linux-gnu/libt.so.1.0 "$t/pkg/usr/lib/x86_64-linux-gnu/libt.so"
 dpkg-deb -Zxz --root-owner-group -b "$t/pkg" "$t/b/debs/t.deb" >/dev/null || exit 1
-for m in dpkg ar python; do
+methods="dpkg python"
+if command -v xz >/dev/null; then methods="$methods ar"; else echo "# no xz here: ar + tar not checked"; fi
+for m in $methods; do
 	w=$t/w-$m
 	DLJOB_BUNDLE_UNPACK=$m bash "$t/b/bundle-build.sh" --unpack-only --work "$w" >"$t/$m.log" 2>&1
 	check "unpack with $m exits 0" test $? = 0 || cat "$t/$m.log"
@@ -54,7 +56,7 @@ for m in dpkg ar python; do
 	check "unpack with $m: the view has libt.so.1" test "$(cat "$w/prefix/view/lib/libt.so.1")" = "a library"
 	check "unpack with $m: headers in the view" test -f "$w/prefix/view/include/t.h"
 done
-check "dpkg and ar give the same tree" cmp -s "$t/dpkg.tree" "$t/ar.tree"
+[ -f "$t/ar.tree" ] && check "dpkg and ar give the same tree" cmp -s "$t/dpkg.tree" "$t/ar.tree"
 check "dpkg and python give the same tree" cmp -s "$t/dpkg.tree" "$t/python.tree"
 
 # ---- 3. finding CUDA -------------------------------------------------------------------------
