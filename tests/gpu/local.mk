@@ -16,3 +16,13 @@ tests_bench_bench_gpu_SOURCES = tests/bench/bench_gpu.c
 tests_bench_bench_gpu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 tests_bench_bench_gpu_LDADD = engine/libdlengine.la -lm
 endif
+
+# The offline build bundle for a GPU machine without a package manager
+# (tests/gpu/README): `make gpu-bundle` writes gpu-bundle/ at the top of the
+# source tree; test_bundle.sh checks its logic here in seconds.
+EXTRA_DIST += tests/gpu/README tests/gpu/bundle.sh tests/gpu/bundle-build.sh tests/gpu/bundle-selftest.sh
+TESTS += tests/gpu/test_bundle.sh
+dist_check_SCRIPTS += tests/gpu/test_bundle.sh
+gpu-bundle:
+	$(BASH) $(top_srcdir)/tests/gpu/bundle.sh --builddir $(abs_top_builddir)
+.PHONY: gpu-bundle
