@@ -435,6 +435,20 @@ static const char *get_str(struct rbuf *r, size_t *n)
 	return s;
 }
 
+/* A class or file name from the cache is what a scan could have found: one
+ * path component, not empty, not starting with '.' (so not "." or ".."; the
+ * scan skips dot names), no '/', no NUL or other control bytes.  The cache
+ * file may have been written by someone else, and the names become paths. */
+static int component_ok(const char *s, size_t n)
+{
+	if (n == 0 || s[0] == '.')
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] == '/' || (unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return 0;
+	return 1;
+}
+
 static int stat_mtime(const char *path, int64_t *mt)
 {
 	struct stat st;
@@ -473,7 +487,8 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 			goto out;
 	}
 	uint64_t nc = get_u64(&r);
-	if (r.bad || nc == 0 || nc > 1000000)
+	// each class takes at least 25 bytes of the file: check before allocating
+	if (r.bad || nc == 0 || nc > 1000000 || nc > (uint64_t)(r.end - r.p) / 25)
 		goto out;
 	f->nclass = (int)nc;
 	f->classes = calloc(nc, sizeof *f->classes);
@@ -483,8 +498,10 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 		goto out;
 	for (int c = 0; c < f->nclass; c++) {
 		const char *s = get_str(&r, &n);
-		if (r.bad || !(f->classes[c] = strndup(s, n)))
+		if (r.bad || !component_ok(s, n) || !(f->classes[c] = malloc(n + 1)))
 			goto out;
+		memcpy(f->classes[c], s, n);
+		f->classes[c][n] = 0;
 		f->mtime[0][c] = (int64_t)get_u64(&r);
 		f->mtime[1][c] = (int64_t)get_u64(&r);
 		for (int sp = 0; sp < 2 && f->split_mtime[sp] >= 0; sp++) {
@@ -501,10 +518,12 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 			uint64_t c = get_u64(&r);
 			const char *s2 = get_str(&r, &n);
 			char name[4097];
-			if (r.bad || c >= nc)
+			if (r.bad || c >= nc || !component_ok(s2, n))
 				goto out;
 			memcpy(name, s2, n);
 			name[n] = 0;
+			if (!is_image_name(name))
+				goto out;
 			f->split[s].cls[i] = (uint32_t)c;
 			if (arena_add(f, name, &f->split[s].name_off[i]) != 0)
 				goto out;

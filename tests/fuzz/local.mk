@@ -52,6 +52,7 @@ EXTRA_PROGRAMS = $(FUZZ_TARGETS)
 
 # The unit tests make check-asan runs under the sanitizers.
 ASAN_TESTS = tests/data/test_loader tests/data/test_fmnist tests/data/test_u8 \
+	tests/data/test_hostile_files.py tests/engine/test_checkpoint_parse \
 	tests/data/test_bad_inputs.py tests/data/test_pack.py \
 	tests/slurm/test_spank_units tests/slurm/test_world_env tests/slurm/test_map
 ASAN_TOOLS = tests/data/dataset_tool tests/data/pack_tool tests/data/dump_sample
