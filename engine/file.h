@@ -1,7 +1,8 @@
 /* Opening a file that must be a regular file (a checkpoint, a dataset file,
  * an image) without blocking: open(2) of a FIFO waits for a writer, so a FIFO
  * named like a data file would hang the reader forever.  The file is opened
- * with O_NONBLOCK (which returns at once for a FIFO), checked with fstat, and
+ * with O_NONBLOCK (which returns at once for a FIFO) and O_NOCTTY (a symlink to
+ * a terminal must not become our controlling one), checked with fstat, and
  * O_NONBLOCK is cleared again for the reads. */
 #ifndef DLJOB_ENGINE_FILE_H
 #define DLJOB_ENGINE_FILE_H
@@ -17,7 +18,7 @@
  * stat in *st, or -1 with "PATH: reason" in err. */
 static inline int dl_open_regular(const char *path, struct stat *st, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), fl;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), fl;
 	if (fd < 0) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
