@@ -3,6 +3,7 @@ it allocate what the file does not hold (issue 19, finding 12).
 
   fifo.jpg in an ImageFolder class dir   reported as a bad sample ("not a
                                          regular file"), never opened for a read
+  a bad image named "evil\n dljob: ..."  logged on one line ('?' for the newline)
   a FIFO as a shard file or IDX file     the open fails at once, naming it
   an ImageFolder index cache naming      ignored (the tree is scanned again):
     "../secret.jpg", class "..", ...     no sample outside DIR/<split>/<class>
@@ -55,6 +56,20 @@ def imagefolder(tmp):
     bad = [l for l in out.splitlines() if l.startswith("bad ")]
     check(len(bad) == 1 and "/train/a/fifo.jpg: not a regular file" in bad[0], f"FIFO sample: {bad}")
     os.unlink(os.path.join(root, "train", "a", "fifo.jpg"))
+
+    # a bad image whose name holds a newline is logged on one line
+    evil = os.path.join(root, "train", "a", "evil\ndljob: forged.jpg")
+    with open(evil, "w") as f:
+        f.write("not an image\n")
+    try:
+        p = subprocess.run([tool("dataset_tool"), "epoch", root, "32", "train", "2", "1", "0.9"],
+                           capture_output=True, text=True, timeout=30)
+        lines = p.stderr.splitlines()
+        check(p.returncode == 0 and any("/train/a/evil?dljob: forged.jpg: " in l for l in lines)
+              and not any(l.startswith("dljob: forged") for l in lines), f"newline in a file name: {p.stderr!r}")
+    except subprocess.TimeoutExpired:
+        check(False, "newline in a file name: timed out")
+    os.unlink(evil)
 
     # index caches naming files outside the tree: root/secret.jpg is a text
     # file, so a sample read from there shows as a bad sample
