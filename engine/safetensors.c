@@ -161,7 +161,7 @@ int dl_safetensors_write_ex(const char *path, struct dl_tensor_f32 *const *tenso
 		goto out;
 	}
 	snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
 		goto out;

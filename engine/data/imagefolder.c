@@ -371,10 +371,14 @@ static void cache_write(const struct imagefolder *f, const char *cache_dir)
 
 	cache_path(cache_dir, f->root, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-	(void)mkdir(cache_dir, 0755); // one level; if it fails, fopen says why
-	if (!(w.f = fopen(tmp, "wb"))) {
+	(void)mkdir(cache_dir, 0755); // one level; if it fails, open says why
+	// O_NOFOLLOW: a symlink planted at the temp name must not redirect the write
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || !(w.f = fdopen(fd, "wb"))) {
 		fprintf(stderr, "dljob: data: cannot write the index cache %s: %s (continuing without)\n", tmp,
 		        strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return;
 	}
 	put(&w, CACHE_MAGIC, 8);

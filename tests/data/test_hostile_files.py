@@ -8,6 +8,7 @@ it allocate what the file does not hold (issue 19, finding 12).
   an ImageFolder index cache naming      ignored (the tree is scanned again):
     "../secret.jpg", class "..", ...     no sample outside DIR/<split>/<class>
   a shard index record past its shard    refused at open, naming the record
+  a symlink at dljob pack's temp name    not followed (the target is untouched)
   an IDX header announcing 13 GB         refused after reading what is there;
                                          the gzip'd one runs under a 1 GiB
                                          address-space limit (not under ASan)
@@ -110,6 +111,25 @@ def imagefolder(tmp):
               f"cache with {what}: rc {rc} {out!r} {err}")
 
 
+def pack_symlink(tmp):
+    """A symlink planted at dljob pack's temp file name does not redirect the write."""
+    root = os.path.join(tmp, "pk")
+    for split in ("train", "val"):
+        os.makedirs(os.path.join(root, split, "a"))
+        with open(os.path.join(root, split, "a", "x.jpg"), "wb") as f:
+            f.write(jpeg((10, 10, 200)))
+    dst = os.path.join(tmp, "pk-out")
+    os.makedirs(dst)
+    victim = os.path.join(tmp, "victim.txt")
+    with open(victim, "w") as f:
+        f.write("precious\n")
+    os.symlink(victim, os.path.join(dst, ".shard-00000.bin.tmp"))
+    p = subprocess.run([tool("pack_tool"), root, dst], capture_output=True, text=True, timeout=60)
+    check(open(victim).read() == "precious\n", "dljob pack wrote through a planted symlink")
+    check(p.returncode != 0 and ".shard-00000.bin.tmp: Too many levels of symbolic links" in p.stderr,
+          f"pack with a planted symlink: rc {p.returncode}: {p.stderr}")
+
+
 def shards(tmp):
     d = os.path.join(tmp, "shards")
     os.makedirs(d)
@@ -174,6 +194,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="dljob-hostile-")
     try:
         imagefolder(tmp)
+        pack_symlink(tmp)
         shards(tmp)
         idx(tmp)
     finally:
