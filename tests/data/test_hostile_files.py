@@ -125,7 +125,7 @@ def pack_symlink(tmp):
         f.write("precious\n")
     os.symlink(victim, os.path.join(dst, ".shard-00000.bin.tmp"))
     p = subprocess.run([tool("pack_tool"), root, dst], capture_output=True, text=True, timeout=60)
-    check(open(victim).read() == "precious\n", "dljob pack wrote through a planted symlink")
+    check(open(victim, "rb").read() == b"precious\n", "dljob pack wrote through a planted symlink")
     check(p.returncode != 0 and ".shard-00000.bin.tmp: Too many levels of symbolic links" in p.stderr,
           f"pack with a planted symlink: rc {p.returncode}: {p.stderr}")
 
