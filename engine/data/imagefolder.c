@@ -506,6 +506,9 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 			goto out;
 		memcpy(f->classes[c], s, n);
 		f->classes[c][n] = 0;
+		// sorted and distinct, as a scan finds them: the order is the labels
+		if (c > 0 && strcmp(f->classes[c - 1], f->classes[c]) >= 0)
+			goto out;
 		f->mtime[0][c] = (int64_t)get_u64(&r);
 		f->mtime[1][c] = (int64_t)get_u64(&r);
 		for (int sp = 0; sp < 2 && f->split_mtime[sp] >= 0; sp++) {
@@ -527,6 +530,11 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 			memcpy(name, s2, n);
 			name[n] = 0;
 			if (!is_image_name(name))
+				goto out;
+			// in (class, name) order without repeats, as a scan lists them
+			if (i > 0 && (c < f->split[s].cls[i - 1] ||
+			              (c == f->split[s].cls[i - 1] &&
+			               strcmp(f->arena + f->split[s].name_off[i - 1], name) >= 0)))
 				goto out;
 			f->split[s].cls[i] = (uint32_t)c;
 			if (arena_add(f, name, &f->split[s].name_off[i]) != 0)

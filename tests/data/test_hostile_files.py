@@ -6,7 +6,8 @@ it allocate what the file does not hold (issue 19, finding 12).
   a bad image named "evil\n dljob: ..."  logged on one line ('?' for the newline)
   a FIFO as a shard file or IDX file     the open fails at once, naming it
   an ImageFolder index cache naming      ignored (the tree is scanned again):
-    "../secret.jpg", class "..", ...     no sample outside DIR/<split>/<class>
+    "../secret.jpg", class "..", ...     no sample outside DIR/<split>/<class>;
+    or listing a file twice, unsorted    nor twice, nor out of order
   a shard index record past its shard    refused at open, naming the record
   a symlink at dljob pack's temp name    not followed (the target is untouched)
   an IDX header announcing 13 GB         refused after reading what is there;
@@ -104,8 +105,10 @@ def imagefolder(tmp):
                             ("class ..", b"..", b"secret.jpg"),
                             ("/ in a file name", b"a", b"/" + root.encode() + b"/secret.jpg"),
                             ("a newline", b"a", b"x.jpg\nbad 0 forged"),
-                            ("an empty name", b"a", b"")]:
-        write_cache(cls, [[name], [b"x.jpg"]])
+                            ("an empty name", b"a", b""),
+                            ("a file listed twice", b"a", [b"x.jpg", b"x.jpg"]),
+                            ("files out of order", b"a", [b"y.jpg", b"x.jpg"])]:
+        write_cache(cls, [name if isinstance(name, list) else [name], [b"x.jpg"]])
         rc, out, err = dump(root, tmp, cache)
         check(rc == 0 and out.splitlines() == ["classes 1 count 1", "label 0"],
               f"cache with {what}: rc {rc} {out!r} {err}")
