@@ -238,6 +238,7 @@ int dl_shards_open(const char *dir, const struct dl_data_options *opt,
 		}
 	}
 	free(shard_size);
+	shard_size = NULL;
 	free(buf);
 	snprintf(ds->kind, sizeof ds->kind, "shards");
 	ds->channels = 3;
