@@ -1,7 +1,10 @@
-"""Write the seed corpora of tests/fuzz/corpus/ (run by hand with /usr/bin/python3
+"""Write the named seeds of tests/fuzz/corpus/ (run by hand with /usr/bin/python3
 from the source tree when a format changes; the files are committed).  Each
 seed is a valid or almost valid input in the layout the target's header
-comment describes."""
+comment describes.  The files named by a SHA-1 beside them are inputs that
+found new coverage in longer runs, merged in with
+  tests/fuzz/fuzz_X -merge=1 ../../tests/fuzz/corpus/fuzz_X fuzz-work/fuzz_X
+(from _build/_asan); keep them small."""
 import gzip, io, os, struct, zlib
 from PIL import Image
 
