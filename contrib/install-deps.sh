@@ -9,12 +9,14 @@ PKGS_BUILD="build-essential autoconf automake libtool pkg-config
 PKGS_TEST="slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins
   dataset-fashion-mnist python3-torch python3-torchvision python3-numpy python3-pil
   libjpeg-turbo-progs imagemagick python3-skimage python3-sklearn"
+# make check-asan: clang with the ASan/UBSan/libFuzzer runtimes, OpenMP for clang
+PKGS_ASAN="clang libclang-rt-14-dev libomp-dev"
 
 APT="apt-get -o DPkg::Lock::Timeout=600 -y -q"
 export DEBIAN_FRONTEND=noninteractive
 
 missing=""
-for p in $PKGS_BUILD $PKGS_TEST; do
+for p in $PKGS_BUILD $PKGS_TEST $PKGS_ASAN; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
 		missing="$missing $p"
 done

@@ -1,6 +1,7 @@
 #include "config.h"
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,8 +81,8 @@ int dl_checkpoint_find(const char *dir, char *path, size_t len)
 	return -1;
 }
 
-/* A metadata value as an integer, the whole string. */
-static int meta_long(const struct dl_safetensors *st, const char *path, const char *key, long *out,
+/* A metadata value as an integer in [0, max], the whole string. */
+static int meta_long(const struct dl_safetensors *st, const char *path, const char *key, long max, long *out,
                      char *err, size_t errlen)
 {
 	const char *v = dl_safetensors_meta(st, key);
@@ -92,8 +93,13 @@ static int meta_long(const struct dl_safetensors *st, const char *path, const ch
 	}
 	errno = 0;
 	long x = strtol(v, &end, 10);
-	if (*v == '\0' || *end != '\0' || errno == ERANGE || x < 0) {
-		snprintf(err, errlen, "%s: bad \"%s\" in its metadata: '%s'", path, key, v);
+	if (*v == '\0' || *end != '\0' || errno == ERANGE || x < 0 || x > max) {
+		/* the value is the file's bytes: show it only when it is printable */
+		int printable = strlen(v) <= 32;
+		for (const char *c = v; printable && *c; c++)
+			printable = *c >= 0x20 && *c < 0x7f;
+		snprintf(err, errlen, "%s: bad \"%s\" in its metadata: %s%s%s (an integer in [0, %ld])", path, key,
+		         printable ? "'" : "", printable ? v : "unprintable or too long", printable ? "'" : "", max);
 		return -1;
 	}
 	*out = x;
@@ -131,12 +137,17 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim *o,
 		snprintf(err, errlen, "%s holds a %s, not a %s", path, s->model, g->model);
 		goto out;
 	}
-	if (meta_long(st, path, "step", &s->step, err, errlen) < 0 ||
-	    meta_long(st, path, "epoch", &epoch, err, errlen) < 0 ||
-	    meta_long(st, path, "epoch_step", &s->epoch_step, err, errlen) < 0 ||
-	    meta_long(st, path, "global_batch", &gb, err, errlen) < 0 ||
-	    meta_long(st, path, "epochs", &epochs, err, errlen) < 0)
+	/* epoch, epochs and global_batch become ints: range-checked first */
+	if (meta_long(st, path, "step", LONG_MAX, &s->step, err, errlen) < 0 ||
+	    meta_long(st, path, "epoch", INT_MAX, &epoch, err, errlen) < 0 ||
+	    meta_long(st, path, "epoch_step", LONG_MAX, &s->epoch_step, err, errlen) < 0 ||
+	    meta_long(st, path, "global_batch", INT_MAX, &gb, err, errlen) < 0 ||
+	    meta_long(st, path, "epochs", INT_MAX, &epochs, err, errlen) < 0)
 		goto out;
+	if (epoch > epochs) {
+		snprintf(err, errlen, "%s: bad metadata: epoch %ld is past its epochs %ld", path, epoch, epochs);
+		goto out;
+	}
 	s->epoch = (int)epoch;
 	s->global_batch = (int)gb;
 	s->epochs = (int)epochs;
@@ -147,7 +158,11 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim *o,
 		goto out;
 	}
 	v = dl_safetensors_meta(st, "wall_s");
-	s->wall_s = v ? strtod(v, NULL) : 0;
+	s->wall_s = v ? strtod(v, &end) : 0;
+	if (v && (*v == '\0' || *end != '\0' || !(s->wall_s >= 0 && s->wall_s <= 1e12))) {
+		snprintf(err, errlen, "%s: bad \"wall_s\" in its metadata", path);
+		goto out;
+	}
 
 	if (n_extra) {
 		extra = calloc(n_extra, sizeof(*extra));

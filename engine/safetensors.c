@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/file.h"
 #include "engine/safetensors.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -160,7 +161,7 @@ int dl_safetensors_write_ex(const char *path, struct dl_tensor_f32 *const *tenso
 		goto out;
 	}
 	snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
 		goto out;
@@ -333,16 +334,25 @@ static char *parse_string(struct parser *ps)
 	return s;
 }
 
+/* A JSON integer, read only up to ps->end (the header is not terminated:
+ * the tensor data follows it). */
 static int parse_int(struct parser *ps, int64_t *v)
 {
 	ws(ps);
-	char *e;
-	errno = 0;
-	long long x = strtoll(ps->p, &e, 10);
-	if (e == ps->p || e > ps->end || errno)
+	const char *p = ps->p;
+	int neg = p < ps->end && *p == '-';
+	uint64_t x = 0;
+	p += neg;
+	if (p >= ps->end || *p < '0' || *p > '9')
 		return perr(ps, "expected an integer");
-	ps->p = e;
-	*v = x;
+	for (; p < ps->end && *p >= '0' && *p <= '9'; p++) {
+		unsigned d = (unsigned)(*p - '0');
+		if (x > ((uint64_t)INT64_MAX - d) / 10)
+			return perr(ps, "integer out of range");
+		x = x * 10 + d;
+	}
+	ps->p = p;
+	*v = neg ? -(int64_t)x : (int64_t)x;
 	return 0;
 }
 
@@ -546,11 +556,21 @@ static int parse_entry(struct parser *ps, struct dl_safetensors *st, char *name)
 		ps->failed = 1;
 		return -1;
 	}
+	/* the shape's bytes must be what data_offsets span; a product that
+	 * overflows (say [2^62,4] of F32 claiming 0 bytes) is refused */
+	size_t nbytes = esize;
 	e.count = 1;
-	for (int i = 0; i < e.ndim; i++)
-		e.count *= (size_t)e.dims[i];
+	for (int i = 0; i < e.ndim; i++) {
+		if (__builtin_mul_overflow(e.count, (size_t)e.dims[i], &e.count) ||
+		    __builtin_mul_overflow(nbytes, (size_t)e.dims[i], &nbytes)) {
+			snprintf(ps->err, ps->errlen, "%s: tensor %s: shape too large (its size overflows)", ps->path,
+			         name);
+			ps->failed = 1;
+			return -1;
+		}
+	}
 	size_t data_len = st->size - st->data_start;
-	if (off[1] < off[0] || (size_t)off[1] > data_len || (size_t)(off[1] - off[0]) != e.count * esize) {
+	if (off[1] < off[0] || (uint64_t)off[1] > data_len || (uint64_t)(off[1] - off[0]) != nbytes) {
 		snprintf(ps->err, ps->errlen, "%s: tensor %s: data_offsets [%lld,%lld] do not fit its shape or the file",
 		         ps->path, name, (long long)off[0], (long long)off[1]);
 		ps->failed = 1;
@@ -596,17 +616,15 @@ void dl_safetensors_close(struct dl_safetensors *st)
 struct dl_safetensors *dl_safetensors_open(const char *path, char *err, size_t errlen)
 {
 	struct dl_safetensors *st = calloc(1, sizeof(*st));
-	FILE *f = NULL;
+	struct stat sb;
+	int fd = -1;
 	if (!st || !(st->path = strdup(path))) {
 		snprintf(err, errlen, "%s: out of memory", path);
 		goto fail;
 	}
-	f = fopen(path, "rb");
-	struct stat sb;
-	if (!f || fstat(fileno(f), &sb) != 0) {
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+	// not fopen: a FIFO in place of the file must not block us
+	if ((fd = dl_open_regular(path, &sb, err, errlen)) < 0)
 		goto fail;
-	}
 	st->size = (size_t)sb.st_size;
 	if (st->size < 8) {
 		snprintf(err, errlen, "%s: not a safetensors file (only %zu bytes)", path, st->size);
@@ -617,12 +635,19 @@ struct dl_safetensors *dl_safetensors_open(const char *path, char *err, size_t e
 		snprintf(err, errlen, "%s: out of memory reading %zu bytes", path, st->size);
 		goto fail;
 	}
-	if (fread(st->file, 1, st->size, f) != st->size) {
-		snprintf(err, errlen, "%s: short read", path);
-		goto fail;
+	for (size_t got = 0; got < st->size;) {
+		ssize_t r = read(fd, st->file + got, st->size - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			snprintf(err, errlen, "%s: %s", path, r < 0 ? strerror(errno) : "short read (file shrank)");
+			goto fail;
+		}
+		got += (size_t)r;
 	}
-	fclose(f);
-	f = NULL;
+	st->file[st->size] = 0;
+	close(fd);
+	fd = -1;
 	uint64_t hlen;
 	memcpy(&hlen, st->file, 8);
 	if (hlen > st->size - 8) {
@@ -661,8 +686,8 @@ struct dl_safetensors *dl_safetensors_open(const char *path, char *err, size_t e
 	}
 	return st;
 fail:
-	if (f)
-		fclose(f);
+	if (fd >= 0)
+		close(fd);
 	dl_safetensors_close(st);
 	return NULL;
 }

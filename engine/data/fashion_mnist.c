@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "engine/data/internal.h"
+#include "engine/file.h"
 
 /* Mean and std of the Fashion-MNIST training pixels in [0,1]. */
 #define FMNIST_MEAN 0.2860f
@@ -47,9 +48,10 @@ static uint32_t be32(const unsigned char *p)
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* Read exactly len bytes; -1 with a message naming the file on short read. */
+/* Read exactly len bytes, part of `what`, which is `whole` bytes of which
+ * `done` are already read; -1 with a message naming the file on short read. */
 static int read_exact(gzFile f, const char *path, void *buf, size_t len, const char *what,
-                      char *err, size_t errlen)
+                      size_t done, size_t whole, char *err, size_t errlen)
 {
 	size_t got = 0;
 	while (got < len) {
@@ -64,7 +66,7 @@ static int read_exact(gzFile f, const char *path, void *buf, size_t len, const c
 		}
 		if (r == 0) {
 			dl_errf(err, errlen, "%s: truncated: %s needs %zu bytes, file ends after %zu",
-			        path, what, len, got);
+			        path, what, whole, done + got);
 			return -1;
 		}
 		got += (size_t)r;
@@ -72,21 +74,29 @@ static int read_exact(gzFile f, const char *path, void *buf, size_t len, const c
 	return 0;
 }
 
-/* Read one IDX file: magic, dims, payload. ndim is 3 for images, 1 for labels. */
+/* Read one IDX file: magic, dims, payload. ndim is 3 for images, 1 for labels.
+ * The payload buffer grows with what the file really holds (the header may
+ * claim gigabytes in a few bytes, and a .gz's real size is only known by
+ * reading it). */
 static int read_idx(const char *path, uint32_t magic, int ndim, uint32_t dims[3],
                     uint8_t **data, char *err, size_t errlen)
 {
 	unsigned char hdr[16];
-	size_t hlen = 4 + 4 * (size_t)ndim, total = 1;
+	size_t hlen = 4 + 4 * (size_t)ndim, total = 1, cap = 0, got = 0;
 	int rv = -1;
-	gzFile f = gzopen(path, "rb");
+	struct stat st;
+	gzFile f = NULL;
+	int fd = dl_open_regular(path, &st, err, errlen); // a FIFO must not block us
 
 	*data = NULL;
-	if (!f) {
+	if (fd < 0)
+		return -1;
+	if (!(f = gzdopen(fd, "rb"))) {
+		close(fd);
 		dl_errf(err, errlen, "%s: %s", path, errno ? strerror(errno) : "cannot open");
 		return -1;
 	}
-	if (read_exact(f, path, hdr, hlen, "the IDX header", err, errlen) != 0)
+	if (read_exact(f, path, hdr, hlen, "the IDX header", 0, hlen, err, errlen) != 0)
 		goto out;
 	if (be32(hdr) != magic) {
 		dl_errf(err, errlen, "%s: bad magic number %u (want %u for an IDX %s file)", path,
@@ -101,14 +111,27 @@ static int read_idx(const char *path, uint32_t magic, int ndim, uint32_t dims[3]
 		}
 		total *= dims[i];
 	}
-	*data = malloc(total);
-	if (!*data) {
-		dl_errf(err, errlen, "%s: out of memory for %zu bytes", path, total);
+	if (gzdirect(f) && (uint64_t)st.st_size - hlen < total) { // uncompressed: its size is known
+		dl_errf(err, errlen, "%s: truncated: the IDX header announces %zu bytes of %s, the file holds %llu",
+		        path, total, ndim == 3 ? "images" : "labels", (unsigned long long)st.st_size - hlen);
 		goto out;
 	}
-	if (read_exact(f, path, *data, total, ndim == 3 ? "the images the header announces" :
-	               "the labels the header announces", err, errlen) != 0)
-		goto out;
+	while (got < total) {
+		if (got == cap) {
+			size_t ncap = cap ? (cap > total / 2 ? total : 2 * cap) : (total < (1u << 20) ? total : (1u << 20));
+			uint8_t *nb = realloc(*data, ncap);
+			if (!nb) {
+				dl_errf(err, errlen, "%s: out of memory for %zu bytes", path, ncap);
+				goto out;
+			}
+			*data = nb;
+			cap = ncap;
+		}
+		if (read_exact(f, path, *data + got, cap - got, ndim == 3 ? "the images the header announces" :
+		               "the labels the header announces", got, total, err, errlen) != 0)
+			goto out;
+		got = cap;
+	}
 	rv = 0;
 out:
 	if (rv != 0) {

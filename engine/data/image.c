@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "engine/data/image.h"
 #include "engine/data/internal.h"
+#include "engine/file.h"
 
 enum dl_image_format dl_image_sniff(const uint8_t *buf, size_t len)
 {
@@ -71,22 +72,12 @@ int dl_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len,
 	struct stat st;
 	uint8_t *b = NULL;
 	size_t got = 0;
-	int rv = -1, fd = open(path, O_RDONLY | O_CLOEXEC);
+	int rv = -1, fd;
 
 	*buf = NULL;
 	*len = 0;
-	if (fd < 0) {
-		dl_errf(err, errlen, "%s: %s", path, strerror(errno));
+	if ((fd = dl_open_regular(path, &st, err, errlen)) < 0) // a FIFO x.jpg must not block us
 		return -1;
-	}
-	if (fstat(fd, &st) != 0) {
-		dl_errf(err, errlen, "%s: fstat: %s", path, strerror(errno));
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		dl_errf(err, errlen, "%s: not a regular file", path);
-		goto out;
-	}
 	if ((size_t)st.st_size > max_bytes) {
 		dl_errf(err, errlen, "%s: %lld bytes, more than the %zu an image may have", path,
 		        (long long)st.st_size, max_bytes);

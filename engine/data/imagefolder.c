@@ -371,10 +371,14 @@ static void cache_write(const struct imagefolder *f, const char *cache_dir)
 
 	cache_path(cache_dir, f->root, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-	(void)mkdir(cache_dir, 0755); // one level; if it fails, fopen says why
-	if (!(w.f = fopen(tmp, "wb"))) {
+	(void)mkdir(cache_dir, 0755); // one level; if it fails, open says why
+	// O_NOFOLLOW: a symlink planted at the temp name must not redirect the write
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || !(w.f = fdopen(fd, "wb"))) {
 		fprintf(stderr, "dljob: data: cannot write the index cache %s: %s (continuing without)\n", tmp,
 		        strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return;
 	}
 	put(&w, CACHE_MAGIC, 8);
@@ -435,6 +439,20 @@ static const char *get_str(struct rbuf *r, size_t *n)
 	return s;
 }
 
+/* A class or file name from the cache is what a scan could have found: one
+ * path component, not empty, not starting with '.' (so not "." or ".."; the
+ * scan skips dot names), no '/', no NUL or other control bytes.  The cache
+ * file may have been written by someone else, and the names become paths. */
+static int component_ok(const char *s, size_t n)
+{
+	if (n == 0 || s[0] == '.')
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] == '/' || (unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return 0;
+	return 1;
+}
+
 static int stat_mtime(const char *path, int64_t *mt)
 {
 	struct stat st;
@@ -473,7 +491,8 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 			goto out;
 	}
 	uint64_t nc = get_u64(&r);
-	if (r.bad || nc == 0 || nc > 1000000)
+	// each class takes at least 25 bytes of the file: check before allocating
+	if (r.bad || nc == 0 || nc > 1000000 || nc > (uint64_t)(r.end - r.p) / 25)
 		goto out;
 	f->nclass = (int)nc;
 	f->classes = calloc(nc, sizeof *f->classes);
@@ -483,7 +502,12 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 		goto out;
 	for (int c = 0; c < f->nclass; c++) {
 		const char *s = get_str(&r, &n);
-		if (r.bad || !(f->classes[c] = strndup(s, n)))
+		if (r.bad || !component_ok(s, n) || !(f->classes[c] = malloc(n + 1)))
+			goto out;
+		memcpy(f->classes[c], s, n);
+		f->classes[c][n] = 0;
+		// sorted and distinct, as a scan finds them: the order is the labels
+		if (c > 0 && strcmp(f->classes[c - 1], f->classes[c]) >= 0)
 			goto out;
 		f->mtime[0][c] = (int64_t)get_u64(&r);
 		f->mtime[1][c] = (int64_t)get_u64(&r);
@@ -501,10 +525,17 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 			uint64_t c = get_u64(&r);
 			const char *s2 = get_str(&r, &n);
 			char name[4097];
-			if (r.bad || c >= nc)
+			if (r.bad || c >= nc || !component_ok(s2, n))
 				goto out;
 			memcpy(name, s2, n);
 			name[n] = 0;
+			if (!is_image_name(name))
+				goto out;
+			// in (class, name) order without repeats, as a scan lists them
+			if (i > 0 && (c < f->split[s].cls[i - 1] ||
+			              (c == f->split[s].cls[i - 1] &&
+			               strcmp(f->arena + f->split[s].name_off[i - 1], name) >= 0)))
+				goto out;
 			f->split[s].cls[i] = (uint32_t)c;
 			if (arena_add(f, name, &f->split[s].name_off[i]) != 0)
 				goto out;

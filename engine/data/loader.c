@@ -112,10 +112,17 @@ static void release_locked(struct dl_loader *l)
 
 /* Record that dataset index idx failed with err; returns 0 to carry on with
  * a substitute, -1 when the bad fraction is exceeded. Called unlocked. */
-static int note_bad(struct dl_loader *l, size_t idx, const char *err)
+static int note_bad(struct dl_loader *l, size_t idx, const char *raw_err)
 {
 	int rv = 0;
-	char msg[1024];
+	char msg[1024], err[768];
+
+	/* the message holds a file name from the data tree, which anyone who
+	 * can write there chose: one log line each, control bytes shown as '?' */
+	snprintf(err, sizeof err, "%s", raw_err);
+	for (char *c = err; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
 
 	pthread_mutex_lock(&l->mu);
 	if (l->failed) { // stopping anyway: no more log lines after the error

@@ -235,7 +235,8 @@ static int shard_close(struct writer *w)
 static int shard_open(struct writer *w)
 {
 	snprintf(w->tmp, sizeof w->tmp, "%s/.shard-%05d.bin.tmp", w->o->dst, w->shard);
-	w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	// O_NOFOLLOW: DST may be shared, a symlink planted at the temp name must not redirect the write
+	w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (w->fd < 0) {
 		fprintf(stderr, "dljob pack: %s: %s\n", w->tmp, strerror(errno));
 		return -1;
@@ -444,7 +445,7 @@ fail_block:
 		goto out;
 	}
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0 || write_all(fd, ib.p, ib.len) != 0 || fsync(fd) != 0 || close(fd) != 0 ||
 	    rename(tmp, path) != 0) {
 		fprintf(stderr, "dljob pack: %s: %s\n", path, strerror(errno));

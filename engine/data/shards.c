@@ -10,6 +10,7 @@
 #include "engine/data/image.h"
 #include "engine/data/internal.h"
 #include "engine/data/shards.h"
+#include "engine/file.h"
 
 struct shard_rec {
 	uint32_t shard, label, size;
@@ -124,6 +125,7 @@ int dl_shards_open(const char *dir, const struct dl_data_options *opt,
 	struct dl_dataset *ds = calloc(1, sizeof *ds);
 	char path[PATH_MAX + 64];
 	uint8_t *buf = NULL;
+	uint64_t *shard_size = NULL;
 	size_t len, arena = 0, cap = 0;
 
 	if (!s || !ds || !(s->root = strdup(dir))) {
@@ -210,13 +212,33 @@ int dl_shards_open(const char *dir, const struct dl_data_options *opt,
 	}
 	for (int i = 0; i < s->nshards; i++)
 		s->fds[i] = -1;
+	if (!(shard_size = malloc(sizeof(uint64_t) * nsh))) {
+		dl_errf(err, errlen, "%s: out of memory", path);
+		goto fail;
+	}
 	for (int i = 0; i < s->nshards; i++) {
+		struct stat st;
 		snprintf(path, sizeof path, "%s/shard-%05d.bin", dir, i);
-		if ((s->fds[i] = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-			dl_errf(err, errlen, "%s: %s", path, strerror(errno));
+		if ((s->fds[i] = dl_open_regular(path, &st, err, errlen)) < 0) // a FIFO must not block us
 			goto fail;
+		shard_size[i] = (uint64_t)st.st_size;
+	}
+	/* every record must lie inside its shard: a damaged index must not make
+	 * a sample allocate and read what the file does not hold */
+	for (int sp = 0; sp < 2; sp++) {
+		for (size_t i = 0; i < s->nrec[sp]; i++) {
+			const struct shard_rec *rec = &s->rec[sp][i];
+			uint64_t have = shard_size[rec->shard];
+			if (rec->offset > have || rec->size > have - rec->offset) {
+				dl_errf(err, errlen, "%s: damaged index: %s sample %zu is %u bytes at offset %llu, "
+				        "past the end of shard-%05u.bin (%llu bytes)", dir, sp ? "eval" : "train", i, rec->size,
+				        (unsigned long long)rec->offset, rec->shard, (unsigned long long)have);
+				goto fail;
+			}
 		}
 	}
+	free(shard_size);
+	shard_size = NULL;
 	free(buf);
 	snprintf(ds->kind, sizeof ds->kind, "shards");
 	ds->channels = 3;
@@ -234,6 +256,7 @@ int dl_shards_open(const char *dir, const struct dl_data_options *opt,
 	return 0;
 fail:
 	free(buf);
+	free(shard_size);
 	shards_free(s);
 	free(ds);
 	return -1;

@@ -14,3 +14,12 @@ check_PROGRAMS += tests/bench/bench_engine
 tests_bench_bench_engine_SOURCES = tests/bench/bench_engine.c
 tests_bench_bench_engine_LDADD = engine/libdlengine.la -lm
 EXTRA_DIST += tests/bench/bench_engine.sh tests/bench/bench_engine_torch.py
+# The checkpoint reader on hostile files; from its sources (not libdlengine)
+# so that make check-asan runs it too.
+check_PROGRAMS += tests/engine/test_checkpoint_parse
+TESTS += tests/engine/test_checkpoint_parse
+tests_engine_test_checkpoint_parse_SOURCES = tests/engine/test_checkpoint_parse.c tests/data/check.h \
+	engine/checkpoint.c engine/safetensors.c engine/optim.c
+tests_engine_test_checkpoint_parse_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+tests_engine_test_checkpoint_parse_LDFLAGS = $(OPENMP_CFLAGS)
+tests_engine_test_checkpoint_parse_LDADD = -lm

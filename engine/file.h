@@ -1,0 +1,44 @@
+/* Opening a file that must be a regular file (a checkpoint, a dataset file,
+ * an image) without blocking: open(2) of a FIFO waits for a writer, so a FIFO
+ * named like a data file would hang the reader forever.  The file is opened
+ * with O_NONBLOCK (which returns at once for a FIFO) and O_NOCTTY (a symlink to
+ * a terminal must not become our controlling one), checked with fstat, and
+ * O_NONBLOCK is cleared again for the reads. */
+#ifndef DLJOB_ENGINE_FILE_H
+#define DLJOB_ENGINE_FILE_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Returns an O_RDONLY|O_CLOEXEC descriptor of the regular file `path` and its
+ * stat in *st, or -1 with "PATH: reason" in err. */
+static inline int dl_open_regular(const char *path, struct stat *st, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), fl;
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, st) != 0) {
+		snprintf(err, errlen, "%s: fstat: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		goto fail;
+	}
+	if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		snprintf(err, errlen, "%s: fcntl: %s", path, strerror(errno));
+		goto fail;
+	}
+	return fd;
+fail:
+	close(fd);
+	return -1;
+}
+
+#endif

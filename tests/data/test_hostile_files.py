@@ -1,0 +1,213 @@
+"""Files placed by someone else never hang the loader, redirect it, or make
+it allocate what the file does not hold (issue 19, finding 12).
+
+  fifo.jpg in an ImageFolder class dir   reported as a bad sample ("not a
+                                         regular file"), never opened for a read
+  a bad image named "evil\n dljob: ..."  logged on one line ('?' for the newline)
+  a FIFO as a shard file or IDX file     the open fails at once, naming it
+  an ImageFolder index cache naming      ignored (the tree is scanned again):
+    "../secret.jpg", class "..", ...     no sample outside DIR/<split>/<class>;
+    or listing a file twice, unsorted    nor twice, nor out of order
+  a shard index record past its shard    refused at open, naming the record
+  a symlink at dljob pack's temp name    not followed (the target is untouched)
+  an IDX header announcing 13 GB         refused after reading what is there;
+                                         the gzip'd one runs under a 1 GiB
+                                         address-space limit (not under ASan)
+Every run has a 30 s timeout: a hang is a failure, not a stuck test."""
+import gzip, io, os, resource, shutil, struct, subprocess, sys, tempfile
+from PIL import Image
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixtures import check, failures, tool
+
+ASAN = "ASAN_OPTIONS" in os.environ  # make check-asan: no address-space limit
+
+
+def dump(spec, tmp, cache=None, limit_as=None):
+    """dataset_tool dump SPEC 32 train; (rc, stdout, stderr), rc None on timeout."""
+    cmd = [tool("dataset_tool"), "dump", spec, "32", "train", os.path.join(tmp, "out.f32")] + ([cache] if cache else [])
+    pre = None
+    if limit_as and not ASAN:
+        pre = lambda: resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30, preexec_fn=pre)
+    except subprocess.TimeoutExpired:
+        return None, "", "timed out after 30 s"
+    return p.returncode, p.stdout, p.stderr.strip()
+
+
+def jpeg(color):
+    b = io.BytesIO()
+    Image.new("RGB", (40, 30), color).save(b, format="JPEG")
+    return b.getvalue()
+
+
+def u(v, n):
+    return v.to_bytes(n, "little")
+
+
+def imagefolder(tmp):
+    root = os.path.join(tmp, "if")
+    for split in ("train", "val"):
+        os.makedirs(os.path.join(root, split, "a"))
+        with open(os.path.join(root, split, "a", "x.jpg"), "wb") as f:
+            f.write(jpeg((200, 10, 10)))
+    os.mkfifo(os.path.join(root, "train", "a", "fifo.jpg"))
+    rc, out, err = dump(root, tmp)
+    check(rc == 0, f"imagefolder with a FIFO: rc {rc}: {err}")
+    bad = [l for l in out.splitlines() if l.startswith("bad ")]
+    check(len(bad) == 1 and "/train/a/fifo.jpg: not a regular file" in bad[0], f"FIFO sample: {bad}")
+    os.unlink(os.path.join(root, "train", "a", "fifo.jpg"))
+
+    # a bad image whose name holds a newline is logged on one line
+    evil = os.path.join(root, "train", "a", "evil\ndljob: forged.jpg")
+    with open(evil, "w") as f:
+        f.write("not an image\n")
+    try:
+        p = subprocess.run([tool("dataset_tool"), "epoch", root, "32", "train", "2", "1", "0.9"],
+                           capture_output=True, text=True, timeout=30)
+        lines = p.stderr.splitlines()
+        check(p.returncode == 0 and any("/train/a/evil?dljob: forged.jpg: " in l for l in lines)
+              and not any(l.startswith("dljob: forged") for l in lines), f"newline in a file name: {p.stderr!r}")
+    except subprocess.TimeoutExpired:
+        check(False, "newline in a file name: timed out")
+    os.unlink(evil)
+
+    # index caches naming files outside the tree: root/secret.jpg is a text
+    # file, so a sample read from there shows as a bad sample
+    with open(os.path.join(root, "secret.jpg"), "w") as f:
+        f.write("not for the loader\n")
+    real = os.path.realpath(root)
+    h = 1469598103934665603
+    for c in real.encode():
+        h = ((h ^ c) * 1099511628211) % (1 << 64)
+    cache = os.path.join(tmp, "cache")
+    os.makedirs(cache)
+    cfile = os.path.join(cache, "imagefolder-%016x.idx" % h)
+    mt = lambda *p: u(os.stat(os.path.join(root, *p)).st_mtime_ns, 8)
+    s = lambda b: u(len(b), 8) + b
+
+    def write_cache(cls, names):
+        # the mtimes of DIR/{train,val}/CLS as they are: the cache matches the tree
+        b = b"DLJOBIF1" + s(real.encode()) + mt("train") + mt("val") + u(1, 8) + s(cls)
+        b += mt("train", cls.decode()) + mt("val", cls.decode())
+        for split_names in names:
+            b += u(len(split_names), 8) + b"".join(u(0, 8) + s(n) for n in split_names)
+        with open(cfile, "wb") as f:
+            f.write(b)
+
+    # a well-formed cache is used (a file only it names shows up) ...
+    write_cache(b"a", [[b"x.jpg", b"y.jpg"], [b"x.jpg"]])
+    rc, out, err = dump(root, tmp, cache)
+    check(rc == 0 and out.startswith("classes 1 count 2"), f"valid cache not used: {rc} {out[:40]} {err}")
+    # ... and hostile ones are not
+    for what, cls, name in [("../ in a file name", b"a", b"../../secret.jpg"),
+                            ("class ..", b"..", b"secret.jpg"),
+                            ("/ in a file name", b"a", b"/" + root.encode() + b"/secret.jpg"),
+                            ("a newline", b"a", b"x.jpg\nbad 0 forged"),
+                            ("an empty name", b"a", b""),
+                            ("a file listed twice", b"a", [b"x.jpg", b"x.jpg"]),
+                            ("files out of order", b"a", [b"y.jpg", b"x.jpg"])]:
+        write_cache(cls, [name if isinstance(name, list) else [name], [b"x.jpg"]])
+        rc, out, err = dump(root, tmp, cache)
+        check(rc == 0 and out.splitlines() == ["classes 1 count 1", "label 0"],
+              f"cache with {what}: rc {rc} {out!r} {err}")
+
+
+def pack_symlink(tmp):
+    """A symlink planted at dljob pack's temp file name does not redirect the write."""
+    root = os.path.join(tmp, "pk")
+    for split in ("train", "val"):
+        os.makedirs(os.path.join(root, split, "a"))
+        with open(os.path.join(root, split, "a", "x.jpg"), "wb") as f:
+            f.write(jpeg((10, 10, 200)))
+    dst = os.path.join(tmp, "pk-out")
+    os.makedirs(dst)
+    victim = os.path.join(tmp, "victim.txt")
+    with open(victim, "w") as f:
+        f.write("precious\n")
+    os.symlink(victim, os.path.join(dst, ".shard-00000.bin.tmp"))
+    p = subprocess.run([tool("pack_tool"), root, dst], capture_output=True, text=True, timeout=60)
+    check(open(victim, "rb").read() == b"precious\n", "dljob pack wrote through a planted symlink")
+    check(p.returncode != 0 and ".shard-00000.bin.tmp: Too many levels of symbolic links" in p.stderr,
+          f"pack with a planted symlink: rc {p.returncode}: {p.stderr}")
+
+
+def shards(tmp):
+    d = os.path.join(tmp, "shards")
+    os.makedirs(d)
+    img = jpeg((10, 200, 10))
+    with open(os.path.join(d, "shard-00000.bin"), "wb") as f:
+        f.write(img)
+
+    def index(size):
+        rec = u(0, 4) + u(0, 4) + u(0, 8) + u(size, 4) + b"\x01\x00" + u(5, 2) + b"a/x.j"
+        b = b"DLJOBSH1" + u(1, 8) + u(1, 8) + u(1, 8) + u(1, 8) + b"a"
+        b += u(1, 8) + rec + u(0, 8)
+        with open(os.path.join(d, "dljob-shards.idx"), "wb") as f:
+            f.write(b)
+
+    index(len(img))
+    rc, out, err = dump(d, tmp)
+    check(rc == 0 and "label 0" in out, f"valid shards: {rc} {out} {err}")
+    index(0xFFFFFFFF)
+    rc, out, err = dump(d, tmp)
+    check(rc == 2 and "train sample 0 is 4294967295 bytes at offset 0, past the end of shard-00000.bin" in err,
+          f"record past the shard: rc {rc}: {out} {err}")
+    index(len(img))
+    os.unlink(os.path.join(d, "shard-00000.bin"))
+    os.mkfifo(os.path.join(d, "shard-00000.bin"))
+    rc, out, err = dump(d, tmp)
+    check(rc == 2 and err.endswith("shard-00000.bin: not a regular file"), f"FIFO shard: rc {rc}: {err}")
+
+
+def idx(tmp):
+    d = os.path.join(tmp, "fm")
+    os.makedirs(d)
+    images = struct.pack(">IIII", 2051, 1, 28, 28) + bytes(784)
+    labels = struct.pack(">II", 2049, 1) + b"\x03"
+    for p in ("train", "t10k"):
+        with open(os.path.join(d, f"{p}-images-idx3-ubyte"), "wb") as f:
+            f.write(images)
+        with open(os.path.join(d, f"{p}-labels-idx1-ubyte"), "wb") as f:
+            f.write(labels)
+    rc, out, err = dump("fashion-mnist:" + d, tmp)
+    check(rc == 0 and "label 3" in out, f"valid IDX: {rc} {out} {err}")
+    path = os.path.join(d, "train-images-idx3-ubyte")
+    # 200000 x 256 x 256 = 13 GB announced by a 300-byte file
+    big = struct.pack(">IIII", 2051, 200000, 256, 256) + bytes(284)
+    with open(path, "wb") as f:
+        f.write(big)
+    rc, out, err = dump("fashion-mnist:" + d, tmp, limit_as=1 << 30)
+    check(rc == 2 and err == f"{path}: truncated: the IDX header announces 13107200000 bytes of images, the file holds 284",
+          f"IDX announcing 13 GB: rc {rc}: {err}")
+    os.unlink(path)
+    with open(path + ".gz", "wb") as f:
+        f.write(gzip.compress(big, mtime=0))
+    rc, out, err = dump("fashion-mnist:" + d, tmp, limit_as=1 << 30)
+    check(rc == 2 and err == f"{path}.gz: truncated: the images the header announces needs 13107200000 bytes, file ends after 284",
+          f"gzip'd IDX announcing 13 GB: rc {rc}: {err}")
+    os.unlink(path + ".gz")
+    os.mkfifo(path)
+    rc, out, err = dump("fashion-mnist:" + d, tmp)
+    check(rc == 2 and err == f"{path}: not a regular file", f"FIFO IDX: rc {rc}: {err}")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="dljob-hostile-")
+    try:
+        imagefolder(tmp)
+        pack_symlink(tmp)
+        shards(tmp)
+        idx(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        print(f"test_hostile_files: {len(failures)} checks failed", file=sys.stderr)
+        return 1
+    print("test_hostile_files: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+/* fuzz_checkpoint: the safetensors reader (engine/safetensors.c) and the
+ * checkpoint metadata on top of it (engine/checkpoint.c), as --resume reads
+ * them.  Input: a whole checkpoint file.  Every entry's data is read byte by
+ * byte (so an entry pointing outside the file shows), then the file is
+ * loaded as a checkpoint of a two-tensor model "tiny": w (2,3) and
+ * bn.running_mean (3). */
+#include "config.h"
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+#include "engine/checkpoint.h"
+#include "engine/safetensors.h"
+#include "tests/fuzz/fuzz_util.h"
+
+static const size_t esize[] = {
+	[DL_ST_F32] = 4, [DL_ST_F64] = 8, [DL_ST_I64] = 8, [DL_ST_I32] = 4,
+	[DL_ST_F16] = 2, [DL_ST_BF16] = 2, [DL_ST_U8] = 1, [DL_ST_OTHER] = 0,
+};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char path[PATH_MAX], err[512];
+	fz_write("ck.safetensors", data, size);
+	fz_path(path, sizeof path, "ck.safetensors");
+
+	struct dl_safetensors *st = dl_safetensors_open(path, err, sizeof err);
+	if (st) {
+		volatile unsigned sum = 0;
+		for (size_t i = 0; i < dl_safetensors_count(st); i++) {
+			const struct dl_st_entry *e = dl_safetensors_entry(st, i);
+			size_t nb = e->count * esize[e->dtype];
+			for (size_t b = 0; b < nb; b++)
+				sum += ((const uint8_t *)e->data)[b];
+			sum += (unsigned)strlen(e->name);
+		}
+		const char *m = dl_safetensors_meta(st, "epoch");
+		if (m)
+			sum += (unsigned)strlen(m);
+		dl_safetensors_close(st);
+	}
+
+	float w[6], mean[3];
+	struct dl_tensor_f32 params[1] = {{.name = "w", .ndim = 2, .dims = {2, 3}, .count = 6, .data = w}};
+	struct dl_tensor_f32 buffers[1] = {{.name = "bn.running_mean", .ndim = 1, .dims = {3}, .count = 3, .data = mean}};
+	struct dl_graph g = {.model = "tiny", .n_params = 1, .params = params, .n_buffers = 1, .buffers = buffers};
+	struct dl_ckpt_state s;
+	(void)dl_checkpoint_load(path, &g, NULL, &s, err, sizeof err);
+	return 0;
+}

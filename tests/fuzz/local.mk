@@ -1,0 +1,58 @@
+# tests/fuzz/local.mk: libFuzzer targets and the sanitizer run (make check-asan).
+#
+# Conventions (adding a fuzz target, e.g. fuzz_star):
+#  - tests/fuzz/fuzz_star.c defines LLVMFuzzerTestOneInput (no main) and says
+#    in its header comment what the input is; tests/fuzz/fuzz_util.h has a
+#    private scratch dir for parsers that read files by path.
+#  - tests/fuzz/corpus/fuzz_star/: a few small seed inputs (valid and almost
+#    valid ones), committed.  make check-asan never writes there.
+#  - here: one line `FUZZ_TARGETS += tests/fuzz/fuzz_star`, plus its
+#    LDFLAGS line (always $(FUZZ_LINKFLAGS)) and what it links: a library
+#    (_LDADD) or the parser's own sources (_SOURCES = tests/fuzz/fuzz_star.c
+#    runtime/x.c ..., with _CFLAGS/_LDADD as the unit test of that code has).
+#  - Unit tests that should also run under ASan+UBSan: add them to
+#    ASAN_TESTS (anything in TESTS that needs no Slurm cluster), and the
+#    programs they run besides themselves to ASAN_TOOLS.  Only those are
+#    built in _asan/: libdlengine (oneDNN, AVX-512 kernels under GCC pragmas)
+#    and so the dljob binary are not built with clang.
+# The targets are EXTRA_PROGRAMS: a normal build never makes them; make
+# check-asan builds them in _asan/ with clang.  By hand, after a check-asan:
+#   cd _build/_asan && tests/fuzz/fuzz_star -max_total_time=600 \
+#       fuzz-work/fuzz_star ../../tests/fuzz/corpus/fuzz_star
+FUZZ_LINKFLAGS = -fsanitize=fuzzer
+FUZZ_TARGETS =
+EXTRA_DIST += tests/fuzz/fuzz_util.h tests/fuzz/corpus tests/fuzz/gen_corpus.py
+
+FUZZ_TARGETS += tests/fuzz/fuzz_idx
+tests_fuzz_fuzz_idx_LDFLAGS = $(FUZZ_LINKFLAGS)
+tests_fuzz_fuzz_idx_LDADD = engine/data/libdldata.la
+
+FUZZ_TARGETS += tests/fuzz/fuzz_shards
+tests_fuzz_fuzz_shards_LDFLAGS = $(FUZZ_LINKFLAGS)
+tests_fuzz_fuzz_shards_LDADD = engine/data/libdldata.la
+
+FUZZ_TARGETS += tests/fuzz/fuzz_imagefolder
+tests_fuzz_fuzz_imagefolder_LDFLAGS = $(FUZZ_LINKFLAGS)
+tests_fuzz_fuzz_imagefolder_LDADD = engine/data/libdldata.la
+
+FUZZ_TARGETS += tests/fuzz/fuzz_image
+tests_fuzz_fuzz_image_LDFLAGS = $(FUZZ_LINKFLAGS)
+tests_fuzz_fuzz_image_LDADD = engine/data/libdldata.la
+
+FUZZ_TARGETS += tests/fuzz/fuzz_checkpoint
+# from its sources: the rest of libdlengine (oneDNN, the AVX-512 kernels) is
+# not built under clang
+tests_fuzz_fuzz_checkpoint_SOURCES = tests/fuzz/fuzz_checkpoint.c \
+	engine/checkpoint.c engine/safetensors.c engine/optim.c
+tests_fuzz_fuzz_checkpoint_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+tests_fuzz_fuzz_checkpoint_LDFLAGS = $(FUZZ_LINKFLAGS) $(OPENMP_CFLAGS)
+tests_fuzz_fuzz_checkpoint_LDADD = -lm
+
+EXTRA_PROGRAMS = $(FUZZ_TARGETS)
+
+# The unit tests make check-asan runs under the sanitizers.
+ASAN_TESTS = tests/data/test_loader tests/data/test_fmnist tests/data/test_u8 \
+	tests/data/test_hostile_files.py tests/engine/test_checkpoint_parse \
+	tests/data/test_bad_inputs.py tests/data/test_pack.py \
+	tests/slurm/test_spank_units tests/slurm/test_world_env tests/slurm/test_map
+ASAN_TOOLS = tests/data/dataset_tool tests/data/pack_tool tests/data/dump_sample
