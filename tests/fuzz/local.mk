@@ -48,11 +48,20 @@ tests_fuzz_fuzz_checkpoint_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 tests_fuzz_fuzz_checkpoint_LDFLAGS = $(FUZZ_LINKFLAGS) $(OPENMP_CFLAGS)
 tests_fuzz_fuzz_checkpoint_LDADD = -lm
 
+FUZZ_TARGETS += tests/fuzz/fuzz_star
+# the rendezvous messages from rank 0's and the members' side
+tests_fuzz_fuzz_star_SOURCES = tests/fuzz/fuzz_star.c runtime/world_star.c runtime/world_net.c \
+	runtime/world_auth.c
+tests_fuzz_fuzz_star_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
+tests_fuzz_fuzz_star_LDFLAGS = $(FUZZ_LINKFLAGS)
+tests_fuzz_fuzz_star_LDADD = $(SODIUM_LIBS)
+
 EXTRA_PROGRAMS = $(FUZZ_TARGETS)
 
 # The unit tests make check-asan runs under the sanitizers.
 ASAN_TESTS = tests/data/test_loader tests/data/test_fmnist tests/data/test_u8 \
 	tests/data/test_hostile_files.py tests/engine/test_checkpoint_parse \
 	tests/data/test_bad_inputs.py tests/data/test_pack.py \
-	tests/slurm/test_spank_units tests/slurm/test_world_env tests/slurm/test_map
+	tests/slurm/test_spank_units tests/slurm/test_world_env tests/slurm/test_map \
+	tests/slurm/test_world_star
 ASAN_TOOLS = tests/data/dataset_tool tests/data/pack_tool tests/data/dump_sample
