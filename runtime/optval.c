@@ -109,7 +109,19 @@ int dl_optval_has_ctl(const char *s)
 	return 0;
 }
 
+static char *escape(const char *s, char *out, size_t outlen, int backslash);
+
 char *dl_optval_escape(const char *s, char *out, size_t outlen)
+{
+	return escape(s, out, outlen, 1);
+}
+
+char *dl_optval_escape_msg(const char *s, char *out, size_t outlen)
+{
+	return escape(s, out, outlen, 0);
+}
+
+static char *escape(const char *s, char *out, size_t outlen, int backslash)
 {
 	size_t n = 0;
 
@@ -126,7 +138,7 @@ char *dl_optval_escape(const char *s, char *out, size_t outlen)
 			memcpy(one, "\\n", k = 2);
 		else if (*p == '\t')
 			memcpy(one, "\\t", k = 2);
-		else if (*p == '\\')
+		else if (*p == '\\' && backslash)
 			memcpy(one, "\\\\", k = 2);
 		else if (*p < 0x20 || *p >= 0x7f)
 			k = (size_t)snprintf(one, sizeof(one), "\\x%02x", *p);

@@ -47,5 +47,9 @@ int dl_optval_has_ctl(const char *s);
  * written as \n, \t, \\ or \xNN, cut with "..." if it does not fit: what
  * may be written to a log.  Returns out. */
 char *dl_optval_escape(const char *s, char *out, size_t outlen);
+/* The same for a whole message whose values are already quoted with
+ * dl_optval_escape: a backslash is kept as it is, everything else that is
+ * not printable ASCII (newline, escape, bytes >= 0x7f) is escaped. */
+char *dl_optval_escape_msg(const char *s, char *out, size_t outlen);
 
 #endif

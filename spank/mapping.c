@@ -76,6 +76,10 @@ static int numa_qcmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* hwloc discovery components that open a display, a socket or a GPU
+ * driver (hwloc 2.9's list; see dl_map_open). */
+static const char *const no_components[] = { "gl", "opencl", "cuda", "nvml", "rsmi", "levelzero" };
+
 struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
 {
 	struct dl_map *m = calloc(1, sizeof(*m));
@@ -91,6 +95,21 @@ struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
 		free(m);
 		return NULL;
 	}
+	/* Inside slurmstepd (root, every job) hwloc may only read /proc, /sys
+	 * and PCI config space.  Its gl component connects to X displays
+	 * (:0-:9, abstract and file sockets, TCP 6000+: any local user can
+	 * answer and never reply, hanging every step), opencl/cuda/nvml/rsmi/
+	 * levelzero initialise GPU drivers.  GPUs are found from PCI data
+	 * (vendor and class), NICs from sysfs; none of these components adds
+	 * anything the mapping uses.  Blacklisted by name (hwloc >= 2.1),
+	 * also for an XML topology, where they are not used anyway. */
+	for (size_t i = 0; i < sizeof(no_components) / sizeof(no_components[0]); i++)
+		if (hwloc_topology_set_components(m->topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+						  no_components[i]) < 0) {
+			snprintf(err, errlen, "hwloc_topology_set_components(-%s): %s", no_components[i],
+				 strerror(errno));
+			goto out;
+		}
 	/* Without this filter hwloc drops every PCI and OS device. */
 	if (hwloc_topology_set_io_types_filter(m->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) < 0) {
 		snprintf(err, errlen, "hwloc_topology_set_io_types_filter: %s", strerror(errno));
@@ -285,7 +304,7 @@ static void cpu_task_numa(const struct dl_map *m, int r, int n, hwloc_bitmap_t n
 		hwloc_bitmap_set(ns, m->numa[i]->os_index);
 }
 
-int dl_map_task(const struct dl_map *m, const int *step_gpus, int n_step_gpus,
+int dl_map_task(const struct dl_map *m, const int *step_gpus, int n_step_gpus, int gpu,
 		int rank, int ntasks, hwloc_const_bitmap_t allowed, int nic,
 		struct dl_map_task *t, char *err, size_t errlen)
 {
@@ -319,7 +338,7 @@ int dl_map_task(const struct dl_map *m, const int *step_gpus, int n_step_gpus,
 
 	if (n_step_gpus > 0) {
 		/* Tasks beyond the GPU count share GPUs round-robin. */
-		t->gpu = rank % n_step_gpus;
+		t->gpu = gpu >= 0 && gpu < n_step_gpus ? gpu : rank % n_step_gpus;
 		t->node_gpu = step_gpus[t->gpu];
 		snprintf(t->busid, sizeof(t->busid), "%s", m->busid[t->node_gpu]);
 		hwloc_obj_t a = hwloc_get_non_io_ancestor_obj(m->topo, m->gpu[t->node_gpu]);

@@ -172,7 +172,7 @@ static int run_case(const struct expect *c, const char *shared, const char *loca
 	for (int r = 0; r < c->ntasks; r++) {
 		struct dl_map_task t;
 
-		if (dl_map_task(m, gpus, ng, r, c->ntasks, allowed, 1, &t, err, sizeof(err)) < 0) {
+		if (dl_map_task(m, gpus, ng, -1, r, c->ntasks, allowed, 1, &t, err, sizeof(err)) < 0) {
 			fprintf(stderr, "FAIL %s gpus=%s task %d: %s\n", name, c->gpus, r, err);
 			rv = -1;
 			continue;
@@ -212,7 +212,7 @@ static int check_errors(const char *local)
 		fprintf(stderr, "FAIL %s\n", err);
 		return -1;
 	}
-	if (dl_map_task(m, gpus, 1, 0, 1, NULL, 1, &t, err, sizeof(err)) == 0 || !strstr(err, "GPU 7")) {
+	if (dl_map_task(m, gpus, 1, -1, 0, 1, NULL, 1, &t, err, sizeof(err)) == 0 || !strstr(err, "GPU 7")) {
 		fprintf(stderr, "FAIL GPU 7 of a 2-GPU topology: \"%s\"\n", err);
 		rv = -1;
 	}

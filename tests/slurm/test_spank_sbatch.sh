@@ -39,6 +39,7 @@ echo "ok   sbatch --dl-job=env: the batch script is untouched, its srun steps ge
 
 # The templates, unchanged, with a stand-in runtime.
 cluster_plugstack "runtime=$fake"
+runtime_on_path "$fake"
 export DL_MODEL=resnet20 DL_DATA=$WORK/data DL_EPOCHS=2 DL_BATCH=8
 for t in dljob-1node dljob-multinode; do
 	rm -f log/*
