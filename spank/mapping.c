@@ -104,8 +104,10 @@ struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
 	 * anything the mapping uses.  Blacklisted by name (hwloc >= 2.1),
 	 * also for an XML topology, where they are not used anyway. */
 	for (size_t i = 0; i < sizeof(no_components) / sizeof(no_components[0]); i++)
+		/* EINVAL: no such component in this hwloc (its plugin is not
+		 * installed), so there is nothing to keep out. */
 		if (hwloc_topology_set_components(m->topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
-						  no_components[i]) < 0) {
+						  no_components[i]) < 0 && errno != EINVAL) {
 			snprintf(err, errlen, "hwloc_topology_set_components(-%s): %s", no_components[i],
 				 strerror(errno));
 			goto out;
