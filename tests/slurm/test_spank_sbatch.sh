@@ -56,6 +56,19 @@ for t in dljob-1node dljob-multinode; do
 	echo "ok   contrib/sbatch/$t.sbatch runs as it is ($want tasks)"
 done
 
+# A relative --dl-data names a directory under the task's working
+# directory (here sbatch --chdir), not under the submit directory: sbatch
+# leaves it to the node, the task resolves it.
+mkdir -p sub/data/rel || fail mkdir
+rm -f log/*
+jid=$(sbatch --parsable -N1 -n1 --chdir="$WORK/sub" --dl-job=resnet20 --dl-data=data/rel -o "$WORK/rel.out" \
+	--wrap 'srun dljob') || fail "sbatch --chdir with a relative --dl-data"
+job_done "$jid" 60
+grep -qx "arg4=$WORK/sub/data/rel" log/rank0.0 || fail "relative --dl-data under --chdir: $(cat rel.out log/rank0.0 2>&1)"
+out=$(srun -N1 -n1 --chdir="$WORK/sub" --dl-job=resnet20 --dl-data=data/none dljob 2>&1) && fail "a missing relative --dl-data was accepted"
+grep -qF "dljob: --dl-data=data/none: No such file or directory" <<<"$out" || fail "missing relative --dl-data: $out"
+echo "ok   a relative --dl-data is resolved in the task's working directory (sbatch/srun --chdir)"
+
 # Preemptible: USR1 to the batch script -> the step's tasks get USR1 and
 # exit 0 -> requeue -> the second run (SLURM_RESTART_COUNT=1) finishes.
 rm -f log/*
