@@ -400,24 +400,28 @@ int dl_map_parse_index_list(const char *s, int *idx, int max)
 		char *end;
 		long lo, hi;
 
+		/* strtol takes blanks and signs: only digits may start a number. */
+		if (*s < '0' || *s > '9')
+			return -1;
 		errno = 0;
 		lo = strtol(s, &end, 10);
-		if (end == s || errno || lo < 0)
+		if (errno || lo > DL_MAP_MAX_INDEX)
 			return -1;
 		hi = lo;
 		s = end;
 		if (*s == '-') {
 			s++;
+			if (*s < '0' || *s > '9')
+				return -1;
 			hi = strtol(s, &end, 10);
-			if (end == s || errno || hi < lo)
+			if (errno || hi < lo || hi > DL_MAP_MAX_INDEX)
 				return -1;
 			s = end;
 		}
-		for (long i = lo; i <= hi; i++) {
-			if (n == max)
-				return -1;
+		if (hi - lo >= (long)(max - n))
+			return -1;
+		for (long i = lo; i <= hi; i++)
 			idx[n++] = (int)i;
-		}
 		if (*s == ',')
 			s++;
 		else if (*s)

@@ -26,6 +26,7 @@
 
 #define DL_MAP_MAX_GPUS 64
 #define DL_MAP_LIST 512
+#define DL_MAP_MAX_INDEX 65535   /* the largest GPU index a list may name */
 
 struct dl_map;
 
@@ -66,8 +67,9 @@ int dl_map_task(const struct dl_map *m, const int *step_gpus, int n_step_gpus, i
 		struct dl_map_task *t, char *err, size_t errlen);
 void dl_map_task_clear(struct dl_map_task *t);
 
-/* Parse "0,1,3" or "0-3" (Slurm's SLURM_STEP_GPUS syntax) into idx. Returns
- * the count, or -1 on a malformed list or more than max entries. */
+/* Parse "0,1,3" or "0-3" (Slurm's SLURM_STEP_GPUS syntax; untrusted: it
+ * comes from the job environment) into idx.  Returns the count, or -1 on a
+ * malformed list, an index above DL_MAP_MAX_INDEX or more than max entries. */
 int dl_map_parse_index_list(const char *s, int *idx, int max);
 
 #endif

@@ -219,7 +219,14 @@ static int check_errors(const char *local)
 	dl_map_close(m);
 	if (dl_map_parse_index_list("0-2,5", idx, 8) != 4 || idx[3] != 5 ||
 	    dl_map_parse_index_list("1,x", idx, 8) != -1 || dl_map_parse_index_list("3-1", idx, 8) != -1 ||
-	    dl_map_parse_index_list("0-9", idx, 8) != -1) {
+	    dl_map_parse_index_list("0-9", idx, 8) != -1 ||
+	    /* From the job environment: huge, signed, blank-led or wrapping
+	     * indexes are refused (9223372036854775807 overflowed the loop). */
+	    dl_map_parse_index_list("9223372036854775807", idx, 8) != -1 ||
+	    dl_map_parse_index_list("0-9223372036854775807", idx, 8) != -1 ||
+	    dl_map_parse_index_list("4294967296", idx, 8) != -1 || dl_map_parse_index_list(" 1", idx, 8) != -1 ||
+	    dl_map_parse_index_list("-1", idx, 8) != -1 || dl_map_parse_index_list("1-+2", idx, 8) != -1 ||
+	    dl_map_parse_index_list("65535", idx, 8) != 1 || idx[0] != 65535) {
 		fprintf(stderr, "FAIL dl_map_parse_index_list\n");
 		rv = -1;
 	}
