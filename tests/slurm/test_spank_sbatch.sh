@@ -26,6 +26,8 @@ cat >env.sbatch <<'EOS'
 echo "batch RANK=${RANK-unset} MASTER_ADDR=${MASTER_ADDR-unset}"
 env | grep -c '^SLURM_SPANK__SLURM_SPANK_OPTION_dljob_dl_job=env$'
 srun -n2 bash -c 'echo "step RANK=$RANK WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR"' | sort
+# The batch script's secret (from sbatch) and each srun step's own.
+{ echo "$DLJOB_JOB_SECRET"; srun -n2 printenv DLJOB_JOB_SECRET; srun -n1 printenv DLJOB_JOB_SECRET; } >secrets.out 2>/dev/null
 EOS
 jid=$(sbatch --parsable -N1 -n2 --dl-job=env -o env.out env.sbatch) || fail "sbatch --dl-job=env"
 job_done "$jid" 60
@@ -35,7 +37,10 @@ step RANK=0 WORLD_SIZE=2 MASTER_ADDR=n1
 step RANK=1 WORLD_SIZE=2 MASTER_ADDR=n1"
 [ "$(cat env.out)" = "$want" ] || fail "sbatch --dl-job=env:
 $(diff <(echo "$want") env.out)"
-echo "ok   sbatch --dl-job=env: the batch script is untouched, its srun steps get the ranks"
+# secrets.out: batch, step 0 (2 tasks), step 1: three different 64-hex values.
+[ "$(grep -cxE '[0-9a-f]{64}' secrets.out)" -eq 4 ] && [ "$(sort -u secrets.out | wc -l)" -eq 3 ] &&
+	[ "$(sed -n 2p secrets.out)" = "$(sed -n 3p secrets.out)" ] || fail "DLJOB_JOB_SECRET in sbatch: $(cat secrets.out)"
+echo "ok   sbatch --dl-job=env: the batch script is untouched, its srun steps get the ranks and each its own DLJOB_JOB_SECRET"
 
 # The templates, unchanged, with a stand-in runtime.
 cluster_plugstack "runtime=$fake"
