@@ -93,6 +93,20 @@ static void read_step_gpus(spank_t sp)
 	else if (st.cvd[0])
 		n = dl_map_parse_index_list(st.cvd, st.gpus, DL_MAP_MAX_GPUS);
 	st.ngpus = n < 0 ? 0 : n;
+	/* DLJOB_GPU is a position in CUDA_VISIBLE_DEVICES: the two lists must
+	 * name the same GPUs, one entry each (Slurm writes them so). */
+	if (st.ngpus > 0 && st.cvd[0]) {
+		int entries = 1;
+
+		for (const char *c = st.cvd; *c; c++)
+			entries += *c == ',';
+		if (entries != st.ngpus) {
+			dl_error(0, "the step's CUDA_VISIBLE_DEVICES has %d entries and SLURM_STEP_GPUS %d: "
+				 "no GPU variables set", entries, st.ngpus);
+			st.ngpus = 0;
+			st.cvd[0] = '\0';
+		}
+	}
 }
 
 int dl_remote_user_init(spank_t sp, const struct dl_args *a)
