@@ -37,6 +37,13 @@ s3=$(DLJOB_JOB_SECRET=mine srun -N1 -n1 printenv DLJOB_JOB_SECRET) || fail "srun
 ! grep -rqF -e "$s1" -e "$s2" "$CLUSTER_DIR/log" || fail "a step's secret is in a Slurm log"
 echo "ok   DLJOB_JOB_SECRET: 64 hex digits per step, same in its tasks, fresh per step, not logged"
 
+# Model mode's DLJOB_* hand-over is the plugin's alone: in env mode a value
+# from the user's environment does not reach the task.
+out=$(DLJOB_MODEL=resnet50 DLJOB_OUT=/x DLJOB_GPU=7 srun -N1 -n1 --dl-job=env bash -c 'echo "${DLJOB_MODEL-unset} ${DLJOB_OUT-unset} ${DLJOB_GPU-unset}"') ||
+	fail "srun (stale DLJOB_*)"
+[ "$out" = "unset unset unset" ] || fail "stale DLJOB_* reached an env-mode task: $out"
+echo "ok   env mode: DLJOB_MODEL/DLJOB_OUT/DLJOB_GPU from the user's environment are removed"
+
 cluster_plugstack "master_port_range=31000-31003"
 p=$(srun -N1 -n1 --dl-job=env printenv MASTER_PORT) || fail "srun with master_port_range"
 [ "$p" -ge 31000 ] && [ "$p" -le 31003 ] || fail "MASTER_PORT=$p outside master_port_range=31000-31003"
