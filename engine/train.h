@@ -18,6 +18,7 @@ struct dl_train_config {
 	struct dl_dataset *dataset; /* already opened by the caller (kept by it), or NULL: open `data` */
 	const char *out_dir;      /* must exist; metrics, checkpoints and weights go here */
 	const char *backend;      /* "cpu", "ref", "cuda", or "auto": cuda if built and a GPU is visible, else cpu */
+	const char *gpu;          /* device index or PCI bus id the cuda backend must use; NULL: device 0 of what is visible */
 	int epochs;
 	int batch;                /* per process */
 	double lr;                /* base LR for a global batch of 256 (scaled linearly) */

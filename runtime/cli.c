@@ -21,6 +21,7 @@
 #include "engine/data/dataset.h"
 #include "engine/model.h"
 #include "runtime/cli.h"
+#include "runtime/optval.h"
 #include "runtime/world.h"
 
 #define DL_DEFAULT_DATA "fashion-mnist:/usr/share/datasets/fashion-mnist"
@@ -42,65 +43,6 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 	return -1;
-}
-
-/* A whole-string integer in [min, max]; anything else names the option. */
-static int parse_long(const char *opt, const char *s, long min, long max, long *out,
-                      char *err, size_t errlen)
-{
-	char *end;
-	long v;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || errno == ERANGE)
-		return fail(err, errlen, "--%s: '%s' is not an integer", opt, s);
-	if (v < min || v > max)
-		return fail(err, errlen, "--%s: %ld is out of range [%ld, %ld]", opt, v, min, max);
-	*out = v;
-	return 0;
-}
-
-static int parse_int(const char *opt, const char *s, int min, int max, int *out,
-                     char *err, size_t errlen)
-{
-	long v;
-	if (parse_long(opt, s, min, max, &v, err, errlen) < 0)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
-/* A whole-string finite number in [min, max]; min_open/max_open exclude
- * the bound itself ("--lr 0" is as wrong as "--lr -1"). */
-static int parse_double(const char *opt, const char *s, double min, int min_open, double max, int max_open,
-                        double *out, char *err, size_t errlen)
-{
-	char *end;
-	double v;
-	errno = 0;
-	v = strtod(s, &end);
-	if (*s == '\0' || *end != '\0' || errno == ERANGE || !isfinite(v))
-		return fail(err, errlen, "--%s: '%s' is not a number", opt, s);
-	if (v < min || v > max || (min_open && v == min) || (max_open && v == max))
-		return fail(err, errlen, "--%s: %s is out of range %s%g, %g%s", opt, s, min_open ? "(" : "[",
-		            min, max, max_open ? ")" : "]");
-	*out = v;
-	return 0;
-}
-
-static int parse_u64(const char *opt, const char *s, uint64_t *out, char *err, size_t errlen)
-{
-	char *end;
-	unsigned long long v;
-	errno = 0;
-	/* strtoull accepts "-1" and wraps it; a seed is never negative. */
-	if (*s == '-' || *s == '\0')
-		return fail(err, errlen, "--%s: '%s' is not a non-negative integer", opt, s);
-	v = strtoull(s, &end, 10);
-	if (*end != '\0' || errno == ERANGE)
-		return fail(err, errlen, "--%s: '%s' is not a non-negative integer", opt, s);
-	*out = (uint64_t)v;
-	return 0;
 }
 
 void dl_cli_usage(FILE *f)
@@ -150,7 +92,7 @@ enum {
 	OPT_MODEL = 256, OPT_DATA, OPT_SYNTHETIC, OPT_IMAGE_SIZE, OPT_EPOCHS, OPT_BATCH, OPT_LR,
 	OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_NESTEROV, OPT_WD, OPT_LS, OPT_LARS, OPT_ZIR,
 	OPT_SEED, OPT_OUT, OPT_RESUME, OPT_STEPS, OPT_EVAL, OPT_PRINT, OPT_BACKEND, OPT_THREADS,
-	OPT_LTHREADS, OPT_TIMEOUT, OPT_HELP, OPT_PRECISION, OPT_CONV_ALGO,
+	OPT_LTHREADS, OPT_TIMEOUT, OPT_HELP, OPT_PRECISION, OPT_CONV_ALGO, OPT_VERSION,
 };
 
 static const struct option long_opts[] = {
@@ -182,10 +124,109 @@ static const struct option long_opts[] = {
 	{"precision", required_argument, NULL, OPT_PRECISION},
 	{"conv-algo", required_argument, NULL, OPT_CONV_ALGO},
 	{"help", no_argument, NULL, OPT_HELP},
+	{"version", no_argument, NULL, OPT_VERSION},
 	{NULL, 0, NULL, 0},
 };
 
-int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t errlen)
+/* The --dl-* values the plugin passes to the runtime under srun
+ * --dl-job=MODEL, as the options they stand for (see dl_cli_plugin_argv). */
+static const struct {
+	const char *env, *opt;
+	int code;
+} plugin_opts[] = {
+	{ "DLJOB_MODEL", "--model", OPT_MODEL },
+	{ "DLJOB_DATA", "--data", OPT_DATA },
+	{ "DLJOB_EPOCHS", "--epochs", OPT_EPOCHS },
+	{ "DLJOB_BATCH", "--batch", OPT_BATCH },
+	{ "DLJOB_LR", "--lr", OPT_LR },
+	{ "DLJOB_OUT", "--out", OPT_OUT },
+};
+#define N_PLUGIN_OPTS (sizeof(plugin_opts) / sizeof(plugin_opts[0]))
+
+char **dl_cli_plugin_argv(int argc, char **argv, int *nargc, int *nfixed)
+{
+	char **v;
+	int n = 0;
+
+	*nfixed = 0;
+	v = calloc((size_t)argc + 2 * N_PLUGIN_OPTS + 1, sizeof(*v));
+	if (!v)
+		return NULL;
+	v[n++] = argv[0];
+	if (getenv("DLJOB_MODEL"))
+		for (size_t i = 0; i < N_PLUGIN_OPTS; i++) {
+			char *val = getenv(plugin_opts[i].env);
+
+			if (!val)
+				continue;
+			v[n++] = (char *)plugin_opts[i].opt;
+			v[n++] = val;
+			*nfixed += 2;
+		}
+	for (int i = 1; i < argc; i++)
+		v[n++] = argv[i];
+	v[n] = NULL;
+	*nargc = n;
+	return v;
+}
+
+static const char *opt_name(int code)
+{
+	for (const struct option *o = long_opts; o->name; o++)
+		if (o->val == code)
+			return o->name;
+	return "?";
+}
+
+/* A PCI bus id as the plugin writes it: "0000:5f:00.0". */
+static int is_busid(const char *s)
+{
+	static const char pat[] = "xxxx:xx:xx.x";
+
+	if (strlen(s) != sizeof(pat) - 1)
+		return 0;
+	for (size_t i = 0; pat[i]; i++)
+		if (pat[i] == 'x' ? !strchr("0123456789abcdefABCDEF", s[i]) || !s[i] : s[i] != pat[i])
+			return 0;
+	return 1;
+}
+
+/* The GPU the plugin chose for this task: DLJOB_GPU (its index in
+ * CUDA_VISIBLE_DEVICES, which the plugin sets to the step's GPUs), else
+ * DLJOB_GPU_BUSID.  NULL when neither is set. */
+static int plugin_gpu(const char **gpu, char *err, size_t errlen)
+{
+	const char *idx = getenv("DLJOB_GPU"), *bus = getenv("DLJOB_GPU_BUSID");
+	int v;
+
+	*gpu = NULL;
+	if (idx && *idx) {
+		if (dl_optval_int("DLJOB_GPU", idx, 0, 1023, &v, err, errlen) < 0)
+			return fail(err, errlen, "DLJOB_GPU='%.16s' is not a device index (0-1023)", idx);
+		*gpu = idx;
+	} else if (bus && *bus) {
+		if (!is_busid(bus))
+			return fail(err, errlen, "DLJOB_GPU_BUSID is not a PCI bus id like 0000:5f:00.0");
+		*gpu = bus;
+	}
+	return 0;
+}
+
+/* In model mode (nfixed > 0): is opt one the plugin already set? */
+static int plugin_owned(int opt, int argc, char **argv, int nfixed)
+{
+	if (nfixed <= 0)
+		return 0;
+	if (opt == OPT_SYNTHETIC)
+		opt = OPT_DATA;
+	for (int i = 1; i <= nfixed && i < argc; i += 2)
+		for (size_t k = 0; k < N_PLUGIN_OPTS; k++)
+			if (plugin_opts[k].code == opt && !strcmp(argv[i], plugin_opts[k].opt))
+				return 1;
+	return 0;
+}
+
+int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, char *err, size_t errlen)
 {
 	struct dl_train_config *c = &cli->cfg;
 	const char *jobid;
@@ -207,15 +248,19 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t er
 		optind = 1; /* ":" below: we report errors ourselves, as one line */
 	while ((opt = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
 		int rv = 0;
+		/* optind is past this option's words: beyond the plugin's? */
+		if (optind > nfixed + 1 && plugin_owned(opt, argc, argv, nfixed))
+			return fail(err, errlen, "option '--%s' is already set by srun --dl-*: drop it from the command "
+				    "(see spank-dljob(8))", opt_name(opt));
 		switch (opt) {
 		case OPT_MODEL: c->model = optarg; break;
 		case OPT_DATA: c->data = optarg; break;
 		case OPT_SYNTHETIC: c->data = "synthetic"; break;
-		case OPT_IMAGE_SIZE: rv = parse_int("image-size", optarg, 0, 4096, &c->image_size, err, errlen); break;
-		case OPT_EPOCHS: rv = parse_int("epochs", optarg, 1, 100000, &c->epochs, err, errlen); break;
-		case OPT_BATCH: rv = parse_int("batch", optarg, 1, 65536, &c->batch, err, errlen); break;
+		case OPT_IMAGE_SIZE: rv = dl_optval_int("image-size", optarg, 0, 4096, &c->image_size, err, errlen); break;
+		case OPT_EPOCHS: rv = dl_optval_int("epochs", optarg, DL_EPOCHS_MIN, DL_EPOCHS_MAX, &c->epochs, err, errlen); break;
+		case OPT_BATCH: rv = dl_optval_int("batch", optarg, DL_BATCH_MIN, DL_BATCH_MAX, &c->batch, err, errlen); break;
 		case OPT_LR:
-			rv = parse_double("lr", optarg, 0, 1, 1000, 0, &c->lr, err, errlen);
+			rv = dl_optval_double("lr", optarg, DL_LR_MIN, 1, DL_LR_MAX, 0, &c->lr, err, errlen);
 			break;
 		case OPT_SCHEDULE:
 			if (strcmp(optarg, "step") && strcmp(optarg, "cosine") && strcmp(optarg, "poly") &&
@@ -223,14 +268,14 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t er
 				rv = fail(err, errlen, "--schedule: unknown schedule '%s' (step, cosine, poly, constant)", optarg);
 			c->schedule = optarg;
 			break;
-		case OPT_WARMUP: rv = parse_double("warmup-epochs", optarg, 0, 0, 100000, 0, &c->warmup_epochs, err, errlen); break;
-		case OPT_MOMENTUM: rv = parse_double("momentum", optarg, 0, 0, 1, 1, &c->momentum, err, errlen); break;
+		case OPT_WARMUP: rv = dl_optval_double("warmup-epochs", optarg, 0, 0, 100000, 0, &c->warmup_epochs, err, errlen); break;
+		case OPT_MOMENTUM: rv = dl_optval_double("momentum", optarg, 0, 0, 1, 1, &c->momentum, err, errlen); break;
 		case OPT_NESTEROV: c->nesterov = 1; break;
-		case OPT_WD: rv = parse_double("weight-decay", optarg, 0, 0, 1, 1, &c->weight_decay, err, errlen); break;
-		case OPT_LS: rv = parse_double("label-smoothing", optarg, 0, 0, 1, 1, &c->label_smoothing, err, errlen); break;
+		case OPT_WD: rv = dl_optval_double("weight-decay", optarg, 0, 0, 1, 1, &c->weight_decay, err, errlen); break;
+		case OPT_LS: rv = dl_optval_double("label-smoothing", optarg, 0, 0, 1, 1, &c->label_smoothing, err, errlen); break;
 		case OPT_LARS: c->lars = 1; break;
 		case OPT_ZIR: c->zero_init_residual = 1; break;
-		case OPT_SEED: rv = parse_u64("seed", optarg, &c->seed, err, errlen); break;
+		case OPT_SEED: rv = dl_optval_u64("seed", optarg, &c->seed, err, errlen); break;
 		case OPT_OUT:
 			if (*optarg == '\0')
 				rv = fail(err, errlen, "--out: empty directory name");
@@ -241,9 +286,9 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t er
 				rv = fail(err, errlen, "--resume=: empty path");
 			c->resume = optarg ? optarg : "";
 			break;
-		case OPT_STEPS: rv = parse_long("steps", optarg, 0, LONG_MAX, &c->max_steps, err, errlen); break;
-		case OPT_EVAL: rv = parse_int("eval", optarg, 0, 1, &c->eval, err, errlen); break;
-		case OPT_PRINT: rv = parse_int("print-every", optarg, 1, INT_MAX, &c->print_every, err, errlen); break;
+		case OPT_STEPS: rv = dl_optval_long("steps", optarg, 0, LONG_MAX, &c->max_steps, err, errlen); break;
+		case OPT_EVAL: rv = dl_optval_int("eval", optarg, 0, 1, &c->eval, err, errlen); break;
+		case OPT_PRINT: rv = dl_optval_int("print-every", optarg, 1, INT_MAX, &c->print_every, err, errlen); break;
 		case OPT_BACKEND:
 			if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "ref") && strcmp(optarg, "cuda"))
 				rv = fail(err, errlen, "--backend: unknown backend '%s' (auto, cpu, ref, cuda)", optarg);
@@ -260,12 +305,13 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t er
 					  optarg);
 			c->conv_algo = optarg;
 			break;
-		case OPT_THREADS: rv = parse_int("threads", optarg, 0, 4096, &c->threads, err, errlen); break;
-		case OPT_LTHREADS: rv = parse_int("loader-threads", optarg, 0, 4096, &c->loader_threads, err, errlen); break;
+		case OPT_THREADS: rv = dl_optval_int("threads", optarg, 0, 4096, &c->threads, err, errlen); break;
+		case OPT_LTHREADS: rv = dl_optval_int("loader-threads", optarg, 0, 4096, &c->loader_threads, err, errlen); break;
 		case OPT_TIMEOUT:
-			rv = parse_double("timeout", optarg, 0, 1, 1e6, 0, &cli->timeout_s, err, errlen);
+			rv = dl_optval_double("timeout", optarg, DL_TIMEOUT_MIN, 0, DL_TIMEOUT_MAX, 0, &cli->timeout_s, err, errlen);
 			break;
 		case OPT_HELP: cli->help = 1; break;
+		case OPT_VERSION: cli->version = 1; break;
 		case ':':
 			return fail(err, errlen, "option '%s' needs a value", argv[optind - 1]);
 		case '?':
@@ -280,7 +326,7 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t er
 		if (rv < 0)
 			return -1;
 	}
-	if (cli->help)
+	if (cli->help || cli->version)
 		return 0;
 	if (optind < argc)
 		return fail(err, errlen, "unexpected argument '%s' (see dljob --help)", argv[optind]);
@@ -290,7 +336,7 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t er
 		return fail(err, errlen, "--model: unknown model '%s' (known: %s)", c->model, dl_model_names());
 	if (c->warmup_epochs > c->epochs)
 		return fail(err, errlen, "--warmup-epochs: %g is longer than --epochs %d", c->warmup_epochs, c->epochs);
-	return 0;
+	return plugin_gpu(&c->gpu, err, errlen);
 }
 
 /* mkdir -p: the parents of --out may not exist yet (e.g. runs/resnet50/1). */
@@ -334,6 +380,8 @@ static int install_stop_handlers(char *err, size_t errlen)
 int dl_cli_train_main(int argc, char **argv)
 {
 	struct dl_cli *cli;
+	char **args = NULL;
+	int nargc = 0, nfixed = 0;
 	struct dl_dataset *ds = NULL;
 	struct dl_world world;
 	int world_open = 0, created_out = 0;
@@ -345,13 +393,23 @@ int dl_cli_train_main(int argc, char **argv)
 		fprintf(stderr, "dljob: out of memory\n");
 		return DL_EXIT_ERROR;
 	}
-	if (dl_cli_parse(cli, argc, argv, err, sizeof(err)) < 0) {
+	args = dl_cli_plugin_argv(argc, argv, &nargc, &nfixed);
+	if (!args) {
+		fprintf(stderr, "dljob: out of memory\n");
+		goto out;
+	}
+	if (dl_cli_parse(cli, nargc, args, nfixed, err, sizeof(err)) < 0) {
 		fprintf(stderr, "dljob: %s\n", err);
 		rv = DL_EXIT_USAGE;
 		goto out;
 	}
 	if (cli->help) {
 		dl_cli_usage(stdout);
+		rv = DL_EXIT_OK;
+		goto out;
+	}
+	if (cli->version) {
+		printf("dljob %s (built for Slurm %s)\n", PACKAGE_VERSION, DLJOB_SLURM_VERSION);
 		rv = DL_EXIT_OK;
 		goto out;
 	}
@@ -433,5 +491,6 @@ out:
 	if (ds)
 		dl_dataset_close(ds);
 	free(cli);
+	free(args);
 	return rv;
 }

@@ -17,13 +17,25 @@ struct dl_cli {
 	struct dl_train_config cfg;
 	double timeout_s;     /* bootstrap/collective timeout */
 	int help;             /* --help was given: print usage, do nothing else */
+	int version;          /* --version was given (anywhere): print it, do nothing else */
 	char out_buf[4096];   /* storage for the default output directory */
 };
 
-/* Parse the training options in argv (argv[0] is the program name).
- * Returns 0, or -1 with one line naming the bad option in err.  Only parses
- * and range-checks: nothing is opened or created. */
-int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t errlen);
+/* Under srun --dl-job=MODEL the SPANK plugin leaves the command line alone
+ * (Slurm itself execs the runtime) and hands its checked values over in
+ * DLJOB_MODEL, DLJOB_DATA, DLJOB_EPOCHS, DLJOB_BATCH, DLJOB_LR, DLJOB_OUT.
+ * Returns a new argv (free() it; the strings are borrowed): argv[0], those
+ * values as options (--model M --data D ...: *nfixed words), then argv[1..].
+ * Without DLJOB_MODEL it is argv itself and *nfixed is 0.  NULL: no memory. */
+char **dl_cli_plugin_argv(int argc, char **argv, int *nargc, int *nfixed);
+
+/* Parse the training options in argv (argv[0] is the program name); the
+ * nfixed words after argv[0] come from the plugin and the options they set
+ * may not be given again.  Also reads the GPU the plugin chose (DLJOB_GPU,
+ * else DLJOB_GPU_BUSID).  Returns 0, or -1 with one line naming the bad
+ * option in err.  Only parses and range-checks: nothing is opened or
+ * created. */
+int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, char *err, size_t errlen);
 
 /* Print the option summary to f. */
 void dl_cli_usage(FILE *f);

@@ -1,6 +1,6 @@
-/* dljob: entry point.  Dispatches sub-commands; the default is training. */
+/* dljob: entry point.  Dispatches sub-commands; the default is training
+ * (which also answers --help and --version, wherever they are). */
 #include "config.h"
-#include <stdio.h>
 #include <string.h>
 
 #include "engine/data/pack.h"
@@ -8,10 +8,6 @@
 
 int main(int argc, char **argv)
 {
-	if (argc > 1 && strcmp(argv[1], "--version") == 0) {
-		printf("dljob %s (built for Slurm %s)\n", PACKAGE_VERSION, DLJOB_SLURM_VERSION);
-		return 0;
-	}
 	/* `dljob pack SRC DST ...`: the packer parses its own options. */
 	if (argc > 1 && strcmp(argv[1], "pack") == 0)
 		return dl_pack_main(argc - 1, argv + 1);

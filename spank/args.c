@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/master.h"
+#include "runtime/optval.h"
 #include "spank/plugin.h"
 
 #ifndef DLJOB_RUNTIME_DEFAULT
@@ -50,17 +51,19 @@ int dl_args_parse(struct dl_args *a, int ac, char **av, char *err, size_t errlen
 	a->port_hi = DL_MASTER_PORT_HI;
 
 	for (int i = 0; i < ac; i++) {
-		char key[64];
+		char key[64], q[256];
 		const char *eq = strchr(av[i], '='), *val;
 		size_t klen;
 
 		if (!eq || eq == av[i]) {
-			snprintf(err, errlen, "plugstack.conf: argument '%s' is not key=value", av[i]);
+			snprintf(err, errlen, "plugstack.conf: argument '%s' is not key=value",
+				 dl_optval_escape(av[i], q, sizeof(q)));
 			return -1;
 		}
 		klen = (size_t)(eq - av[i]);
 		if (klen >= sizeof(key)) {
-			snprintf(err, errlen, "plugstack.conf: unknown argument '%.*s'", (int)klen, av[i]);
+			snprintf(err, errlen, "plugstack.conf: unknown argument '%.40s...'",
+				 dl_optval_escape(av[i], q, sizeof(q)));
 			return -1;
 		}
 		memcpy(key, av[i], klen);
@@ -69,7 +72,8 @@ int dl_args_parse(struct dl_args *a, int ac, char **av, char *err, size_t errlen
 
 		if (!strcmp(key, "runtime")) {
 			if (val[0] != '/') {
-				snprintf(err, errlen, "plugstack.conf: runtime=%s is not an absolute path", val);
+				snprintf(err, errlen, "plugstack.conf: runtime=%s is not an absolute path",
+					 dl_optval_escape(val, q, sizeof(q)));
 				return -1;
 			}
 			if (set_str(a->runtime, sizeof(a->runtime), key, val, err, errlen) < 0)
@@ -89,18 +93,19 @@ int dl_args_parse(struct dl_args *a, int ac, char **av, char *err, size_t errlen
 			} else if (!strcmp(val, "none")) {
 				a->nic = 0;
 			} else {
-				snprintf(err, errlen, "plugstack.conf: nic=%s: expected closest or none", val);
+				snprintf(err, errlen, "plugstack.conf: nic=%s: expected closest or none",
+					 dl_optval_escape(val, q, sizeof(q)));
 				return -1;
 			}
 		} else if (!strcmp(key, "master_port_range")) {
 			if (parse_range(val, &a->port_lo, &a->port_hi) < 0) {
 				snprintf(err, errlen, "plugstack.conf: master_port_range=%s: expected LO-HI within 1-65535",
-					 val);
+					 dl_optval_escape(val, q, sizeof(q)));
 				return -1;
 			}
 		} else {
 			snprintf(err, errlen, "plugstack.conf: unknown argument '%s' (known: runtime, data_allow, "
-				 "default_data, topology, nic, master_port_range)", key);
+				 "default_data, topology, nic, master_port_range)", dl_optval_escape(key, q, sizeof(q)));
 			return -1;
 		}
 	}

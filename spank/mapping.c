@@ -76,6 +76,10 @@ static int numa_qcmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* hwloc discovery components that open a display, a socket or a GPU
+ * driver (hwloc 2.9's list; see dl_map_open). */
+static const char *const no_components[] = { "gl", "opencl", "cuda", "nvml", "rsmi", "levelzero" };
+
 struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
 {
 	struct dl_map *m = calloc(1, sizeof(*m));
@@ -91,6 +95,23 @@ struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
 		free(m);
 		return NULL;
 	}
+	/* Inside slurmstepd (root, every job) hwloc may only read /proc, /sys
+	 * and PCI config space.  Its gl component connects to X displays
+	 * (:0-:9, abstract and file sockets, TCP 6000+: any local user can
+	 * answer and never reply, hanging every step), opencl/cuda/nvml/rsmi/
+	 * levelzero initialise GPU drivers.  GPUs are found from PCI data
+	 * (vendor and class), NICs from sysfs; none of these components adds
+	 * anything the mapping uses.  Blacklisted by name (hwloc >= 2.1),
+	 * also for an XML topology, where they are not used anyway. */
+	for (size_t i = 0; i < sizeof(no_components) / sizeof(no_components[0]); i++)
+		/* EINVAL: no such component in this hwloc (its plugin is not
+		 * installed), so there is nothing to keep out. */
+		if (hwloc_topology_set_components(m->topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+						  no_components[i]) < 0 && errno != EINVAL) {
+			snprintf(err, errlen, "hwloc_topology_set_components(-%s): %s", no_components[i],
+				 strerror(errno));
+			goto out;
+		}
 	/* Without this filter hwloc drops every PCI and OS device. */
 	if (hwloc_topology_set_io_types_filter(m->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) < 0) {
 		snprintf(err, errlen, "hwloc_topology_set_io_types_filter: %s", strerror(errno));
@@ -285,7 +306,7 @@ static void cpu_task_numa(const struct dl_map *m, int r, int n, hwloc_bitmap_t n
 		hwloc_bitmap_set(ns, m->numa[i]->os_index);
 }
 
-int dl_map_task(const struct dl_map *m, const int *step_gpus, int n_step_gpus,
+int dl_map_task(const struct dl_map *m, const int *step_gpus, int n_step_gpus, int gpu,
 		int rank, int ntasks, hwloc_const_bitmap_t allowed, int nic,
 		struct dl_map_task *t, char *err, size_t errlen)
 {
@@ -319,7 +340,7 @@ int dl_map_task(const struct dl_map *m, const int *step_gpus, int n_step_gpus,
 
 	if (n_step_gpus > 0) {
 		/* Tasks beyond the GPU count share GPUs round-robin. */
-		t->gpu = rank % n_step_gpus;
+		t->gpu = gpu >= 0 && gpu < n_step_gpus ? gpu : rank % n_step_gpus;
 		t->node_gpu = step_gpus[t->gpu];
 		snprintf(t->busid, sizeof(t->busid), "%s", m->busid[t->node_gpu]);
 		hwloc_obj_t a = hwloc_get_non_io_ancestor_obj(m->topo, m->gpu[t->node_gpu]);
@@ -379,24 +400,28 @@ int dl_map_parse_index_list(const char *s, int *idx, int max)
 		char *end;
 		long lo, hi;
 
+		/* strtol takes blanks and signs: only digits may start a number. */
+		if (*s < '0' || *s > '9')
+			return -1;
 		errno = 0;
 		lo = strtol(s, &end, 10);
-		if (end == s || errno || lo < 0)
+		if (errno || lo > DL_MAP_MAX_INDEX)
 			return -1;
 		hi = lo;
 		s = end;
 		if (*s == '-') {
 			s++;
+			if (*s < '0' || *s > '9')
+				return -1;
 			hi = strtol(s, &end, 10);
-			if (end == s || errno || hi < lo)
+			if (errno || hi < lo || hi > DL_MAP_MAX_INDEX)
 				return -1;
 			s = end;
 		}
-		for (long i = lo; i <= hi; i++) {
-			if (n == max)
-				return -1;
+		if (hi - lo >= (long)(max - n))
+			return -1;
+		for (long i = lo; i <= hi; i++)
 			idx[n++] = (int)i;
-		}
 		if (*s == ',')
 			s++;
 		else if (*s)

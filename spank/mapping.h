@@ -26,6 +26,7 @@
 
 #define DL_MAP_MAX_GPUS 64
 #define DL_MAP_LIST 512
+#define DL_MAP_MAX_INDEX 65535   /* the largest GPU index a list may name */
 
 struct dl_map;
 
@@ -45,7 +46,9 @@ struct dl_map_task {
 	hwloc_bitmap_t nodeset;  /* same as numa */
 };
 
-/* Load a topology: xml is an hwloc XML file, or NULL for this machine.
+/* Load a topology: xml is an hwloc XML file, or NULL for this machine
+ * (without hwloc's gl, opencl, cuda, nvml, rsmi and levelzero components:
+ * nothing that opens a display, a socket or a GPU driver).
  * Returns NULL with one line in err. */
 struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen);
 void dl_map_close(struct dl_map *m);
@@ -55,16 +58,18 @@ const char *dl_map_gpu_busid(const struct dl_map *m, int i);
 hwloc_topology_t dl_map_topology(const struct dl_map *m);
 
 /* Map local task `rank` of `ntasks` on this node.  step_gpus lists the node
- * GPU indexes of the step (Slurm's SLURM_STEP_GPUS), n_step_gpus may be 0.
+ * GPU indexes of the step (Slurm's SLURM_STEP_GPUS), n_step_gpus may be 0;
+ * gpu is the task's GPU as an index in step_gpus (-1: rank % n_step_gpus).
  * allowed (may be NULL) restricts the CPUs (what Slurm gave the task).
  * nic: 0 to skip NIC selection.  Returns 0, or -1 with one line in err. */
-int dl_map_task(const struct dl_map *m, const int *step_gpus, int n_step_gpus,
+int dl_map_task(const struct dl_map *m, const int *step_gpus, int n_step_gpus, int gpu,
 		int rank, int ntasks, hwloc_const_bitmap_t allowed, int nic,
 		struct dl_map_task *t, char *err, size_t errlen);
 void dl_map_task_clear(struct dl_map_task *t);
 
-/* Parse "0,1,3" or "0-3" (Slurm's SLURM_STEP_GPUS syntax) into idx. Returns
- * the count, or -1 on a malformed list or more than max entries. */
+/* Parse "0,1,3" or "0-3" (Slurm's SLURM_STEP_GPUS syntax; untrusted: it
+ * comes from the job environment) into idx.  Returns the count, or -1 on a
+ * malformed list, an index above DL_MAP_MAX_INDEX or more than max entries. */
 int dl_map_parse_index_list(const char *s, int *idx, int max);
 
 #endif

@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdarg.h>
 #include <sys/stat.h>
 
+#include "runtime/optval.h"
 #include "spank/plugin.h"
 
 const char *const dl_models[] = {
@@ -27,11 +29,33 @@ static struct dl_opts opts = { .bind = "closest" };
 
 struct dl_opts *dl_opts(void) { return &opts; }
 
+void dl_error(int to_stderr, const char *fmt, ...)
+{
+	char msg[2 * DL_ERR_LEN], safe[2 * DL_ERR_LEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* Values are refused when they hold control characters, but paths
+	 * from the file system and the environment may still: escape the
+	 * whole line, so no byte of it can start a new log line. */
+	dl_optval_escape_msg(msg, safe, sizeof(safe));
+	slurm_error("dljob: %s", safe);
+	if (to_stderr)
+		fprintf(stderr, "dljob: %s\n", safe);
+}
+
+/* Record one value (srun's argv, or _SLURM_SPANK_OPTION_dljob_* in the job
+ * environment in slurmstepd: untrusted either way).  A bad value is kept as
+ * the options' error and reported by dl_opts_check, so srun and slurmstepd
+ * fail the same clean way. */
 static int opt_cb(int val, const char *optarg, int remote)
 {
-	char *dst;
+	char *dst, q[96];
 	size_t len;
 
+	(void)remote;
 	switch (val) {
 	case OPT_JOB: dst = opts.job; len = sizeof(opts.job); break;
 	case OPT_DATA: dst = opts.data; len = sizeof(opts.data); break;
@@ -42,12 +66,22 @@ static int opt_cb(int val, const char *optarg, int remote)
 	case OPT_BIND: dst = opts.bind; len = sizeof(opts.bind); break;
 	default: return -1;
 	}
-	if (!optarg || strlen(optarg) >= len) {
-		slurm_error("dljob: option value too long: %.40s...", optarg ? optarg : "");
-		return -1;
+	opts.given = 1;
+	if (!optarg)
+		optarg = "";
+	if (opts.err[0])
+		return 0;
+	if (dl_optval_has_ctl(optarg)) {
+		snprintf(opts.err, sizeof(opts.err), "--%s: the value '%s' holds a control character",
+			 dl_opt_name(val), dl_optval_escape(optarg, q, sizeof(q)));
+		return 0;
+	}
+	if (strlen(optarg) >= len) {
+		snprintf(opts.err, sizeof(opts.err), "--%s: the value '%s' is longer than %zu bytes",
+			 dl_opt_name(val), dl_optval_escape(optarg, q, sizeof(q)), len - 1);
+		return 0;
 	}
 	memcpy(dst, optarg, strlen(optarg) + 1);
-	opts.given = 1;
 	return 0;
 }
 
@@ -66,6 +100,14 @@ static struct spank_option table[] = {
 	SPANK_OPTIONS_TABLE_END
 };
 
+const char *dl_opt_name(int val)
+{
+	for (const struct spank_option *o = table; o->name; o++)
+		if (o->val == val)
+			return o->name;
+	return "dl-?";
+}
+
 int dl_opts_register(spank_t sp)
 {
 	for (struct spank_option *o = table; o->name; o++) {
@@ -79,22 +121,6 @@ int dl_opts_register(spank_t sp)
 }
 
 int dl_opts_is_env(const struct dl_opts *o) { return strcmp(o->job, "env") == 0; }
-
-static int check_count(const char *opt, const char *s, char *err, size_t errlen)
-{
-	char *end;
-	long v;
-
-	if (!s[0])
-		return 0;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (end == s || *end || errno || v < 1 || v > 1000000) {
-		snprintf(err, errlen, "--%s=%s: expected a whole number from 1 to 1000000", opt, s);
-		return -1;
-	}
-	return 0;
-}
 
 /* Is dir (resolved) inside one of the ':'-separated allowed directories? */
 static int allowed_dir(const char *dir, const char *allow)
@@ -120,9 +146,14 @@ static int allowed_dir(const char *dir, const char *allow)
 
 int dl_opts_check(struct dl_opts *o, char *err, size_t errlen)
 {
-	char bind[sizeof(o->bind)];
-	int known = 0;
+	char bind[sizeof(o->bind)], q[96];
+	int known = 0, iv;
+	double dv;
 
+	if (o->err[0]) {
+		snprintf(err, errlen, "%s", o->err);
+		return -1;
+	}
 	if (!o->job[0]) {
 		snprintf(err, errlen, "--dl-job=MODEL|env is required with the other --dl-* options");
 		return -1;
@@ -132,23 +163,16 @@ int dl_opts_check(struct dl_opts *o, char *err, size_t errlen)
 			known = 1;
 	if (!known && !dl_opts_is_env(o)) {
 		snprintf(err, errlen, "--dl-job=%s: unknown model (known: resnet18, resnet34, resnet50, "
-			 "resnet101, resnet152, resnet20, resnet32, resnet56, or env)", o->job);
+			 "resnet101, resnet152, resnet20, resnet32, resnet56, or env)",
+			 dl_optval_escape(o->job, q, sizeof(q)));
 		return -1;
 	}
-	if (check_count("dl-epochs", o->epochs, err, errlen) < 0 ||
-	    check_count("dl-batch", o->batch, err, errlen) < 0)
+	/* The runtime's own limits (runtime/optval.h), so srun refuses what
+	 * every task would refuse. */
+	if ((o->epochs[0] && dl_optval_int("dl-epochs", o->epochs, DL_EPOCHS_MIN, DL_EPOCHS_MAX, &iv, err, errlen) < 0) ||
+	    (o->batch[0] && dl_optval_int("dl-batch", o->batch, DL_BATCH_MIN, DL_BATCH_MAX, &iv, err, errlen) < 0) ||
+	    (o->lr[0] && dl_optval_double("dl-lr", o->lr, DL_LR_MIN, 1, DL_LR_MAX, 0, &dv, err, errlen) < 0))
 		return -1;
-	if (o->lr[0]) {
-		char *end;
-		double lr;
-
-		errno = 0;
-		lr = strtod(o->lr, &end);
-		if (end == o->lr || *end || errno || !isfinite(lr) || lr <= 0) {
-			snprintf(err, errlen, "--dl-lr=%s: expected a positive number", o->lr);
-			return -1;
-		}
-	}
 	snprintf(bind, sizeof(bind), "%s", o->bind);
 	o->bind_none = 0;
 	o->verbose = 0;
@@ -160,16 +184,19 @@ int dl_opts_check(struct dl_opts *o, char *err, size_t errlen)
 		} else if (!strcmp(p, "verbose")) {
 			o->verbose = 1;
 		} else {
-			snprintf(err, errlen, "--dl-bind=%s: unknown word '%s' (closest, none, verbose)", o->bind, p);
+			char q2[64];
+
+			snprintf(err, errlen, "--dl-bind=%s: unknown word '%s' (closest, none, verbose)",
+				 dl_optval_escape(o->bind, q, sizeof(q)), dl_optval_escape(p, q2, sizeof(q2)));
 			return -1;
 		}
 	}
 	return 0;
 }
 
-int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, char *err, size_t errlen)
+int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, int submit, char *err, size_t errlen)
 {
-	char real[PATH_MAX];
+	char real[PATH_MAX], q[256], q2[256];
 	const char *data;
 	struct stat st;
 
@@ -180,19 +207,27 @@ int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, char *err, si
 		snprintf(err, errlen, "--dl-data=DIR is required (the site sets no default_data)");
 		return -1;
 	}
+	/* A relative path names a directory under the task's working
+	 * directory, which srun/sbatch --chdir may change: only the task can
+	 * resolve it. */
+	if (submit && data[0] != '/')
+		return 0;
+	dl_optval_escape(data, q, sizeof(q));
 	if (!realpath(data, real)) {
-		snprintf(err, errlen, "--dl-data=%s: %s", data, strerror(errno));
+		snprintf(err, errlen, "--dl-data=%s: %s", q, strerror(errno));
 		return -1;
 	}
 	if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "--dl-data=%s: not a directory", data);
+		snprintf(err, errlen, "--dl-data=%s: not a directory", q);
 		return -1;
 	}
 	if (!allowed_dir(real, a->data_allow)) {
 		snprintf(err, errlen, "--dl-data=%s: %s is outside the allowed data directories (%s)",
-			 data, real, a->data_allow);
+			 q, dl_optval_escape(real, q2, sizeof(q2)), a->data_allow);
 		return -1;
 	}
+	if (submit)
+		return 0;
 	snprintf(o->data, sizeof(o->data), "%s", real);
 	return 0;
 }

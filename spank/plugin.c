@@ -1,6 +1,8 @@
 /* dljob SPANK plugin: a small dispatcher on spank_context().  srun, sbatch
- * and salloc (local/allocator) only check the --dl-* options; slurmstepd
- * (remote) sets up each task and, for --dl-job=MODEL, runs the runtime.
+ * and salloc (local/allocator) check the --dl-* options and make the step's
+ * DLJOB_JOB_SECRET; slurmstepd (remote) sets up each task and, for
+ * --dl-job=MODEL, checks that the task's command is the site's runtime and
+ * hands it the values (Slurm itself execs it, see spank/remote.c).
  * Nothing here may take slurmd or slurmstepd down: errors are returned from
  * the callbacks that fail a step, never abort/exit. */
 #include "config.h"

@@ -8,17 +8,21 @@
 #include <stddef.h>
 #include <slurm/spank.h>
 
-#define DL_ERR_LEN 512
+#include "runtime/optval.h"
+
+#define DL_ERR_LEN 1024
 
 /* --dl-* values as given (strings: checked by dl_opts_check). */
 struct dl_opts {
 	int given;              /* any --dl-* option was seen */
+	char err[DL_ERR_LEN];   /* a value was refused where it entered (control
+				 * character, too long): reported by dl_opts_check */
 	char job[64];           /* --dl-job: model name or "env" */
-	char data[PATH_MAX];
+	char data[DL_PATH_MAX];
 	char epochs[32];
 	char batch[32];
 	char lr[64];
-	char out[PATH_MAX];
+	char out[DL_PATH_MAX];
 	char bind[64];          /* --dl-bind as given, default "closest" */
 	int bind_none;          /* parsed from bind */
 	int verbose;            /* parsed from bind */
@@ -39,18 +43,26 @@ struct dl_args {
 struct dl_opts *dl_opts(void);
 int dl_opts_register(spank_t sp);
 int dl_opts_is_env(const struct dl_opts *o);
-/* Check the values (and parse --dl-bind).  -1 with one line in err. */
+/* Check the values against runtime/optval.h's limits (and parse
+ * --dl-bind).  -1 with one line in err (values in it are escaped). */
 int dl_opts_check(struct dl_opts *o, char *err, size_t errlen);
-/* Resolve --dl-data (or default_data) from the current directory and check
- * it against data_allow; on success o->data is the real path (empty in env
- * mode without data).  -1 with one line in err. */
-int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, char *err, size_t errlen);
+/* Resolve --dl-data (or default_data) from the current directory (the
+ * task's working directory) and check it against data_allow; on success
+ * o->data is the real path (empty in env mode without data).  submit (srun,
+ * sbatch, salloc): an absolute path is checked the same way but o->data is
+ * kept, a relative one is left to the task.  -1 with one line in err. */
+int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, int submit, char *err, size_t errlen);
+/* The option's name ("dl-job") from its table value. */
+const char *dl_opt_name(int val);
+/* Log one error line, "dljob: " + the message with every control byte
+ * escaped, through slurm_error and, if to_stderr, the task's stderr. */
+void dl_error(int to_stderr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 extern const char *const dl_models[];
 
 /* args.c */
 int dl_args_parse(struct dl_args *a, int ac, char **av, char *err, size_t errlen);
 
-/* local.c: srun, sbatch, salloc. */
+/* local.c: srun, sbatch, salloc.  Also sets DLJOB_JOB_SECRET. */
 int dl_local_post_opt(spank_t sp, const struct dl_args *a, const char *args_err);
 
 /* remote.c: slurmstepd. */

@@ -1,8 +1,12 @@
-/* slurmstepd: per step, load the topology once (user_init, before the tasks
- * are forked); per task (task_init, inside the forked task after Slurm's own
- * binding) export the rank variables, pick the GPU/NICs/NUMA node, bind, and
- * in model mode replace the task with the site's runtime.  Failures here end
- * the task or the step, never slurmstepd. */
+/* slurmstepd: per step, read the step's GPUs and load the topology once
+ * (user_init, before the tasks are forked); per task (task_init, inside the
+ * forked task after Slurm's own binding) export the rank variables, pick the
+ * GPU/NICs/NUMA node and bind.  In model mode the plugin only checks and
+ * prepares: the task's command must be the site's runtime, which Slurm
+ * itself execs after the rest of its task set-up (limits, TMPDIR, later
+ * plugins, TaskProlog, SELinux, container), and the checked --dl-* values
+ * reach it as DLJOB_* variables (spank-dljob(8), MODEL MODE).  Failures here
+ * end the task or the step, never slurmstepd. */
 #include "config.h"
 
 #include <errno.h>
@@ -11,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
@@ -24,7 +29,10 @@
 static struct {
 	int active;                /* this step asked for dljob */
 	uint32_t job, step;
-	char out[PATH_MAX];
+	char out[DL_PATH_MAX];
+	int ngpus;                 /* the step's GPUs on this node (Slurm's step-wide SLURM_STEP_GPUS) */
+	int gpus[DL_MAP_MAX_GPUS]; /* their node indexes */
+	char cvd[1024];            /* the step-wide CUDA_VISIBLE_DEVICES Slurm wrote, as it wrote it */
 	struct dl_map *map;        /* NULL: no mapping (bind=none or topology failed) */
 	char map_err[DL_ERR_LEN];
 	char err[DL_ERR_LEN];      /* the step's options are wrong: fail every task */
@@ -53,7 +61,7 @@ int dl_remote_post_opt(spank_t sp, const struct dl_args *a, const char *args_err
 	 * message and a non-zero exit. */
 	if (args_err[0] || dl_opts_check(o, err, sizeof(err)) < 0) {
 		snprintf(st.err, sizeof(st.err), "%s", args_err[0] ? args_err : err);
-		slurm_error("dljob: %s", st.err);
+		dl_error(0, "%s", st.err);
 		st.active = 1;
 		return 0;
 	}
@@ -65,14 +73,52 @@ int dl_remote_post_opt(spank_t sp, const struct dl_args *a, const char *args_err
 	return 0;
 }
 
+/* The step's GPUs on this node, before any task exists: the step-wide
+ * values gres set in the step's environment.  A task's own values may be
+ * narrowed to its GPU (--gpus-per-task, --gpu-bind) and, under
+ * ConstrainDevices=yes, CUDA_VISIBLE_DEVICES counts from 0 within the
+ * step: keeping Slurm's own step-wide string is right in every case. */
+static void read_step_gpus(spank_t sp)
+{
+	char buf[1024];
+	int n = -1;
+
+	st.ngpus = 0;
+	st.cvd[0] = '\0';
+	if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", st.cvd, sizeof(st.cvd)) != ESPANK_SUCCESS ||
+	    dl_optval_has_ctl(st.cvd))
+		st.cvd[0] = '\0';
+	if (spank_getenv(sp, "SLURM_STEP_GPUS", buf, sizeof(buf)) == ESPANK_SUCCESS && buf[0])
+		n = dl_map_parse_index_list(buf, st.gpus, DL_MAP_MAX_GPUS);
+	else if (st.cvd[0])
+		n = dl_map_parse_index_list(st.cvd, st.gpus, DL_MAP_MAX_GPUS);
+	st.ngpus = n < 0 ? 0 : n;
+	/* DLJOB_GPU is a position in CUDA_VISIBLE_DEVICES: the two lists must
+	 * name the same GPUs, one entry each (Slurm writes them so). */
+	if (st.ngpus > 0 && st.cvd[0]) {
+		int entries = 1;
+
+		for (const char *c = st.cvd; *c; c++)
+			entries += *c == ',';
+		if (entries != st.ngpus) {
+			dl_error(0, "the step's CUDA_VISIBLE_DEVICES has %d entries and SLURM_STEP_GPUS %d: "
+				 "no GPU variables set", entries, st.ngpus);
+			st.ngpus = 0;
+			st.cvd[0] = '\0';
+		}
+	}
+}
+
 int dl_remote_user_init(spank_t sp, const struct dl_args *a)
 {
-	(void)sp;
-	if (!st.active || st.err[0] || dl_opts()->bind_none)
+	if (!st.active || st.err[0])
+		return 0;
+	read_step_gpus(sp);
+	if (dl_opts()->bind_none)
 		return 0;
 	st.map = dl_map_open(a->topology[0] ? a->topology : NULL, st.map_err, sizeof(st.map_err));
 	if (!st.map)
-		slurm_error("dljob: no GPU/NIC/NUMA mapping: %s", st.map_err);
+		dl_error(0, "no GPU/NIC/NUMA mapping: %s", st.map_err);
 	return 0;
 }
 
@@ -90,21 +136,20 @@ static int setenv_u(spank_t sp, const char *k, unsigned v)
 	return spank_setenv(sp, k, buf, 1) == ESPANK_SUCCESS ? 0 : -1;
 }
 
-/* The step's GPUs as node indexes, from Slurm's SLURM_STEP_GPUS, else a
- * numeric CUDA_VISIBLE_DEVICES.  Returns the count (0: none). */
-static int step_gpus(spank_t sp, int *idx, char *cvd, size_t cvdlen)
+/* This task's GPU as an index in the step's list: the GPU Slurm bound it
+ * to (its own SLURM_STEP_GPUS narrowed by --gpus-per-task or --gpu-bind),
+ * else local % ngpus. */
+static int task_gpu(spank_t sp, unsigned local)
 {
 	char buf[1024];
-	int n = 0;
+	int mine[DL_MAP_MAX_GPUS], n;
 
-	cvd[0] = '\0';
-	if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", cvd, (int)cvdlen) != ESPANK_SUCCESS)
-		cvd[0] = '\0';
-	if (spank_getenv(sp, "SLURM_STEP_GPUS", buf, sizeof(buf)) == ESPANK_SUCCESS && buf[0])
-		n = dl_map_parse_index_list(buf, idx, DL_MAP_MAX_GPUS);
-	else if (cvd[0])
-		n = dl_map_parse_index_list(cvd, idx, DL_MAP_MAX_GPUS);
-	return n < 0 ? 0 : n;
+	if (spank_getenv(sp, "SLURM_STEP_GPUS", buf, sizeof(buf)) == ESPANK_SUCCESS && buf[0] &&
+	    (n = dl_map_parse_index_list(buf, mine, DL_MAP_MAX_GPUS)) > 0 && n < st.ngpus)
+		for (int i = 0; i < st.ngpus; i++)
+			if (st.gpus[i] == mine[0])
+				return i;
+	return (int)(local % (unsigned)st.ngpus);
 }
 
 /* Export the GPU, NIC and NUMA choice and bind this task.  Problems are
@@ -112,33 +157,27 @@ static int step_gpus(spank_t sp, int *idx, char *cvd, size_t cvdlen)
 static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *o,
 		     unsigned rank, unsigned local, unsigned nlocal)
 {
-	int gpus[DL_MAP_MAX_GPUS], ng, live = !a->topology[0];
-	char cvd[1024], err[DL_ERR_LEN], buf[DL_MAP_LIST + 8];
+	int gpu = -1, live = !a->topology[0];
+	char err[DL_ERR_LEN], buf[DL_MAP_LIST + 8];
 	const char *mem = "none";
 	struct dl_map_task t;
 	hwloc_bitmap_t allowed = NULL;
 	cpu_set_t cur;
 
-	ng = step_gpus(sp, gpus, cvd, sizeof(cvd));
-	if (ng > 0) {
-		/* NCCL needs every GPU of the step visible to see NVLink peers;
-		 * DLJOB_GPU says which one is this task's.  If Slurm narrowed
-		 * CUDA_VISIBLE_DEVICES per task, widen it to the step's GPUs. */
-		int visible[DL_MAP_MAX_GPUS];
-
-		if (!cvd[0] || dl_map_parse_index_list(cvd, visible, DL_MAP_MAX_GPUS) != ng) {
-			size_t len = 0;
-			for (int i = 0; i < ng && len < sizeof(cvd); i++)
-				len += (size_t)snprintf(cvd + len, sizeof(cvd) - len, "%s%d", i ? "," : "", gpus[i]);
-			spank_setenv(sp, "CUDA_VISIBLE_DEVICES", cvd, 1);
-		}
+	if (st.ngpus > 0) {
+		/* Every task sees all the step's GPUs of its node (NCCL needs
+		 * them for NVLink/P2P between the tasks), in Slurm's own
+		 * step-wide CUDA_VISIBLE_DEVICES; DLJOB_GPU says which one is
+		 * this task's, as an index in that list. */
+		gpu = task_gpu(sp, local);
+		if (st.cvd[0])
+			spank_setenv(sp, "CUDA_VISIBLE_DEVICES", st.cvd, 1);
 		spank_setenv(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
-		setenv_u(sp, "DLJOB_GPU", local % (unsigned)ng);
+		setenv_u(sp, "DLJOB_GPU", (unsigned)gpu);
 	}
 	if (!st.map) {
 		if (o->verbose)
-			fprintf(stderr, "dljob: rank=%u local_rank=%u gpu=%d not bound: %s\n", rank, local,
-				ng > 0 ? (int)(local % (unsigned)ng) : -1,
+			fprintf(stderr, "dljob: rank=%u local_rank=%u gpu=%d not bound: %s\n", rank, local, gpu,
 				o->bind_none ? "--dl-bind=none" : st.map_err);
 		return;
 	}
@@ -149,9 +188,10 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 	for (int c = 0; c < CPU_SETSIZE; c++)
 		if (CPU_ISSET(c, &cur))
 			hwloc_bitmap_set(allowed, (unsigned)c);
-	if (dl_map_task(st.map, gpus, ng, (int)local, (int)nlocal, allowed, a->nic, &t, err, sizeof(err)) < 0) {
+	if (dl_map_task(st.map, st.gpus, st.ngpus, gpu, (int)local, (int)nlocal, allowed, a->nic, &t,
+			err, sizeof(err)) < 0) {
 		/* E.g. the step's GPUs are not in the topology: run unbound. */
-		slurm_verbose("dljob: rank=%u not bound: %s", rank, err);
+		slurm_verbose("dljob: rank=%u not bound", rank);
 		if (o->verbose)
 			fprintf(stderr, "dljob: rank=%u local_rank=%u not bound: %s\n", rank, local, err);
 		hwloc_bitmap_free(allowed);
@@ -199,46 +239,63 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 	hwloc_bitmap_free(allowed);
 }
 
-/* Replace this task with the runtime.  Only returns on failure, by ending
- * the task (this is the forked task, not slurmstepd).  Slurm >= 23.11 has
- * spank_prepend_task_argv, but it keeps the user's command as arguments of
- * the runtime; execve here works the same on every version (what it skips
- * is Slurm's TaskProlog, see spank-dljob(8)). */
-static void exec_runtime(spank_t sp, const struct dl_args *a, const struct dl_opts *o)
+/* The file the task's command names, found the way slurmstepd will find it
+ * when it execs the task (task.c _build_path in Slurm 22.05: as it is if
+ * absolute, from the working directory if it starts with '.', else the
+ * first PATH entry holding a non-directory of that name). */
+static int task_command(spank_t sp, char *path, size_t len, struct stat *sb)
 {
-	char *argv[16], **env = NULL;
-	int n = 0;
-	extern char **environ;
+	char **argv = NULL, env_path[8192];
+	int argc = 0;
 
-	argv[n++] = (char *)a->runtime;
-	argv[n++] = "--model";
-	argv[n++] = (char *)o->job;
-	argv[n++] = "--data";
-	argv[n++] = (char *)o->data;
-	if (o->epochs[0]) {
-		argv[n++] = "--epochs";
-		argv[n++] = (char *)o->epochs;
+	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv || !argv[0])
+		return -1;
+	if (argv[0][0] == '/' || argv[0][0] == '.') {
+		snprintf(path, len, "%s", argv[0]);
+		return stat(path, sb);
 	}
-	if (o->batch[0]) {
-		argv[n++] = "--batch";
-		argv[n++] = (char *)o->batch;
+	if (spank_getenv(sp, "PATH", env_path, sizeof(env_path)) != ESPANK_SUCCESS)
+		env_path[0] = '\0';
+	for (char *save = NULL, *d = strtok_r(env_path, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		snprintf(path, len, "%s/%s", d, argv[0]);
+		if (stat(path, sb) == 0 && !S_ISDIR(sb->st_mode))
+			return 0;
 	}
-	if (o->lr[0]) {
-		argv[n++] = "--lr";
-		argv[n++] = (char *)o->lr;
-	}
-	argv[n++] = "--out";
-	argv[n++] = st.out;
-	argv[n] = NULL;
+	snprintf(path, len, "%s", argv[0]);
+	return -1;
+}
 
-	/* The job's environment (with what we set above) is slurmstepd's
-	 * copy, not this process's environ. */
-	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || !env)
-		env = environ;
-	execve(a->runtime, argv, env);
-	fprintf(stderr, "dljob: cannot run the runtime %s: %s\n", a->runtime, strerror(errno));
-	slurm_error("dljob: cannot run the runtime %s: %s", a->runtime, strerror(errno));
-	_exit(127);
+/* Model mode: Slurm runs the task's command after the rest of its task
+ * set-up, so that command must be the site's runtime (the same file: device
+ * and inode, whatever name or link led to it).  The checked values go to
+ * it as DLJOB_*; it takes them as its --model, --data, ... options. */
+static int prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_opts *o)
+{
+	struct stat rt, cmd;
+	char path[8192];
+
+	if (stat(a->runtime, &rt) < 0) {
+		dl_error(1, "cannot run the runtime %s: %s", a->runtime, strerror(errno));
+		return -1;
+	}
+	if (task_command(sp, path, sizeof(path), &cmd) < 0 || cmd.st_dev != rt.st_dev || cmd.st_ino != rt.st_ino) {
+		char q[256];
+
+		dl_error(1, "--dl-job=%s runs the site's runtime: the command must be dljob (%s), not '%s' "
+			 "(e.g. srun --dl-job=%s ... dljob)", o->job, a->runtime,
+			 dl_optval_escape(path, q, sizeof(q)), o->job);
+		return -1;
+	}
+	if (spank_setenv(sp, "DLJOB_MODEL", o->job, 1) != ESPANK_SUCCESS ||
+	    spank_setenv(sp, "DLJOB_DATA", o->data, 1) != ESPANK_SUCCESS ||
+	    spank_setenv(sp, "DLJOB_OUT", st.out, 1) != ESPANK_SUCCESS ||
+	    (o->epochs[0] && spank_setenv(sp, "DLJOB_EPOCHS", o->epochs, 1) != ESPANK_SUCCESS) ||
+	    (o->batch[0] && spank_setenv(sp, "DLJOB_BATCH", o->batch, 1) != ESPANK_SUCCESS) ||
+	    (o->lr[0] && spank_setenv(sp, "DLJOB_LR", o->lr, 1) != ESPANK_SUCCESS)) {
+		dl_error(1, "cannot set the DLJOB_* variables for the runtime");
+		return -1;
+	}
+	return 0;
 }
 
 int dl_remote_task_init(spank_t sp, const struct dl_args *a)
@@ -252,34 +309,37 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 		return 0;
 	/* The data path is checked here, in the task, because only the task
 	 * is in the job's working directory (a relative --dl-data). */
-	if (st.err[0] || dl_opts_check_data(dl_opts(), a, st.err, sizeof(st.err)) < 0) {
-		fprintf(stderr, "dljob: %s\n", st.err);
-		slurm_error("dljob: %s", st.err);
+	if (st.err[0] || dl_opts_check_data(dl_opts(), a, 0, st.err, sizeof(st.err)) < 0) {
+		dl_error(1, "%s", st.err);
 		return -1;
 	}
+	/* Only the plugin sets these, and only in model mode. */
+	for (const char *const *v = (const char *const[]){ "DLJOB_MODEL", "DLJOB_DATA", "DLJOB_EPOCHS",
+			"DLJOB_BATCH", "DLJOB_LR", "DLJOB_OUT", "DLJOB_GPU", "DLJOB_GPU_BUSID", NULL }; *v; v++)
+		spank_unsetenv(sp, *v);
 	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &world) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &nlocal) != ESPANK_SUCCESS) {
-		slurm_error("dljob: cannot read the task's rank from Slurm");
+		dl_error(1, "cannot read the task's rank from Slurm");
 		return -1;
 	}
 	if (spank_getenv(sp, "SLURM_STEP_NODELIST", nodes, sizeof(nodes)) != ESPANK_SUCCESS &&
 	    spank_getenv(sp, "SLURM_NODELIST", nodes, sizeof(nodes)) != ESPANK_SUCCESS)
 		nodes[0] = '\0';
 	if (dl_hostlist_first(nodes, master, sizeof(master)) < 0) {
-		slurm_error("dljob: cannot find the first node in SLURM_STEP_NODELIST='%s'", nodes);
+		dl_error(1, "cannot find the first node in SLURM_STEP_NODELIST='%s'", nodes);
 		return -1;
 	}
 	if (setenv_u(sp, "RANK", rank) < 0 || setenv_u(sp, "LOCAL_RANK", (unsigned)local) < 0 ||
 	    setenv_u(sp, "WORLD_SIZE", world) < 0 || setenv_u(sp, "LOCAL_WORLD_SIZE", nlocal) < 0 ||
 	    spank_setenv(sp, "MASTER_ADDR", master, 1) != ESPANK_SUCCESS ||
 	    setenv_u(sp, "MASTER_PORT", (unsigned)dl_master_port(st.job, st.step, a->port_lo, a->port_hi)) < 0) {
-		slurm_error("dljob: cannot set the rank variables");
+		dl_error(1, "cannot set the rank variables");
 		return -1;
 	}
 	map_task(sp, a, o, rank, (unsigned)local, nlocal);
 	if (!dl_opts_is_env(o))
-		exec_runtime(sp, a, o);
+		return prepare_runtime(sp, a, o);
 	return 0;
 }

@@ -1,5 +1,12 @@
 # tests/: the make check suite.  Each area has its own fragment.
 EXTRA_DIST += tests/cluster/cluster.sh tests/lib.sh tests/tiny_imagefolder.py
+# Build hardening of dljob.so and dljob (configure.ac HARDEN_*).
+TESTS += tests/test_hardening.sh
+dist_check_SCRIPTS += tests/test_hardening.sh
+# The plugin's fuzz targets: built and run by make check-asan once
+# tests/fuzz/local.mk includes tests/fuzz/spank.mk.
+EXTRA_DIST += tests/fuzz/spank.mk tests/fuzz/fuzz_plugstack.c tests/fuzz/fuzz_options.c \
+	tests/fuzz/corpus/fuzz_plugstack tests/fuzz/corpus/fuzz_options
 include tests/cluster/local.mk
 include tests/engine/ops.mk
 include tests/engine/model.mk

@@ -36,6 +36,15 @@ expect 2 "\-\-batch: 0 is out of range"     --model resnet20 --batch 0 --data $s
 expect 2 "\-\-batch: '99999999999999999999' is not an integer" --model resnet20 --batch 99999999999999999999 --data $syn
 expect 2 "\-\-momentum: 1 is out of range"  --model resnet20 --momentum 1 --data $syn
 expect 2 "\-\-seed: '-3'"                   --model resnet20 --seed -3 --data $syn
+expect 2 "\-\-seed: ' -1' is not a non-negative integer" --model resnet20 --seed " -1" --data $syn
+expect 2 "\-\-epochs: ' 3' is not an integer" --model resnet20 --epochs " 3" --data $syn
+expect 2 "\-\-timeout: 1e-300 is out of range \[1, 1e+06\]" --model resnet20 --timeout 1e-300 --data $syn
+expect 2 "\-\-timeout: 0.5 is out of range"  --model resnet20 --timeout 0.5 --data $syn
+expect 2 "\-\-lr: '0x1p3' is not a number"   --model resnet20 --lr 0x1p3 --data $syn
+expect 2 "\-\-lr: 'inf' is not a number"     --model resnet20 --lr inf --data $syn
+expect 2 "\-\-epochs: 100001 is out of range \[1, 100000\]" --model resnet20 --epochs 100001 --data $syn
+expect 2 "\-\-batch: 65537 is out of range \[1, 65536\]" --model resnet20 --batch 65537 --data $syn
+expect 2 "\-\-lr: 1000.5 is out of range (0, 1000\]" --model resnet20 --lr 1000.5 --data $syn
 expect 2 "\-\-schedule: unknown schedule 'linear'" --model resnet20 --schedule linear --data $syn
 expect 2 "\-\-backend: unknown backend 'tpu'" --model resnet20 --backend tpu --data $syn
 expect 2 "\-\-conv-algo: unknown algorithm 'fft'" --model resnet20 --conv-algo fft --data $syn
@@ -70,6 +79,50 @@ if ! "$bin" --help >help.txt 2>&1 || ! grep -q -- "--resume\[=PATH\]" help.txt; 
 	echo "FAIL: --help"; fails=$((fails + 1))
 fi
 "$bin" --version | grep -q "^dljob [0-9]" || { echo "FAIL: --version"; fails=$((fails + 1)); }
+# --version anywhere on the line, not only first; nothing is created.
+for args in "--model resnet20 --version" "--data synthetic --version --epochs 3" "--epochs 2 --version"; do
+	# shellcheck disable=SC2086
+	out=$("$bin" $args --out out 2>&1)
+	rc=$?
+	if [ $rc -ne 0 ] || ! grep -qx "dljob [0-9.]* (built for Slurm [0-9.]*)" <<<"$out" || [ -e out ]; then
+		echo "FAIL: dljob $args --out out: rc=$rc: $out"; fails=$((fails + 1)); rm -rf out
+	else
+		echo "ok: dljob $args -> $out"
+	fi
+done
+
+# Model mode (srun --dl-job=MODEL): the plugin hands its checked values
+# over in DLJOB_*; the same options on the command line are refused, the
+# others are taken; the GPU the plugin chose must be well-formed.
+for opt in "--model resnet32" "--data $syn" "--synthetic" "--out x" "--mod resnet32" "--out=x"; do
+	# shellcheck disable=SC2086
+	DLJOB_MODEL=resnet20 DLJOB_DATA=$syn DLJOB_OUT=out "$bin" $opt >stdout 2>stderr
+	rc=$?
+	if [ $rc -ne 2 ] || [ "$(wc -l <stderr)" -ne 1 ] || ! grep -q "is already set by srun --dl-\*" stderr || [ -e out ]; then
+		echo "FAIL: model mode with $opt: rc=$rc: $(cat stderr)"; fails=$((fails + 1)); rm -rf out
+	else
+		echo "ok: model mode refuses $opt: $(cat stderr)"
+	fi
+done
+DLJOB_MODEL=resnet20 DLJOB_DATA=$syn DLJOB_OUT=out DLJOB_EPOCHS=1 DLJOB_BATCH=16 DLJOB_LR=0.1 \
+	"$bin" --backend ref --steps 1 --eval 0 --threads 1 2>stderr
+rc=$?
+if [ $rc -ne 0 ] || [ ! -s out/model.safetensors ] || ! grep -q "resnet20.*x batch 16.*, 1 epoch, peak lr 0.00625" stderr; then
+	echo "FAIL: model mode run from DLJOB_*: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
+else
+	echo "ok: model mode takes --model/--data/--out/--epochs/--batch/--lr from DLJOB_*"
+fi
+rm -rf out
+for g in "DLJOB_GPU=x|DLJOB_GPU='x' is not a device index" "DLJOB_GPU=-1|DLJOB_GPU='-1'" \
+         "DLJOB_GPU_BUSID=0000:5f:00|DLJOB_GPU_BUSID is not a PCI bus id"; do
+	env "${g%%|*}" "$bin" --model resnet20 --data $syn --out out >stdout 2>stderr
+	rc=$?
+	if [ $rc -ne 2 ] || ! grep -qF "${g#*|}" stderr || [ -e out ]; then
+		echo "FAIL: ${g%%|*}: rc=$rc: $(cat stderr)"; fails=$((fails + 1)); rm -rf out
+	else
+		echo "ok: ${g%%|*} refused: $(cat stderr)"
+	fi
+done
 
 # And a good command line does create the directory (the checks above
 # would pass vacuously if nothing ever did).

@@ -18,7 +18,7 @@ cluster_plugstack "runtime=$DLJOB_BIN data_allow=$WORK/data"
 epochs=10
 train() { # OUT NAME: one 2-node training step through the plugin
 	srun -N2 -n2 -J "$2" --dl-job=resnet20 --dl-data=data/tiny --dl-epochs=$epochs --dl-batch=2 \
-		--dl-lr=0.1 --dl-out="$1" dljob
+		--dl-lr=0.1 --dl-out="$1" "$DLJOB_BIN"
 }
 epochs_done() { local n; n=$(grep -c '"top1"' "$1/metrics.jsonl" 2>/dev/null); echo "${n:-0}"; }
 

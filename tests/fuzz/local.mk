@@ -21,6 +21,7 @@
 #       fuzz-work/fuzz_star ../../tests/fuzz/corpus/fuzz_star
 FUZZ_LINKFLAGS = -fsanitize=fuzzer
 FUZZ_TARGETS =
+include tests/fuzz/spank.mk
 EXTRA_DIST += tests/fuzz/fuzz_util.h tests/fuzz/corpus tests/fuzz/gen_corpus.py
 
 FUZZ_TARGETS += tests/fuzz/fuzz_idx

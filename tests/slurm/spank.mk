@@ -8,15 +8,23 @@ dist_check_DATA += tests/slurm/topologies/2s-8gpu-4hca.xml tests/slurm/topologie
 	tests/slurm/topologies/no-nic.xml
 # Cluster tests: each starts its own private cluster (tests/cluster/cluster.sh).
 TESTS += tests/slurm/test_spank_options.sh tests/slurm/test_spank_env.sh tests/slurm/test_spank_model.sh \
-	tests/slurm/test_spank_bind.sh tests/slurm/test_spank_sbatch.sh tests/slurm/test_spank_train.sh
+	tests/slurm/test_spank_bind.sh tests/slurm/test_spank_sbatch.sh tests/slurm/test_spank_train.sh \
+	tests/slurm/test_spank_setup.sh tests/slurm/test_spank_xhang.sh tests/slurm/test_spank_gpus.sh \
+	tests/slurm/test_spank_logs.sh
 dist_check_SCRIPTS += tests/slurm/test_spank_options.sh tests/slurm/test_spank_env.sh \
 	tests/slurm/test_spank_model.sh tests/slurm/test_spank_bind.sh tests/slurm/test_spank_sbatch.sh \
-	tests/slurm/test_spank_train.sh \
+	tests/slurm/test_spank_train.sh tests/slurm/test_spank_setup.sh tests/slurm/test_spank_xhang.sh \
+	tests/slurm/test_spank_gpus.sh tests/slurm/test_spank_logs.sh \
 	tests/slurm/test_spank_fake_runtime.sh
 # The sbatch templates are shipped (and run by test_spank_sbatch.sh as they are).
 EXTRA_DIST += contrib/sbatch/dljob-1node.sbatch contrib/sbatch/dljob-multinode.sbatch \
 	contrib/sbatch/dljob-preemptible.sbatch
 dist_check_DATA += tests/slurm/test_spank_lib.bash
 check_PROGRAMS += tests/slurm/test_spank_units
-tests_slurm_test_spank_units_SOURCES = tests/slurm/test_spank_units.c spank/args.c runtime/master.c runtime/master.h spank/plugin.h
+tests_slurm_test_spank_units_SOURCES = tests/slurm/test_spank_units.c spank/args.c runtime/master.c runtime/master.h \
+	runtime/optval.c runtime/optval.h spank/plugin.h
 TESTS += tests/slurm/test_spank_units
+# A second SPANK plugin listed after dljob.so (test_spank_setup.sh).
+check_LTLIBRARIES += tests/slurm/marker_spank.la
+tests_slurm_marker_spank_la_SOURCES = tests/slurm/marker_spank.c
+tests_slurm_marker_spank_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/tests/slurm

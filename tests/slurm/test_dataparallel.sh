@@ -88,7 +88,7 @@ check "control: 1 rank x batch 32 differs from 1x64 (rel err $far > 1e-3)" \
 
 # --- 1: accuracy band through the plugin, 4 ranks on 2 nodes -------------------
 timeout 900 srun -N2 -n4 --mpi=pmix --dl-job=resnet20 --dl-data="$FMNIST" --dl-epochs=1 --dl-batch=64 \
-	--dl-out=acc dljob >acc.log 2>&1
+	--dl-out=acc "$DLJOB_BIN" >acc.log 2>&1
 rc=$?
 check "srun -N2 -n4 --dl-job=resnet20 exited 0 (rc $rc)" test $rc -eq 0
 check "4 ranks trained ($(grep -o '4 ranks x batch 64' acc.log | head -1))" grep -q "4 ranks x batch 64" acc.log

@@ -172,7 +172,7 @@ static int run_case(const struct expect *c, const char *shared, const char *loca
 	for (int r = 0; r < c->ntasks; r++) {
 		struct dl_map_task t;
 
-		if (dl_map_task(m, gpus, ng, r, c->ntasks, allowed, 1, &t, err, sizeof(err)) < 0) {
+		if (dl_map_task(m, gpus, ng, -1, r, c->ntasks, allowed, 1, &t, err, sizeof(err)) < 0) {
 			fprintf(stderr, "FAIL %s gpus=%s task %d: %s\n", name, c->gpus, r, err);
 			rv = -1;
 			continue;
@@ -212,14 +212,21 @@ static int check_errors(const char *local)
 		fprintf(stderr, "FAIL %s\n", err);
 		return -1;
 	}
-	if (dl_map_task(m, gpus, 1, 0, 1, NULL, 1, &t, err, sizeof(err)) == 0 || !strstr(err, "GPU 7")) {
+	if (dl_map_task(m, gpus, 1, -1, 0, 1, NULL, 1, &t, err, sizeof(err)) == 0 || !strstr(err, "GPU 7")) {
 		fprintf(stderr, "FAIL GPU 7 of a 2-GPU topology: \"%s\"\n", err);
 		rv = -1;
 	}
 	dl_map_close(m);
 	if (dl_map_parse_index_list("0-2,5", idx, 8) != 4 || idx[3] != 5 ||
 	    dl_map_parse_index_list("1,x", idx, 8) != -1 || dl_map_parse_index_list("3-1", idx, 8) != -1 ||
-	    dl_map_parse_index_list("0-9", idx, 8) != -1) {
+	    dl_map_parse_index_list("0-9", idx, 8) != -1 ||
+	    /* From the job environment: huge, signed, blank-led or wrapping
+	     * indexes are refused (9223372036854775807 overflowed the loop). */
+	    dl_map_parse_index_list("9223372036854775807", idx, 8) != -1 ||
+	    dl_map_parse_index_list("0-9223372036854775807", idx, 8) != -1 ||
+	    dl_map_parse_index_list("4294967296", idx, 8) != -1 || dl_map_parse_index_list(" 1", idx, 8) != -1 ||
+	    dl_map_parse_index_list("-1", idx, 8) != -1 || dl_map_parse_index_list("1-+2", idx, 8) != -1 ||
+	    dl_map_parse_index_list("65535", idx, 8) != 1 || idx[0] != 65535) {
 		fprintf(stderr, "FAIL dl_map_parse_index_list\n");
 		rv = -1;
 	}

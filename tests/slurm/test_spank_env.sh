@@ -23,6 +23,27 @@ $(cat env.out)"
 done
 echo "ok   srun -N2 -n4 --dl-job=env: ranks, sizes, MASTER_ADDR=n1, MASTER_PORT=$port"
 
+# The rendezvous secret: srun makes 32 random bytes (64 hex digits) for
+# each step, the same in every task of the step, another for the next step,
+# replacing the user's own value; never in a log; a job without --dl-*
+# keeps what the user set.
+s1=$(DLJOB_JOB_SECRET=mine srun -N2 -n2 --dl-job=env printenv DLJOB_JOB_SECRET | sort -u) || fail "srun (secret)"
+s2=$(srun -N1 -n1 --dl-job=env printenv DLJOB_JOB_SECRET) || fail "srun (secret 2)"
+grep -qxE '[0-9a-f]{64}' <<<"$s1" || fail "DLJOB_JOB_SECRET of a 2-task step is not one 64-hex value: $s1"
+grep -qxE '[0-9a-f]{64}' <<<"$s2" || fail "second step's DLJOB_JOB_SECRET: $s2"
+[ "$s1" != "$s2" ] || fail "two steps got the same DLJOB_JOB_SECRET"
+s3=$(DLJOB_JOB_SECRET=mine srun -N1 -n1 printenv DLJOB_JOB_SECRET) || fail "srun (secret, no --dl-*)"
+[ "$s3" = mine ] || fail "a job without --dl-* had its DLJOB_JOB_SECRET changed to $s3"
+! grep -rqF -e "$s1" -e "$s2" "$CLUSTER_DIR/log" || fail "a step's secret is in a Slurm log"
+echo "ok   DLJOB_JOB_SECRET: 64 hex digits per step, same in its tasks, fresh per step, not logged"
+
+# Model mode's DLJOB_* hand-over is the plugin's alone: in env mode a value
+# from the user's environment does not reach the task.
+out=$(DLJOB_MODEL=resnet50 DLJOB_OUT=/x DLJOB_GPU=7 srun -N1 -n1 --dl-job=env bash -c 'echo "${DLJOB_MODEL-unset} ${DLJOB_OUT-unset} ${DLJOB_GPU-unset}"') ||
+	fail "srun (stale DLJOB_*)"
+[ "$out" = "unset unset unset" ] || fail "stale DLJOB_* reached an env-mode task: $out"
+echo "ok   env mode: DLJOB_MODEL/DLJOB_OUT/DLJOB_GPU from the user's environment are removed"
+
 cluster_plugstack "master_port_range=31000-31003"
 p=$(srun -N1 -n1 --dl-job=env printenv MASTER_PORT) || fail "srun with master_port_range"
 [ "$p" -ge 31000 ] && [ "$p" -le 31003 ] || fail "MASTER_PORT=$p outside master_port_range=31000-31003"

@@ -1,19 +1,33 @@
 #!/bin/bash
 # A stand-in for the dljob runtime in the plugin tests (plugstack runtime=):
-# records its argv, the rank variables and its CPU affinity in
+# records its argv as the real runtime sees it (the plugin's DLJOB_MODEL,
+# DLJOB_DATA, DLJOB_EPOCHS, DLJOB_BATCH, DLJOB_LR, DLJOB_OUT as --model ...
+# --out options first, then its own arguments, see dl_cli_plugin_argv), the
+# rank variables, what Slurm's task set-up gave it (soft open-files limit,
+# TMPDIR, a later test plugin's marker) and its CPU affinity in
 # $FAKE_RUNTIME_LOG/rank$RANK, then exits with $FAKE_RUNTIME_RC_<RANK> (0).
 # In the run whose SLURM_RESTART_COUNT (0 if unset) equals FAKE_RUNTIME_WAIT
 # it waits for SIGUSR1 (a preemption warning), records it and exits 0, as
 # the real runtime does after a checkpoint.
 log=${FAKE_RUNTIME_LOG:?}/rank${RANK:-unset}.${SLURM_RESTART_COUNT:-0}
+plugin=()
+if [ -n "${DLJOB_MODEL-}" ]; then
+	for kv in MODEL:--model DATA:--data EPOCHS:--epochs BATCH:--batch LR:--lr OUT:--out; do
+		v=DLJOB_${kv%%:*}
+		[ -n "${!v+set}" ] && plugin+=("${kv#*:}" "${!v}")
+	done
+fi
+set -- "${plugin[@]}" "$@"
 {
 	printf 'argv0=%s\n' "$0"
 	i=1
 	for a in "$@"; do printf 'arg%d=%s\n' $i "$a"; i=$((i + 1)); done
 	for v in RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT DLJOB_GPU \
-		CUDA_VISIBLE_DEVICES NCCL_IB_HCA SLURM_JOB_ID SLURM_RESTART_COUNT; do
+		DLJOB_GPU_BUSID CUDA_VISIBLE_DEVICES NCCL_IB_HCA SLURM_JOB_ID SLURM_RESTART_COUNT TMPDIR \
+		DLJOB_TEST_MARKER DLJOB_JOB_SECRET; do
 		printf '%s=%s\n' "$v" "${!v-}"
 	done
+	printf 'nofile=%s\n' "$(ulimit -Sn)"
 	grep '^Cpus_allowed_list' /proc/self/status
 } >"$log"
 if [ "${FAKE_RUNTIME_WAIT-x}" = "${SLURM_RESTART_COUNT:-0}" ]; then

@@ -19,6 +19,24 @@ _spank_cleanup() {
 }
 trap _spank_cleanup EXIT
 
+# Model mode runs the task's command, which must be the site's runtime
+# (plugstack runtime=): runtime_on_path FILE makes `dljob` on the tasks'
+# PATH that file, as an installed dljob is on a real cluster.
+mkdir -p "$WORK/bin" || fail "mkdir $WORK/bin"
+export PATH="$WORK/bin:$PATH"
+runtime_on_path() {
+	ln -sfn "$1" "$WORK/bin/dljob" || fail "ln -s $1 $WORK/bin/dljob"
+}
+
+# plugstack.conf with dljob.so (arguments $1) followed by the test plugin
+# tests/slurm/marker_spank.so, whose task_init sets DLJOB_TEST_MARKER.
+plugstack_with_marker() {
+	local so=$DLJOB_BUILDDIR/tests/slurm/.libs/marker_spank.so
+	[ -f "$so" ] || fail "$so is not built"
+	printf 'required %s %s\nrequired %s\n' "$DLJOB_SPANK" "$1" "$so" >"$CLUSTER_DIR/plugstack.conf.new" &&
+		mv -f "$CLUSTER_DIR/plugstack.conf.new" "$CLUSTER_DIR/plugstack.conf" || fail "plugstack.conf"
+}
+
 spank_cluster_up() {
 	cluster_start || fail "cannot start the test cluster (tests/cluster/cluster.sh)"
 	# Steps of one test run one after another; a short timeout keeps a hung

@@ -1,8 +1,10 @@
 #!/bin/bash
-# --dl-job=MODEL: slurmstepd replaces every task with the site's runtime
-# (plugstack runtime=), whatever the user's command, with exactly
-#   RUNTIME --model M --data D [--epochs E] [--batch B] [--lr L] --out O
-# and the rank variables; its output and exit code reach srun.
+# --dl-job=MODEL: the task's command must be the site's runtime (plugstack
+# runtime=, here found as `dljob` on PATH); Slurm runs it, and it sees
+# exactly
+#   --model M --data D [--epochs E] [--batch B] [--lr L] --out O
+# (from the plugin's DLJOB_* variables) and the rank variables; its output
+# and exit code reach srun.  Any other command is refused.
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
 spank_cluster_up
 cd "$WORK" || fail "cd $WORK"
@@ -11,12 +13,13 @@ mkdir -p data/fmnist log || fail mkdir
 export FAKE_RUNTIME_LOG=$WORK/log
 
 cluster_plugstack "runtime=$fake data_allow=$WORK/data"
+runtime_on_path "$fake"
 srun -N2 -n2 --dl-job=resnet20 --dl-data=data/fmnist --dl-epochs=3 --dl-batch=16 --dl-lr=0.05 \
-	--dl-out=run1 dljob --ignored-user-args 2>err.txt || fail "srun --dl-job=resnet20 failed: $(cat err.txt)"
+	--dl-out=run1 dljob 2>err.txt || fail "srun --dl-job=resnet20 failed: $(cat err.txt)"
 for r in 0 1; do
 	f=log/rank$r.0
 	[ -f "$f" ] || fail "rank $r did not run the runtime"
-	want="argv0=$fake
+	want="argv0=$WORK/bin/dljob
 arg1=--model
 arg2=resnet20
 arg3=--data
@@ -44,7 +47,7 @@ echo "ok   srun -N2 -n2 --dl-job=resnet20 ran the runtime with the exact argv an
 # Defaults: --out ./dljob-<jobid>, only the options given; default_data.
 rm -f log/*
 cluster_plugstack "runtime=$fake default_data=$WORK/data/fmnist"
-srun -N1 -n1 --dl-job=resnet50 anything 2>err.txt || fail "srun --dl-job=resnet50: $(cat err.txt)"
+srun -N1 -n1 --dl-job=resnet50 dljob 2>err.txt || fail "srun --dl-job=resnet50: $(cat err.txt)"
 job=$(sed -n 's/^SLURM_JOB_ID=//p' log/rank0.0)
 got=$(grep -E '^arg[0-9]+=' log/rank0.0 | tr '\n' ' ')
 [ -n "$job" ] && [ "$got" = "arg1=--model arg2=resnet50 arg3=--data arg4=$WORK/data/fmnist arg5=--out arg6=./dljob-$job " ] ||
@@ -58,14 +61,33 @@ out=$(FAKE_RUNTIME_RC_1=3 srun -N2 -n2 --dl-job=resnet18 --dl-data=data/fmnist d
 grep -q "exit code 3" <<<"$out" || fail "srun did not report rank 1's exit code 3: $out"
 echo "ok   the runtime's exit code 3 reaches srun"
 
+# The user's own arguments follow the plugin's; the same options again are
+# the runtime's to refuse (tests/engine/test_cli.sh).
+rm -f log/*
+srun -N1 -n1 --dl-job=resnet18 --dl-data=data/fmnist dljob --steps 3 2>err.txt || fail "srun: $(cat err.txt)"
+got=$(grep -E '^arg[0-9]+=' log/rank0.0 | tr '\n' ' ')
+[[ "$got" == "arg1=--model arg2=resnet18 arg3=--data arg4=$WORK/data/fmnist arg5=--out arg6=./dljob-"*" arg7=--steps arg8=3 " ]] ||
+	fail "user arguments after the plugin's: $got"
+echo "ok   the user's own arguments follow the plugin's"
+
+# Any other command than the site's runtime is refused, with one clear
+# line naming both; the node stays up.
+cp "$fake" dljob-copy && chmod +x dljob-copy || fail "cp"
+for cmd in "true" "$DLJOB_SRCDIR/tests/slurm/test_spank_lib.bash" "$WORK/dljob-copy"; do
+	out=$(srun -N1 -n1 --dl-job=resnet18 --dl-data=data/fmnist $cmd 2>&1) && fail "srun --dl-job=resnet18 $cmd succeeded: $out"
+	grep -qF "dljob: --dl-job=resnet18 runs the site's runtime: the command must be dljob ($fake), not " <<<"$out" ||
+		fail "no clear error for the command $cmd: $out"
+done
+nodes_idle
+echo "ok   a command other than the site's runtime is refused"
+
 # A runtime that cannot be run fails the tasks with one clear line; the node stays up.
 cluster_plugstack "runtime=$WORK/no-such-runtime"
 out=$(srun -N1 -n1 --dl-job=resnet18 --dl-data=data/fmnist dljob 2>&1) && fail "srun with a missing runtime succeeded"
 grep -qF "dljob: cannot run the runtime $WORK/no-such-runtime: No such file or directory" <<<"$out" ||
 	fail "no clear error for a missing runtime: $out"
-grep -q "exit code 127" <<<"$out" || fail "task did not exit 127: $out"
 nodes_idle
-echo "ok   missing runtime: task exits 127 with a clear error, nodes idle"
+echo "ok   missing runtime: tasks fail with a clear error, nodes idle"
 
 # The real dljob runtime, built with the plugin: it parses exactly the
 # argv the plugin builds (a bad value is reported by the runtime itself,
@@ -74,7 +96,7 @@ if [ -x "${DLJOB_BIN:-}" ]; then
 	cluster_plugstack "runtime=$DLJOB_BIN"
 	mkdir -p data/empty
 	out=$(srun -N1 -n1 --dl-job=resnet20 --dl-data=data/empty --dl-epochs=1 --dl-batch=4 --dl-lr=0.1 \
-		--dl-out=real1 dljob 2>&1) && fail "real runtime accepted an empty data directory: $out"
+		--dl-out=real1 "$DLJOB_BIN" 2>&1) && fail "real runtime accepted an empty data directory: $out"
 	grep -q "^dljob: --data $WORK/data/empty" <<<"$out" || fail "the real runtime did not report the data: $out"
 	grep -qiE "unknown option|unrecognized|usage" <<<"$out" && fail "the real runtime rejected the plugin's argv: $out"
 	echo "ok   real runtime $DLJOB_BIN parses the plugin's argv"

@@ -18,11 +18,27 @@ D=$WORK/data/ok
 
 expect_srun_error "--dl-job=foo: unknown model" --dl-job=foo true
 expect_srun_error "--dl-job=ResNet50: unknown model" --dl-job=ResNet50 --dl-data="$D" true
-expect_srun_error "--dl-epochs=0: expected a whole number" --dl-job=resnet18 --dl-data="$D" --dl-epochs=0 true
-expect_srun_error "--dl-epochs=two: expected a whole number" --dl-job=resnet18 --dl-data="$D" --dl-epochs=two true
-expect_srun_error "--dl-batch=12x: expected a whole number" --dl-job=resnet18 --dl-data="$D" --dl-batch=12x true
-expect_srun_error "--dl-lr=-1: expected a positive number" --dl-job=resnet18 --dl-data="$D" --dl-lr=-1 true
-expect_srun_error "--dl-lr=nan: expected a positive number" --dl-job=resnet18 --dl-data="$D" --dl-lr=nan true
+# The runtime's own limits (runtime/optval.h), refused at submit time with
+# the runtime's own words.
+expect_srun_error "--dl-epochs: 0 is out of range [1, 100000]" --dl-job=resnet18 --dl-data="$D" --dl-epochs=0 true
+expect_srun_error "--dl-epochs: 1000000 is out of range [1, 100000]" --dl-job=resnet18 --dl-data="$D" --dl-epochs=1000000 true
+expect_srun_error "--dl-epochs: 'two' is not an integer" --dl-job=resnet18 --dl-data="$D" --dl-epochs=two true
+expect_srun_error "--dl-epochs: ' 3' is not an integer" --dl-job=resnet18 --dl-data="$D" --dl-epochs=" 3" true
+expect_srun_error "--dl-batch: '12x' is not an integer" --dl-job=resnet18 --dl-data="$D" --dl-batch=12x true
+expect_srun_error "--dl-batch: 65537 is out of range [1, 65536]" --dl-job=resnet18 --dl-data="$D" --dl-batch=65537 true
+expect_srun_error "--dl-lr: -1 is out of range (0, 1000]" --dl-job=resnet18 --dl-data="$D" --dl-lr=-1 true
+expect_srun_error "--dl-lr: 1001 is out of range (0, 1000]" --dl-job=resnet18 --dl-data="$D" --dl-lr=1001 true
+expect_srun_error "--dl-lr: 'nan' is not a number" --dl-job=resnet18 --dl-data="$D" --dl-lr=nan true
+expect_srun_error "--dl-lr: '0x1p3' is not a number" --dl-job=resnet18 --dl-data="$D" --dl-lr=0x1p3 true
+expect_srun_error "--dl-out: the value 'xxxxxxxxxxxxxxxx" --dl-job=env --dl-out="$(printf '%05000d' 0 | tr 0 x)" true
+# The bounds themselves are accepted by srun and by the runtime.
+runtime_on_path "$DLJOB_BIN"
+cluster_plugstack "runtime=$DLJOB_BIN"
+out=$(cd "$WORK" && srun -N1 -n1 --dl-job=resnet20 --dl-data="$D" --dl-epochs=100000 --dl-batch=65536 --dl-lr=1000 \
+	dljob --version 2>&1) || fail "srun with the largest values: $out"
+grep -q "^dljob [0-9]" <<<"$out" || fail "the runtime refused the largest values srun accepted: $out"
+cluster_plugstack ""
+echo "ok   srun and the runtime accept the same largest values"
 expect_srun_error "--dl-bind=tight: unknown word 'tight'" --dl-job=env --dl-bind=tight true
 expect_srun_error "--dl-data=DIR is required" --dl-job=resnet18 true
 expect_srun_error "--dl-data=$WORK/missing: No such file or directory" --dl-job=resnet18 --dl-data="$WORK/missing" true
@@ -31,10 +47,12 @@ expect_srun_error "--dl-job=MODEL|env is required" --dl-epochs=3 true
 # sbatch and salloc check before anything is queued.
 out=$(cd "$WORK" && sbatch --wrap true --dl-job=foo 2>&1) && fail "sbatch accepted --dl-job=foo"
 grep -qF "dljob: --dl-job=foo: unknown model" <<<"$out" || fail "sbatch: $out"
+out=$(cd "$WORK" && sbatch --wrap true --dl-job=env --dl-epochs=100001 2>&1) && fail "sbatch accepted --dl-epochs=100001"
+grep -qF "dljob: --dl-epochs: 100001 is out of range [1, 100000]" <<<"$out" || fail "sbatch: $out"
 [ -z "$(squeue -h)" ] || fail "sbatch queued a job with a bad option: $(squeue -h)"
 echo "ok   rejected: sbatch --dl-job=foo"
 out=$(cd "$WORK" && salloc --dl-job=env --dl-batch=0 true 2>&1) && fail "salloc accepted --dl-batch=0"
-grep -qF "dljob: --dl-batch=0" <<<"$out" || fail "salloc: $out"
+grep -qF "dljob: --dl-batch: 0 is out of range" <<<"$out" || fail "salloc: $out"
 echo "ok   rejected: salloc --dl-batch=0"
 
 # data_allow: the resolved path must be inside; a symlink out is refused.

@@ -26,6 +26,8 @@ cat >env.sbatch <<'EOS'
 echo "batch RANK=${RANK-unset} MASTER_ADDR=${MASTER_ADDR-unset}"
 env | grep -c '^SLURM_SPANK__SLURM_SPANK_OPTION_dljob_dl_job=env$'
 srun -n2 bash -c 'echo "step RANK=$RANK WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR"' | sort
+# The batch script's secret (from sbatch) and each srun step's own.
+{ echo "$DLJOB_JOB_SECRET"; srun -n2 printenv DLJOB_JOB_SECRET; srun -n1 printenv DLJOB_JOB_SECRET; } >secrets.out 2>/dev/null
 EOS
 jid=$(sbatch --parsable -N1 -n2 --dl-job=env -o env.out env.sbatch) || fail "sbatch --dl-job=env"
 job_done "$jid" 60
@@ -35,10 +37,14 @@ step RANK=0 WORLD_SIZE=2 MASTER_ADDR=n1
 step RANK=1 WORLD_SIZE=2 MASTER_ADDR=n1"
 [ "$(cat env.out)" = "$want" ] || fail "sbatch --dl-job=env:
 $(diff <(echo "$want") env.out)"
-echo "ok   sbatch --dl-job=env: the batch script is untouched, its srun steps get the ranks"
+# secrets.out: batch, step 0 (2 tasks), step 1: three different 64-hex values.
+[ "$(grep -cxE '[0-9a-f]{64}' secrets.out)" -eq 4 ] && [ "$(sort -u secrets.out | wc -l)" -eq 3 ] &&
+	[ "$(sed -n 2p secrets.out)" = "$(sed -n 3p secrets.out)" ] || fail "DLJOB_JOB_SECRET in sbatch: $(cat secrets.out)"
+echo "ok   sbatch --dl-job=env: the batch script is untouched, its srun steps get the ranks and each its own DLJOB_JOB_SECRET"
 
 # The templates, unchanged, with a stand-in runtime.
 cluster_plugstack "runtime=$fake"
+runtime_on_path "$fake"
 export DL_MODEL=resnet20 DL_DATA=$WORK/data DL_EPOCHS=2 DL_BATCH=8
 for t in dljob-1node dljob-multinode; do
 	rm -f log/*
@@ -54,6 +60,19 @@ for t in dljob-1node dljob-multinode; do
 	grep -qx "WORLD_SIZE=$want" log/rank0.0 || fail "$t.sbatch WORLD_SIZE: $(cat log/rank0.0)"
 	echo "ok   contrib/sbatch/$t.sbatch runs as it is ($want tasks)"
 done
+
+# A relative --dl-data names a directory under the task's working
+# directory (here sbatch --chdir), not under the submit directory: sbatch
+# leaves it to the node, the task resolves it.
+mkdir -p sub/data/rel || fail mkdir
+rm -f log/*
+jid=$(sbatch --parsable -N1 -n1 --chdir="$WORK/sub" --dl-job=resnet20 --dl-data=data/rel -o "$WORK/rel.out" \
+	--wrap 'srun dljob') || fail "sbatch --chdir with a relative --dl-data"
+job_done "$jid" 60
+grep -qx "arg4=$WORK/sub/data/rel" log/rank0.0 || fail "relative --dl-data under --chdir: $(cat rel.out log/rank0.0 2>&1)"
+out=$(srun -N1 -n1 --chdir="$WORK/sub" --dl-job=resnet20 --dl-data=data/none dljob 2>&1) && fail "a missing relative --dl-data was accepted"
+grep -qF "dljob: --dl-data=data/none: No such file or directory" <<<"$out" || fail "missing relative --dl-data: $out"
+echo "ok   a relative --dl-data is resolved in the task's working directory (sbatch/srun --chdir)"
 
 # Preemptible: USR1 to the batch script -> the step's tasks get USR1 and
 # exit 0 -> requeue -> the second run (SLURM_RESTART_COUNT=1) finishes.

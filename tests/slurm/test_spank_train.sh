@@ -13,7 +13,7 @@ cd "$WORK" || fail "cd $WORK"
 
 cluster_plugstack "runtime=$DLJOB_BIN data_allow=$WORK/data"
 out=$(timeout 110 srun -N2 -n2 --dl-job=resnet20 --dl-data=data/tiny --dl-epochs=1 --dl-batch=2 --dl-lr=0.1 \
-	--dl-out=run dljob 2>&1) || fail "training through the plugin failed: $out"
+	--dl-out=run "$DLJOB_BIN" 2>&1) || fail "training through the plugin failed: $out"
 grep -q "resnet20, .* 2 ranks x batch 2" <<<"$out" || fail "the runtime did not see 2 ranks x batch 2: $out"
 grep -q "done after 2 steps" <<<"$out" || fail "training did not finish: $out"
 [ -s run/model.safetensors ] || fail "no run/model.safetensors: $(ls -l run 2>&1)"

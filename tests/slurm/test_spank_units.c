@@ -1,11 +1,14 @@
 /* The plugin's pure parts without Slurm: plugstack.conf arguments, the first
- * host of a Slurm node list (MASTER_ADDR) and MASTER_PORT. */
+ * host of a Slurm node list (MASTER_ADDR), MASTER_PORT, and the shared
+ * option-value parsers and escaping (runtime/optval.c). */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "runtime/master.h"
+#include "runtime/optval.h"
 #include "spank/plugin.h"
 
 static int fails;
@@ -79,6 +82,45 @@ int main(void)
 	args("master_port_range=1-70000", "master_port_range=1-70000");
 	args("master_port_range=100", "master_port_range=100");
 	args("nic=closest master_port_range=1000-1000", NULL);
+
+	/* A value with a newline never reaches a message raw. */
+	{
+		char *nl[] = { "nic=x\nerror: forged" };
+
+		check(dl_args_parse(&a, 1, nl, err, sizeof(err)) < 0 && !strchr(err, '\n') &&
+		      strstr(err, "nic=x\\nerror: forged"), "a plugstack value with a newline is escaped in the message");
+	}
+	{
+		char out[32];
+		long lv;
+		double dv;
+		uint64_t uv;
+
+		check(!strcmp(dl_optval_escape("a\nb\\c\x1b\xff", out, sizeof(out)), "a\\nb\\\\c\\x1b\\xff"),
+		      "escape: newline, backslash, escape, high byte");
+		check(!strcmp(dl_optval_escape_msg("a\\n\r", out, sizeof(out)), "a\\n\\x0d"),
+		      "message escape keeps a backslash, escapes a carriage return");
+		check(!strcmp(dl_optval_escape("0123456789abcdefghijklmnopqrstuvwxyz", out, 12), "01234567..."),
+		      "escape cuts with ... inside the buffer");
+		check(!strcmp(dl_optval_escape("\n\n\n\n\n", out, 8), "\\n\\n..."), "escape never splits an escape");
+		check(dl_optval_has_ctl("a\tb") && dl_optval_has_ctl("\x7f") && !dl_optval_has_ctl("a b\xc3\xa9"),
+		      "control characters: tab and DEL are, UTF-8 is not");
+		check(dl_optval_long("n", " 3", 1, 9, &lv, err, sizeof(err)) < 0 &&
+		      dl_optval_long("n", "+3", 1, 9, &lv, err, sizeof(err)) < 0 &&
+		      dl_optval_long("n", "-3", -5, 9, &lv, err, sizeof(err)) == 0 && lv == -3 &&
+		      dl_optval_long("n", "-3", 1, 9, &lv, err, sizeof(err)) < 0, "integers: whole decimal strings only");
+		check(dl_optval_u64("s", " -1", &uv, err, sizeof(err)) < 0 && dl_optval_u64("s", "-1", &uv, err, sizeof(err)) < 0 &&
+		      dl_optval_u64("s", "18446744073709551615", &uv, err, sizeof(err)) == 0 && uv == UINT64_MAX &&
+		      dl_optval_u64("s", "18446744073709551616", &uv, err, sizeof(err)) < 0, "u64: no sign, no wrap");
+		check(dl_optval_double("t", "1e-300", DL_TIMEOUT_MIN, 0, DL_TIMEOUT_MAX, 0, &dv, err, sizeof(err)) < 0 &&
+		      dl_optval_double("t", "1e-400", 0, 1, 1e6, 0, &dv, err, sizeof(err)) < 0 &&
+		      dl_optval_double("t", "0x10", 0, 1, 1e6, 0, &dv, err, sizeof(err)) < 0 &&
+		      dl_optval_double("t", "inf", 0, 1, 1e6, 0, &dv, err, sizeof(err)) < 0 &&
+		      dl_optval_double("t", " 1", 0, 1, 1e6, 0, &dv, err, sizeof(err)) < 0 &&
+		      dl_optval_double("t", ".5", 0, 1, 1e6, 0, &dv, err, sizeof(err)) == 0 && dv == 0.5 &&
+		      dl_optval_double("t", "1000", DL_LR_MIN, 1, DL_LR_MAX, 0, &dv, err, sizeof(err)) == 0,
+		      "numbers: decimal, finite, in range");
+	}
 
 	printf("%s\n", fails ? "FAIL" : "PASS");
 	return fails ? 1 : 0;

@@ -1,0 +1,12 @@
+# tests/fuzz/spank.mk: libFuzzer targets for the SPANK plugin's parsers of
+# untrusted bytes (conventions: tests/fuzz/local.mk, which includes this
+# fragment after it sets FUZZ_TARGETS and FUZZ_LINKFLAGS).
+FUZZ_TARGETS += tests/fuzz/fuzz_plugstack
+tests_fuzz_fuzz_plugstack_SOURCES = tests/fuzz/fuzz_plugstack.c spank/args.c runtime/master.c runtime/optval.c
+tests_fuzz_fuzz_plugstack_LDFLAGS = $(FUZZ_LINKFLAGS)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_options
+tests_fuzz_fuzz_options_SOURCES = tests/fuzz/fuzz_options.c spank/options.c runtime/optval.c spank/mapping.c
+tests_fuzz_fuzz_options_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
+tests_fuzz_fuzz_options_LDFLAGS = $(FUZZ_LINKFLAGS)
+tests_fuzz_fuzz_options_LDADD = $(HWLOC_LIBS) -lm

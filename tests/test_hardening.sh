@@ -1,0 +1,23 @@
+#!/bin/bash
+# Build hardening of what runs as root in slurmstepd (dljob.so) and of the
+# runtime (dljob): full RELRO (GNU_RELRO + BIND_NOW), a non-executable
+# stack, stack protector and _FORTIFY_SOURCE checks linked in.
+set -u
+fails=0
+check() { # FILE
+	local f=$1 h d s
+	h=$(readelf -lW "$f") || { echo "FAIL: readelf -l $f"; fails=$((fails + 1)); return; }
+	d=$(readelf -dW "$f")
+	s=$(readelf -sW --dyn-syms "$f")
+	grep -q GNU_RELRO <<<"$h" || { echo "FAIL: $f has no GNU_RELRO segment"; fails=$((fails + 1)); }
+	grep -qE 'BIND_NOW|FLAGS.*NOW' <<<"$d" || { echo "FAIL: $f is not linked with -z now"; fails=$((fails + 1)); }
+	grep -E 'GNU_STACK' <<<"$h" | grep -q 'RWE' && { echo "FAIL: $f has an executable stack"; fails=$((fails + 1)); }
+	grep -q GNU_STACK <<<"$h" || { echo "FAIL: $f has no GNU_STACK header"; fails=$((fails + 1)); }
+	grep -q '__stack_chk_fail' <<<"$s" || { echo "FAIL: $f has no stack protector"; fails=$((fails + 1)); }
+	grep -qE '__[a-z_]+_chk(@|$| )' <<<"$s" || { echo "FAIL: $f has no _FORTIFY_SOURCE checks"; fails=$((fails + 1)); }
+	echo "checked $f"
+}
+check "${DLJOB_SPANK:?run under make check}"
+check "${DLJOB_BIN:?run under make check}"
+[ $fails -eq 0 ] || exit 1
+echo "ok   dljob.so and dljob: full RELRO, non-executable stack, stack protector, _FORTIFY_SOURCE"
