@@ -230,6 +230,10 @@ void dl_reducer_begin(struct dl_reducer *r, float loss, int stop)
 	r->flat[r->n_grad + 1] = stop ? 1.0f : 0.0f;
 	if (r->have_thread) {
 		pthread_mutex_lock(&r->mu);
+		/* After a failed step buckets may still be in flight: let them
+		 * end before their counters are reused. */
+		while (r->done < r->queued)
+			pthread_cond_wait(&r->cv, &r->mu);
 		r->queued = r->done = 0;
 		r->comm_s = r->t_first = 0;
 		pthread_mutex_unlock(&r->mu);
