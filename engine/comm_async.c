@@ -11,6 +11,8 @@
 #include "engine/backend.h"
 #include "engine/comm_async.h"
 
+#define ALIGN_FLOATS 16
+
 struct bucket {
 	size_t off, n;   /* floats of flat; the last bucket includes the 2 tail floats */
 	size_t ngrad;    /* of which gradients (divided by the rank count) */
@@ -129,6 +131,9 @@ struct dl_reducer *dl_reducer_create(struct dl_comm *comm, const size_t *count, 
 		}
 		r->ready[i] = 1;
 		struct bucket *bk = &r->b[nb];
+		/* Every slice 64-byte aligned, as oneDNN's kernels want the
+		 * gradients they write (the gaps are zero and stay zero). */
+		off = (off + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
 		if (bk->n_params == 0)
 			bk->off = off;
 		r->off[i] = off;
@@ -147,9 +152,11 @@ struct dl_reducer *dl_reducer_create(struct dl_comm *comm, const size_t *count, 
 	last->n = last->ngrad + 2;
 	for (int k = 0; k + 1 < r->n_buckets; k++)
 		r->b[k].n = r->b[k].ngrad;
-	r->flat = calloc(r->n_grad + 2, sizeof(float));
+	size_t bytes = ((r->n_grad + 2) * sizeof(float) + 63) / 64 * 64;
+	r->flat = aligned_alloc(64, bytes);
 	if (!r->flat)
 		goto oom;
+	memset(r->flat, 0, bytes);
 	memset(r->ready, 0, (size_t)n * sizeof(int));
 	if (r->comm) {
 		int e;

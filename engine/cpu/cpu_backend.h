@@ -1,9 +1,13 @@
 /* The "cpu" backend: oneDNN primitives over a dl_graph, activations kept in
  * the blocked layouts oneDNN picks, reordered only at the edges.  Through
- * dl_backend_ops it trains: g's float32 params and BN buffers are its
- * master state, backward writes the gradients straight into the reducer's
- * flat buffer (engine/comm_async.h), whose buckets are summed across ranks
- * on the communication thread while backward goes on.
+ * dl_backend_ops it trains: the weights of the convolutions that allow it
+ * (cpu_conv_resident) live in their blocked layout between steps, with
+ * their gradient and momentum, so neither the weights nor their gradients
+ * are reordered per step and SGD runs on that layout; the other params and
+ * the BN buffers are g's float32 arrays.  Backward writes the gradients
+ * straight into the reducer's flat buffer (engine/comm_async.h), whose
+ * buckets are summed across ranks on the communication thread while
+ * backward goes on.
  *
  * The calls below are for tests that need per-pass access (whole-network
  * comparisons against the ref backend); they bypass loss, reduction and
@@ -25,7 +29,10 @@ int dl_cpu_forward(struct dl_backend *b, const float *x, int train);
 const float *dl_cpu_logits(struct dl_backend *b);
 /* Backward from dlogits (N,K) after a train forward; gradients in dl_cpu_grad. */
 int dl_cpu_backward(struct dl_backend *b, const float *dlogits);
-/* Gradient of param p (g->params[p].count floats, torchvision layout). */
-float *dl_cpu_grad(struct dl_backend *b, int p);
+/* 1 if param p's weights stay in a blocked layout between steps. */
+int dl_cpu_resident(const struct dl_backend *b, int p);
+/* The gradient of param p into out (g->params[p].count floats, torchvision
+ * layout).  Returns 0 or -1. */
+int dl_cpu_grad(struct dl_backend *b, int p, float *out);
 
 #endif

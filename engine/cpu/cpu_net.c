@@ -56,6 +56,14 @@ struct dl_backend {
 	int *dval_zero;          /* values nobody reads: their diff is zero */
 	struct cpu_node *nodes;
 	int *param_used;
+	/* Resident conv weights (cpu_conv_resident): per param, the weights
+	 * in the layer's blocked layout (NULL: plain, g's array), how many
+	 * floats that layout holds, and memories + reorders between it and
+	 * torchvision's plain layout for the boundaries (state in/out, tests). */
+	float **wres;
+	size_t *res_count;
+	dnnl_memory_t *res_plain, *res_blk;
+	struct cpu_prim *res_in, *res_out;
 	dnnl_memory_t in_user;   /* the caller's plain (N,C,H,W) image batch */
 	struct cpu_prim in_reorder;
 	int trained;
@@ -79,6 +87,24 @@ static size_t value_count(const struct dl_backend *b, int v)
 	return (size_t)b->n * s->c * s->h * s->w;
 }
 
+/* Param p's weights as the layers take them: resident or g's plain array. */
+static float *wdata(struct dl_backend *b, int p)
+{
+	return b->wres[p] ? b->wres[p] : b->g->params[p].data;
+}
+
+/* Param p (resident) between its blocked layout at blk and plain at plain,
+ * either way (to_plain). */
+static int res_copy(struct dl_backend *b, int p, void *blk, void *plain, int to_plain)
+{
+	struct cpu_ctx *c = &b->c;
+	if (cpu_set_handle(c, b->res_blk[p], blk) < 0 || cpu_set_handle(c, b->res_plain[p], plain) < 0)
+		return -1;
+	if (to_plain)
+		return cpu_reorder(c, &b->res_out[p], b->res_blk[p], b->res_plain[p]);
+	return cpu_reorder(c, &b->res_in[p], b->res_plain[p], b->res_blk[p]);
+}
+
 static void cpu_destroy(struct dl_backend *b)
 {
 	if (!b)
@@ -96,6 +122,12 @@ static void cpu_destroy(struct dl_backend *b)
 	free(b->dval_zero);
 	free(b->nodes);
 	free(b->param_used);
+	free(b->wres); /* the buffers are the layers' (oneDNN memories of the ctx) */
+	free(b->res_count);
+	free(b->res_plain);
+	free(b->res_blk);
+	free(b->res_in);
+	free(b->res_out);
 	for (int i = 0; b->mom && i < b->g->n_params; i++)
 		free(b->mom[i]);
 	free(b->mom);
@@ -344,12 +376,20 @@ static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_b
 	b->dval = calloc(g->n_values, sizeof(dnnl_memory_t));
 	b->nodes = calloc(g->n_nodes, sizeof(*b->nodes));
 	b->param_used = calloc(g->n_params + 1, sizeof(int));
+	b->wres = calloc(g->n_params + 1, sizeof(float *));
+	b->res_count = calloc(g->n_params + 1, sizeof(size_t));
+	b->res_plain = calloc(g->n_params + 1, sizeof(dnnl_memory_t));
+	b->res_blk = calloc(g->n_params + 1, sizeof(dnnl_memory_t));
+	b->res_in = calloc(g->n_params + 1, sizeof(struct cpu_prim));
+	b->res_out = calloc(g->n_params + 1, sizeof(struct cpu_prim));
 	seen = calloc(g->n_values, sizeof(int));
 	slot = calloc(g->n_values, sizeof(int));
 	b->pool = calloc(g->n_values, sizeof(void *));
 	b->pool_size = calloc(g->n_values, sizeof(size_t));
 	b->pool_busy = calloc(g->n_values, sizeof(int));
 	b->dval_zero = calloc(g->n_values, sizeof(int));
+	CHECK(b->wres && b->res_count && b->res_plain && b->res_blk && b->res_in && b->res_out,
+	      "cpu backend: out of memory");
 	CHECK(b->vmd && b->vmd_set && b->val && b->dval && b->nodes && b->param_used && seen &&
 		      slot && b->pool && b->pool_size && b->pool_busy && b->dval_zero,
 	      "cpu backend: out of memory");
@@ -474,6 +514,36 @@ static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_b
 		}
 		b->pool_busy[slot[d->out]]--;
 	}
+	/* Convolution weights that can stay in their blocked layout between
+	 * steps, with their gradient and momentum in it too. */
+	for (int i = 0; i < g->n_nodes; i++) {
+		const struct dl_node *d = &g->nodes[i];
+		if (d->kind != DL_NODE_CONV)
+			continue;
+		int r = cpu_conv_resident(c, &b->nodes[i].conv);
+		if (r < 0)
+			goto fail;
+		if (r == 0)
+			continue;
+		int p = d->param[0];
+		struct dl_tensor_f32 *t = &g->params[p];
+		const dnnl_memory_desc_t *md = &b->nodes[i].conv.res_md;
+		dnnl_memory_desc_t plain;
+		dnnl_dims_t dims = { t->dims[0], t->dims[1], t->dims[2], t->dims[3] };
+		CHECK(t->ndim == 4, "%s:%d: conv weight %s is not 4-d", __FILE__, __LINE__, t->name);
+		b->res_count[p] = dnnl_memory_desc_get_size(md) / sizeof(float);
+		/* The layer's own blocked weight buffer becomes the master copy:
+		 * no memory beyond what the per-step reorder used to fill. */
+		if (cpu_md(c, &plain, 4, dims, dnnl_oihw) < 0)
+			goto fail;
+		b->wres[p] = cpu_handle(b->nodes[i].conv.w_fwd);
+		CHECK(b->wres[p], "%s:%d: conv %s has no weight buffer", __FILE__, __LINE__, t->name);
+		CHECK((b->res_plain[p] = cpu_mem(c, &plain, t->data)) && (b->res_blk[p] = cpu_mem(c, md, b->wres[p])),
+		      "%s", c->err);
+		if (cpu_reorder_make(c, &b->res_in[p], &plain, md) < 0 ||
+		    cpu_reorder_make(c, &b->res_out[p], md, &plain) < 0)
+			goto fail;
+	}
 	if (cpu_ctx_finalize(c) < 0)
 		goto fail;
 	free(seen);
@@ -485,6 +555,70 @@ fail:
 	free(slot);
 	cpu_destroy(b);
 	return NULL;
+}
+
+/* The resident weights from g's plain params, and (st non-NULL) the
+ * momentum from st, each into its layout. */
+static int res_load(struct dl_backend *b, const struct dl_optim_state *st)
+{
+	for (int p = 0; p < b->g->n_params; p++) {
+		if (!b->wres[p])
+			continue;
+		if (res_copy(b, p, b->wres[p], b->g->params[p].data, 0) < 0 ||
+		    (st && b->mom[p] && (size_t)p < st->n && res_copy(b, p, b->mom[p], st->mom[p].data, 0) < 0)) {
+			snprintf(b->err, sizeof(b->err), "%s", b->c.err);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Ranks sum resident gradients element by element, so all must have chosen
+ * the same blocked layouts (oneDNN picks them per CPU: a job over mixed CPU
+ * types could differ).  A 20-bit hash of every resident layout; all ranks
+ * agree iff the sums of h and h^2 over ranks are size*h and size*h^2. */
+static int same_layouts(struct dl_backend *b, struct dl_comm *comm)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	int any = 0;
+	if (!comm || comm->size < 2)
+		return 0;
+#define MIX(x)                                             \
+	do {                                               \
+		h ^= (uint64_t)(x);                        \
+		h *= 1099511628211ULL;                     \
+	} while (0)
+	for (int p = 0; p < b->g->n_params; p++) {
+		if (!b->wres[p])
+			continue;
+		const dnnl_memory_desc_t *md = &b->nodes[0].conv.res_md;
+		for (int i = 0; i < b->g->n_nodes; i++)
+			if (b->g->nodes[i].kind == DL_NODE_CONV && b->g->nodes[i].param[0] == p)
+				md = &b->nodes[i].conv.res_md;
+		const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
+		any = 1;
+		MIX(p);
+		MIX(md->format_kind);
+		for (int d = 0; d < md->ndims; d++) {
+			MIX(bd->strides[d]);
+			MIX(md->padded_dims[d]);
+		}
+		MIX(bd->inner_nblks);
+		for (int k = 0; k < bd->inner_nblks; k++) {
+			MIX(bd->inner_blks[k]);
+			MIX(bd->inner_idxs[k]);
+		}
+	}
+#undef MIX
+	double me = (double)(h & 0xfffff), v[3] = {me, me * me, any};
+	if (comm->allreduce_sum_f64(comm, v, 3, b->err, sizeof(b->err)) < 0)
+		return -1;
+	if (v[0] != me * comm->size || v[1] != me * me * comm->size) {
+		snprintf(b->err, sizeof(b->err), "cpu backend: the ranks chose different oneDNN weight layouts "
+			 "(different CPU types?), so their gradients cannot be summed");
+		return -1;
+	}
+	return 0;
 }
 
 struct dl_backend *dl_cpu_create(struct dl_graph *g, int n, const struct dl_backend_opts *o, char *err,
@@ -516,33 +650,34 @@ struct dl_backend *dl_cpu_create(struct dl_graph *g, int n, const struct dl_back
 	b->dlogits = calloc(value_count(b, g->output), sizeof(float));
 	if (!count || !b->order || !b->mom || !b->sgd || !b->dlogits)
 		goto oom;
+	/* Resident params have gradient and momentum in their blocked layout
+	 * (zero padding included), the others in torchvision's. */
 	for (int i = 0; i < g->n_params; i++) {
-		count[i] = g->params[i].count;
+		count[i] = b->wres[i] ? b->res_count[i] : g->params[i].count;
 		if (o->optim.momentum > 0 && !(b->mom[i] = calloc(count[i] + 1, sizeof(float))))
 			goto oom;
 	}
 	dl_reducer_graph_order(g, b->order);
 	b->red = dl_reducer_create(o->comm, count, b->order, g->n_params, o->bucket_bytes, err, errlen);
-	free(count);
-	if (!b->red) {
-		cpu_destroy(b);
-		return NULL;
-	}
+	if (!b->red)
+		goto fail;
 	for (int i = 0; i < g->n_params; i++)
-		b->sgd[i] = (struct dl_sgd_param){.w = g->params[i].data, .g = dl_reducer_grad(b->red, i),
-						  .buf = b->mom[i], .count = g->params[i].count,
+		b->sgd[i] = (struct dl_sgd_param){.w = wdata(b, i), .g = dl_reducer_grad(b->red, i),
+						  .buf = b->mom[i], .count = count[i],
 						  .no_decay = g->params[i].no_decay};
+	free(count);
+	count = NULL;
+	if (res_load(b, NULL) < 0 || same_layouts(b, o->comm) < 0) {
+		snprintf(err, errlen, "%s", b->err);
+		goto fail;
+	}
 	return b;
 oom:
-	free(count);
 	snprintf(err, errlen, "cpu backend: out of memory for the training state");
+fail:
+	free(count);
 	cpu_destroy(b);
 	return NULL;
-}
-
-static float *pdata(struct dl_graph *g, int p)
-{
-	return g->params[p].data;
 }
 
 int dl_cpu_forward(struct dl_backend *b, const float *x, int train)
@@ -561,20 +696,20 @@ int dl_cpu_forward(struct dl_backend *b, const float *x, int train)
 		int rc = 0;
 		switch (d->kind) {
 		case DL_NODE_CONV:
-			rc = cpu_conv_forward_exec(c, &cn->conv, pdata(g, d->param[0]), in, out);
+			rc = cpu_conv_forward_exec(c, &cn->conv, wdata(b, d->param[0]), in, out);
 			break;
 		case DL_NODE_BN:
 			if (cn->bn_in_add) /* the statistics; the ADD applies them */
 				rc = cpu_bn_blk_prepare(
-					c, &cn->bn, pdata(g, d->param[0]), pdata(g, d->param[1]),
+					c, &cn->bn, wdata(b, d->param[0]), wdata(b, d->param[1]),
 					train ? NULL : g->buffers[d->buffer[0]].data,
 					train ? NULL : g->buffers[d->buffer[1]].data, in);
 			else if (train)
-				rc = cpu_bn_forward_train_exec(c, &cn->bn, pdata(g, d->param[0]),
-							       pdata(g, d->param[1]), in, out);
+				rc = cpu_bn_forward_train_exec(c, &cn->bn, wdata(b, d->param[0]),
+							       wdata(b, d->param[1]), in, out);
 			else
 				rc = cpu_bn_forward_eval_exec(
-					c, &cn->bn, pdata(g, d->param[0]), pdata(g, d->param[1]),
+					c, &cn->bn, wdata(b, d->param[0]), wdata(b, d->param[1]),
 					g->buffers[d->buffer[0]].data, g->buffers[d->buffer[1]].data,
 					in, out);
 			break;
@@ -596,8 +731,8 @@ int dl_cpu_forward(struct dl_backend *b, const float *x, int train)
 			rc = cpu_pool_forward_exec(c, &cn->pool, in, out);
 			break;
 		case DL_NODE_FC:
-			rc = cpu_fc_forward_exec(c, &cn->fc, pdata(g, d->param[0]),
-						 d->param[1] >= 0 ? pdata(g, d->param[1]) : NULL, in,
+			rc = cpu_fc_forward_exec(c, &cn->fc, wdata(b, d->param[0]),
+						 d->param[1] >= 0 ? wdata(b, d->param[1]) : NULL, in,
 						 out);
 			break;
 		}
@@ -631,9 +766,22 @@ const float *dl_cpu_logits(struct dl_backend *b)
 	return cpu_handle(b->val[b->g->output]);
 }
 
-float *dl_cpu_grad(struct dl_backend *b, int p)
+int dl_cpu_resident(const struct dl_backend *b, int p)
 {
-	return dl_reducer_grad(b->red, p);
+	return b->wres[p] != NULL;
+}
+
+int dl_cpu_grad(struct dl_backend *b, int p, float *out)
+{
+	if (!b->wres[p]) {
+		memcpy(out, dl_reducer_grad(b->red, p), b->g->params[p].count * sizeof(float));
+		return 0;
+	}
+	if (res_copy(b, p, dl_reducer_grad(b->red, p), out, 1) < 0) {
+		snprintf(b->err, sizeof(b->err), "%s", b->c.err);
+		return -1;
+	}
+	return 0;
 }
 
 /* Backward from dlogits; with reduce, every param whose gradient is final
@@ -648,7 +796,7 @@ static int backward(struct dl_backend *b, const float *dlogits, int reduce)
 	for (int p = 0; p < g->n_params; p++) {
 		if (b->param_used[p])
 			continue;
-		memset(GRAD(p), 0, g->params[p].count * sizeof(float));
+		memset(GRAD(p), 0, (b->wres[p] ? b->res_count[p] : g->params[p].count) * sizeof(float));
 		if (reduce && dl_reducer_ready(b->red, p, b->err, sizeof(b->err)) < 0)
 			return -1;
 	}
@@ -664,12 +812,12 @@ static int backward(struct dl_backend *b, const float *dlogits, int reduce)
 		int rc = 0;
 		switch (d->kind) {
 		case DL_NODE_CONV:
-			rc = cpu_conv_backward_exec(c, &cn->conv, pdata(g, d->param[0]),
+			rc = cpu_conv_backward_exec(c, &cn->conv, wdata(b, d->param[0]),
 						    GRAD(d->param[0]), in, dy, dx);
 			break;
 		case DL_NODE_BN:
 			if (has_dx)
-				rc = cpu_bn_backward_exec(c, &cn->bn, pdata(g, d->param[0]),
+				rc = cpu_bn_backward_exec(c, &cn->bn, wdata(b, d->param[0]),
 							  GRAD(d->param[0]),
 							  GRAD(d->param[1]), in, dy, dx);
 			else /* BN straight on the input image: still need dgamma/dbeta */
@@ -703,7 +851,7 @@ static int backward(struct dl_backend *b, const float *dlogits, int reduce)
 				rc = cpu_pool_backward_exec(c, &cn->pool, dy, dx);
 			break;
 		case DL_NODE_FC:
-			rc = cpu_fc_backward_exec(c, &cn->fc, pdata(g, d->param[0]),
+			rc = cpu_fc_backward_exec(c, &cn->fc, wdata(b, d->param[0]),
 						  GRAD(d->param[0]),
 						  d->param[1] >= 0 ? GRAD(d->param[1]) : NULL,
 						  in, dy, dx);
@@ -804,11 +952,20 @@ static int cpu_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_
 
 static int cpu_state_out(struct dl_backend *b, struct dl_optim_state *st)
 {
-	if (!st)
-		return 0;
-	for (size_t i = 0; i < st->n && b->o.optim.momentum > 0; i++)
-		memcpy(st->mom[i].data, b->mom[i], st->mom[i].count * sizeof(float));
-	st->steps = b->steps;
+	struct dl_graph *g = b->g;
+	for (int p = 0; p < g->n_params; p++) {
+		int mom = st && b->o.optim.momentum > 0 && (size_t)p < st->n;
+		if (b->wres[p] ? res_copy(b, p, b->wres[p], g->params[p].data, 1) < 0 ||
+					 (mom && res_copy(b, p, b->mom[p], st->mom[p].data, 1) < 0)
+			       : 0) {
+			snprintf(b->err, sizeof(b->err), "%s", b->c.err);
+			return -1;
+		}
+		if (!b->wres[p] && mom)
+			memcpy(st->mom[p].data, b->mom[p], st->mom[p].count * sizeof(float));
+	}
+	if (st)
+		st->steps = b->steps;
 	return 0;
 }
 
@@ -816,13 +973,14 @@ static int cpu_state_in(struct dl_backend *b, const struct dl_optim_state *st)
 {
 	struct dl_graph *g = b->g;
 	for (int i = 0; i < g->n_params && b->o.optim.momentum > 0; i++) {
-		if (st && (size_t)i < st->n)
-			memcpy(b->mom[i], st->mom[i].data, g->params[i].count * sizeof(float));
-		else
-			memset(b->mom[i], 0, g->params[i].count * sizeof(float));
+		size_t cnt = b->wres[i] ? b->res_count[i] : g->params[i].count;
+		if (st && (size_t)i < st->n && !b->wres[i])
+			memcpy(b->mom[i], st->mom[i].data, cnt * sizeof(float));
+		else if (!st || (size_t)i >= st->n)
+			memset(b->mom[i], 0, cnt * sizeof(float));
 	}
 	b->steps = st ? st->steps : 0;
-	return 0;
+	return res_load(b, st);
 }
 
 static int cpu_last_step_out(struct dl_backend *b, float *logits)
@@ -831,8 +989,8 @@ static int cpu_last_step_out(struct dl_backend *b, float *logits)
 	if (logits)
 		memcpy(logits, dl_cpu_logits(b), value_count(b, g->output) * sizeof(float));
 	for (int i = 0; i < g->n_params; i++)
-		if (g->params[i].grad)
-			memcpy(g->params[i].grad, dl_reducer_grad(b->red, i), g->params[i].count * sizeof(float));
+		if (g->params[i].grad && dl_cpu_grad(b, i, g->params[i].grad) < 0)
+			return -1;
 	return 0;
 }
 
