@@ -255,7 +255,10 @@ int cpu_conv_resident(struct cpu_ctx *c, struct cpu_conv *l)
 		cpu_errf(c, "%s:%d: cannot read a convolution's weight layouts", __FILE__, __LINE__);
 		return -1;
 	}
-	if (wf->data_type != dnnl_f32 || !cpu_md_eq(wf, dw))
+	/* Plain blocked f32 only (not a kernel-specific format such as
+	 * Winograd's transformed weights): SGD, LARS norms and the layout
+	 * check across ranks read it as an array of floats with zero padding. */
+	if (wf->data_type != dnnl_f32 || wf->format_kind != dnnl_blocked || !cpu_md_eq(wf, dw))
 		return 0;
 	l->res_md = *wf;
 	l->resident = 1;
