@@ -1,32 +1,57 @@
-/* The op interface every compute backend implements (CPU/oneDNN, CPU
- * reference, CUDA).  A backend compiles a dl_graph for one batch size and
- * runs forward and backward over it.  Inputs and outputs that cross this
- * interface are plain float32: images (N,C,H,W), logits (N,K), and the
- * graph's own param/grad/buffer arrays (torchvision layouts).  Inside, a
- * backend keeps whatever layouts are fastest. */
+/* The training-step interface every compute backend implements (cpu on
+ * oneDNN, ref in float64, cuda on cuDNN/NCCL).  The trainer has exactly one
+ * path through it.
+ *
+ * A backend owns the model state while it trains: parameters, their
+ * gradients, the optimizer state (SGD momentum) and the BN running
+ * statistics, in whatever layout and memory it likes (oneDNN blocked
+ * layouts, GPU memory, bf16 working copies beside fp32 masters).  create()
+ * takes that state from the graph; from then on the graph's arrays are NOT
+ * the training state: state_out() copies it back at the boundaries
+ * (checkpoint, export), state_in() replaces it (--resume, --init).
+ *
+ * One call runs a whole optimizer step: the batch and its labels go in;
+ * forward, softmax cross-entropy with label smoothing, backward, gradient
+ * reduction across ranks (bucketed, overlapped with backward), averaging,
+ * the non-finite check and the SGD/LARS update happen inside; the host gets
+ * back one dl_step_result.  Evaluation runs on the resident weights too.
+ *
+ * Calls on one backend come from one thread (the one that created it); a
+ * backend may run threads of its own (compute, the engine's communication
+ * thread).  Every call that can fail returns 0 or -1 with the reason in
+ * error(b). */
 #ifndef DLJOB_ENGINE_BACKEND_H
 #define DLJOB_ENGINE_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "engine/comm.h"
 #include "engine/graph.h"
+#include "engine/optim.h"
 
 struct dl_backend;
 
-/* Optional settings for create_ex; all-zero means create()'s behaviour. */
-struct dl_backend_opts {
-	/* Mixed precision: bf16 activations and conv weights inside the
-	 * backend, f32 params, grads, BN statistics and logits. */
-	int bf16;
-	/* Convolution algorithm (enum dl_conv_algo); 0 is the backend's
-	 * default choice. */
-	int conv_algo;
-};
+/* Arithmetic precision of the step.  Every backend honours a precision or
+ * refuses it in create() with an error naming it ("--precision bf16 is not
+ * supported by the ref backend (fp32 only)"):
+ *   ref:  fp32 only (float64 inside; its fp32 means "float32 at the edges").
+ *   cpu:  fp32; bf16 (bf16 activations and conv weights, fp32 masters,
+ *         gradients, BN statistics and logits).
+ *   cuda: fp32 (TF32 off), bf16 as cpu, fp16 with dynamic loss scaling: a
+ *         step with an inf/NaN gradient is skipped and the scale halved
+ *         (dl_step_result.nonfinite = 1, .skipped = 1), the scale doubles
+ *         after DL_FP16_GROWTH_INTERVAL clean steps. */
+enum dl_precision { DL_FP32 = 0, DL_BF16 = 1, DL_FP16 = 2 };
+#define DL_FP16_GROWTH_INTERVAL 2000
+/* "fp32", "bf16", "fp16" (NULL: fp32) -> enum dl_precision; -1 otherwise. */
+int dl_precision_parse(const char *name);
+const char *dl_precision_name(enum dl_precision p);
 
 /* How the cpu backend computes 3x3 convolutions.  Winograd F(4x4,3x3) does
  * about half the arithmetic of the direct method at a somewhat larger
  * rounding error (see tests/engine/test_ops.c); oneDNN has it for f32
- * 3x3 stride-1 convolutions only, everything else stays direct. */
+ * 3x3 stride-1 convolutions only, everything else stays direct.  Other
+ * backends accept DL_CONV_AUTO only. */
 enum dl_conv_algo {
 	DL_CONV_AUTO = 0,     /* Winograd where it measured faster here: f32 3x3 stride 1,
 	                       * both channel counts >= 32; direct elsewhere */
@@ -34,38 +59,128 @@ enum dl_conv_algo {
 	DL_CONV_WINOGRAD = 2, /* Winograd wherever oneDNN has it */
 };
 
+/* Gradient bucket size when dl_backend_opts.bucket_bytes is 0, and the cap
+ * on the first bucket (the last layers' gradients, ready first), as torch
+ * DDP has them: a small first bucket starts communication early even for a
+ * model whose gradients fit in one 25 MiB bucket (resnet20: 1.1 MB). */
+#define DL_BUCKET_BYTES_DEFAULT ((size_t)25 << 20)
+#define DL_FIRST_BUCKET_BYTES ((size_t)1 << 20)
+
+struct dl_backend_opts {
+	enum dl_precision precision;
+	int conv_algo;              /* enum dl_conv_algo */
+	/* cuda: device index ("1") or PCI bus id ("0000:3b:00.0") among the
+	 * visible devices; NULL: device 0 of the visible ones.  Others: must
+	 * be NULL. */
+	const char *device;
+	struct dl_optim_config optim; /* momentum, weight decay, Nesterov, LARS (optim.h) */
+	double label_smoothing;     /* torch.nn.CrossEntropyLoss(label_smoothing=) */
+	/* Gradient reduction across ranks.  NULL or size 1: none, and no
+	 * gradient is copied anywhere for it.  The backend calls into it only
+	 * from inside train_step (on its communication thread, one call at a
+	 * time); between calls the caller may use it. */
+	struct dl_comm *comm;
+	/* Bytes of gradient per reduction bucket; 0: DL_BUCKET_BYTES_DEFAULT;
+	 * the first bucket closes at DL_FIRST_BUCKET_BYTES.  A bucket closes
+	 * with the parameter that brings it to the size or beyond.
+	 * Buckets are filled in the order backward produces gradients (last
+	 * layer first); a bucket's reduction starts as soon as its last
+	 * gradient is written, while backward goes on.  SIZE_MAX: one bucket,
+	 * reduced after backward ends (no overlap; same result). */
+	size_t bucket_bytes;
+};
+
+/* One batch.  Exactly one of x / x_u8 is set; n is the batch size create()
+ * was given (train_step) or at most that (eval_step: rows past n_valid are
+ * ignored but must be readable).  Everything is read before the call
+ * returns; the caller may reuse the buffers afterwards. */
+struct dl_batch {
+	const float *x;        /* (N,C,H,W) float32, normalized */
+	const uint8_t *x_u8;   /* (N,H,W,C) uint8 (the loader's DL_BATCH_U8_NHWC): the
+	                        * input is (x_u8/255 - mean[c]) / std[c] */
+	const float *mean, *std; /* (C) for x_u8; std[c] > 0 */
+	const int *labels;     /* (N), each in [0, num_classes) */
+};
+
+/* What one train_step did.  Times are seconds; t_* are CLOCK_MONOTONIC
+ * timestamps (seconds), 0 when the step had no reduction. */
+struct dl_step_result {
+	double loss;           /* mean loss over the global batch (all ranks) */
+	int stop;              /* some rank passed stop_request = 1 */
+	/* A gradient or the loss was not finite on some rank, so no rank
+	 * applied the update (weights, momentum unchanged; BN running stats
+	 * did change).  fp16: the loss scale was halved and skipped = 1, the
+	 * trainer goes on; otherwise the trainer stops ("training diverged"). */
+	int nonfinite;
+	int skipped;
+	/* Phase times of this step (rank-local): compute_s = forward + loss +
+	 * backward + update on the compute threads; comm_s = time the
+	 * reductions ran (on the communication thread / stream, overlapping
+	 * compute); exposed_comm_s = time the step waited for reductions after
+	 * its backward had ended (comm not hidden). */
+	double compute_s, comm_s, exposed_comm_s;
+	/* For tests and benchmarks: when the first bucket's reduction started
+	 * and when backward ended; n_buckets reductions were run. */
+	double t_first_bucket_start, t_backward_end;
+	int n_buckets;
+};
+
+/* Held-out results of one eval_step over the first n_valid rows. */
+struct dl_eval_result {
+	double loss_sum;       /* sum over the rows of the (unsmoothed) cross-entropy */
+	int top1, top5;        /* rows whose label is among the 1 / min(5,K) largest logits */
+};
+
 struct dl_backend_ops {
 	const char *name; /* "cpu" (oneDNN), "ref" (plain C, float64 inside), "cuda" */
-	/* Prepare to run g at batch size n.  g must outlive the backend.  On error
-	 * returns NULL with a message in err. */
-	struct dl_backend *(*create)(struct dl_graph *g, int n, char *err, size_t errlen);
-	/* Forward pass.  x is (N,C,H,W) plain float32.  train=1: batch-norm uses
-	 * batch statistics and updates g's running buffers (momentum, unbiased
-	 * var as torch does); train=0: running statistics.  Returns 0 or -1. */
-	int (*forward)(struct dl_backend *b, const float *x, int train);
-	/* Logits of the last forward, (N,K) plain float32, owned by the backend. */
-	const float *(*logits)(struct dl_backend *b);
-	/* Backward from dlogits (N,K): overwrites every g->params[i].grad.
-	 * Valid only after forward(train=1). */
-	int (*backward)(struct dl_backend *b, const float *dlogits);
+	/* 1: train_step/eval_step take x_u8 batches (and the trainer feeds
+	 * them when the dataset can give them); 0: x only. */
+	int takes_u8;
+	/* Prepare to train g's network at batch size n (per rank) with the
+	 * options o (NULL: all defaults, no reduction).  Takes g's params,
+	 * buffers and bn_batches_tracked as the initial state, momentum zero
+	 * with no step taken.  g must outlive the backend; the backend may
+	 * keep using g's arrays as scratch or as its own state (ref does), so
+	 * read the state only through state_out.  On error returns NULL with
+	 * one line in err (an unsupported precision, device or algorithm is
+	 * named). */
+	struct dl_backend *(*create)(struct dl_graph *g, int n, const struct dl_backend_opts *o, char *err,
+				     size_t errlen);
+	/* One optimizer step: forward in train mode (BN batch statistics;
+	 * running stats updated with momentum and unbiased variance, as torch;
+	 * bn_batches_tracked += 1), loss with label smoothing (mean over the
+	 * rank's batch), backward, gradients summed over ranks and divided by
+	 * the rank count (the loss and stop_request ride in the last
+	 * reduction), the non-finite check, then (lr finite, all finite) the
+	 * update of opts.optim with learning rate lr exactly as dl_sgd_step
+	 * (optim.h) defines it.  res is filled on success.  Returns -1 on an
+	 * error (a peer died: the caller must stop; no further step). */
+	int (*train_step)(struct dl_backend *b, const struct dl_batch *in, double lr, int stop_request,
+			  struct dl_step_result *res);
+	/* Eval-mode forward (BN running statistics) on the resident weights
+	 * and the loss/top-k counts over rows [0, n_valid), 0 <= n_valid <= n.
+	 * No reduction across ranks (the caller sums the counts). */
+	int (*eval_step)(struct dl_backend *b, const struct dl_batch *in, int n_valid,
+			 struct dl_eval_result *res);
+	/* Copy the training state out, in torchvision layouts (float32): g's
+	 * params and buffers (the g given to create), g->bn_batches_tracked,
+	 * and into st (optim.h: from dl_optim_state_init for g) the momentum
+	 * buffers and the step count.  st may be NULL. */
+	int (*state_out)(struct dl_backend *b, struct dl_optim_state *st);
+	/* Replace the training state with g's params, buffers and
+	 * bn_batches_tracked and st's momentum and step count (st NULL:
+	 * momentum zero, no step taken). */
+	int (*state_in)(struct dl_backend *b, const struct dl_optim_state *st);
+	/* For tests: the logits (N,K) of the last train_step's forward into
+	 * logits (may be NULL), and its reduced, averaged gradients (what the
+	 * update used) into g->params[i].grad (torchvision layouts). */
+	int (*last_step_out)(struct dl_backend *b, float *logits);
 	void (*destroy)(struct dl_backend *b);
 	/* Last error message of this backend (never NULL). */
 	const char *(*error)(struct dl_backend *b);
-	/* create() with options; NULL if the backend has none (then only
-	 * all-zero options are valid). */
-	struct dl_backend *(*create_ex)(struct dl_graph *g, int n, const struct dl_backend_opts *o,
-					char *err, size_t errlen);
-	/* (Added) forward() from a uint8 batch normalized inside the backend
-	 * (on the GPU): nhwc is (N,H,W,C) uint8 as the data loader's
-	 * DL_BATCH_U8_NHWC layout gives it, and the input is
-	 * (nhwc/255 - mean[c]) / std[c], c < C.  nhwc is read before the call
-	 * returns.  NULL for backends without it (cpu; ref has it so the
-	 * trainer's uint8 feed runs in tests without a GPU). */
-	int (*forward_u8)(struct dl_backend *b, const uint8_t *nhwc, const float mean[], const float std[],
-			  int train);
-	/* (Added) Host memory the backend copies from fastest (pinned, for
-	 * CUDA), in the data loader's allocator-hook shape; NULL: plain malloc
-	 * is as good.  host_alloc returns NULL on failure. */
+	/* Host memory the backend copies from fastest (pinned, for CUDA), in
+	 * the data loader's allocator-hook shape; NULL: plain malloc is as
+	 * good.  host_alloc returns NULL on failure. */
 	void *(*host_alloc)(size_t bytes, void *ctx);
 	void (*host_free)(void *p, void *ctx);
 };

@@ -1,6 +1,10 @@
 /* SGD with momentum, exactly torch.optim.SGD (dampening 0), optionally with
- * LARS layer-wise trust ratios (You et al. 2017).  Works on the plain
- * float32 params of a dl_graph, after the gradients have been reduced. */
+ * LARS layer-wise trust ratios (You et al. 2017).  The math every backend's
+ * update follows; backends that keep float32 arrays on the host (ref, cpu)
+ * call dl_sgd_step on their own resident arrays, in whatever layout they
+ * keep them (the update is elementwise; LARS norms do not depend on the
+ * order as long as padding is zero).  The host copy of the optimizer state
+ * (dl_optim_state) exists only at boundaries: checkpoints and resume. */
 #ifndef DLJOB_ENGINE_OPTIM_H
 #define DLJOB_ENGINE_OPTIM_H
 
@@ -16,28 +20,50 @@ struct dl_optim_config {
 	int decay_bn_and_bias; /* 1: decay (and LARS-scale) no_decay params too, as plain torch does */
 };
 
-struct dl_optim;
+/* 0 if c is usable, else -1 with one line in err. */
+int dl_optim_config_check(const struct dl_optim_config *c, char *err, size_t errlen);
 
-struct dl_optim *dl_optim_create(struct dl_graph *g, const struct dl_optim_config *c, char *err, size_t errlen);
-/* One step over every param using g->params[i].grad:
+/* One parameter as the update sees it: w, g and buf in the same layout
+ * (buf NULL when momentum is 0), count floats each, padding zero. */
+struct dl_sgd_param {
+	float *w;
+	const float *g;
+	float *buf;
+	size_t count;
+	int no_decay;          /* dl_tensor_f32.no_decay of the param */
+};
+
+/* 1 if all n floats are finite (no NaN, no inf), else 0. */
+int dl_all_finite(const float *x, size_t n);
+
+/* One step over the n params, in float arithmetic as torch does it:
  *   d = g + wd*w            (wd = 0 for no_decay params unless decay_bn_and_bias)
- *   d *= trust ratio        (LARS only, decayed params only)
+ *   d *= trust ratio        (LARS only, decayed params only; norms in double:
+ *                            eta*|w|/(|g|+wd*|w|), 1 if either norm is 0)
  *   buf = d (first step), else buf = momentum*buf + d
  *   d = nesterov ? d + momentum*buf : buf
  *   w -= lr*d
- * Returns 0, or -1 if lr or a gradient is not finite (nothing is changed). */
-int dl_optim_step(struct dl_optim *o, double lr);
-/* Momentum buffers, one per param, named "<param>.momentum_buffer", same
- * shape as the param (none if momentum is 0): checkpoints save and restore
- * them in place through these pointers. */
-size_t dl_optim_n_state(const struct dl_optim *o);
-struct dl_tensor_f32 *dl_optim_state(struct dl_optim *o, size_t i);
-/* Steps taken so far.  The first step initialises the buffers (buf = d), so
- * after restoring buffers from a checkpoint set this to the saved count (>0). */
-long dl_optim_steps(const struct dl_optim *o);
-void dl_optim_set_steps(struct dl_optim *o, long steps);
-/* Last LARS trust ratio of param i (1 when not applied), for logging/tests. */
-double dl_optim_trust_ratio(const struct dl_optim *o, size_t i);
-void dl_optim_destroy(struct dl_optim *o);
+ * first: no step has been taken yet (the momentum buffers are not live).
+ * trust (n entries, may be NULL) gets the ratio used per param (1 when not
+ * applied).  The caller checks finiteness first (dl_all_finite). */
+void dl_sgd_step(const struct dl_optim_config *c, const struct dl_sgd_param *p, int n, double lr, int first,
+		 double *trust);
+
+/* The optimizer state as a host copy (checkpoints, --resume): momentum
+ * buffers named "<param>.momentum_buffer", one per param of the graph, same
+ * shape and torchvision layout as the param (none when momentum is 0), and
+ * the optimizer steps taken (0: the buffers are not live yet, the first
+ * step initialises them with buf = d). */
+struct dl_optim_state {
+	size_t n;
+	struct dl_tensor_f32 *mom;
+	long steps;
+};
+
+/* Allocate s for g's params (zero buffers, steps 0).  Returns 0 or -1 with
+ * one line in err; s then holds nothing to free. */
+int dl_optim_state_init(struct dl_optim_state *s, const struct dl_graph *g, double momentum, char *err,
+			size_t errlen);
+void dl_optim_state_free(struct dl_optim_state *s);
 
 #endif

@@ -243,6 +243,28 @@ fail:
 	return rv;
 }
 
+int cpu_conv_resident(struct cpu_ctx *c, struct cpu_conv *l)
+{
+	const dnnl_memory_desc_t *wf, *dw;
+	l->resident = 0;
+	if (l->winograd == 2 || l->acc || l->w_fwd_plain || l->dw_plain_direct ||
+	    (l->has_bwd_data && !l->w_bwd_same))
+		return 0;
+	if (dnnl_memory_get_memory_desc(l->w_fwd, &wf) != dnnl_success ||
+	    dnnl_memory_get_memory_desc(l->dw_blk, &dw) != dnnl_success) {
+		cpu_errf(c, "%s:%d: cannot read a convolution's weight layouts", __FILE__, __LINE__);
+		return -1;
+	}
+	/* Plain blocked f32 only (not a kernel-specific format such as
+	 * Winograd's transformed weights): SGD, LARS norms and the layout
+	 * check across ranks read it as an array of floats with zero padding. */
+	if (wf->data_type != dnnl_f32 || wf->format_kind != dnnl_blocked || !cpu_md_eq(wf, dw))
+		return 0;
+	l->res_md = *wf;
+	l->resident = 1;
+	return 1;
+}
+
 /* wt (Ci,Co,k,k) = W (Co,Ci,k,k) transposed and turned by 180 degrees. */
 static void flip_weights(const float *w, float *wt, int co, int ci, int k)
 {
@@ -278,7 +300,7 @@ int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 		cpu_wino_forward(&l->wg, w, cpu_handle(src), cpu_handle(dst));
 		return 0;
 	}
-	if (load_weights(c, l, w, 0) < 0)
+	if (l->resident ? cpu_set_handle(c, l->w_fwd, w) < 0 : load_weights(c, l, w, 0) < 0)
 		return -1;
 	dnnl_exec_arg_t a[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_WEIGHTS, l->w_fwd },
 				{ DNNL_ARG_DST, dst } };
@@ -294,6 +316,21 @@ int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w
 			cpu_wino_backward_data(&l->wg, w, cpu_handle(diff_dst), cpu_handle(diff_src),
 					       l->wino_acc);
 		return 0;
+	}
+	if (l->resident) {
+		/* Weights and their gradient both in res_md, the caller's arrays:
+		 * no reorder either way; backward-data reads the forward layout. */
+		if (cpu_set_handle(c, l->dw_blk, dw) < 0 || cpu_set_handle(c, l->w_fwd, w) < 0)
+			return -1;
+		dnnl_exec_arg_t rw[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_DIFF_DST, diff_dst },
+					 { DNNL_ARG_DIFF_WEIGHTS, l->dw_blk } };
+		if (cpu_exec(c, &l->bwd_w, 3, rw) < 0)
+			return -1;
+		if (!diff_src || !l->has_bwd_data)
+			return 0;
+		dnnl_exec_arg_t rd[] = { { DNNL_ARG_DIFF_DST, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_fwd },
+					 { DNNL_ARG_DIFF_SRC, diff_src } };
+		return cpu_exec(c, &l->bwd_data, 3, rd);
 	}
 	/* Weight grads go straight into the caller's plain array: either
 	 * oneDNN writes it directly or the reorder out of the blocked diff does. */

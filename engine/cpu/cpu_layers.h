@@ -27,6 +27,12 @@ struct cpu_conv {
 	 * wino_acc: its backward-data adds into diff_src. */
 	struct cpu_wino wg;
 	int wino_acc;
+	/* resident (cpu_conv_resident): the caller keeps the weights, their
+	 * gradient and momentum in the forward's blocked layout res_md; the
+	 * exec calls then take w and dw in that layout and skip the weight
+	 * and weight-gradient reorders. */
+	int resident;
+	dnnl_memory_desc_t res_md;
 };
 /* src_md NULL: let oneDNN choose the input layout (read it from l->src_md). */
 int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_t *src_md,
@@ -40,11 +46,20 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
  * error. */
 int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int ci, int co, int k, int stride,
 		      int pad, int accumulate);
-/* Reorders the plain weights in and runs the convolution. */
+/* Whether the layer can take its weights resident in one blocked layout
+ * (call after cpu_conv_acc_init): an f32 oneDNN convolution whose forward
+ * weights are blocked, whose weight gradient has that same layout, and
+ * whose backward-data reads it too (not the transposed-weights trick).  If
+ * so, switches the layer to it (l->resident, l->res_md) and returns 1;
+ * else 0 (plain weights, reordered inside each step). */
+int cpu_conv_resident(struct cpu_ctx *c, struct cpu_conv *l);
+/* Reorders the plain weights in (resident: w is already in l->res_md) and
+ * runs the convolution. */
 int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 			  dnnl_memory_t src, dnnl_memory_t dst);
-/* dw (plain, overwritten) from src and diff_dst; diff_src (if non-NULL and
- * the layer was built with need_bwd_data) from diff_dst and w. */
+/* dw (plain, overwritten; resident: in l->res_md) from src and diff_dst;
+ * diff_src (if non-NULL and the layer was built with need_bwd_data) from
+ * diff_dst and w. */
 int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, float *dw,
 			   dnnl_memory_t src, dnnl_memory_t diff_dst, dnnl_memory_t diff_src);
 

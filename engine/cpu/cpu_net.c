@@ -5,8 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+#include <time.h>
+
+#include "engine/comm_async.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_layers.h"
+#include "engine/loss.h"
 
 /* Where the gradient of one node input goes: straight into the value's diff
  * when this node is the last reader in forward order (the first in backward),
@@ -51,9 +56,28 @@ struct dl_backend {
 	int *dval_zero;          /* values nobody reads: their diff is zero */
 	struct cpu_node *nodes;
 	int *param_used;
+	/* Resident conv weights (cpu_conv_resident): per param, the weights
+	 * in the layer's blocked layout (NULL: plain, g's array), how many
+	 * floats that layout holds, and memories + reorders between it and
+	 * torchvision's plain layout for the boundaries (state in/out, tests). */
+	float **wres;
+	size_t *res_count;
+	dnnl_memory_t *res_plain, *res_blk;
+	struct cpu_prim *res_in, *res_out;
 	dnnl_memory_t in_user;   /* the caller's plain (N,C,H,W) image batch */
 	struct cpu_prim in_reorder;
 	int trained;
+	/* Training state besides g's float32 params and BN buffers (the
+	 * master copies): gradients in the reducer's flat buffer (written
+	 * there by backward, reduced across ranks from it), momentum per
+	 * param, steps taken. */
+	struct dl_backend_opts o;
+	struct dl_reducer *red;
+	int *order;            /* params in backward order */
+	float **mom;
+	struct dl_sgd_param *sgd;
+	float *dlogits;        /* (N,K) */
+	long steps;
 	char err[256];
 };
 
@@ -61,6 +85,24 @@ static size_t value_count(const struct dl_backend *b, int v)
 {
 	const struct dl_shape *s = &b->g->values[v];
 	return (size_t)b->n * s->c * s->h * s->w;
+}
+
+/* Param p's weights as the layers take them: resident or g's plain array. */
+static float *wdata(struct dl_backend *b, int p)
+{
+	return b->wres[p] ? b->wres[p] : b->g->params[p].data;
+}
+
+/* Param p (resident) between its blocked layout at blk and plain at plain,
+ * either way (to_plain). */
+static int res_copy(struct dl_backend *b, int p, void *blk, void *plain, int to_plain)
+{
+	struct cpu_ctx *c = &b->c;
+	if (cpu_set_handle(c, b->res_blk[p], blk) < 0 || cpu_set_handle(c, b->res_plain[p], plain) < 0)
+		return -1;
+	if (to_plain)
+		return cpu_reorder(c, &b->res_out[p], b->res_blk[p], b->res_plain[p]);
+	return cpu_reorder(c, &b->res_in[p], b->res_plain[p], b->res_blk[p]);
 }
 
 static void cpu_destroy(struct dl_backend *b)
@@ -80,6 +122,19 @@ static void cpu_destroy(struct dl_backend *b)
 	free(b->dval_zero);
 	free(b->nodes);
 	free(b->param_used);
+	free(b->wres); /* the buffers are the layers' (oneDNN memories of the ctx) */
+	free(b->res_count);
+	free(b->res_plain);
+	free(b->res_blk);
+	free(b->res_in);
+	free(b->res_out);
+	for (int i = 0; b->mom && i < b->g->n_params; i++)
+		free(b->mom[i]);
+	free(b->mom);
+	free(b->sgd);
+	free(b->order);
+	free(b->dlogits);
+	dl_reducer_destroy(b->red);
 	free(b);
 }
 
@@ -286,8 +341,8 @@ static int build_node(struct dl_backend *b, int i)
 	return 0;
 }
 
-static struct dl_backend *cpu_create_ex(struct dl_graph *g, int n,
-					const struct dl_backend_opts *o, char *err, size_t errlen)
+static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_backend_opts *o, char *err,
+				    size_t errlen)
 {
 	struct dl_backend *b = calloc(1, sizeof(*b));
 	struct cpu_ctx *c = NULL;
@@ -304,7 +359,7 @@ static struct dl_backend *cpu_create_ex(struct dl_graph *g, int n,
 		return NULL;
 	}
 	c = &b->c;
-	if (o && o->bf16)
+	if (o && o->precision == DL_BF16)
 		c->act_dt = dnnl_bf16;
 	if (o)
 		c->conv_algo = o->conv_algo;
@@ -321,12 +376,20 @@ static struct dl_backend *cpu_create_ex(struct dl_graph *g, int n,
 	b->dval = calloc(g->n_values, sizeof(dnnl_memory_t));
 	b->nodes = calloc(g->n_nodes, sizeof(*b->nodes));
 	b->param_used = calloc(g->n_params + 1, sizeof(int));
+	b->wres = calloc(g->n_params + 1, sizeof(float *));
+	b->res_count = calloc(g->n_params + 1, sizeof(size_t));
+	b->res_plain = calloc(g->n_params + 1, sizeof(dnnl_memory_t));
+	b->res_blk = calloc(g->n_params + 1, sizeof(dnnl_memory_t));
+	b->res_in = calloc(g->n_params + 1, sizeof(struct cpu_prim));
+	b->res_out = calloc(g->n_params + 1, sizeof(struct cpu_prim));
 	seen = calloc(g->n_values, sizeof(int));
 	slot = calloc(g->n_values, sizeof(int));
 	b->pool = calloc(g->n_values, sizeof(void *));
 	b->pool_size = calloc(g->n_values, sizeof(size_t));
 	b->pool_busy = calloc(g->n_values, sizeof(int));
 	b->dval_zero = calloc(g->n_values, sizeof(int));
+	CHECK(b->wres && b->res_count && b->res_plain && b->res_blk && b->res_in && b->res_out,
+	      "cpu backend: out of memory");
 	CHECK(b->vmd && b->vmd_set && b->val && b->dval && b->nodes && b->param_used && seen &&
 		      slot && b->pool && b->pool_size && b->pool_busy && b->dval_zero,
 	      "cpu backend: out of memory");
@@ -451,6 +514,36 @@ static struct dl_backend *cpu_create_ex(struct dl_graph *g, int n,
 		}
 		b->pool_busy[slot[d->out]]--;
 	}
+	/* Convolution weights that can stay in their blocked layout between
+	 * steps, with their gradient and momentum in it too. */
+	for (int i = 0; i < g->n_nodes; i++) {
+		const struct dl_node *d = &g->nodes[i];
+		if (d->kind != DL_NODE_CONV)
+			continue;
+		int r = cpu_conv_resident(c, &b->nodes[i].conv);
+		if (r < 0)
+			goto fail;
+		if (r == 0)
+			continue;
+		int p = d->param[0];
+		struct dl_tensor_f32 *t = &g->params[p];
+		const dnnl_memory_desc_t *md = &b->nodes[i].conv.res_md;
+		dnnl_memory_desc_t plain;
+		dnnl_dims_t dims = { t->dims[0], t->dims[1], t->dims[2], t->dims[3] };
+		CHECK(t->ndim == 4, "%s:%d: conv weight %s is not 4-d", __FILE__, __LINE__, t->name);
+		b->res_count[p] = dnnl_memory_desc_get_size(md) / sizeof(float);
+		/* The layer's own blocked weight buffer becomes the master copy:
+		 * no memory beyond what the per-step reorder used to fill. */
+		if (cpu_md(c, &plain, 4, dims, dnnl_oihw) < 0)
+			goto fail;
+		b->wres[p] = cpu_handle(b->nodes[i].conv.w_fwd);
+		CHECK(b->wres[p], "%s:%d: conv %s has no weight buffer", __FILE__, __LINE__, t->name);
+		CHECK((b->res_plain[p] = cpu_mem(c, &plain, t->data)) && (b->res_blk[p] = cpu_mem(c, md, b->wres[p])),
+		      "%s", c->err);
+		if (cpu_reorder_make(c, &b->res_in[p], &plain, md) < 0 ||
+		    cpu_reorder_make(c, &b->res_out[p], md, &plain) < 0)
+			goto fail;
+	}
 	if (cpu_ctx_finalize(c) < 0)
 		goto fail;
 	free(seen);
@@ -464,17 +557,130 @@ fail:
 	return NULL;
 }
 
-static struct dl_backend *cpu_create(struct dl_graph *g, int n, char *err, size_t errlen)
+/* The resident weights from g's plain params, and (st non-NULL) the
+ * momentum from st, each into its layout. */
+static int res_load(struct dl_backend *b, const struct dl_optim_state *st)
 {
-	return cpu_create_ex(g, n, NULL, err, errlen);
+	for (int p = 0; p < b->g->n_params; p++) {
+		if (!b->wres[p])
+			continue;
+		if (res_copy(b, p, b->wres[p], b->g->params[p].data, 0) < 0 ||
+		    (st && b->mom[p] && (size_t)p < st->n && res_copy(b, p, b->mom[p], st->mom[p].data, 0) < 0)) {
+			snprintf(b->err, sizeof(b->err), "%s", b->c.err);
+			return -1;
+		}
+	}
+	return 0;
 }
 
-static float *pdata(struct dl_graph *g, int p)
+/* Ranks sum resident gradients element by element, so all must have chosen
+ * the same blocked layouts (oneDNN picks them per CPU: a job over mixed CPU
+ * types could differ).  A 20-bit hash of every resident layout; all ranks
+ * agree iff the sums of h and h^2 over ranks are size*h and size*h^2. */
+static int same_layouts(struct dl_backend *b, struct dl_comm *comm)
 {
-	return g->params[p].data;
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	int any = 0;
+	if (!comm || comm->size < 2)
+		return 0;
+#define MIX(x)                                             \
+	do {                                               \
+		h ^= (uint64_t)(x);                        \
+		h *= 1099511628211ULL;                     \
+	} while (0)
+	for (int p = 0; p < b->g->n_params; p++) {
+		if (!b->wres[p])
+			continue;
+		const dnnl_memory_desc_t *md = &b->nodes[0].conv.res_md;
+		for (int i = 0; i < b->g->n_nodes; i++)
+			if (b->g->nodes[i].kind == DL_NODE_CONV && b->g->nodes[i].param[0] == p)
+				md = &b->nodes[i].conv.res_md;
+		const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
+		any = 1;
+		MIX(p);
+		MIX(md->format_kind);
+		for (int d = 0; d < md->ndims; d++) {
+			MIX(bd->strides[d]);
+			MIX(md->padded_dims[d]);
+		}
+		MIX(bd->inner_nblks);
+		for (int k = 0; k < bd->inner_nblks; k++) {
+			MIX(bd->inner_blks[k]);
+			MIX(bd->inner_idxs[k]);
+		}
+	}
+#undef MIX
+	double me = (double)(h & 0xfffff), v[3] = {me, me * me, any};
+	if (comm->allreduce_sum_f64(comm, v, 3, b->err, sizeof(b->err)) < 0)
+		return -1;
+	if (v[0] != me * comm->size || v[1] != me * me * comm->size) {
+		snprintf(b->err, sizeof(b->err), "cpu backend: the ranks chose different oneDNN weight layouts "
+			 "(different CPU types?), so their gradients cannot be summed");
+		return -1;
+	}
+	return 0;
 }
 
-static int cpu_forward(struct dl_backend *b, const float *x, int train)
+struct dl_backend *dl_cpu_create(struct dl_graph *g, int n, const struct dl_backend_opts *o, char *err,
+				  size_t errlen)
+{
+	struct dl_backend_opts def = {0};
+	struct dl_backend *b;
+	size_t *count = NULL;
+	if (!o)
+		o = &def;
+	if (o->precision != DL_FP32 && o->precision != DL_BF16) {
+		snprintf(err, errlen, "--precision %s is not supported by the cpu backend (fp32 or bf16)",
+			 dl_precision_name(o->precision));
+		return NULL;
+	}
+	if (o->device) {
+		snprintf(err, errlen, "--gpu %s is not supported by the cpu backend", o->device);
+		return NULL;
+	}
+	if (dl_optim_config_check(&o->optim, err, errlen) < 0)
+		return NULL;
+	if (!(b = cpu_build(g, n, o, err, errlen)))
+		return NULL;
+	b->o = *o;
+	count = calloc((size_t)g->n_params + 1, sizeof(size_t));
+	b->order = calloc((size_t)g->n_params + 1, sizeof(int));
+	b->mom = calloc((size_t)g->n_params + 1, sizeof(float *));
+	b->sgd = calloc((size_t)g->n_params + 1, sizeof(*b->sgd));
+	b->dlogits = calloc(value_count(b, g->output), sizeof(float));
+	if (!count || !b->order || !b->mom || !b->sgd || !b->dlogits)
+		goto oom;
+	/* Resident params have gradient and momentum in their blocked layout
+	 * (zero padding included), the others in torchvision's. */
+	for (int i = 0; i < g->n_params; i++) {
+		count[i] = b->wres[i] ? b->res_count[i] : g->params[i].count;
+		if (o->optim.momentum > 0 && !(b->mom[i] = calloc(count[i] + 1, sizeof(float))))
+			goto oom;
+	}
+	dl_reducer_graph_order(g, b->order);
+	b->red = dl_reducer_create(o->comm, count, b->order, g->n_params, o->bucket_bytes, err, errlen);
+	if (!b->red)
+		goto fail;
+	for (int i = 0; i < g->n_params; i++)
+		b->sgd[i] = (struct dl_sgd_param){.w = wdata(b, i), .g = dl_reducer_grad(b->red, i),
+						  .buf = b->mom[i], .count = count[i],
+						  .no_decay = g->params[i].no_decay};
+	free(count);
+	count = NULL;
+	if (res_load(b, NULL) < 0 || same_layouts(b, o->comm) < 0) {
+		snprintf(err, errlen, "%s", b->err);
+		goto fail;
+	}
+	return b;
+oom:
+	snprintf(err, errlen, "cpu backend: out of memory for the training state");
+fail:
+	free(count);
+	cpu_destroy(b);
+	return NULL;
+}
+
+int dl_cpu_forward(struct dl_backend *b, const float *x, int train)
 {
 	struct dl_graph *g = b->g;
 	struct cpu_ctx *c = &b->c;
@@ -490,20 +696,20 @@ static int cpu_forward(struct dl_backend *b, const float *x, int train)
 		int rc = 0;
 		switch (d->kind) {
 		case DL_NODE_CONV:
-			rc = cpu_conv_forward_exec(c, &cn->conv, pdata(g, d->param[0]), in, out);
+			rc = cpu_conv_forward_exec(c, &cn->conv, wdata(b, d->param[0]), in, out);
 			break;
 		case DL_NODE_BN:
 			if (cn->bn_in_add) /* the statistics; the ADD applies them */
 				rc = cpu_bn_blk_prepare(
-					c, &cn->bn, pdata(g, d->param[0]), pdata(g, d->param[1]),
+					c, &cn->bn, wdata(b, d->param[0]), wdata(b, d->param[1]),
 					train ? NULL : g->buffers[d->buffer[0]].data,
 					train ? NULL : g->buffers[d->buffer[1]].data, in);
 			else if (train)
-				rc = cpu_bn_forward_train_exec(c, &cn->bn, pdata(g, d->param[0]),
-							       pdata(g, d->param[1]), in, out);
+				rc = cpu_bn_forward_train_exec(c, &cn->bn, wdata(b, d->param[0]),
+							       wdata(b, d->param[1]), in, out);
 			else
 				rc = cpu_bn_forward_eval_exec(
-					c, &cn->bn, pdata(g, d->param[0]), pdata(g, d->param[1]),
+					c, &cn->bn, wdata(b, d->param[0]), wdata(b, d->param[1]),
 					g->buffers[d->buffer[0]].data, g->buffers[d->buffer[1]].data,
 					in, out);
 			break;
@@ -525,8 +731,8 @@ static int cpu_forward(struct dl_backend *b, const float *x, int train)
 			rc = cpu_pool_forward_exec(c, &cn->pool, in, out);
 			break;
 		case DL_NODE_FC:
-			rc = cpu_fc_forward_exec(c, &cn->fc, pdata(g, d->param[0]),
-						 d->param[1] >= 0 ? pdata(g, d->param[1]) : NULL, in,
+			rc = cpu_fc_forward_exec(c, &cn->fc, wdata(b, d->param[0]),
+						 d->param[1] >= 0 ? wdata(b, d->param[1]) : NULL, in,
 						 out);
 			break;
 		}
@@ -555,22 +761,44 @@ fail:
 	return -1;
 }
 
-static const float *cpu_logits(struct dl_backend *b)
+const float *dl_cpu_logits(struct dl_backend *b)
 {
 	return cpu_handle(b->val[b->g->output]);
 }
 
-static int cpu_backward(struct dl_backend *b, const float *dlogits)
+int dl_cpu_resident(const struct dl_backend *b, int p)
+{
+	return b->wres[p] != NULL;
+}
+
+int dl_cpu_grad(struct dl_backend *b, int p, float *out)
+{
+	if (!b->wres[p]) {
+		memcpy(out, dl_reducer_grad(b->red, p), b->g->params[p].count * sizeof(float));
+		return 0;
+	}
+	if (res_copy(b, p, dl_reducer_grad(b->red, p), out, 1) < 0) {
+		snprintf(b->err, sizeof(b->err), "%s", b->c.err);
+		return -1;
+	}
+	return 0;
+}
+
+/* Backward from dlogits; with reduce, every param whose gradient is final
+ * is handed to the reducer as soon as its node is done. */
+static int backward(struct dl_backend *b, const float *dlogits, int reduce)
 {
 	struct dl_graph *g = b->g;
 	struct cpu_ctx *c = &b->c;
+#define GRAD(p) dl_reducer_grad(b->red, (p))
 	CHECK(b->trained, "cpu backend: backward without a train forward");
 	memcpy(cpu_handle(b->dval[g->output]), dlogits, value_count(b, g->output) * sizeof(float));
 	for (int p = 0; p < g->n_params; p++) {
-		CHECK(g->params[p].grad, "cpu backend: param %s has no grad array",
-		      g->params[p].name);
-		if (!b->param_used[p])
-			memset(g->params[p].grad, 0, g->params[p].count * sizeof(float));
+		if (b->param_used[p])
+			continue;
+		memset(GRAD(p), 0, (b->wres[p] ? b->res_count[p] : g->params[p].count) * sizeof(float));
+		if (reduce && dl_reducer_ready(b->red, p, b->err, sizeof(b->err)) < 0)
+			return -1;
 	}
 	for (int v = 0; v < g->n_values; v++)
 		if (b->dval_zero[v])
@@ -584,14 +812,14 @@ static int cpu_backward(struct dl_backend *b, const float *dlogits)
 		int rc = 0;
 		switch (d->kind) {
 		case DL_NODE_CONV:
-			rc = cpu_conv_backward_exec(c, &cn->conv, pdata(g, d->param[0]),
-						    g->params[d->param[0]].grad, in, dy, dx);
+			rc = cpu_conv_backward_exec(c, &cn->conv, wdata(b, d->param[0]),
+						    GRAD(d->param[0]), in, dy, dx);
 			break;
 		case DL_NODE_BN:
 			if (has_dx)
-				rc = cpu_bn_backward_exec(c, &cn->bn, pdata(g, d->param[0]),
-							  g->params[d->param[0]].grad,
-							  g->params[d->param[1]].grad, in, dy, dx);
+				rc = cpu_bn_backward_exec(c, &cn->bn, wdata(b, d->param[0]),
+							  GRAD(d->param[0]),
+							  GRAD(d->param[1]), in, dy, dx);
 			else /* BN straight on the input image: still need dgamma/dbeta */
 				rc = -1, cpu_errf(c, "cpu backend: BN on the graph input is not supported");
 			break;
@@ -623,21 +851,147 @@ static int cpu_backward(struct dl_backend *b, const float *dlogits)
 				rc = cpu_pool_backward_exec(c, &cn->pool, dy, dx);
 			break;
 		case DL_NODE_FC:
-			rc = cpu_fc_backward_exec(c, &cn->fc, pdata(g, d->param[0]),
-						  g->params[d->param[0]].grad,
-						  d->param[1] >= 0 ? g->params[d->param[1]].grad : NULL,
+			rc = cpu_fc_backward_exec(c, &cn->fc, wdata(b, d->param[0]),
+						  GRAD(d->param[0]),
+						  d->param[1] >= 0 ? GRAD(d->param[1]) : NULL,
 						  in, dy, dx);
 			break;
 		}
 		if (rc < 0)
 			goto fail;
+		/* This node's param gradients are final: let them travel while
+		 * the rest of backward runs. */
+		int has_params = d->kind == DL_NODE_CONV || d->kind == DL_NODE_BN || d->kind == DL_NODE_FC;
+		for (int j = 0; reduce && has_params && j < 2; j++)
+			if (d->param[j] >= 0 && dl_reducer_ready(b->red, d->param[j], b->err, sizeof(b->err)) < 0)
+				return -1;
 		if (has_dx && d->kind != DL_NODE_ADD && sink_finish(b, &cn->sink[0], v0) < 0)
 			goto fail;
 	}
+#undef GRAD
 	return 0;
 fail:
 	snprintf(b->err, sizeof(b->err), "%s", c->err);
 	return -1;
+}
+
+int dl_cpu_backward(struct dl_backend *b, const float *dlogits)
+{
+	return backward(b, dlogits, 0);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int check_batch(struct dl_backend *b, const struct dl_batch *in, int n)
+{
+	if (!in || !in->x || in->x_u8 || !in->labels) {
+		snprintf(b->err, sizeof(b->err), "cpu backend: a batch needs x (float32 NCHW) and labels%s",
+			 in && in->x_u8 ? " (uint8 batches are not taken)" : "");
+		return -1;
+	}
+	for (int i = 0; i < n; i++)
+		if (in->labels[i] < 0 || in->labels[i] >= b->g->num_classes) {
+			snprintf(b->err, sizeof(b->err), "cpu backend: label %d of row %d is not in [0, %d)",
+				 in->labels[i], i, b->g->num_classes);
+			return -1;
+		}
+	return 0;
+}
+
+static int cpu_train_step(struct dl_backend *b, const struct dl_batch *in, double lr, int stop_request,
+			  struct dl_step_result *res)
+{
+	struct dl_graph *g = b->g;
+	double t0 = now_s();
+	struct dl_reduce_times rt;
+	memset(res, 0, sizeof(*res));
+	if (check_batch(b, in, b->n) < 0 || dl_cpu_forward(b, in->x, 1) < 0)
+		return -1;
+	double l = dl_softmax_xent(dl_cpu_logits(b), in->labels, b->n, g->num_classes,
+				   (float)b->o.label_smoothing, b->dlogits, NULL, NULL);
+	dl_reducer_begin(b->red, (float)l, stop_request);
+	if (backward(b, b->dlogits, 1) < 0)
+		return -1;
+	if (dl_reducer_finish(b->red, &res->loss, &res->stop, &rt, b->err, sizeof(b->err)) < 0)
+		return -1;
+	size_t ng;
+	const float *grads = dl_reducer_grads(b->red, &ng);
+	res->nonfinite = !isfinite(lr) || !isfinite(res->loss) || !dl_all_finite(grads, ng);
+	if (!res->nonfinite) {
+		dl_sgd_step(&b->o.optim, b->sgd, g->n_params, lr, b->steps == 0, NULL);
+		b->steps++;
+	}
+	res->comm_s = rt.comm_s;
+	res->exposed_comm_s = rt.exposed_s;
+	res->t_first_bucket_start = rt.t_first_start;
+	res->t_backward_end = rt.t_backward_end;
+	res->n_buckets = rt.n_buckets;
+	res->compute_s = now_s() - t0 - rt.exposed_s;
+	return 0;
+}
+
+static int cpu_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid,
+			 struct dl_eval_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	if (n_valid < 0 || n_valid > b->n) {
+		snprintf(b->err, sizeof(b->err), "cpu backend: eval of %d rows in a batch of %d", n_valid, b->n);
+		return -1;
+	}
+	if (check_batch(b, in, n_valid) < 0 || dl_cpu_forward(b, in->x, 0) < 0)
+		return -1;
+	res->loss_sum = dl_softmax_xent(dl_cpu_logits(b), in->labels, n_valid, b->g->num_classes, 0.0f, NULL,
+					&res->top1, &res->top5) * n_valid;
+	return 0;
+}
+
+static int cpu_state_out(struct dl_backend *b, struct dl_optim_state *st)
+{
+	struct dl_graph *g = b->g;
+	for (int p = 0; p < g->n_params; p++) {
+		int mom = st && b->o.optim.momentum > 0 && (size_t)p < st->n;
+		if (b->wres[p] ? res_copy(b, p, b->wres[p], g->params[p].data, 1) < 0 ||
+					 (mom && res_copy(b, p, b->mom[p], st->mom[p].data, 1) < 0)
+			       : 0) {
+			snprintf(b->err, sizeof(b->err), "%s", b->c.err);
+			return -1;
+		}
+		if (!b->wres[p] && mom)
+			memcpy(st->mom[p].data, b->mom[p], st->mom[p].count * sizeof(float));
+	}
+	if (st)
+		st->steps = b->steps;
+	return 0;
+}
+
+static int cpu_state_in(struct dl_backend *b, const struct dl_optim_state *st)
+{
+	struct dl_graph *g = b->g;
+	for (int i = 0; i < g->n_params && b->o.optim.momentum > 0; i++) {
+		size_t cnt = b->wres[i] ? b->res_count[i] : g->params[i].count;
+		if (st && (size_t)i < st->n && !b->wres[i])
+			memcpy(b->mom[i], st->mom[i].data, cnt * sizeof(float));
+		else if (!st || (size_t)i >= st->n)
+			memset(b->mom[i], 0, cnt * sizeof(float));
+	}
+	b->steps = st ? st->steps : 0;
+	return res_load(b, st);
+}
+
+static int cpu_last_step_out(struct dl_backend *b, float *logits)
+{
+	struct dl_graph *g = b->g;
+	if (logits)
+		memcpy(logits, dl_cpu_logits(b), value_count(b, g->output) * sizeof(float));
+	for (int i = 0; i < g->n_params; i++)
+		if (g->params[i].grad && dl_cpu_grad(b, i, g->params[i].grad) < 0)
+			return -1;
+	return 0;
 }
 
 static const char *cpu_error(struct dl_backend *b)
@@ -647,11 +1001,12 @@ static const char *cpu_error(struct dl_backend *b)
 
 const struct dl_backend_ops dl_backend_cpu = {
 	.name = "cpu",
-	.create = cpu_create,
-	.forward = cpu_forward,
-	.logits = cpu_logits,
-	.backward = cpu_backward,
+	.create = dl_cpu_create,
+	.train_step = cpu_train_step,
+	.eval_step = cpu_eval_step,
+	.state_out = cpu_state_out,
+	.state_in = cpu_state_in,
+	.last_step_out = cpu_last_step_out,
 	.destroy = cpu_destroy,
 	.error = cpu_error,
-	.create_ex = cpu_create_ex,
 };

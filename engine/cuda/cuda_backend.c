@@ -690,133 +690,16 @@ struct dl_backend *dl_cuda_create(struct dl_graph *g, int n, const struct dl_cud
 	return b;
 }
 
-/* ---- dl_backend_ops: the graph is the truth; params are uploaded at every forward ---- */
+/* ---- dl_backend_ops ----
+ * The training-step interface (engine/backend.h) is implemented for CUDA
+ * on branch engine-cuda (issue 14); until it lands, create() refuses. */
 
-static struct dl_backend *ops_create(struct dl_graph *g, int n, char *err, size_t errlen)
+static struct dl_backend *ops_create(struct dl_graph *g, int n, const struct dl_backend_opts *o, char *err,
+				     size_t errlen)
 {
-	const char *p = getenv("DLJOB_CUDA_PRECISION");
-	if (p && strcmp(p, "fp32") && strcmp(p, "bf16") && strcmp(p, "fp16")) {
-		snprintf(err, errlen, "cuda backend: DLJOB_CUDA_PRECISION=%s: expected fp32, bf16 or fp16", p);
-		return NULL;
-	}
-	struct dl_cuda_options o;
-	dl_cuda_default_options(&o);
-	return dl_cuda_create(g, n, &o, err, errlen);
-}
-
-/* The rest of a forward() once the input is enqueued: the network, logits
- * and (train) the BN running buffers back to the graph.  Ends with the
- * stream synchronized, so the caller's input buffer is free again. */
-static int ops_forward_rest(struct dl_backend *b, int train)
-{
-	struct dl_graph *g = b->g;
-	if (dlc_forward(b, train))
-		return -1;
-	CK_CUDA(b, cudaMemcpyAsync(b->h_logits, b->d_logits, b->out_count * sizeof(float), cudaMemcpyDeviceToHost,
-				   b->s));
-	CK_CUDA(b, cudaStreamSynchronize(b->s));
-	if (train) {
-		for (int i = 0; i < g->n_buffers; i++)
-			CK_CUDA(b, cudaMemcpyAsync(g->buffers[i].data, b->bufs + b->b_off[i],
-						   g->buffers[i].count * sizeof(float), cudaMemcpyDeviceToHost, b->s));
-		CK_CUDA(b, cudaStreamSynchronize(b->s));
-		g->bn_batches_tracked++;
-	}
-	b->last_train = train;
-	return 0;
-}
-
-static int ops_forward(struct dl_backend *b, const float *x, int train)
-{
-	if (b->step_pending) {
-		dlc_failf(b, "cuda backend: forward() while a fast-path step is still in flight");
-		return -1;
-	}
-	if (upload(b))
-		return -1;
-	memcpy(b->h_x, x, b->x_count * sizeof(float));
-	if (dlc_input(b, DL_CUDA_INPUT_F32))
-		return -1;
-	return ops_forward_rest(b, train);
-}
-
-/* The uint8 batch goes to the GPU as it is (a quarter of the float bytes;
- * asynchronous when nhwc is pinned, e.g. the loader's ring from
- * dl_cuda_host_alloc) and is normalized there, straight into the first
- * layer's NHWC input in the working dtype.  The loader already applied the
- * flips, so none here. */
-static int ops_forward_u8(struct dl_backend *b, const uint8_t *nhwc, const float mean[], const float std[],
-			  int train)
-{
-	const struct dl_shape *xs = &b->g->values[b->g->input];
-	struct dlc_value *x = &b->val[b->g->input];
-	if (b->step_pending) {
-		dlc_failf(b, "cuda backend: forward_u8() while a fast-path step is still in flight");
-		return -1;
-	}
-	if (b->img_c > DLC_MAX_IMG_C) {
-		/* more channels than the kernel's constant table holds (synthetic
-		 * benchmarks): normalize on the host into the float input */
-		size_t hw = (size_t)xs->h * xs->w, c = (size_t)xs->c;
-		for (size_t ch = 0; ch < c; ch++)
-			if (!(std[ch] > 0.0f)) {
-				dlc_failf(b, "cuda backend: normalization std[%zu] = %g is not positive", ch, (double)std[ch]);
-				return -1;
-			}
-		for (int i = 0; i < b->n; i++)
-			for (size_t ch = 0; ch < c; ch++) {
-				// h_x is (N,C,H,W), nhwc (N,H,W,C)
-				float *d = b->h_x + ((size_t)i * c + ch) * hw, inv = 1.0f / std[ch];
-				const uint8_t *src = nhwc + (size_t)i * hw * c + ch;
-				for (size_t p = 0; p < hw; p++)
-					d[p] = ((float)src[p * c] * (1.0f / 255.0f) - mean[ch]) * inv;
-			}
-		if (upload(b) || dlc_input(b, DL_CUDA_INPUT_F32))
-			return -1;
-		return ops_forward_rest(b, train);
-	}
-	if (dl_cuda_set_normalize(b, mean, std, b->img_c) || upload(b))
-		return -1;
-	int rv = -1;
-	cudaError_t e = cudaMemcpyAsync(b->d_u8, nhwc, b->x_count, cudaMemcpyHostToDevice, b->s);
-	if (e != cudaSuccess) {
-		dlc_fail(b, __FILE__, __LINE__, "cudaMemcpyAsync(uint8 batch)", cudaGetErrorString(e));
-		goto out;
-	}
-	e = dlc_u8_to_nhwc(b->d_u8, NULL, b->norm, x->act, b->dt, b->n, xs->h, xs->w, xs->c, x->cp, b->s);
-	if (e != cudaSuccess) {
-		dlc_fail(b, __FILE__, __LINE__, "dlc_u8_to_nhwc", cudaGetErrorString(e));
-		goto out;
-	}
-	rv = ops_forward_rest(b, train);
-out:
-	/* On failure the copy may still be reading nhwc, which the caller is
-	 * about to give back to the loader: wait for it (the error stands). */
-	if (rv != 0)
-		(void)cudaStreamSynchronize(b->s);
-	return rv;
-}
-
-static const float *ops_logits(struct dl_backend *b)
-{
-	return b->h_logits;
-}
-
-static int ops_backward(struct dl_backend *b, const float *dlogits)
-{
-	struct dl_graph *g = b->g;
-	if (!b->last_train) {
-		dlc_failf(b, "cuda backend: backward() without a training forward()");
-		return -1;
-	}
-	CK_CUDA(b, cudaMemcpyAsync(b->d_dlogits, dlogits, b->out_count * sizeof(float), cudaMemcpyHostToDevice, b->s));
-	if (dlc_backward(b, 0))
-		return -1;
-	for (int i = 0; i < g->n_params; i++)
-		CK_CUDA(b, cudaMemcpyAsync(g->params[i].grad, b->gr + b->p_off[i], g->params[i].count * sizeof(float),
-					   cudaMemcpyDeviceToHost, b->s));
-	CK_CUDA(b, cudaStreamSynchronize(b->s));
-	return 0;
+	snprintf(err, errlen, "cuda backend: the training-step interface is not implemented in this build yet "
+		 "(use --backend cpu)");
+	return NULL;
 }
 
 static void ops_destroy(struct dl_backend *b)
@@ -831,13 +714,10 @@ static const char *ops_error(struct dl_backend *b)
 
 const struct dl_backend_ops dl_backend_cuda = {
 	.name = "cuda",
+	.takes_u8 = 1,
 	.create = ops_create,
-	.forward = ops_forward,
-	.logits = ops_logits,
-	.backward = ops_backward,
 	.destroy = ops_destroy,
 	.error = ops_error,
-	.forward_u8 = ops_forward_u8,
 	.host_alloc = dl_cuda_host_alloc,
 	.host_free = dl_cuda_host_free,
 };
