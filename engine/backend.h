@@ -32,8 +32,8 @@
 struct dl_backend;
 
 /* Arithmetic precision of the step.  Every backend honours a precision or
- * refuses it in create() with an error naming it ("the ref backend does not
- * support --precision bf16"):
+ * refuses it in create() with an error naming it ("--precision bf16 is not
+ * supported by the ref backend (fp32 only)"):
  *   ref:  fp32 only (float64 inside; its fp32 means "float32 at the edges").
  *   cpu:  fp32; bf16 (bf16 activations and conv weights, fp32 masters,
  *         gradients, BN statistics and logits).

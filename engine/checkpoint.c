@@ -22,12 +22,12 @@ static int path_join(char *out, size_t len, const char *dir, const char *name, c
 	return 0;
 }
 
-int dl_checkpoint_save(const char *dir, const struct dl_graph *g, struct dl_optim *o,
+int dl_checkpoint_save(const char *dir, const struct dl_graph *g, const struct dl_optim_state *o,
                        const struct dl_ckpt_state *s, char *err, size_t errlen)
 {
 	char cur[4096], prev[4096], meta[1024];
 	struct dl_tensor_f32 **extra = NULL;
-	size_t n_extra = o ? dl_optim_n_state(o) : 0;
+	size_t n_extra = o ? o->n : 0;
 	int rv = -1;
 
 	if (path_join(cur, sizeof(cur), dir, DL_CHECKPOINT_NAME, err, errlen) < 0 ||
@@ -40,7 +40,7 @@ int dl_checkpoint_save(const char *dir, const struct dl_graph *g, struct dl_opti
 			return -1;
 		}
 		for (size_t i = 0; i < n_extra; i++)
-			extra[i] = dl_optim_state(o, i);
+			extra[i] = &o->mom[i];
 	}
 	/* Model names are [a-z0-9]: nothing in the metadata needs escaping. */
 	int n = snprintf(meta, sizeof(meta),
@@ -100,12 +100,12 @@ static int meta_long(const struct dl_safetensors *st, const char *path, const ch
 	return 0;
 }
 
-int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim *o,
+int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_state *o,
                        struct dl_ckpt_state *s, char *err, size_t errlen)
 {
 	struct dl_safetensors *st;
 	struct dl_tensor_f32 **extra = NULL;
-	size_t n_extra = o ? dl_optim_n_state(o) : 0;
+	size_t n_extra = o ? o->n : 0;
 	long epoch, gb, epochs;
 	const char *v;
 	char *end;
@@ -156,7 +156,7 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim *o,
 			goto out;
 		}
 		for (size_t i = 0; i < n_extra; i++)
-			extra[i] = dl_optim_state(o, i);
+			extra[i] = &o->mom[i];
 	}
 	char lerr[384];
 	if (dl_model_state_load(st, g, extra, n_extra, lerr, sizeof(lerr)) < 0) {
@@ -165,8 +165,8 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim *o,
 	}
 	/* The first optimizer step initialises the momentum buffers instead of
 	 * accumulating into them: tell it they are already live. */
-	if (o && s->step > 0)
-		dl_optim_set_steps(o, s->step);
+	if (o)
+		o->steps = s->step;
 	rv = 0;
 out:
 	free(extra);

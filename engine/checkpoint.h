@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include "engine/graph.h"
 
-struct dl_optim;
+struct dl_optim_state;
 
 #define DL_CHECKPOINT_NAME "checkpoint.safetensors"
 #define DL_CHECKPOINT_PREV_NAME "checkpoint.prev.safetensors"
@@ -33,7 +33,7 @@ struct dl_ckpt_state {
 /* Write DIR/checkpoint.safetensors atomically; the one it replaces becomes
  * DIR/checkpoint.prev.safetensors, so a crash mid-write always leaves one
  * complete checkpoint.  Returns 0, or -1 with one line in err. */
-int dl_checkpoint_save(const char *dir, const struct dl_graph *g, struct dl_optim *o,
+int dl_checkpoint_save(const char *dir, const struct dl_graph *g, const struct dl_optim_state *o,
                        const struct dl_ckpt_state *s, char *err, size_t errlen);
 
 /* The newest complete checkpoint in DIR, written to path.  Returns 0, or -1
@@ -41,9 +41,9 @@ int dl_checkpoint_save(const char *dir, const struct dl_graph *g, struct dl_opti
 int dl_checkpoint_find(const char *dir, char *path, size_t len);
 
 /* Load PATH into g (params, buffers, num_batches_tracked) and o (momentum
- * buffers, step count), and its position into s.  Returns 0, or -1 with one
+ * buffers; steps = the checkpoint's step), and its position into s.  Returns 0, or -1 with one
  * line in err naming the file and what is wrong. */
-int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim *o,
+int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_state *o,
                        struct dl_ckpt_state *s, char *err, size_t errlen);
 
 #endif

@@ -49,7 +49,10 @@ int dl_metrics_write(struct dl_metrics *m, const struct dl_metrics_record *r, ch
 	PUT(put_num(line + n, sizeof(line) - n, "loss", r->loss, 0, 6));
 	PUT(put_num(line + n, sizeof(line) - n, "lr", r->lr, 0, 6));
 	PUT(put_num(line + n, sizeof(line) - n, "img_per_s", r->img_per_s, 1, 1));
-	PUT(put_num(line + n, sizeof(line) - n, "loader_stall_s", r->loader_stall_s, 1, 3));
+	PUT(put_num(line + n, sizeof(line) - n, "loader_stall_s", r->loader_stall_s, 1, 4));
+	PUT(put_num(line + n, sizeof(line) - n, "compute_s", r->compute_s, 1, 4));
+	PUT(put_num(line + n, sizeof(line) - n, "comm_s", r->comm_s, 1, 4));
+	PUT(put_num(line + n, sizeof(line) - n, "exposed_comm_s", r->exposed_comm_s, 1, 4));
 	PUT(snprintf(line + n, sizeof(line) - n, ",\"bad_samples\":%" PRIu64, r->bad_samples));
 	PUT(put_num(line + n, sizeof(line) - n, "wall_s", r->wall_s, 1, 3));
 	if (r->has_eval) {

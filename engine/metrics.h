@@ -19,7 +19,12 @@ struct dl_metrics_record {
 	double loss;             /* mean training loss over all ranks and the interval */
 	double lr;               /* LR of the last step */
 	double img_per_s;        /* training images per second, all ranks together */
-	double loader_stall_s;   /* rank 0's total wait for data so far */
+	/* Rank 0's seconds over the steps since the previous record: waiting
+	 * for data; computing (forward, loss, backward, update); reducing
+	 * gradients (on the communication thread, overlapping compute); and of
+	 * that, waited for after backward had ended (not hidden). */
+	double loader_stall_s;
+	double compute_s, comm_s, exposed_comm_s;
 	uint64_t bad_samples;    /* rank 0's replaced samples so far */
 	double wall_s;           /* seconds since the run started (resumes continue the count) */
 	int has_eval;

@@ -1,7 +1,8 @@
 #include "config.h"
 
-/* torch.optim.SGD (dampening 0) with optional LARS.  Norms are summed in
- * double so the trust ratio does not depend on the order of a float sum. */
+/* torch.optim.SGD (dampening 0) with optional LARS, on arrays a backend
+ * owns.  Norms are summed in double so the trust ratio does not depend on
+ * the order of a float sum. */
 
 #include <math.h>
 #include <stdint.h>
@@ -16,95 +17,56 @@
 /* Tensors smaller than this are updated by one thread: not worth a fork. */
 #define PAR_MIN 65536
 
-struct dl_optim {
-	struct dl_graph *g;
-	struct dl_optim_config c;
-	long steps;
-	size_t n_state;
-	struct dl_tensor_f32 *state; /* momentum buffers, one per param, or none */
-	double *trust;               /* last trust ratio per param */
-};
-
-struct dl_optim *dl_optim_create(struct dl_graph *g, const struct dl_optim_config *c, char *err, size_t errlen)
+int dl_optim_config_check(const struct dl_optim_config *c, char *err, size_t errlen)
 {
-	struct dl_optim *o = calloc(1, sizeof(*o));
-	if (!o) {
-		snprintf(err, errlen, "out of memory creating the optimizer");
-		return NULL;
-	}
-	o->g = g;
-	o->c = *c;
 	if (!(c->momentum >= 0 && c->momentum < 1) || !(c->weight_decay >= 0) || (c->lars && !(c->lars_eta > 0))) {
 		snprintf(err, errlen, "bad optimizer settings: momentum %g, weight decay %g, lars eta %g", c->momentum,
 		         c->weight_decay, c->lars_eta);
-		goto fail;
+		return -1;
 	}
-	o->trust = calloc((size_t)g->n_params + 1, sizeof(double));
-	if (!o->trust)
+	return 0;
+}
+
+int dl_optim_state_init(struct dl_optim_state *s, const struct dl_graph *g, double momentum, char *err,
+			size_t errlen)
+{
+	memset(s, 0, sizeof(*s));
+	if (!(momentum > 0))
+		return 0;
+	s->mom = calloc((size_t)g->n_params + 1, sizeof(*s->mom));
+	if (!s->mom)
 		goto oom;
-	if (c->momentum > 0) {
-		o->state = calloc((size_t)g->n_params, sizeof(*o->state));
-		if (!o->state && g->n_params > 0)
-			goto oom;
-		o->n_state = (size_t)g->n_params;
-		for (int i = 0; i < g->n_params; i++) {
-			struct dl_tensor_f32 *p = &g->params[i], *s = &o->state[i];
-			int len = snprintf(s->name, sizeof(s->name), "%s.momentum_buffer", p->name);
-			if (len < 0 || (size_t)len >= sizeof(s->name)) {
-				snprintf(err, errlen, "%s:%d: state name for %s too long", __FILE__, __LINE__, p->name);
-				goto fail;
-			}
-			s->ndim = p->ndim;
-			memcpy(s->dims, p->dims, sizeof(s->dims));
-			s->count = p->count;
-			s->no_decay = p->no_decay;
-			s->data = calloc(p->count ? p->count : 1, sizeof(float));
-			if (!s->data)
-				goto oom;
+	s->n = (size_t)g->n_params;
+	for (int i = 0; i < g->n_params; i++) {
+		const struct dl_tensor_f32 *p = &g->params[i];
+		struct dl_tensor_f32 *m = &s->mom[i];
+		int len = snprintf(m->name, sizeof(m->name), "%s.momentum_buffer", p->name);
+		if (len < 0 || (size_t)len >= sizeof(m->name)) {
+			snprintf(err, errlen, "%s:%d: state name for %s too long", __FILE__, __LINE__, p->name);
+			dl_optim_state_free(s);
+			return -1;
 		}
+		m->ndim = p->ndim;
+		memcpy(m->dims, p->dims, sizeof(m->dims));
+		m->count = p->count;
+		m->no_decay = p->no_decay;
+		m->data = calloc(p->count ? p->count : 1, sizeof(float));
+		if (!m->data)
+			goto oom;
 	}
-	return o;
+	return 0;
 oom:
 	snprintf(err, errlen, "out of memory for the optimizer state");
-fail:
-	dl_optim_destroy(o);
-	return NULL;
+	dl_optim_state_free(s);
+	return -1;
 }
 
-void dl_optim_destroy(struct dl_optim *o)
+void dl_optim_state_free(struct dl_optim_state *s)
 {
-	if (!o)
-		return;
-	for (size_t i = 0; i < o->n_state; i++)
-		free(o->state[i].data);
-	free(o->state);
-	free(o->trust);
-	free(o);
-}
-
-size_t dl_optim_n_state(const struct dl_optim *o)
-{
-	return o->n_state;
-}
-
-struct dl_tensor_f32 *dl_optim_state(struct dl_optim *o, size_t i)
-{
-	return i < o->n_state ? &o->state[i] : NULL;
-}
-
-long dl_optim_steps(const struct dl_optim *o)
-{
-	return o->steps;
-}
-
-void dl_optim_set_steps(struct dl_optim *o, long steps)
-{
-	o->steps = steps;
-}
-
-double dl_optim_trust_ratio(const struct dl_optim *o, size_t i)
-{
-	return i < (size_t)o->g->n_params ? o->trust[i] : 1.0;
+	for (size_t i = 0; s->mom && i < s->n; i++)
+		free(s->mom[i].data);
+	free(s->mom);
+	memset(s, 0, sizeof(*s));
 }
 
 /* SGD on floats [lo, hi), in float arithmetic as torch does it, one
@@ -132,37 +94,34 @@ sgd_range(float *restrict w, float *restrict buf, const float *restrict gr, long
 	}
 }
 
-int dl_optim_step(struct dl_optim *o, double lr)
+int dl_all_finite(const float *x, size_t n)
 {
-	struct dl_graph *g = o->g;
-	const double mu = o->c.momentum;
-	if (!isfinite(lr))
-		return -1;
-	// Check every gradient first so a NaN leaves the weights untouched.
-	for (int i = 0; i < g->n_params; i++) {
-		const float *gr = g->params[i].grad;
-		const long cnt = (long)g->params[i].count;
-		unsigned bad = 0;
-		// NaN and inf are the floats whose exponent bits are all ones; the
-		// integer test vectorizes, where a float sum is one serial chain.
+	const long cnt = (long)n;
+	unsigned bad = 0;
+	// NaN and inf are the floats whose exponent bits are all ones; the
+	// integer test vectorizes, where a float sum is one serial chain.
 #pragma omp parallel for simd reduction(| : bad) if (parallel : cnt > PAR_MIN) schedule(static)
-		for (long j = 0; j < cnt; j++) {
-			uint32_t bits;
-			memcpy(&bits, &gr[j], sizeof(bits));
-			bad |= (bits & 0x7f800000u) == 0x7f800000u;
-		}
-		if (bad)
-			return -1;
+	for (long j = 0; j < cnt; j++) {
+		uint32_t bits;
+		memcpy(&bits, &x[j], sizeof(bits));
+		bad |= (bits & 0x7f800000u) == 0x7f800000u;
 	}
-	for (int i = 0; i < g->n_params; i++) {
-		struct dl_tensor_f32 *p = &g->params[i];
-		int decay = !p->no_decay || o->c.decay_bn_and_bias;
-		double wd = decay ? o->c.weight_decay : 0.0;
+	return !bad;
+}
+
+void dl_sgd_step(const struct dl_optim_config *c, const struct dl_sgd_param *ps, int n, double lr, int first,
+		 double *trust_out)
+{
+	const double mu = c->momentum;
+	for (int i = 0; i < n; i++) {
+		const struct dl_sgd_param *p = &ps[i];
+		int decay = !p->no_decay || c->decay_bn_and_bias;
+		double wd = decay ? c->weight_decay : 0.0;
 		double trust = 1.0;
-		if (o->c.lars && decay) {
+		if (c->lars && decay) {
 			double wn = 0, gn = 0;
 			const long cnt = (long)p->count;
-			const float *pw = p->data, *pg = p->grad;
+			const float *pw = p->w, *pg = p->g;
 #pragma omp parallel for reduction(+ : wn, gn) if (cnt > PAR_MIN) schedule(static)
 			for (long j = 0; j < cnt; j++) {
 				wn += (double)pw[j] * pw[j];
@@ -172,18 +131,19 @@ int dl_optim_step(struct dl_optim *o, double lr)
 			gn = sqrt(gn);
 			// A zero norm (fresh zero-init gamma, dead layer) would give 0 or inf: keep the plain step.
 			if (wn > 0 && gn > 0)
-				trust = o->c.lars_eta * wn / (gn + wd * wn);
+				trust = c->lars_eta * wn / (gn + wd * wn);
 		}
-		o->trust[i] = trust;
-		float *w = p->data, *buf = o->n_state ? o->state[i].data : NULL;
+		if (trust_out)
+			trust_out[i] = trust;
+		float *w = p->w, *buf = mu > 0 ? p->buf : NULL;
 		const float fwd = (float)wd, ftrust = (float)trust, fmu = (float)mu, flr = (float)lr;
-		const int first = o->steps == 0, nesterov = o->c.nesterov, scale = trust != 1.0;
+		const int nesterov = c->nesterov, scale = trust != 1.0;
 		const long cnt = (long)p->count;
 		// The usual step (momentum after the first, no LARS scale, no
 		// Nesterov) runs loops specialized on constants, anything else
 		// the general one.
 		const int usual = buf && !first && !scale && !nesterov;
-		const float *gr = p->grad;
+		const float *gr = p->g;
 #pragma omp parallel if (cnt > PAR_MIN)
 		{
 			int nt = omp_get_num_threads(), me = omp_get_thread_num();
@@ -197,6 +157,4 @@ int dl_optim_step(struct dl_optim *o, double lr)
 					  buf != NULL, first, nesterov);
 		}
 	}
-	o->steps++;
-	return 0;
 }

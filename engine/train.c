@@ -1,14 +1,16 @@
-/* Data-parallel SGD, one process's part.  Per step: forward -> loss ->
- * backward -> sum the gradients over ranks (one flat buffer) -> divide by the
- * rank count -> SGD step.  Every rank then holds the same weights; BN running
- * statistics stay per rank (as torch DDP without SyncBatchNorm), and rank 0's
- * are the ones saved.
+/* Data-parallel SGD, one process's part.  The backend owns the model state
+ * and runs each whole step (engine/backend.h): forward, loss, backward, the
+ * gradient reduction across ranks (bucketed, overlapped with backward),
+ * averaging, the non-finite check and the update.  Every rank then holds
+ * the same weights; BN running statistics stay per rank (as torch DDP
+ * without SyncBatchNorm), and rank 0's are the ones saved.
  *
- * The flat buffer carries two more floats after the gradients: the rank's
- * loss and its "stop requested" flag.  That gives the global loss for the
- * log and makes every rank agree, in the same collective, on the step after
- * which to stop on SIGTERM/SIGUSR1, so nobody is left waiting in a collective
- * for a peer that already left. */
+ * The rank's loss and its "stop requested" flag ride in the step's last
+ * reduction.  That gives the global loss for the log and makes every rank
+ * agree, in the same collective, on the step after which to stop on
+ * SIGTERM/SIGUSR1, so nobody is left waiting in a collective for a peer
+ * that already left.  Host copies of the state happen only at the
+ * boundaries: checkpoints, the exported weights, --resume. */
 #include "config.h"
 #include <errno.h>
 #include <math.h>
@@ -24,7 +26,6 @@
 #include "engine/cuda/cuda_backend.h"
 #endif
 #include "engine/data/dataset.h"
-#include "engine/loss.h"
 #include "engine/metrics.h"
 #include "engine/model.h"
 #include "engine/optim.h"
@@ -74,20 +75,20 @@ struct run {
 	const char *backend;  /* resolved name ("auto" -> "cuda" or "cpu") */
 	const struct dl_backend_ops *ops;
 	struct dl_backend *be;
-	struct dl_optim *opt;
+	struct dl_optim_state ost; /* host copy of the optimizer state, at boundaries only */
 	struct dl_loader *train, *eval;
 	struct dl_schedule sched;
 	struct dl_metrics metrics;
 	/* The batch being trained on: points into the loader's ring (taken in
-	 * place; every backend copies its input), valid until the next fetch.
-	 * x8 instead of x when u8: the backend normalizes uint8 NHWC batches
-	 * itself (forward_u8) and the dataset can give them (load_u8), so the
-	 * loaders skip normalization and fill pinned memory (host_alloc). */
+	 * place; every backend reads it before its step returns), valid until
+	 * the next fetch.  x8 instead of x when u8: the backend normalizes
+	 * uint8 NHWC batches itself (takes_u8) and the dataset can give them
+	 * (load_u8), so the loaders skip normalization and fill the backend's
+	 * host memory (host_alloc: pinned for CUDA). */
 	const float *x;
 	const uint8_t *x8;
 	int u8, train_pinned;
 	const int *y;
-	float *dlogits, *flat;
 	size_t n_weights, sample;
 	long steps_per_epoch, total_steps;
 	struct dl_ckpt_state pos;
@@ -104,12 +105,18 @@ static int fetch(struct run *r, struct dl_loader *l, int *n, char *err, size_t e
 	return dl_loader_next_ref(l, &r->x, &r->y, n, err, errlen);
 }
 
-/* Forward the fetched batch; the backend's error() says why it failed. */
-static int run_forward(struct run *r, int train)
+/* The fetched batch as the backend takes it. */
+static struct dl_batch batch_of(const struct run *r)
 {
-	if (r->u8)
-		return r->ops->forward_u8(r->be, r->x8, r->ds->u8_mean, r->ds->u8_std, train);
-	return r->ops->forward(r->be, r->x, train);
+	struct dl_batch in = {.labels = r->y};
+	if (r->u8) {
+		in.x_u8 = r->x8;
+		in.mean = r->ds->u8_mean;
+		in.std = r->ds->u8_std;
+	} else {
+		in.x = r->x;
+	}
+	return in;
 }
 
 /* Held-out accuracy with BN in eval mode; counts summed over ranks.  The
@@ -118,12 +125,11 @@ static int run_forward(struct run *r, int train)
 static int evaluate(struct run *r, int do_eval, int *stop, double res[4], char *err, size_t errlen)
 {
 	double acc[5] = {0, 0, 0, 0, 0}; /* top1, top5, loss sum, samples, stop */
-	int k = r->g.num_classes;
 	if (do_eval) {
 		if (dl_loader_start_epoch(r->eval, 0, 0, err, errlen) < 0)
 			return -1;
 		for (;;) {
-			int n, t1 = 0, t5 = 0, got;
+			int n, got;
 			got = fetch(r, r->eval, &n, err, errlen);
 			if (got < 0)
 				return -1;
@@ -131,15 +137,16 @@ static int evaluate(struct run *r, int do_eval, int *stop, double res[4], char *
 				break;
 			if (n == 0)
 				continue; /* this rank's share ran out one batch early */
-			if (run_forward(r, 0) < 0) {
-				snprintf(err, errlen, "eval forward: %s", r->ops->error(r->be));
+			/* Only the first n rows are real samples (short last batch). */
+			struct dl_batch in = batch_of(r);
+			struct dl_eval_result er;
+			if (r->ops->eval_step(r->be, &in, n, &er) < 0) {
+				snprintf(err, errlen, "eval: %s", r->ops->error(r->be));
 				return -1;
 			}
-			/* Only the first n rows are real samples (short last batch). */
-			double l = dl_softmax_xent(r->ops->logits(r->be), r->y, n, k, 0.0f, NULL, &t1, &t5);
-			acc[0] += t1;
-			acc[1] += t5;
-			acc[2] += l * n;
+			acc[0] += er.top1;
+			acc[1] += er.top5;
+			acc[2] += er.loss_sum;
 			acc[3] += n;
 		}
 	}
@@ -154,6 +161,18 @@ static int evaluate(struct run *r, int do_eval, int *stop, double res[4], char *
 	return 0;
 }
 
+/* The backend's state into r->g and r->ost (rank 0 only: the others'
+ * weights are the same, their BN statistics are not saved). */
+static int state_out(struct run *r, char *err, size_t errlen)
+{
+	if (r->ops->state_out(r->be, &r->ost) < 0) {
+		snprintf(err, errlen, "copying the training state out of the %s backend: %s", r->backend,
+			 r->ops->error(r->be));
+		return -1;
+	}
+	return 0;
+}
+
 /* Rank 0 writes, every rank learns whether it worked (so nobody goes on
  * training after its checkpoint was lost). */
 static int save_checkpoint(struct run *r, char *err, size_t errlen)
@@ -161,7 +180,8 @@ static int save_checkpoint(struct run *r, char *err, size_t errlen)
 	double failed = 0;
 	char lerr[512] = "";
 	r->pos.wall_s = r->wall0 + (now_s() - r->t_start);
-	if (r->comm->rank == 0 && dl_checkpoint_save(r->cfg->out_dir, &r->g, r->opt, &r->pos, lerr, sizeof(lerr)) < 0)
+	if (r->comm->rank == 0 && (state_out(r, lerr, sizeof(lerr)) < 0 ||
+				   dl_checkpoint_save(r->cfg->out_dir, &r->g, &r->ost, &r->pos, lerr, sizeof(lerr)) < 0))
 		failed = 1;
 	if (r->comm->allreduce_sum_f64(r->comm, &failed, 1, err, errlen) < 0)
 		return -1;
@@ -178,6 +198,8 @@ static int export_weights(struct run *r, char *err, size_t errlen)
 	char path[4096], meta[256];
 	if (r->comm->rank != 0)
 		return 0;
+	if (state_out(r, err, errlen) < 0)
+		return -1;
 	int n = snprintf(path, sizeof(path), "%s/model.safetensors", r->cfg->out_dir);
 	if (n < 0 || (size_t)n >= sizeof(path)) {
 		snprintf(err, errlen, "output path too long: %s", r->cfg->out_dir);
@@ -227,12 +249,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 	r->n_weights = dl_model_n_weights(&r->g);
 	r->sample = (size_t)r->ds->channels * (size_t)r->ds->height * (size_t)r->ds->width;
 
-	struct dl_optim_config oc = {
-		.momentum = c->momentum, .weight_decay = c->weight_decay, .nesterov = c->nesterov,
-		.lars = c->lars, .lars_eta = 0.001, .decay_bn_and_bias = 0,
-	};
-	r->opt = dl_optim_create(&r->g, &oc, err, errlen);
-	if (!r->opt)
+	if (dl_optim_state_init(&r->ost, &r->g, c->momentum, err, errlen) < 0)
 		return -1;
 
 	struct dl_loader_options lo = {
@@ -251,7 +268,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return -1;
 	}
 	const struct dl_backend_ops *feed = r->ops;
-	if (feed->forward_u8 && r->ds->load_u8 && r->ds->u8_mean && r->ds->u8_std) {
+	if (feed->takes_u8 && r->ds->load_u8 && r->ds->u8_mean && r->ds->u8_std) {
 		r->u8 = 1;
 		lo.layout = DL_BATCH_U8_NHWC;
 		/* Pageable memory works too, only the copy is slower: if pinning
@@ -304,7 +321,8 @@ static int setup(struct run *r, char *err, size_t errlen)
 	r->pos.global_batch = c->batch * r->comm->size;
 	r->pos.epochs = c->epochs;
 
-	/* Resume before the backend exists, so it never sees the fresh weights. */
+	/* Resume into g and ost before the backend exists: it takes g's state
+	 * at create, ost's momentum through state_in. */
 	if (c->resume) {
 		char path[4096];
 		struct dl_ckpt_state s;
@@ -314,7 +332,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 			snprintf(err, errlen, "--resume: no checkpoint in %s", c->out_dir);
 			return -1;
 		}
-		if (dl_checkpoint_load(path, &r->g, r->opt, &s, err, errlen) < 0)
+		if (dl_checkpoint_load(path, &r->g, &r->ost, &s, err, errlen) < 0)
 			return -1;
 		if (s.global_batch != r->pos.global_batch || s.epochs != c->epochs) {
 			snprintf(err, errlen, "%s was written with global batch %d and %d epochs, this run has %d and %d: "
@@ -332,35 +350,36 @@ static int setup(struct run *r, char *err, size_t errlen)
 			        s.epoch + 1, s.epoch_step);
 	}
 
-	r->be = NULL;
+	int prec = dl_precision_parse(c->precision);
+	if (prec < 0) {
+		snprintf(err, errlen, "unknown precision '%s' (fp32, bf16, fp16)", c->precision);
+		return -1;
+	}
 	struct dl_backend_opts bo = {
-		.bf16 = c->precision && strcmp(c->precision, "bf16") == 0,
+		.precision = (enum dl_precision)prec,
 		.conv_algo = c->conv_algo ? dl_conv_algo_parse(c->conv_algo) : DL_CONV_AUTO,
+		.device = c->gpu,
+		.optim = {.momentum = c->momentum, .weight_decay = c->weight_decay, .nesterov = c->nesterov,
+			  .lars = c->lars, .lars_eta = 0.001, .decay_bn_and_bias = 0},
+		.label_smoothing = c->label_smoothing,
+		.comm = r->comm,
+		.bucket_bytes = c->bucket_bytes,
 	};
-	if (c->precision && strcmp(c->precision, "fp32") != 0 && (!bo.bf16 || !r->ops->create_ex)) {
-		snprintf(err, errlen, "--precision %s is not supported by the %s backend", c->precision,
-			 r->backend);
+	if (bo.conv_algo < 0) {
+		snprintf(err, errlen, "unknown convolution algorithm '%s'", c->conv_algo);
 		return -1;
 	}
-	if (bo.conv_algo < 0 || (bo.conv_algo != DL_CONV_AUTO && !r->ops->create_ex)) {
-		snprintf(err, errlen, "--conv-algo %s is not supported by the %s backend", c->conv_algo,
-			 r->backend);
-		return -1;
-	}
-	if (bo.bf16 || bo.conv_algo != DL_CONV_AUTO) {
-		r->be = r->ops->create_ex(&r->g, c->batch, &bo, err, errlen);
-	} else {
-		r->be = r->ops->create(&r->g, c->batch, err, errlen);
-	}
+	/* The backend names what it does not support (precision, device,
+	 * algorithm) itself. */
+	r->be = r->ops->create(&r->g, c->batch, &bo, err, errlen);
 	if (!r->be)
 		return -1;
-
-	r->dlogits = malloc(sizeof(float) * (size_t)r->g.num_classes * (size_t)c->batch);
-	r->flat = malloc(sizeof(float) * (r->n_weights + 2));
-	if (!r->dlogits || !r->flat) {
-		snprintf(err, errlen, "out of memory for batch %d of %zu floats", c->batch, r->sample);
+	if (c->resume && r->ops->state_in(r->be, &r->ost) < 0) {
+		snprintf(err, errlen, "loading the checkpoint into the %s backend: %s", r->backend,
+			 r->ops->error(r->be));
 		return -1;
 	}
+
 	if (r->comm->rank == 0) {
 		char path[4096];
 		int n = snprintf(path, sizeof(path), "%s/metrics.jsonl", c->out_dir);
@@ -373,7 +392,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 			return -1;
 		fprintf(stderr, "dljob: %s, %zu weights, %s backend%s%s, %d rank%s x batch %d, %ld steps/epoch, "
 		        "%d epoch%s, peak lr %g\n", c->model, r->n_weights, r->backend,
-		        c->precision && strcmp(c->precision, "bf16") == 0 ? " (bf16)" : "",
+		        prec != DL_FP32 ? (prec == DL_BF16 ? " (bf16)" : " (fp16)") : "",
 		        !r->u8 ? "" : r->train_pinned ? " (uint8 batches, pinned)" : " (uint8 batches)", r->comm->size,
 		        r->comm->size == 1 ? "" : "s", c->batch, r->steps_per_epoch, c->epochs,
 		        c->epochs == 1 ? "" : "s", c->lr * r->pos.global_batch / 256.0);
@@ -385,71 +404,31 @@ static void teardown(struct run *r)
 {
 	if (r->comm->rank == 0)
 		dl_metrics_close(&r->metrics);
-	free(r->dlogits);
-	free(r->flat);
 	if (r->be)
 		r->ops->destroy(r->be);
 	if (r->eval)
 		dl_loader_destroy(r->eval);
 	if (r->train)
 		dl_loader_destroy(r->train);
-	if (r->opt)
-		dl_optim_destroy(r->opt);
+	dl_optim_state_free(&r->ost);
 	if (r->have_graph)
 		dl_model_free(&r->g);
 	if (r->own_ds)
 		dl_dataset_close(r->ds);
 }
 
-/* One optimizer step on one batch.  Returns the global mean loss through
- * *loss and whether any rank asked to stop through *stop. */
-static int train_step(struct run *r, double lr, double *loss, int *stop, char *err, size_t errlen)
+/* One optimizer step on the fetched batch, all in the backend. */
+static int train_step(struct run *r, double lr, struct dl_step_result *res, char *err, size_t errlen)
 {
 	const struct dl_train_config *c = r->cfg;
-	int k = r->g.num_classes;
-	size_t nw = r->n_weights, off = 0;
-
-	if (run_forward(r, 1) < 0) {
-		snprintf(err, errlen, "forward: %s", r->ops->error(r->be));
+	struct dl_batch in = batch_of(r);
+	if (r->ops->train_step(r->be, &in, lr, c->stop && *c->stop, res) < 0) {
+		snprintf(err, errlen, "step %ld: %s", r->pos.step + 1, r->ops->error(r->be));
 		return -1;
 	}
-	double l = dl_softmax_xent(r->ops->logits(r->be), r->y, c->batch, k, (float)c->label_smoothing,
-	                           r->dlogits, NULL, NULL);
-	if (r->ops->backward(r->be, r->dlogits) < 0) {
-		snprintf(err, errlen, "backward: %s", r->ops->error(r->be));
-		return -1;
-	}
-	if (r->comm->size == 1) {
-		/* Nothing to reduce: skip copying every gradient through flat. */
-		r->flat[nw] = (float)l;
-		r->flat[nw + 1] = c->stop && *c->stop ? 1.0f : 0.0f;
-	} else {
-		// flat is (n_weights + 2): every grad in param order, then loss, stop flag
-		for (int i = 0; i < r->g.n_params; i++) {
-			memcpy(r->flat + off, r->g.params[i].grad, sizeof(float) * r->g.params[i].count);
-			off += r->g.params[i].count;
-		}
-		r->flat[nw] = (float)l;
-		r->flat[nw + 1] = c->stop && *c->stop ? 1.0f : 0.0f;
-		if (r->comm->allreduce_sum_f32(r->comm, r->flat, nw + 2, err, errlen) < 0)
-			return -1;
-		/* Each rank's grad is d(mean over its batch); the mean over the
-		 * global batch is the average of those. */
-		float inv = 1.0f / (float)r->comm->size;
-		off = 0;
-		for (int i = 0; i < r->g.n_params; i++) {
-			float *gr = r->g.params[i].grad;
-			const float *src = r->flat + off;
-			for (size_t j = 0; j < r->g.params[i].count; j++)
-				gr[j] = src[j] * inv;
-			off += r->g.params[i].count;
-		}
-	}
-	*loss = (double)r->flat[nw] / r->comm->size;
-	*stop = r->flat[nw + 1] > 0;
-	if (dl_optim_step(r->opt, lr) < 0) {
+	if (res->nonfinite && !res->skipped) {
 		snprintf(err, errlen, "step %ld: loss or gradient is not finite (loss %g, lr %g): training diverged",
-		         r->pos.step + 1, *loss, lr);
+		         r->pos.step + 1, res->loss, lr);
 		return -1;
 	}
 	return 0;
@@ -469,6 +448,9 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 		goto out;
 
 	double loss_sum = 0, t_mark = now_s(), t_train = 0;
+	/* Phase times since the last record (rank 0's), and the loader's
+	 * stall total at that record. */
+	double ph_compute = 0, ph_comm = 0, ph_exposed = 0, stall_mark = 0;
 	long loss_n = 0, steps_here = 0, mark_step = r.pos.step;
 	double lr = 0, last_loss = NAN, last_ips = NAN; /* of the last record, for an eval right after it */
 	long saved_step = -1;
@@ -483,7 +465,8 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 			if (LIMIT_REACHED() && r.pos.epoch_step < r.steps_per_epoch)
 				break;
 			int n, got;
-			double t0 = now_s(), l;
+			double t0 = now_s();
+			struct dl_step_result sr;
 			got = fetch(&r, r.train, &n, err, errlen);
 			if (got < 0)
 				goto out;
@@ -497,13 +480,17 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 				goto out;
 			}
 			lr = dl_schedule_lr(&r.sched, r.pos.step);
-			if (train_step(&r, lr, &l, &stop, err, errlen) < 0)
+			if (train_step(&r, lr, &sr, err, errlen) < 0)
 				goto out;
+			stop = sr.stop;
 			r.pos.step++;
 			r.pos.epoch_step++;
 			steps_here++;
-			loss_sum += l;
+			loss_sum += sr.loss;
 			loss_n++;
+			ph_compute += sr.compute_s;
+			ph_comm += sr.comm_s;
+			ph_exposed += sr.exposed_comm_s;
 			t_train += now_s() - t0;
 			if (comm->rank == 0 && (r.pos.step % cfg->print_every == 0 || r.pos.step == r.total_steps)) {
 				double now = now_s(), eta_s;
@@ -513,7 +500,8 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 				struct dl_metrics_record rec = {
 					.step = r.pos.step, .epoch = r.pos.epoch + 1, .loss = loss_sum / (double)loss_n,
 					.lr = lr, .img_per_s = (double)(r.pos.step - mark_step) * r.pos.global_batch / (now - t_mark),
-					.loader_stall_s = ls.stall_seconds, .bad_samples = ls.bad_samples,
+					.loader_stall_s = ls.stall_seconds - stall_mark, .compute_s = ph_compute,
+					.comm_s = ph_comm, .exposed_comm_s = ph_exposed, .bad_samples = ls.bad_samples,
 					.wall_s = r.wall0 + (now - r.t_start),
 				};
 				eta_s = t_train / (double)steps_here * (double)(r.total_steps - r.pos.step);
@@ -524,6 +512,8 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 					goto out;
 				loss_sum = 0;
 				loss_n = 0;
+				ph_compute = ph_comm = ph_exposed = 0;
+				stall_mark = ls.stall_seconds;
 				last_loss = rec.loss;
 				last_ips = rec.img_per_s;
 				mark_step = r.pos.step;
@@ -548,7 +538,8 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 				.step = r.pos.step, .epoch = r.pos.epoch, .loss = loss_n ? loss_sum / (double)loss_n : last_loss,
 				.lr = lr, .img_per_s = loss_n ? (double)(r.pos.step - mark_step) * r.pos.global_batch / (t_eval - t_mark)
 				                              : last_ips,
-				.loader_stall_s = ls.stall_seconds, .bad_samples = ls.bad_samples,
+				.loader_stall_s = ls.stall_seconds - stall_mark, .compute_s = ph_compute,
+				.comm_s = ph_comm, .exposed_comm_s = ph_exposed, .bad_samples = ls.bad_samples,
 				.wall_s = r.wall0 + (now - r.t_start), .has_eval = 1, .top1 = res[0], .top5 = res[1],
 				.eval_loss = res[2], .eval_samples = (uint64_t)res[3],
 			};
@@ -558,6 +549,8 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 				goto out;
 			loss_sum = 0;
 			loss_n = 0;
+			ph_compute = ph_comm = ph_exposed = 0;
+			stall_mark = ls.stall_seconds;
 			mark_step = r.pos.step;
 			t_mark = now_s();
 		}

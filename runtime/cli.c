@@ -135,8 +135,9 @@ void dl_cli_usage(FILE *f)
 	"  --eval 0|1             evaluate on the held-out split every epoch (default 1)\n"
 	"  --print-every N        progress line and metrics record every N steps (default 50)\n"
 	"  --backend B            auto|cpu|ref|cuda (default auto: cuda if a GPU is visible, else cpu)\n"
-	"  --precision P          fp32|bf16: bf16 runs convolutions and activations in bfloat16\n"
-	"                         with fp32 master weights (cpu backend only; default fp32)\n"
+	"  --precision P          fp32|bf16|fp16 (default fp32): bf16 runs convolutions and\n"
+	"                         activations in bfloat16 with fp32 master weights (cpu, cuda);\n"
+	"                         fp16 with dynamic loss scaling (cuda only)\n"
 	"  --conv-algo A          auto|direct|winograd: 3x3 convolutions of the cpu backend\n"
 	"                         (default auto: Winograd for 3x3 stride-1, direct elsewhere)\n"
 	"  --threads N            compute threads (default 0: all CPUs of the task)\n"
@@ -250,8 +251,8 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, char *err, size_t er
 			c->backend = optarg;
 			break;
 		case OPT_PRECISION:
-			if (strcmp(optarg, "fp32") && strcmp(optarg, "bf16"))
-				rv = fail(err, errlen, "--precision: unknown precision '%s' (fp32, bf16)", optarg);
+			if (dl_precision_parse(optarg) < 0)
+				rv = fail(err, errlen, "--precision: unknown precision '%s' (fp32, bf16, fp16)", optarg);
 			c->precision = optarg;
 			break;
 		case OPT_CONV_ALGO:

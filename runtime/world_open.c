@@ -1,10 +1,18 @@
 /* dl_world_open: pick the bootstrap the environment asks for (see
  * runtime/world_env.c) and hand out the method-independent calls. */
 #include "config.h"
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/world_int.h"
+
+/* dl_comm.broadcast for the engine: every method's comm lives in a dl_world. */
+static int comm_broadcast(struct dl_comm *c, int root, void *buf, size_t len, char *err, size_t errlen)
+{
+	struct dl_world *w = (struct dl_world *)((char *)c - offsetof(struct dl_world, comm));
+	return dl_world_broadcast_blob(w, root, buf, len, err, errlen);
+}
 
 int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen)
 {
@@ -31,6 +39,7 @@ int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen
 		return -1;
 	}
 	w->timeout_s = timeout_s;
+	w->comm.broadcast = comm_broadcast;
 	return 0;
 }
 

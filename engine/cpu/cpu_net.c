@@ -5,8 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+#include <time.h>
+
+#include "engine/comm_async.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_layers.h"
+#include "engine/loss.h"
 
 /* Where the gradient of one node input goes: straight into the value's diff
  * when this node is the last reader in forward order (the first in backward),
@@ -54,6 +59,17 @@ struct dl_backend {
 	dnnl_memory_t in_user;   /* the caller's plain (N,C,H,W) image batch */
 	struct cpu_prim in_reorder;
 	int trained;
+	/* Training state besides g's float32 params and BN buffers (the
+	 * master copies): gradients in the reducer's flat buffer (written
+	 * there by backward, reduced across ranks from it), momentum per
+	 * param, steps taken. */
+	struct dl_backend_opts o;
+	struct dl_reducer *red;
+	int *order;            /* params in backward order */
+	float **mom;
+	struct dl_sgd_param *sgd;
+	float *dlogits;        /* (N,K) */
+	long steps;
 	char err[256];
 };
 
@@ -80,6 +96,13 @@ static void cpu_destroy(struct dl_backend *b)
 	free(b->dval_zero);
 	free(b->nodes);
 	free(b->param_used);
+	for (int i = 0; b->mom && i < b->g->n_params; i++)
+		free(b->mom[i]);
+	free(b->mom);
+	free(b->sgd);
+	free(b->order);
+	free(b->dlogits);
+	dl_reducer_destroy(b->red);
 	free(b);
 }
 
@@ -286,8 +309,8 @@ static int build_node(struct dl_backend *b, int i)
 	return 0;
 }
 
-static struct dl_backend *cpu_create_ex(struct dl_graph *g, int n,
-					const struct dl_backend_opts *o, char *err, size_t errlen)
+static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_backend_opts *o, char *err,
+				    size_t errlen)
 {
 	struct dl_backend *b = calloc(1, sizeof(*b));
 	struct cpu_ctx *c = NULL;
@@ -304,7 +327,7 @@ static struct dl_backend *cpu_create_ex(struct dl_graph *g, int n,
 		return NULL;
 	}
 	c = &b->c;
-	if (o && o->bf16)
+	if (o && o->precision == DL_BF16)
 		c->act_dt = dnnl_bf16;
 	if (o)
 		c->conv_algo = o->conv_algo;
@@ -464,9 +487,57 @@ fail:
 	return NULL;
 }
 
-static struct dl_backend *cpu_create(struct dl_graph *g, int n, char *err, size_t errlen)
+struct dl_backend *dl_cpu_create(struct dl_graph *g, int n, const struct dl_backend_opts *o, char *err,
+				  size_t errlen)
 {
-	return cpu_create_ex(g, n, NULL, err, errlen);
+	struct dl_backend_opts def = {0};
+	struct dl_backend *b;
+	size_t *count = NULL;
+	if (!o)
+		o = &def;
+	if (o->precision != DL_FP32 && o->precision != DL_BF16) {
+		snprintf(err, errlen, "--precision %s is not supported by the cpu backend (fp32 or bf16)",
+			 dl_precision_name(o->precision));
+		return NULL;
+	}
+	if (o->device) {
+		snprintf(err, errlen, "--gpu %s is not supported by the cpu backend", o->device);
+		return NULL;
+	}
+	if (dl_optim_config_check(&o->optim, err, errlen) < 0)
+		return NULL;
+	if (!(b = cpu_build(g, n, o, err, errlen)))
+		return NULL;
+	b->o = *o;
+	count = calloc((size_t)g->n_params + 1, sizeof(size_t));
+	b->order = calloc((size_t)g->n_params + 1, sizeof(int));
+	b->mom = calloc((size_t)g->n_params + 1, sizeof(float *));
+	b->sgd = calloc((size_t)g->n_params + 1, sizeof(*b->sgd));
+	b->dlogits = calloc(value_count(b, g->output), sizeof(float));
+	if (!count || !b->order || !b->mom || !b->sgd || !b->dlogits)
+		goto oom;
+	for (int i = 0; i < g->n_params; i++) {
+		count[i] = g->params[i].count;
+		if (o->optim.momentum > 0 && !(b->mom[i] = calloc(count[i] + 1, sizeof(float))))
+			goto oom;
+	}
+	dl_reducer_graph_order(g, b->order);
+	b->red = dl_reducer_create(o->comm, count, b->order, g->n_params, o->bucket_bytes, err, errlen);
+	free(count);
+	if (!b->red) {
+		cpu_destroy(b);
+		return NULL;
+	}
+	for (int i = 0; i < g->n_params; i++)
+		b->sgd[i] = (struct dl_sgd_param){.w = g->params[i].data, .g = dl_reducer_grad(b->red, i),
+						  .buf = b->mom[i], .count = g->params[i].count,
+						  .no_decay = g->params[i].no_decay};
+	return b;
+oom:
+	free(count);
+	snprintf(err, errlen, "cpu backend: out of memory for the training state");
+	cpu_destroy(b);
+	return NULL;
 }
 
 static float *pdata(struct dl_graph *g, int p)
@@ -474,7 +545,7 @@ static float *pdata(struct dl_graph *g, int p)
 	return g->params[p].data;
 }
 
-static int cpu_forward(struct dl_backend *b, const float *x, int train)
+int dl_cpu_forward(struct dl_backend *b, const float *x, int train)
 {
 	struct dl_graph *g = b->g;
 	struct cpu_ctx *c = &b->c;
@@ -555,22 +626,31 @@ fail:
 	return -1;
 }
 
-static const float *cpu_logits(struct dl_backend *b)
+const float *dl_cpu_logits(struct dl_backend *b)
 {
 	return cpu_handle(b->val[b->g->output]);
 }
 
-static int cpu_backward(struct dl_backend *b, const float *dlogits)
+float *dl_cpu_grad(struct dl_backend *b, int p)
+{
+	return dl_reducer_grad(b->red, p);
+}
+
+/* Backward from dlogits; with reduce, every param whose gradient is final
+ * is handed to the reducer as soon as its node is done. */
+static int backward(struct dl_backend *b, const float *dlogits, int reduce)
 {
 	struct dl_graph *g = b->g;
 	struct cpu_ctx *c = &b->c;
+#define GRAD(p) dl_reducer_grad(b->red, (p))
 	CHECK(b->trained, "cpu backend: backward without a train forward");
 	memcpy(cpu_handle(b->dval[g->output]), dlogits, value_count(b, g->output) * sizeof(float));
 	for (int p = 0; p < g->n_params; p++) {
-		CHECK(g->params[p].grad, "cpu backend: param %s has no grad array",
-		      g->params[p].name);
-		if (!b->param_used[p])
-			memset(g->params[p].grad, 0, g->params[p].count * sizeof(float));
+		if (b->param_used[p])
+			continue;
+		memset(GRAD(p), 0, g->params[p].count * sizeof(float));
+		if (reduce && dl_reducer_ready(b->red, p, b->err, sizeof(b->err)) < 0)
+			return -1;
 	}
 	for (int v = 0; v < g->n_values; v++)
 		if (b->dval_zero[v])
@@ -585,13 +665,13 @@ static int cpu_backward(struct dl_backend *b, const float *dlogits)
 		switch (d->kind) {
 		case DL_NODE_CONV:
 			rc = cpu_conv_backward_exec(c, &cn->conv, pdata(g, d->param[0]),
-						    g->params[d->param[0]].grad, in, dy, dx);
+						    GRAD(d->param[0]), in, dy, dx);
 			break;
 		case DL_NODE_BN:
 			if (has_dx)
 				rc = cpu_bn_backward_exec(c, &cn->bn, pdata(g, d->param[0]),
-							  g->params[d->param[0]].grad,
-							  g->params[d->param[1]].grad, in, dy, dx);
+							  GRAD(d->param[0]),
+							  GRAD(d->param[1]), in, dy, dx);
 			else /* BN straight on the input image: still need dgamma/dbeta */
 				rc = -1, cpu_errf(c, "cpu backend: BN on the graph input is not supported");
 			break;
@@ -624,20 +704,136 @@ static int cpu_backward(struct dl_backend *b, const float *dlogits)
 			break;
 		case DL_NODE_FC:
 			rc = cpu_fc_backward_exec(c, &cn->fc, pdata(g, d->param[0]),
-						  g->params[d->param[0]].grad,
-						  d->param[1] >= 0 ? g->params[d->param[1]].grad : NULL,
+						  GRAD(d->param[0]),
+						  d->param[1] >= 0 ? GRAD(d->param[1]) : NULL,
 						  in, dy, dx);
 			break;
 		}
 		if (rc < 0)
 			goto fail;
+		/* This node's param gradients are final: let them travel while
+		 * the rest of backward runs. */
+		int has_params = d->kind == DL_NODE_CONV || d->kind == DL_NODE_BN || d->kind == DL_NODE_FC;
+		for (int j = 0; reduce && has_params && j < 2; j++)
+			if (d->param[j] >= 0 && dl_reducer_ready(b->red, d->param[j], b->err, sizeof(b->err)) < 0)
+				return -1;
 		if (has_dx && d->kind != DL_NODE_ADD && sink_finish(b, &cn->sink[0], v0) < 0)
 			goto fail;
 	}
+#undef GRAD
 	return 0;
 fail:
 	snprintf(b->err, sizeof(b->err), "%s", c->err);
 	return -1;
+}
+
+int dl_cpu_backward(struct dl_backend *b, const float *dlogits)
+{
+	return backward(b, dlogits, 0);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int check_batch(struct dl_backend *b, const struct dl_batch *in, int n)
+{
+	if (!in || !in->x || in->x_u8 || !in->labels) {
+		snprintf(b->err, sizeof(b->err), "cpu backend: a batch needs x (float32 NCHW) and labels%s",
+			 in && in->x_u8 ? " (uint8 batches are not taken)" : "");
+		return -1;
+	}
+	for (int i = 0; i < n; i++)
+		if (in->labels[i] < 0 || in->labels[i] >= b->g->num_classes) {
+			snprintf(b->err, sizeof(b->err), "cpu backend: label %d of row %d is not in [0, %d)",
+				 in->labels[i], i, b->g->num_classes);
+			return -1;
+		}
+	return 0;
+}
+
+static int cpu_train_step(struct dl_backend *b, const struct dl_batch *in, double lr, int stop_request,
+			  struct dl_step_result *res)
+{
+	struct dl_graph *g = b->g;
+	double t0 = now_s();
+	struct dl_reduce_times rt;
+	memset(res, 0, sizeof(*res));
+	if (check_batch(b, in, b->n) < 0 || dl_cpu_forward(b, in->x, 1) < 0)
+		return -1;
+	double l = dl_softmax_xent(dl_cpu_logits(b), in->labels, b->n, g->num_classes,
+				   (float)b->o.label_smoothing, b->dlogits, NULL, NULL);
+	dl_reducer_begin(b->red, (float)l, stop_request);
+	if (backward(b, b->dlogits, 1) < 0)
+		return -1;
+	if (dl_reducer_finish(b->red, &res->loss, &res->stop, &rt, b->err, sizeof(b->err)) < 0)
+		return -1;
+	size_t ng;
+	const float *grads = dl_reducer_grads(b->red, &ng);
+	res->nonfinite = !isfinite(lr) || !isfinite(res->loss) || !dl_all_finite(grads, ng);
+	if (!res->nonfinite) {
+		dl_sgd_step(&b->o.optim, b->sgd, g->n_params, lr, b->steps == 0, NULL);
+		b->steps++;
+	}
+	res->comm_s = rt.comm_s;
+	res->exposed_comm_s = rt.exposed_s;
+	res->t_first_bucket_start = rt.t_first_start;
+	res->t_backward_end = rt.t_backward_end;
+	res->n_buckets = rt.n_buckets;
+	res->compute_s = now_s() - t0 - rt.exposed_s;
+	return 0;
+}
+
+static int cpu_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid,
+			 struct dl_eval_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	if (n_valid < 0 || n_valid > b->n) {
+		snprintf(b->err, sizeof(b->err), "cpu backend: eval of %d rows in a batch of %d", n_valid, b->n);
+		return -1;
+	}
+	if (check_batch(b, in, n_valid) < 0 || dl_cpu_forward(b, in->x, 0) < 0)
+		return -1;
+	res->loss_sum = dl_softmax_xent(dl_cpu_logits(b), in->labels, n_valid, b->g->num_classes, 0.0f, NULL,
+					&res->top1, &res->top5) * n_valid;
+	return 0;
+}
+
+static int cpu_state_out(struct dl_backend *b, struct dl_optim_state *st)
+{
+	if (!st)
+		return 0;
+	for (size_t i = 0; i < st->n && b->o.optim.momentum > 0; i++)
+		memcpy(st->mom[i].data, b->mom[i], st->mom[i].count * sizeof(float));
+	st->steps = b->steps;
+	return 0;
+}
+
+static int cpu_state_in(struct dl_backend *b, const struct dl_optim_state *st)
+{
+	struct dl_graph *g = b->g;
+	for (int i = 0; i < g->n_params && b->o.optim.momentum > 0; i++) {
+		if (st && (size_t)i < st->n)
+			memcpy(b->mom[i], st->mom[i].data, g->params[i].count * sizeof(float));
+		else
+			memset(b->mom[i], 0, g->params[i].count * sizeof(float));
+	}
+	b->steps = st ? st->steps : 0;
+	return 0;
+}
+
+static int cpu_last_step_out(struct dl_backend *b, float *logits)
+{
+	struct dl_graph *g = b->g;
+	if (logits)
+		memcpy(logits, dl_cpu_logits(b), value_count(b, g->output) * sizeof(float));
+	for (int i = 0; i < g->n_params; i++)
+		if (g->params[i].grad)
+			memcpy(g->params[i].grad, dl_reducer_grad(b->red, i), g->params[i].count * sizeof(float));
+	return 0;
 }
 
 static const char *cpu_error(struct dl_backend *b)
@@ -647,11 +843,12 @@ static const char *cpu_error(struct dl_backend *b)
 
 const struct dl_backend_ops dl_backend_cpu = {
 	.name = "cpu",
-	.create = cpu_create,
-	.forward = cpu_forward,
-	.logits = cpu_logits,
-	.backward = cpu_backward,
+	.create = dl_cpu_create,
+	.train_step = cpu_train_step,
+	.eval_step = cpu_eval_step,
+	.state_out = cpu_state_out,
+	.state_in = cpu_state_in,
+	.last_step_out = cpu_last_step_out,
 	.destroy = cpu_destroy,
 	.error = cpu_error,
-	.create_ex = cpu_create_ex,
 };

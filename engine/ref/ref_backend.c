@@ -5,6 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+#include <time.h>
+
+#include "engine/comm_async.h"
+#include "engine/loss.h"
 #include "engine/ref/ref_backend.h"
 #include "engine/ref/ref_ops.h"
 
@@ -21,7 +26,17 @@ struct dl_backend {
 	double *scratch;   /* largest value size, for backward results before accumulating */
 	double *io;        /* largest of input/logits, for float32 <-> double conversion */
 	float *logits32;   /* (N,K) */
+	float *dlogits32;  /* (N,K): d(mean loss)/d(logits) of the last train step */
 	int trained;       /* last forward was train=1: backward is allowed */
+	/* Training state besides g's float32 params and buffers (which are the
+	 * master copy here): momentum per param, steps taken, the reducer
+	 * whose flat buffer holds the float32 gradients. */
+	struct dl_backend_opts o;
+	struct dl_reducer *red;
+	int *order;        /* params in backward order */
+	float **mom;       /* per param, NULL entries when momentum is 0 */
+	struct dl_sgd_param *sgd;
+	long steps;
 	char err[256];
 };
 
@@ -70,6 +85,13 @@ static void ref_destroy(struct dl_backend *b)
 	free(b->scratch);
 	free(b->io);
 	free(b->logits32);
+	free(b->dlogits32);
+	for (int i = 0; b->mom && i < g->n_params; i++)
+		free(b->mom[i]);
+	free(b->mom);
+	free(b->sgd);
+	free(b->order);
+	dl_reducer_destroy(b->red);
 	free(b);
 }
 
@@ -152,7 +174,7 @@ static int check_graph(const struct dl_graph *g, char *err, size_t errlen)
 	return 0;
 }
 
-static struct dl_backend *ref_create(struct dl_graph *g, int n, char *err, size_t errlen)
+struct dl_backend *dl_ref_create(struct dl_graph *g, int n, char *err, size_t errlen)
 {
 	struct dl_backend *b = NULL;
 	if (n < 1) {
@@ -204,7 +226,8 @@ static struct dl_backend *ref_create(struct dl_graph *g, int n, char *err, size_
 	b->scratch = calloc(maxv, sizeof(double));
 	b->io = calloc(maxv, sizeof(double));
 	b->logits32 = calloc(value_count(b, g->output), sizeof(float));
-	if (!b->scratch || !b->io || !b->logits32)
+	b->dlogits32 = calloc(value_count(b, g->output), sizeof(float));
+	if (!b->scratch || !b->io || !b->logits32 || !b->dlogits32)
 		goto oom;
 	dl_ref_load_graph(b);
 	return b;
@@ -389,60 +412,229 @@ static int forward_io(struct dl_backend *b, int train)
 	return 0;
 }
 
-static int ref_forward(struct dl_backend *b, const float *x, int train)
-{
-	size_t cx = value_count(b, b->g->input);
-	dl_ref_load_graph(b);
-	for (size_t i = 0; i < cx; i++)
-		b->io[i] = x[i];
-	return forward_io(b, train);
-}
-
-/* uint8 (N,H,W,C) batches normalized here, in double: the reference has
- * this entry so that the trainer's uint8 feed (the one the CUDA backend
- * uses) runs, and is checked, on machines without a GPU. */
-static int ref_forward_u8(struct dl_backend *b, const uint8_t *nhwc, const float mean[],
-			  const float std[], int train)
+/* The batch into b->io as (N,C,H,W) doubles; uint8 (N,H,W,C) batches are
+ * normalized here, in double, so the trainer's uint8 feed (the one the
+ * CUDA backend uses) runs, and is checked, on machines without a GPU. */
+static int load_input(struct dl_backend *b, const struct dl_batch *in)
 {
 	const struct dl_shape *s = &b->g->values[b->g->input];
-	size_t hw = (size_t)s->h * s->w;
+	size_t hw = (size_t)s->h * s->w, cx = value_count(b, b->g->input);
+	if (!in || !in->labels || !!in->x == !!in->x_u8) {
+		set_err(b->err, sizeof(b->err), "ref backend: a batch needs labels and exactly one of x, x_u8");
+		return -1;
+	}
+	if (in->x) {
+		for (size_t i = 0; i < cx; i++)
+			b->io[i] = in->x[i];
+		return 0;
+	}
 	for (int c = 0; c < s->c; c++)
-		if (!(std[c] > 0)) {
-			set_err(b->err, sizeof(b->err), "ref backend: forward_u8: std[%d] = %g is not positive",
-				c, (double)std[c]);
+		if (!in->mean || !in->std || !(in->std[c] > 0)) {
+			set_err(b->err, sizeof(b->err), "ref backend: uint8 batch: std[%d] is missing or not positive",
+				c);
 			return -1;
 		}
-	dl_ref_load_graph(b);
-	// io is (N,C,H,W); nhwc is (N,H,W,C)
+	// io is (N,C,H,W); x_u8 is (N,H,W,C)
 	for (int n = 0; n < b->n; n++)
 		for (size_t p = 0; p < hw; p++)
 			for (int c = 0; c < s->c; c++)
 				b->io[((size_t)n * s->c + c) * hw + p] =
-					(nhwc[((size_t)n * hw + p) * s->c + c] / 255.0 - mean[c]) / std[c];
-	return forward_io(b, train);
+					(in->x_u8[((size_t)n * hw + p) * s->c + c] / 255.0 - in->mean[c]) / in->std[c];
+	return 0;
 }
 
-static const float *ref_logits(struct dl_backend *b)
+static int check_labels(struct dl_backend *b, const int *labels, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (labels[i] < 0 || labels[i] >= b->g->num_classes) {
+			set_err(b->err, sizeof(b->err), "ref backend: label %d of row %d is not in [0, %d)", labels[i],
+				i, b->g->num_classes);
+			return -1;
+		}
+	return 0;
+}
+
+int dl_ref_forward(struct dl_backend *b, const float *x, int train)
+{
+	struct dl_batch in = {.x = x, .labels = (const int[]){0}};
+	dl_ref_load_graph(b);
+	return load_input(b, &in) < 0 ? -1 : forward_io(b, train);
+}
+
+const float *dl_ref_logits(struct dl_backend *b)
 {
 	return b->logits32;
 }
 
-static int ref_backward(struct dl_backend *b, const float *dlogits)
+int dl_ref_backward(struct dl_backend *b, const float *dlogits)
 {
 	struct dl_graph *g = b->g;
 	for (size_t i = 0; i < value_count(b, g->output); i++)
 		b->io[i] = dlogits[i];
-	if (dl_ref_backward_f64(b, b->io) < 0)
-		return -1;
-	for (int i = 0; i < g->n_params; i++) {
-		if (!g->params[i].grad) {
-			set_err(b->err, sizeof(b->err), "ref backend: param %s has no grad array",
-				g->params[i].name);
-			return -1;
-		}
-		for (size_t j = 0; j < g->params[i].count; j++)
-			g->params[i].grad[j] = (float)b->grad[i][j];
+	return dl_ref_backward_f64(b, b->io);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static struct dl_backend *ref_create(struct dl_graph *g, int n, const struct dl_backend_opts *o, char *err,
+				     size_t errlen)
+{
+	struct dl_backend_opts def = {0};
+	if (!o)
+		o = &def;
+	if (o->precision != DL_FP32) {
+		set_err(err, errlen, "--precision %s is not supported by the ref backend (fp32 only)",
+			dl_precision_name(o->precision));
+		return NULL;
 	}
+	if (o->conv_algo != DL_CONV_AUTO) {
+		static const char *const names[] = {"auto", "direct", "winograd"};
+		set_err(err, errlen, "--conv-algo %s is not supported by the ref backend",
+			o->conv_algo > 0 && o->conv_algo <= DL_CONV_WINOGRAD ? names[o->conv_algo] : "?");
+		return NULL;
+	}
+	if (o->device) {
+		set_err(err, errlen, "--gpu %s is not supported by the ref backend (it runs on the CPU)", o->device);
+		return NULL;
+	}
+	if (dl_optim_config_check(&o->optim, err, errlen) < 0)
+		return NULL;
+	struct dl_backend *b = dl_ref_create(g, n, err, errlen);
+	if (!b)
+		return NULL;
+	b->o = *o;
+	size_t *count = calloc((size_t)g->n_params + 1, sizeof(size_t));
+	b->order = calloc((size_t)g->n_params + 1, sizeof(int));
+	b->mom = calloc((size_t)g->n_params + 1, sizeof(float *));
+	b->sgd = calloc((size_t)g->n_params + 1, sizeof(*b->sgd));
+	if (!count || !b->order || !b->mom || !b->sgd)
+		goto oom;
+	for (int i = 0; i < g->n_params; i++) {
+		count[i] = g->params[i].count;
+		if (o->optim.momentum > 0 && !(b->mom[i] = calloc(count[i] + 1, sizeof(float))))
+			goto oom;
+	}
+	dl_reducer_graph_order(g, b->order);
+	b->red = dl_reducer_create(o->comm, count, b->order, g->n_params, o->bucket_bytes, err, errlen);
+	free(count);
+	count = NULL;
+	if (!b->red) {
+		ref_destroy(b);
+		return NULL;
+	}
+	for (int i = 0; i < g->n_params; i++)
+		b->sgd[i] = (struct dl_sgd_param){.w = g->params[i].data, .g = dl_reducer_grad(b->red, i),
+						  .buf = b->mom[i], .count = g->params[i].count,
+						  .no_decay = g->params[i].no_decay};
+	return b;
+oom:
+	free(count);
+	set_err(err, errlen, "ref backend: out of memory for the training state");
+	ref_destroy(b);
+	return NULL;
+}
+
+static int ref_train_step(struct dl_backend *b, const struct dl_batch *in, double lr, int stop_request,
+			  struct dl_step_result *res)
+{
+	struct dl_graph *g = b->g;
+	int k = g->num_classes;
+	double t0 = now_s();
+	struct dl_reduce_times rt;
+	memset(res, 0, sizeof(*res));
+	if (load_input(b, in) < 0 || check_labels(b, in->labels, b->n) < 0)
+		return -1;
+	dl_ref_load_graph(b);
+	if (forward_io(b, 1) < 0)
+		return -1;
+	double l = dl_softmax_xent(b->logits32, in->labels, b->n, k, (float)b->o.label_smoothing, b->dlogits32,
+				   NULL, NULL);
+	dl_reducer_begin(b->red, (float)l, stop_request);
+	if (dl_ref_backward(b, b->dlogits32) < 0)
+		return -1;
+	/* The float32 gradients, param by param in backward order. */
+	for (int q = 0; q < g->n_params; q++) {
+		int i = b->order[q];
+		float *dst = dl_reducer_grad(b->red, i);
+		for (size_t j = 0; j < g->params[i].count; j++)
+			dst[j] = (float)b->grad[i][j];
+		if (dl_reducer_ready(b->red, i, b->err, sizeof(b->err)) < 0)
+			return -1;
+	}
+	if (dl_reducer_finish(b->red, &res->loss, &res->stop, &rt, b->err, sizeof(b->err)) < 0)
+		return -1;
+	size_t ng;
+	const float *grads = dl_reducer_grads(b->red, &ng);
+	res->nonfinite = !isfinite(lr) || !isfinite(res->loss) || !dl_all_finite(grads, ng);
+	if (!res->nonfinite) {
+		dl_sgd_step(&b->o.optim, b->sgd, g->n_params, lr, b->steps == 0, NULL);
+		b->steps++;
+	}
+	res->comm_s = rt.comm_s;
+	res->exposed_comm_s = rt.exposed_s;
+	res->t_first_bucket_start = rt.t_first_start;
+	res->t_backward_end = rt.t_backward_end;
+	res->n_buckets = rt.n_buckets;
+	res->compute_s = now_s() - t0 - rt.exposed_s;
+	return 0;
+}
+
+static int ref_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, struct dl_eval_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	if (n_valid < 0 || n_valid > b->n) {
+		set_err(b->err, sizeof(b->err), "ref backend: eval of %d rows in a batch of %d", n_valid, b->n);
+		return -1;
+	}
+	if (load_input(b, in) < 0 || check_labels(b, in->labels, n_valid) < 0)
+		return -1;
+	dl_ref_load_graph(b);
+	if (forward_io(b, 0) < 0)
+		return -1;
+	res->loss_sum = dl_softmax_xent(b->logits32, in->labels, n_valid, b->g->num_classes, 0.0f, NULL,
+					&res->top1, &res->top5) * n_valid;
+	return 0;
+}
+
+/* g's float32 params and buffers are this backend's state: only the
+ * momentum and the step count live here. */
+static int ref_state_out(struct dl_backend *b, struct dl_optim_state *st)
+{
+	if (!st)
+		return 0;
+	for (size_t i = 0; i < st->n && b->o.optim.momentum > 0; i++)
+		memcpy(st->mom[i].data, b->mom[i], st->mom[i].count * sizeof(float));
+	st->steps = b->steps;
+	return 0;
+}
+
+static int ref_state_in(struct dl_backend *b, const struct dl_optim_state *st)
+{
+	struct dl_graph *g = b->g;
+	for (int i = 0; i < g->n_params && b->o.optim.momentum > 0; i++) {
+		if (st && (size_t)i < st->n)
+			memcpy(b->mom[i], st->mom[i].data, g->params[i].count * sizeof(float));
+		else
+			memset(b->mom[i], 0, g->params[i].count * sizeof(float));
+	}
+	b->steps = st ? st->steps : 0;
+	dl_ref_load_graph(b);
+	return 0;
+}
+
+static int ref_last_step_out(struct dl_backend *b, float *logits)
+{
+	struct dl_graph *g = b->g;
+	if (logits)
+		memcpy(logits, b->logits32, value_count(b, g->output) * sizeof(float));
+	for (int i = 0; i < g->n_params; i++)
+		if (g->params[i].grad)
+			memcpy(g->params[i].grad, dl_reducer_grad(b->red, i), g->params[i].count * sizeof(float));
 	return 0;
 }
 
@@ -453,11 +645,13 @@ static const char *ref_error(struct dl_backend *b)
 
 const struct dl_backend_ops dl_backend_ref = {
 	.name = "ref",
+	.takes_u8 = 1,
 	.create = ref_create,
-	.forward = ref_forward,
-	.forward_u8 = ref_forward_u8,
-	.logits = ref_logits,
-	.backward = ref_backward,
+	.train_step = ref_train_step,
+	.eval_step = ref_eval_step,
+	.state_out = ref_state_out,
+	.state_in = ref_state_in,
+	.last_step_out = ref_last_step_out,
 	.destroy = ref_destroy,
 	.error = ref_error,
 };

@@ -1,10 +1,15 @@
 /* The "ref" backend: executes a dl_graph with the float64 ops of
- * ref_ops.h.  Through dl_backend_ops it behaves like any backend (float32 in
- * and out; params read from the graph as double at every forward, grads
- * written back as float32).  The float64 entry points below let a caller
- * bypass float32 completely, e.g. for finite-difference gradient checks:
+ * ref_ops.h.  Through dl_backend_ops it trains like any backend, plainly:
+ * g's float32 params and buffers are its master state (read as double at
+ * every forward), gradients are rounded to float32 into the reducer's flat
+ * buffer (engine/comm_async.h), reduced across ranks and applied with
+ * dl_sgd_step (optim.h), the same float32 update torch does.
  *
- *   b = dl_backend_ref.create(g, n, err, sizeof err);
+ * The entry points below are for tests that need per-pass access,
+ * bypassing the step (and float32 where wanted), e.g. for
+ * finite-difference gradient checks:
+ *
+ *   b = dl_ref_create(g, n, err, sizeof err);
  *   dl_ref_load_graph(b);                 // params, buffers: graph -> double
  *   double *w = dl_ref_param_f64(b, i);   // edit w[j] in double
  *   dl_ref_forward_f64(b, x64, 1);        // uses the double params as they are
@@ -12,7 +17,7 @@
  *
  * The f64 calls never touch the graph (not its params, grads or running
  * buffers); training-mode BN updates only the backend's double running
- * buffers (dl_ref_buffer_f64).  forward() through the ops table loads the
+ * buffers (dl_ref_buffer_f64).  dl_ref_forward (float32 input) loads the
  * graph first and, when training, stores the running buffers back and
  * increments g->bn_batches_tracked (torch's num_batches_tracked). */
 #ifndef DLJOB_ENGINE_REF_REF_BACKEND_H
@@ -22,6 +27,14 @@
 
 extern const struct dl_backend_ops dl_backend_ref;
 
+/* The backend without training state (no optimizer, no reduction): for
+ * the per-pass calls below.  destroy through dl_backend_ref.destroy. */
+struct dl_backend *dl_ref_create(struct dl_graph *g, int n, char *err, size_t errlen);
+/* Forward from float32 (N,C,H,W) x (loads g first), its float32 logits
+ * (N,K), and backward from float32 dlogits (N,K) into dl_ref_grad_f64. */
+int dl_ref_forward(struct dl_backend *b, const float *x, int train);
+const float *dl_ref_logits(struct dl_backend *b);
+int dl_ref_backward(struct dl_backend *b, const float *dlogits);
 /* Copy g's params and running buffers (float32) into the backend's doubles. */
 void dl_ref_load_graph(struct dl_backend *b);
 /* The backend's double copy of g->params[i].data (same layout and count). */

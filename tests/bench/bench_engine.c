@@ -1,14 +1,14 @@
 #include "config.h"
 
-/* Training throughput of the engine: forward(train) + loss + backward + SGD
- * step on random data, timed per step.
+/* Training throughput of the engine: the backend's whole train_step
+ * (forward, loss, backward, SGD) on random data, timed per step.
  *
  *   bench_engine BACKEND MODEL C H W CLASSES BATCH [STEPS [WARMUP]]
  *
  * Prints one line: median img/s over STEPS timed steps (after WARMUP
  * untimed ones), min/max, images per CPU-second of the process, and peak
  * RSS (getrusage, KiB).  BENCH_PRECISION=bf16 in the environment: the
- * backend's bf16 mixed precision (create_ex), as --precision bf16;
+ * backend's bf16 mixed precision, as --precision bf16;
  * BENCH_CONV_ALGO=auto|direct|winograd: as --conv-algo. */
 
 #include <stdio.h>
@@ -18,7 +18,6 @@
 #include <time.h>
 
 #include "engine/backend.h"
-#include "engine/loss.h"
 #include "engine/model.h"
 #include "engine/optim.h"
 
@@ -48,17 +47,12 @@ int main(int argc, char **argv)
 	char err[512] = "";
 	struct dl_graph g = {0};
 	struct dl_backend *b = NULL;
-	struct dl_optim *o = NULL;
 	const struct dl_backend_ops *ops = dl_backend_find(backend);
 	size_t xs = (size_t)n * c * h * w;
-	float *x = malloc(xs * sizeof(float)), *dl = malloc((size_t)n * k * sizeof(float));
+	float *x = malloc(xs * sizeof(float));
 	int *y = malloc((size_t)n * sizeof(int));
 	double *t = calloc((size_t)(steps > 0 ? steps : 1), sizeof(double));
-	/* per step: forward, loss + backward, optimizer */
-	double *ph[3] = { calloc((size_t)(steps > 0 ? steps : 1), sizeof(double)),
-			  calloc((size_t)(steps > 0 ? steps : 1), sizeof(double)),
-			  calloc((size_t)(steps > 0 ? steps : 1), sizeof(double)) };
-	if (!ops || !x || !dl || !y || !t || !ph[0] || !ph[1] || !ph[2] || steps < 1) {
+	if (!ops || !x || !y || !t || steps < 1) {
 		fprintf(stderr, "bench_engine: %s\n", !ops ? "unknown backend" : "bad arguments or out of memory");
 		goto out;
 	}
@@ -71,62 +65,46 @@ int main(int argc, char **argv)
 		y[i] = i % k;
 	if (dl_model_build(&g, model, c, h, w, k, 0, 1, err, sizeof(err)))
 		goto fail;
-	struct dl_optim_config oc = {.momentum = 0.9, .weight_decay = 1e-4};
 	const char *prec = getenv("BENCH_PRECISION");
 	const char *algo = getenv("BENCH_CONV_ALGO");
-	struct dl_backend_opts bo = {.bf16 = prec && strcmp(prec, "bf16") == 0,
-				     .conv_algo = algo ? dl_conv_algo_parse(algo) : DL_CONV_AUTO};
-	if (bo.conv_algo < 0) {
-		snprintf(err, sizeof(err), "BENCH_CONV_ALGO=%s: not auto, direct or winograd", algo);
+	struct dl_backend_opts bo = {.precision = (enum dl_precision)dl_precision_parse(prec),
+				     .conv_algo = algo ? dl_conv_algo_parse(algo) : DL_CONV_AUTO,
+				     .optim = {.momentum = 0.9, .weight_decay = 1e-4}};
+	if (bo.conv_algo < 0 || (int)bo.precision < 0) {
+		snprintf(err, sizeof(err), "BENCH_CONV_ALGO=%s / BENCH_PRECISION=%s: unknown", algo ? algo : "",
+			 prec ? prec : "");
 		goto fail;
 	}
-	if ((bo.bf16 || bo.conv_algo) && !ops->create_ex) {
-		snprintf(err, sizeof(err), "backend %s has no options", backend);
+	if (!(b = ops->create(&g, n, &bo, err, sizeof(err))))
 		goto fail;
-	}
-	if (!(b = bo.bf16 || bo.conv_algo ? ops->create_ex(&g, n, &bo, err, sizeof(err)) : ops->create(&g, n, err, sizeof(err))) || !(o = dl_optim_create(&g, &oc, err, sizeof(err))))
-		goto fail;
+	struct dl_batch in = {.x = x, .labels = y};
 	double cpu0 = 0;
 	for (int i = 0; i < warmup + steps; i++) {
 		if (i == warmup)
 			cpu0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 		double t0 = clock_s(CLOCK_MONOTONIC);
-		if (ops->forward(b, x, 1)) {
-			snprintf(err, sizeof(err), "forward: %s", ops->error(b));
+		struct dl_step_result res;
+		if (ops->train_step(b, &in, 0.01, 0, &res)) {
+			snprintf(err, sizeof(err), "train_step: %s", ops->error(b));
 			goto fail;
 		}
-		double t1 = clock_s(CLOCK_MONOTONIC);
-		dl_softmax_xent(ops->logits(b), y, n, k, 0, dl, NULL, NULL);
-		if (ops->backward(b, dl)) {
-			snprintf(err, sizeof(err), "backward: %s", ops->error(b));
+		if (res.nonfinite) {
+			snprintf(err, sizeof(err), "step %d: not finite", i);
 			goto fail;
 		}
-		double t2 = clock_s(CLOCK_MONOTONIC);
-		if (dl_optim_step(o, 0.01)) {
-			snprintf(err, sizeof(err), "optimizer step failed");
-			goto fail;
-		}
-		if (i >= warmup) {
-			double t3 = clock_s(CLOCK_MONOTONIC);
-			t[i - warmup] = t3 - t0;
-			ph[0][i - warmup] = t1 - t0;
-			ph[1][i - warmup] = t2 - t1;
-			ph[2][i - warmup] = t3 - t2;
-		}
+		if (i >= warmup)
+			t[i - warmup] = clock_s(CLOCK_MONOTONIC) - t0;
 	}
 	// CPU time of the whole process over the timed steps: less sensitive than
 	// wall time to other jobs sharing the cores
 	double cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
 	qsort(t, (size_t)steps, sizeof(double), cmp_double);
-	for (int p = 0; p < 3; p++)
-		qsort(ph[p], (size_t)steps, sizeof(double), cmp_double);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	printf("engine %s%s %s %dx%dx%dx%d: median %.2f img/s (min %.2f max %.2f, %d steps) %.2f img/cpu-s peak_rss_kib %ld"
-	       " median ms fwd %.1f bwd %.1f sgd %.1f\n",
-	       backend, bo.bf16 ? " bf16" : "", model, n, c, h, w, n / t[steps / 2], n / t[steps - 1], n / t[0], steps,
-	       (double)n * steps / cpu, ru.ru_maxrss, ph[0][steps / 2] * 1e3, ph[1][steps / 2] * 1e3,
-	       ph[2][steps / 2] * 1e3);
+	       " median ms step %.1f\n",
+	       backend, bo.precision == DL_BF16 ? " bf16" : "", model, n, c, h, w, n / t[steps / 2], n / t[steps - 1],
+	       n / t[0], steps, (double)n * steps / cpu, ru.ru_maxrss, t[steps / 2] * 1e3);
 	rv = 0;
 	goto out;
 fail:
@@ -134,12 +112,9 @@ fail:
 out:
 	if (b)
 		ops->destroy(b);
-	dl_optim_destroy(o);
 	dl_model_free(&g);
 	free(x);
-	free(dl);
 	free(y);
 	free(t);
-	free(ph[0]), free(ph[1]), free(ph[2]);
 	return rv;
 }

@@ -9,8 +9,8 @@
  *
  * W holds a torchvision state_dict (params + buffers; num_batches_tracked
  * optional); XY holds "x" F32 (N,C,H,W) and "y" I64 (N).  The model's class
- * count is taken from fc.weight.  Runs forward(train) + loss + backward + one
- * SGD step (repeated --steps times) and writes to OUT: "logits" (N,K),
+ * count is taken from fc.weight.  Runs the backend's train_step (forward,
+ * loss, backward, SGD; repeated --steps times) and writes to OUT: "logits" (N,K),
  * "loss" (1), "dlogits" (N,K), "top1"/"top5" (I64), "grad.<param>" for every
  * param (grads of the last step), and every param and buffer after the
  * step.  --state writes the model state as a torchvision state_dict.
@@ -128,8 +128,7 @@ int main(int argc, char **argv)
 	struct dl_safetensors *wst = NULL, *xst = NULL;
 	struct dl_backend *b = NULL;
 	const struct dl_backend_ops *ops = NULL;
-	struct dl_optim *o = NULL;
-	float *x = NULL, *dlogits = NULL;
+	float *x = NULL, *dlogits = NULL, *logits = NULL;
 	int *labels = NULL;
 	struct dl_tensor_f32 *outs = NULL;
 	size_t n_outs = 0;
@@ -165,7 +164,8 @@ int main(int argc, char **argv)
 	x = malloc(ex->count * sizeof(float));
 	labels = malloc((size_t)n * sizeof(int));
 	dlogits = malloc((size_t)n * num_classes * sizeof(float));
-	if (!x || !labels || !dlogits) {
+	logits = malloc((size_t)n * num_classes * sizeof(float));
+	if (!x || !labels || !dlogits || !logits) {
 		snprintf(err, sizeof(err), "out of memory");
 		goto out;
 	}
@@ -180,53 +180,48 @@ int main(int argc, char **argv)
 		snprintf(err, sizeof(err), "backend %s is not built in", backend);
 		goto out;
 	}
-	b = bo.conv_algo && ops->create_ex ? ops->create_ex(&g, n, &bo, err, sizeof(err))
-					   : ops->create(&g, n, err, sizeof(err));
+	bo.optim = oc;
+	bo.label_smoothing = label_smoothing;
+	b = ops->create(&g, n, &bo, err, sizeof(err));
 	if (!b)
-		goto out;
-	o = dl_optim_create(&g, &oc, err, sizeof(err));
-	if (!o)
 		goto out;
 	double loss = 0;
 	int top1 = 0, top5 = 0;
+	struct dl_batch in = {.x = x, .labels = labels};
 	for (int s = 0; s < steps; s++) {
-		if (ops->forward(b, x, 1)) {
-			snprintf(err, sizeof(err), "forward: %s", ops->error(b));
+		struct dl_step_result res;
+		if (ops->train_step(b, &in, lr, 0, &res) < 0) {
+			snprintf(err, sizeof(err), "train_step: %s", ops->error(b));
 			goto out;
 		}
-		const float *logits = ops->logits(b);
-		loss = dl_softmax_xent(logits, labels, n, num_classes, (float)label_smoothing, dlogits, &top1, &top5);
-		if (!isfinite(loss)) {
-			snprintf(err, sizeof(err), "loss is %g", loss);
+		if (res.nonfinite) {
+			snprintf(err, sizeof(err), "step %d: loss or gradient not finite (loss %g)", s + 1, res.loss);
 			goto out;
 		}
-		if (s == steps - 1) {
-			int d2[2] = {n, num_classes}, d1[1] = {1};
-			float lf = (float)loss;
-			if (add_tensor(&outs, &n_outs, "logits", 2, d2, logits) ||
-			    add_tensor(&outs, &n_outs, "dlogits", 2, d2, dlogits) ||
-			    add_tensor(&outs, &n_outs, "loss", 1, d1, &lf)) {
+	}
+	/* The last step's logits and gradients, its loss and dlogits recomputed
+	 * from those logits; then the state after it. */
+	if (ops->last_step_out(b, logits) < 0 || ops->state_out(b, NULL) < 0) {
+		snprintf(err, sizeof(err), "copying out: %s", ops->error(b));
+		goto out;
+	}
+	loss = dl_softmax_xent(logits, labels, n, num_classes, (float)label_smoothing, dlogits, &top1, &top5);
+	{
+		int d2[2] = {n, num_classes}, d1[1] = {1};
+		float lf = (float)loss;
+		if (add_tensor(&outs, &n_outs, "logits", 2, d2, logits) ||
+		    add_tensor(&outs, &n_outs, "dlogits", 2, d2, dlogits) ||
+		    add_tensor(&outs, &n_outs, "loss", 1, d1, &lf)) {
+			snprintf(err, sizeof(err), "out of memory");
+			goto out;
+		}
+		for (int i = 0; i < g.n_params; i++) {
+			char name[128];
+			snprintf(name, sizeof(name), "grad.%s", g.params[i].name);
+			if (add_tensor(&outs, &n_outs, name, g.params[i].ndim, g.params[i].dims, g.params[i].grad)) {
 				snprintf(err, sizeof(err), "out of memory");
 				goto out;
 			}
-		}
-		if (ops->backward(b, dlogits)) {
-			snprintf(err, sizeof(err), "backward: %s", ops->error(b));
-			goto out;
-		}
-		if (s == steps - 1) {
-			for (int i = 0; i < g.n_params; i++) {
-				char name[128];
-				snprintf(name, sizeof(name), "grad.%s", g.params[i].name);
-				if (add_tensor(&outs, &n_outs, name, g.params[i].ndim, g.params[i].dims, g.params[i].grad)) {
-					snprintf(err, sizeof(err), "out of memory");
-					goto out;
-				}
-			}
-		}
-		if (dl_optim_step(o, lr)) {
-			snprintf(err, sizeof(err), "optimizer step failed (non-finite gradient)");
-			goto out;
 		}
 	}
 	size_t nt = n_outs + (size_t)g.n_params + (size_t)g.n_buffers, k = 0;
@@ -253,7 +248,6 @@ out:
 		fprintf(stderr, "engine_step: %s\n", err);
 	if (b)
 		ops->destroy(b);
-	dl_optim_destroy(o);
 	for (size_t i = 0; i < n_outs; i++)
 		free(outs[i].data);
 	free(outs);
@@ -261,6 +255,7 @@ out:
 	free(x);
 	free(labels);
 	free(dlogits);
+	free(logits);
 	dl_safetensors_close(wst);
 	dl_safetensors_close(xst);
 	dl_model_free(&g);

@@ -30,3 +30,8 @@ check_PROGRAMS += tests/bench/bench_bn
 tests_bench_bench_bn_SOURCES = tests/bench/bench_bn.c
 tests_bench_bench_bn_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 tests_bench_bench_bn_LDADD = engine/libdlengine.la -lm
+# Bucketed gradient reduction overlapped with backward, two ranks over a socketpair.
+check_PROGRAMS += tests/engine/test_overlap
+TESTS += tests/engine/test_overlap
+tests_engine_test_overlap_SOURCES = tests/engine/test_overlap.c
+tests_engine_test_overlap_LDADD = engine/libdlengine.la -lm

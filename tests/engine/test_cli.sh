@@ -49,6 +49,10 @@ expect 1 "/nonexistent/images"              --model resnet20 --backend ref --dat
 expect 1 "\-\-batch 128 is larger than the training split" --model resnet20 --backend ref --data $syn --batch 128
 expect 1 "\-\-resume: cannot read /nonexistent.safetensors" --model resnet20 --backend ref --data $syn --resume=/nonexistent.safetensors
 expect 1 "\-\-conv-algo winograd is not supported by the ref backend" --model resnet20 --backend ref --conv-algo winograd --data $syn --batch 8
+# Every backend honours a precision or refuses it by name (issue 14).
+expect 1 "\-\-precision bf16 is not supported by the ref backend" --model resnet20 --backend ref --precision bf16 --data $syn --batch 8
+expect 1 "\-\-precision fp16 is not supported by the cpu backend" --model resnet20 --backend cpu --precision fp16 --data $syn --batch 8
+expect 2 "\-\-precision: unknown precision 'fp8'" --model resnet20 --precision fp8 --data $syn
 expect 1 "\-\-resume: no checkpoint in out" --model resnet20 --backend ref --data $syn --resume
 
 # A value missing at the very end of the command line.

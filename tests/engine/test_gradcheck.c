@@ -53,7 +53,7 @@ static int check_model(const char *model, int n, int c, int hw, int k, int picks
 		if (g.params[i].ndim == 1)
 			for (size_t j = 0; j < g.params[i].count; j++)
 				g.params[i].data[j] = (float)(strstr(g.params[i].name, ".weight") ? 1 + 0.3 * lcg(&s) : 0.2 * lcg(&s));
-	b = dl_backend_ref.create(&g, n, err, sizeof(err));
+	b = dl_ref_create(&g, n, err, sizeof(err));
 	x = malloc(sizeof(double) * n * c * hw * hw);
 	r = malloc(sizeof(double) * n * k);
 	if (!b || !x || !r) {

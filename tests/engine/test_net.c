@@ -1,8 +1,11 @@
 /* The whole "cpu" backend against "ref" on a tiny ResNet built by hand
  * (conv-bn-relu stem, max-pool, one basic block with a 1x1 downsample
  * shortcut, GAP, FC): logits, every param grad, the updated running
- * buffers, eval-mode logits.  Then the reference itself against central
- * finite differences in float64. */
+ * buffers, eval-mode logits (per pass, through the backends' test entry
+ * points); then whole training steps through dl_backend_ops (loss, the
+ * weights and momentum after SGD with Nesterov and weight decay, eval
+ * counts).  Then the reference itself against central finite differences
+ * in float64. */
 #include "config.h"
 
 #include <math.h>
@@ -11,6 +14,8 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/optim.h"
 #include "engine/ref/ref_backend.h"
 #include "tests/engine/test_ops_util.h"
 
@@ -224,7 +229,7 @@ static void finite_diff(struct dl_graph *g, const float *x, const float *r)
 {
 	char err[256];
 	const struct dl_backend_ops *ref = dl_backend_find("ref");
-	struct dl_backend *b = ref->create(g, N, err, sizeof err);
+	struct dl_backend *b = dl_ref_create(g, N, err, sizeof err);
 	if (!b) {
 		printf("FAIL ref create: %s\n", err);
 		failures++;
@@ -273,6 +278,85 @@ static void finite_diff(struct dl_graph *g, const float *x, const float *r)
 	ref->destroy(b);
 }
 
+/* Three whole steps through dl_backend_ops on both backends from the same
+ * state: the losses, then the weights, momentum and running buffers copied
+ * out (state_out), then an eval step's counts. */
+static void train_steps(struct dl_graph *gr, struct dl_graph *gc, const float *x)
+{
+	char err[256], what[128];
+	const struct dl_backend_ops *ref = dl_backend_find("ref"), *cpu = dl_backend_find("cpu");
+	struct dl_backend_opts o = {
+		.precision = NET_BF16 ? DL_BF16 : DL_FP32,
+		.optim = {.momentum = 0.9, .weight_decay = 1e-2, .nesterov = 1},
+		.label_smoothing = 0.1,
+	};
+	struct dl_optim_state sr, sc;
+	copy_graph(gc, gr);
+	struct dl_backend_opts o64 = o;
+	o64.precision = DL_FP32; /* the reference is always float64 inside */
+	struct dl_backend *br = ref->create(gr, N, &o64, err, sizeof err);
+	struct dl_backend *bc = br ? cpu->create(gc, N, &o, err, sizeof err) : NULL;
+	if (!br || !bc || dl_optim_state_init(&sr, gr, 0.9, err, sizeof err) < 0 ||
+	    dl_optim_state_init(&sc, gc, 0.9, err, sizeof err) < 0) {
+		printf("FAIL train-step setup: %s\n", err);
+		failures++;
+		return;
+	}
+	int y[N];
+	for (int i = 0; i < N; i++)
+		y[i] = (i * 7 + 3) % K;
+	struct dl_batch in = {.x = x, .labels = y};
+	for (int step = 0; step < 3; step++) {
+		struct dl_step_result rr, rc;
+		if (ref->train_step(br, &in, 0.05, 0, &rr) < 0 || cpu->train_step(bc, &in, 0.05, 0, &rc) < 0) {
+			printf("FAIL train_step: ref: %s cpu: %s\n", ref->error(br), cpu->error(bc));
+			failures++;
+			goto out;
+		}
+		float lr32 = (float)rr.loss, lc32 = (float)rc.loss;
+		snprintf(what, sizeof what, "train_step %d loss", step);
+		check(what, &lc32, &lr32, 1);
+		if (rr.nonfinite || rc.nonfinite || rr.stop || rc.stop || rr.n_buckets != 0 || rc.n_buckets != 0) {
+			printf("FAIL train_step %d: nonfinite %d/%d stop %d/%d buckets %d/%d (one rank: none)\n", step,
+			       rr.nonfinite, rc.nonfinite, rr.stop, rc.stop, rr.n_buckets, rc.n_buckets);
+			failures++;
+		}
+	}
+	if (ref->state_out(br, &sr) < 0 || cpu->state_out(bc, &sc) < 0 || sr.steps != 3 || sc.steps != 3) {
+		printf("FAIL state_out: steps %ld %ld\n", sr.steps, sc.steps);
+		failures++;
+		goto out;
+	}
+	for (int p = 0; p < gr->n_params; p++) {
+		snprintf(what, sizeof what, "after 3 steps %s", gr->params[p].name);
+		check(what, gc->params[p].data, gr->params[p].data, gr->params[p].count);
+		/* A momentum buffer is a sum of gradients: gradient tolerance. */
+		snprintf(what, sizeof what, "after 3 steps grad %s", sr.mom[p].name);
+		check(what, sc.mom[p].data, sr.mom[p].data, sr.mom[p].count);
+	}
+	for (int p = 0; p < gr->n_buffers; p++) {
+		snprintf(what, sizeof what, "after 3 steps %s", gr->buffers[p].name);
+		check(what, gc->buffers[p].data, gr->buffers[p].data, gr->buffers[p].count);
+	}
+	struct dl_eval_result er, ec;
+	if (ref->eval_step(br, &in, N - 1, &er) < 0 || cpu->eval_step(bc, &in, N - 1, &ec) < 0) {
+		printf("FAIL eval_step: ref: %s cpu: %s\n", ref->error(br), cpu->error(bc));
+		failures++;
+		goto out;
+	}
+	float el = (float)er.loss_sum, ec32 = (float)ec.loss_sum;
+	check("eval_step loss sum", &ec32, &el, 1);
+	printf("%-4s eval_step top1 %d/%d top5 %d/%d\n", er.top1 == ec.top1 || NET_BF16 ? "ok" : "FAIL", ec.top1,
+	       er.top1, ec.top5, er.top5);
+	failures += !(er.top1 == ec.top1 || NET_BF16);
+out:
+	dl_optim_state_free(&sr);
+	dl_optim_state_free(&sc);
+	ref->destroy(br);
+	if (bc)
+		cpu->destroy(bc);
+}
+
 int main(void)
 {
 	struct dl_graph gr, gc;
@@ -289,13 +373,13 @@ int main(void)
 		printf("FAIL dl_backend_find\n");
 		return 1;
 	}
-	struct dl_backend *br = ref->create(&gr, N, err, sizeof err);
+	struct dl_backend *br = dl_ref_create(&gr, N, err, sizeof err);
 	if (!br) {
 		printf("FAIL ref create: %s\n", err);
 		return 1;
 	}
-	struct dl_backend_opts bo = { .bf16 = NET_BF16 };
-	struct dl_backend *bc = cpu->create_ex(&gc, N, &bo, err, sizeof err);
+	struct dl_backend_opts bo = { .precision = NET_BF16 ? DL_BF16 : DL_FP32 };
+	struct dl_backend *bc = dl_cpu_create(&gc, N, &bo, err, sizeof err);
 	if (!bc) {
 		printf("FAIL cpu create: %s\n", err);
 		return 1;
@@ -308,16 +392,16 @@ int main(void)
 	for (int step = 0; step < 2; step++) {
 		test_fill(x, nx, -1, 1);
 		test_fill(dl, N * K, -1, 1);
-		if (ref->forward(br, x, 1) < 0 || cpu->forward(bc, x, 1) < 0) {
+		if (dl_ref_forward(br, x, 1) < 0 || dl_cpu_forward(bc, x, 1) < 0) {
 			printf("FAIL forward: ref: %s cpu: %s\n", ref->error(br), cpu->error(bc));
 			return 1;
 		}
 		snprintf(what, sizeof what, "step %d train logits", step);
-		check(what, cpu->logits(bc), ref->logits(br), N * K);
+		check(what, dl_cpu_logits(bc), dl_ref_logits(br), N * K);
 		if (NET_BF16) {
 			/* bf16 must really be in effect: f32 kernels agree to ~1e-6. */
-			double *l64 = test_to_f64(ref->logits(br), N * K);
-			double e = test_relerr(cpu->logits(bc), l64, N * K);
+			double *l64 = test_to_f64(dl_ref_logits(br), N * K);
+			double e = test_relerr(dl_cpu_logits(bc), l64, N * K);
 			free(l64);
 			printf("%-4s bf16 logits differ from f32 (relerr %.3g > 1e-4)\n",
 			       e > 1e-4 ? "ok" : "FAIL", e);
@@ -325,13 +409,16 @@ int main(void)
 		}
 		/* The caller may reuse its batch buffer once forward returned. */
 		test_fill(x, nx, -5, 5);
-		if (ref->backward(br, dl) < 0 || cpu->backward(bc, dl) < 0) {
+		if (dl_ref_backward(br, dl) < 0 || dl_cpu_backward(bc, dl) < 0) {
 			printf("FAIL backward: ref: %s cpu: %s\n", ref->error(br), cpu->error(bc));
 			return 1;
 		}
 		for (int p = 0; p < gr.n_params; p++) {
 			snprintf(what, sizeof what, "step %d grad %s", step, gr.params[p].name);
-			check(what, gc.params[p].grad, gr.params[p].grad, gr.params[p].count);
+			/* The reference's gradient rounded to float32, as its step uses it. */
+			for (size_t j = 0; j < gr.params[p].count; j++)
+				gr.params[p].grad[j] = (float)dl_ref_grad_f64(br, p)[j];
+			check(what, dl_cpu_grad(bc, p), gr.params[p].grad, gr.params[p].count);
 		}
 		for (int p = 0; p < gr.n_buffers; p++) {
 			snprintf(what, sizeof what, "step %d %s", step, gr.buffers[p].name);
@@ -344,11 +431,14 @@ int main(void)
 		failures++;
 	}
 	test_fill(x, nx, -1, 1);
-	if (ref->forward(br, x, 0) < 0 || cpu->forward(bc, x, 0) < 0) {
+	if (dl_ref_forward(br, x, 0) < 0 || dl_cpu_forward(bc, x, 0) < 0) {
 		printf("FAIL eval forward: ref: %s cpu: %s\n", ref->error(br), cpu->error(bc));
 		return 1;
 	}
-	check("eval logits", cpu->logits(bc), ref->logits(br), N * K);
+	check("eval logits", dl_cpu_logits(bc), dl_ref_logits(br), N * K);
+	ref->destroy(br);
+	cpu->destroy(bc);
+	train_steps(&gr, &gc, x);
 	/* The reference's own gradients, on its graph as it is now. */
 	if (!NET_BF16)
 		finite_diff(&gr, x, dl);
@@ -359,8 +449,6 @@ int main(void)
 		       med < TOL_GRAD_MEDIAN ? "ok" : "FAIL", med, (double)TOL_GRAD_MEDIAN);
 		failures += !(med < TOL_GRAD_MEDIAN);
 	}
-	ref->destroy(br);
-	cpu->destroy(bc);
 	free_graph(&gr);
 	free_graph(&gc);
 	free(x);

@@ -186,13 +186,18 @@ int main(int argc, char **argv)
 	if (check_idents(all, size, rank, err, sizeof(err)) < 0)
 		goto out;
 
-	/* Broadcast from the last rank. */
+	/* Broadcast from the last rank, through the engine's dl_comm op (which
+	 * is dl_world_broadcast_blob). */
 	char blob[48];
 	memset(blob, 0, sizeof(blob));
 	if (rank == size - 1)
 		snprintf(blob, sizeof(blob), "blob from rank %d", rank);
 	snprintf(what, sizeof(what), "broadcast");
-	if (dl_world_broadcast_blob(&w, size - 1, blob, sizeof(blob), err, sizeof(err)) < 0)
+	if (!w.comm.broadcast) {
+		snprintf(err, sizeof(err), "dl_comm.broadcast is not set");
+		goto out;
+	}
+	if (w.comm.broadcast(&w.comm, size - 1, blob, sizeof(blob), err, sizeof(err)) < 0)
 		goto out;
 	char want[48];
 	memset(want, 0, sizeof(want));
