@@ -76,7 +76,7 @@ static int select_device(const char *name, char *err, size_t errlen)
 	}
 	int kind = dlc_parse_device(name, &dev);
 	if (kind < 0) {
-		snprintf(err, errlen, "cuda backend: device '%s' is neither a device index nor a PCI bus id", name);
+		snprintf(err, errlen, "cuda backend: GPU '%s' is neither a device index nor a PCI bus id", name);
 		return -1;
 	}
 	if (kind == 1) {
@@ -88,7 +88,7 @@ static int select_device(const char *name, char *err, size_t errlen)
 		}
 	}
 	if (dev >= ndev) {
-		snprintf(err, errlen, "cuda backend: device %s but only %d device%s visible", name, ndev,
+		snprintf(err, errlen, "cuda backend: GPU %s, but only %d CUDA device%s visible", name ? name : "0", ndev,
 			 ndev == 1 ? " is" : "s are");
 		return -1;
 	}
@@ -689,11 +689,12 @@ static void destroy(struct dl_backend *b)
 static int check_opts(const struct dl_backend_opts *o, char *err, size_t errlen)
 {
 	if (o->precision != DL_FP32 && o->precision != DL_BF16 && o->precision != DL_FP16) {
-		snprintf(err, errlen, "the cuda backend does not support precision %d", (int)o->precision);
+		snprintf(err, errlen, "precision %d is not supported by the cuda backend (fp32, bf16 or fp16)",
+			 (int)o->precision);
 		return -1;
 	}
 	if (o->conv_algo != DL_CONV_AUTO) {
-		snprintf(err, errlen, "the cuda backend does not support --conv-algo %s (cuDNN chooses)",
+		snprintf(err, errlen, "--conv-algo %s is not supported by the cuda backend (auto only: cuDNN chooses)",
 			 o->conv_algo == DL_CONV_DIRECT ? "direct" : o->conv_algo == DL_CONV_WINOGRAD ? "winograd" : "?");
 		return -1;
 	}
