@@ -68,15 +68,15 @@ int dl_cuda_device_count(void)
 static int select_device(const char *name, char *err, size_t errlen)
 {
 	int ndev = 0, dev = 0;
+	int kind = dlc_parse_device(name, &dev);
+	if (kind < 0) {
+		snprintf(err, errlen, "cuda backend: GPU '%s' is neither a device index nor a PCI bus id", name);
+		return -1;
+	}
 	cudaError_t e = cudaGetDeviceCount(&ndev);
 	if (e != cudaSuccess || ndev < 1) {
 		snprintf(err, errlen, "cuda backend: no CUDA device is visible (cudaGetDeviceCount: %s)",
 			 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-		return -1;
-	}
-	int kind = dlc_parse_device(name, &dev);
-	if (kind < 0) {
-		snprintf(err, errlen, "cuda backend: GPU '%s' is neither a device index nor a PCI bus id", name);
 		return -1;
 	}
 	if (kind == 1) {

@@ -212,11 +212,42 @@ static double elapsed_ms(cudaEvent_t a, cudaEvent_t z, int *ok)
 	return (double)ms;
 }
 
+/* After a failed step: wait (boundedly) until the compute stream has
+ * finished reading the caller's batch, which the caller is about to reuse
+ * or free.  The error in b->err stands. */
+static void drain(struct dl_backend *b)
+{
+	char keep[sizeof b->err];
+	memcpy(keep, b->err, sizeof keep);
+	if (cudaEventRecord(b->ev_done, b->s) == cudaSuccess) {
+		double t_end = now_s() + 10.0;
+		while (cudaEventQuery(b->ev_done) == cudaErrorNotReady && now_s() < t_end) {
+			struct timespec t = { 0, 1000000 };
+			nanosleep(&t, NULL);
+		}
+	}
+	(void)cudaGetLastError();
+	memcpy(b->err, keep, sizeof keep);
+}
+
+static int train_step(struct dl_backend *b, const struct dl_batch *in, double lr, int stop_request,
+		      struct dl_step_result *res);
+
 int dlc_train_step(struct dl_backend *b, const struct dl_batch *in, double lr, int stop_request,
 		   struct dl_step_result *res)
 {
 	if (dlc_use_device(b) || check_batch(b, in, b->n))
 		return -1;
+	if (train_step(b, in, lr, stop_request, res)) {
+		drain(b);
+		return -1;
+	}
+	return 0;
+}
+
+static int train_step(struct dl_backend *b, const struct dl_batch *in, double lr, int stop_request,
+		      struct dl_step_result *res)
+{
 	enum dlc_input kind = in->x ? DLC_IN_F32 : DLC_IN_U8;
 	double t0 = now_s();
 	b->h_ctl->lr = (float)lr;
@@ -295,8 +326,10 @@ int dlc_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, 
 	if (n_valid == 0)
 		return 0;
 	CK_CUDA(b, cudaEventRecord(b->ev_start, b->s));
-	if (copy_batch(b, in, n_valid, 0) || dlc_input(b, in->x ? DLC_IN_F32 : DLC_IN_U8) || dlc_forward(b, 0))
+	if (copy_batch(b, in, n_valid, 0) || dlc_input(b, in->x ? DLC_IN_F32 : DLC_IN_U8) || dlc_forward(b, 0)) {
+		drain(b);
 		return -1;
+	}
 	CK_CUDA(b, dlc_xent(b->d_logits, b->d_labels, b->n, b->k, 0.0f, NULL, NULL, b->d_loss, b->d_top, b->s));
 	CK_CUDA(b, cudaMemcpyAsync(b->h_loss, b->d_loss, (size_t)n_valid * sizeof(float), cudaMemcpyDeviceToHost, b->s));
 	CK_CUDA(b, cudaMemcpyAsync(b->h_top, b->d_top, (size_t)n_valid * sizeof(int), cudaMemcpyDeviceToHost, b->s));

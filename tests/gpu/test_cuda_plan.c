@@ -12,7 +12,11 @@
  *  - the update arithmetic the GPU kernels run (dlc_sgd_elem,
  *    dlc_lars_trust from cuda_kernels.h) against dl_sgd_step (optim.h) on
  *    random tensors for plain/Nesterov/no-momentum/LARS/first steps, and
- *    the fp16 loss-scale rule (dlc_scale_update) against its definition. */
+ *    the fp16 loss-scale rule (dlc_scale_update) against its definition;
+ *  - create() refuses what the cuda backend cannot honour, naming it
+ *    (--conv-algo, a precision, a bad optimizer setting, a device string
+ *    that is neither index nor bus id) before touching a GPU, and without
+ *    a GPU says that no CUDA device is visible. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +24,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_plan.h"
 #include "engine/model.h"
@@ -217,6 +222,44 @@ static void loss_scale(void)
 	printf("fp16 loss scale rule: ok\n");
 }
 
+static void refusals(void)
+{
+	static const struct {
+		const char *what, *must;
+		struct dl_backend_opts o;
+	} cases[] = {
+		{ "--conv-algo direct", "--conv-algo direct is not supported by the cuda backend", { .conv_algo = DL_CONV_DIRECT } },
+		{ "precision 7", "precision 7 is not supported by the cuda backend", { .precision = (enum dl_precision)7 } },
+		{ "momentum 1.5", "momentum 1.5", { .optim = { .momentum = 1.5 } } },
+		{ "label smoothing 1", "label smoothing", { .label_smoothing = 1.0 } },
+		{ "GPU gpu0", "GPU 'gpu0' is neither a device index nor a PCI bus id", { .device = "gpu0" } },
+	};
+	struct dl_graph g;
+	char err[256];
+	if (dl_model_build(&g, "resnet20", 3, 32, 32, 10, 0, 1, err, sizeof err)) {
+		CHECK(0, "resnet20: %s", err);
+		return;
+	}
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		err[0] = 0;
+		struct dl_backend *b = dl_backend_cuda.create(&g, 2, &cases[i].o, err, sizeof err);
+		CHECK(!b && strstr(err, cases[i].must), "%s: %s (\"%s\")", cases[i].what, b ? "accepted" : "unclear", err);
+		if (b)
+			dl_backend_cuda.destroy(b);
+	}
+	if (dl_cuda_device_count() == 0) {
+		struct dl_backend_opts o = { .precision = DL_BF16 };
+		err[0] = 0;
+		struct dl_backend *b = dl_backend_cuda.create(&g, 2, &o, err, sizeof err);
+		CHECK(!b && strstr(err, "no CUDA device is visible"), "no GPU: %s (\"%s\")", b ? "created" : "unclear", err);
+		CHECK(dl_backend_cuda.host_alloc(16, NULL) == NULL, "no GPU: host_alloc gave memory");
+		printf("refusals: %zu options refused by name; without a GPU: \"%s\"\n", sizeof cases / sizeof cases[0], err);
+	} else {
+		printf("refusals: %zu options refused by name\n", sizeof cases / sizeof cases[0]);
+	}
+	dl_model_free(&g);
+}
+
 int main(void)
 {
 	device_strings();
@@ -225,6 +268,7 @@ int main(void)
 	buckets("resnet20", 32);
 	sgd_math();
 	loss_scale();
+	refusals();
 	printf("test_cuda_plan: %s\n", fails ? "FAIL" : "PASS");
 	return fails ? 1 : 0;
 }
