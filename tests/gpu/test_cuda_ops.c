@@ -1415,6 +1415,7 @@ out:
 static int child_main(int rank, int fd, const char *out, size_t bucket_bytes)
 {
 	char err[512] = "";
+	alarm(110); /* the parent gives up on the pair after 100 s */
 	struct pipe_comm pc = { .c = { .rank = rank, .size = 2, .local_rank = rank, .local_size = 2,
 				       .broadcast = pipe_bcast }, .fd = fd };
 	struct child_result res;
@@ -1483,11 +1484,11 @@ static int run_pair(size_t bucket_bytes, struct child_result res[2], struct dl_g
 	close(p[0]);
 	close(p[1]);
 	p[0] = p[1] = -1;
+	time_t t0 = time(NULL);
 	for (int r = 0; r < 2; r++) {
 		int st = 0;
-		time_t t0 = time(NULL);
 		pid_t w;
-		while ((w = waitpid(pid[r], &st, WNOHANG)) == 0 && time(NULL) - t0 < 240)
+		while ((w = waitpid(pid[r], &st, WNOHANG)) == 0 && time(NULL) - t0 < 100)
 			usleep(100000);
 		if (w == 0) {
 			kill(pid[0], SIGKILL);
@@ -1495,7 +1496,7 @@ static int run_pair(size_t bucket_bytes, struct child_result res[2], struct dl_g
 			waitpid(pid[0], NULL, 0);
 			waitpid(pid[1], NULL, 0);
 			pid[0] = pid[1] = -1;
-			snprintf(err, errlen, "rank %d still running after 240 s (killed)", r);
+			snprintf(err, errlen, "rank %d still running after 100 s (killed)", r);
 			goto out;
 		}
 		pid[r] = -1;
