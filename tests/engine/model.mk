@@ -13,4 +13,5 @@ TESTS += tests/engine/test_model tests/engine/test_gradcheck tests/engine/test_t
 check_PROGRAMS += tests/bench/bench_engine
 tests_bench_bench_engine_SOURCES = tests/bench/bench_engine.c
 tests_bench_bench_engine_LDADD = engine/libdlengine.la -lm
-EXTRA_DIST += tests/bench/bench_engine.sh tests/bench/bench_engine_torch.py
+EXTRA_DIST += tests/bench/bench_engine.sh tests/bench/bench_engine_torch.py \
+	tests/bench/bench_dp.sh tests/bench/bench_dp_torch.py

@@ -95,6 +95,15 @@ stopped, n_eval = int(sys.argv[3]), int(sys.argv[4])
 steps = [r["step"] for r in out]
 assert steps == list(range(1, stopped + 7)), f"one record per step from rank 0 only: {steps}"
 assert all(r["img_per_s"] > 0 for r in out), out
+# Two ranks: every step reduces gradients (comm_s), part of which may be
+# exposed; per record, so compute and exposed comm fit in the record's wall
+# time (one step here).
+for a, b in zip(out, out[1:]):
+    if b["step"] != a["step"] + 1 or b["wall_s"] < a["wall_s"]:
+        continue  # across the resume
+    dt = b["wall_s"] - a["wall_s"] + 1e-3
+    assert b["comm_s"] > 0 and b["compute_s"] > 0 and b["exposed_comm_s"] >= 0, b
+    assert b["compute_s"] + b["exposed_comm_s"] <= dt, (a, b)
 ev = [r for r in full if "top1" in r]
 assert len(ev) == 1 and ev[0]["eval_samples"] == n_eval, f"eval over both ranks: {ev}"
 assert ev[0]["step"] == 25 * n_eval // 512, ev

@@ -26,12 +26,20 @@ cat "$work/log"
 
 "$py" - "$work/out/metrics.jsonl" <<'PYEOF'
 import json, sys
-need = ["step", "epoch", "loss", "lr", "img_per_s", "loader_stall_s", "bad_samples", "wall_s"]
+need = ["step", "epoch", "loss", "lr", "img_per_s", "loader_stall_s", "compute_s", "comm_s",
+        "exposed_comm_s", "bad_samples", "wall_s"]
 recs = [json.loads(line) for line in open(sys.argv[1])]
 for r in recs:
     missing = [k for k in need if k not in r]
     assert not missing, f"{r} lacks {missing}"
     assert r["bad_samples"] == 0, r
+    # One rank: nothing to reduce.  The phases are per record, so they fit
+    # in the record's share of the wall clock.
+    assert r["comm_s"] == 0 and r["exposed_comm_s"] == 0, r
+    assert r["loader_stall_s"] >= 0, r
+train = [r for r in recs if "top1" not in r]
+for a, b in zip(train, train[1:]):
+    assert 0 < b["compute_s"] <= b["wall_s"] - a["wall_s"] + 1e-3, (a, b)
 evals = [r for r in recs if "top1" in r]
 assert len(evals) == 1, f"want one eval record, got {len(evals)}"
 e = evals[0]
