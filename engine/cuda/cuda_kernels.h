@@ -55,10 +55,13 @@ struct dlc_optdev {
 	float scale;     /* loss scale: 1, or fp16's dynamic scale */
 	int good;        /* fp16: clean steps since the scale last changed */
 	float inv;       /* 1/(scale*world): this step's gradient multiplier */
-	int bad;         /* this step: the loss, lr or a gradient was not finite (not applied) */
+	int bad;         /* this step was not applied: DLC_BAD_GRAD (the loss or a gradient was
+			    not finite: fp16 skips it) | DLC_BAD_LR (lr was not finite) */
 	float loss_sum;  /* sum over ranks of each rank's mean loss */
 	float stop_sum;  /* sum over ranks of the stop requests */
 };
+
+enum { DLC_BAD_GRAD = 1, DLC_BAD_LR = 2 };
 
 /* Per-chunk partial sums for LARS and the finite check. */
 struct dlc_part {
@@ -126,10 +129,11 @@ DLC_HD void dlc_scale_update(float *scale, int *good, int bad, int interval)
 cudaError_t dlc_grad_stats(const struct dlc_ptensor *tensors, const struct dlc_chunk *chunks, int n_chunks,
 			   const float *w, const float *g, const struct dlc_optdev *st, float world,
 			   struct dlc_part *part, cudaStream_t s);
-/* One block: st->bad (any chunk, the loss slot g[0] or ctl->lr not
- * finite), st->inv, st->loss_sum/stop_sum (from the slots), each tensor's
- * LARS trust ratio (1 when it is not LARS-scaled), then the loss scale
- * update when dynamic (fp16). */
+/* One block: st->bad (DLC_BAD_GRAD: any chunk or the loss slot g[0] not
+ * finite; DLC_BAD_LR: ctl->lr not finite), st->inv, st->loss_sum/stop_sum
+ * (from the slots), each tensor's LARS trust ratio (1 when it is not
+ * LARS-scaled), then the loss scale update when dynamic (fp16; only
+ * DLC_BAD_GRAD halves it). */
 cudaError_t dlc_optim_finalize(const struct dlc_ptensor *tensors, int n_tensors, const struct dlc_part *part,
 			       int n_chunks, const float *g, const struct dlc_ctl *ctl, struct dlc_optdev *st,
 			       float *trust, float world, float lars_eta, int dynamic, int interval, cudaStream_t s);

@@ -287,7 +287,8 @@ static int train_step(struct dl_backend *b, const struct dl_batch *in, double lr
 	res->loss = (double)o->loss_sum / b->world;
 	res->stop = o->stop_sum > 0.0f;
 	res->nonfinite = o->bad != 0;
-	res->skipped = o->bad && b->dt == DLC_F16;
+	/* fp16 skips a step whose gradients overflowed and goes on; a bad lr is the trainer's to stop on */
+	res->skipped = o->bad == DLC_BAD_GRAD && b->dt == DLC_F16;
 	int ok = 1;
 	double total = elapsed_ms(b->ev_start, b->ev_done, &ok);
 	b->last_ms = total;

@@ -71,8 +71,10 @@ __global__ void optim_finalize_k(const struct dlc_ptensor *tensors, int n_tensor
 	for (int c = threadIdx.x; c < n_chunks; c += blockDim.x)
 		bad |= part[c].bad;
 	if (threadIdx.x == 0)
-		bad |= !isfinite(g[0]) || !isfinite(ctl->lr);
-	bad = __syncthreads_or(bad);
+		bad |= !isfinite(g[0]);
+	bad = __syncthreads_or(bad) ? DLC_BAD_GRAD : 0;
+	if (!isfinite(ctl->lr))
+		bad |= DLC_BAD_LR;
 	for (int t = threadIdx.x; t < n_tensors; t += blockDim.x) {
 		const struct dlc_ptensor *p = &tensors[t];
 		double tr = 1.0;
@@ -94,7 +96,7 @@ __global__ void optim_finalize_k(const struct dlc_ptensor *tensors, int n_tensor
 		st->stop_sum = g[1];
 		if (dynamic) {
 			int good = st->good;
-			dlc_scale_update(&scale, &good, bad, interval);
+			dlc_scale_update(&scale, &good, bad & DLC_BAD_GRAD, interval);
 			st->scale = scale;
 			st->good = good;
 		}

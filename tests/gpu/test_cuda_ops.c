@@ -1105,6 +1105,19 @@ static int nonfinite_fp32(void)
 	ok = r.nonfinite && !r.skipped && same;
 	printf("fp32 step with a NaN input: nonfinite %d, skipped %d, weights %s: %s\n", r.nonfinite, r.skipped,
 	       same ? "unchanged" : "CHANGED", ok ? "ok" : "FAIL");
+	/* fp16 with a NaN learning rate: not applied, and not a "skip" the trainer would go on after */
+	dl_backend_cuda.destroy(b);
+	o = opts_for(DL_FP16, NULL);
+	b = dl_cuda_create_test(g, n, &o, NULL, err, sizeof err);
+	x[5] = 0.5f;
+	if (!b || dl_backend_cuda.train_step(b, &in, NAN, 0, &r)) {
+		printf("fp16 NaN lr: %s: FAIL\n", b ? dl_backend_cuda.error(b) : err);
+		ok = 0;
+		goto out;
+	}
+	int ok2 = r.nonfinite && !r.skipped;
+	printf("fp16 step with lr NaN: nonfinite %d, skipped %d: %s\n", r.nonfinite, r.skipped, ok2 ? "ok" : "FAIL");
+	ok &= ok2;
 out:
 	if (b)
 		dl_backend_cuda.destroy(b);
