@@ -59,8 +59,12 @@ enum dl_conv_algo {
 	DL_CONV_WINOGRAD = 2, /* Winograd wherever oneDNN has it */
 };
 
-/* Gradient bucket size when dl_backend_opts.bucket_bytes is 0 (as torch DDP). */
+/* Gradient bucket size when dl_backend_opts.bucket_bytes is 0, and the cap
+ * on the first bucket (the last layers' gradients, ready first), as torch
+ * DDP has them: a small first bucket starts communication early even for a
+ * model whose gradients fit in one 25 MiB bucket (resnet20: 1.1 MB). */
 #define DL_BUCKET_BYTES_DEFAULT ((size_t)25 << 20)
+#define DL_FIRST_BUCKET_BYTES ((size_t)1 << 20)
 
 struct dl_backend_opts {
 	enum dl_precision precision;
@@ -76,7 +80,9 @@ struct dl_backend_opts {
 	 * from inside train_step (on its communication thread, one call at a
 	 * time); between calls the caller may use it. */
 	struct dl_comm *comm;
-	/* Bytes of gradient per reduction bucket; 0: DL_BUCKET_BYTES_DEFAULT.
+	/* Bytes of gradient per reduction bucket; 0: DL_BUCKET_BYTES_DEFAULT;
+	 * the first bucket closes at DL_FIRST_BUCKET_BYTES.  A bucket closes
+	 * with the parameter that brings it to the size or beyond.
 	 * Buckets are filled in the order backward produces gradients (last
 	 * layer first); a bucket's reduction starts as soon as its last
 	 * gradient is written, while backward goes on.  SIZE_MAX: one bucket,

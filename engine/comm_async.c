@@ -104,6 +104,11 @@ struct dl_reducer *dl_reducer_create(struct dl_comm *comm, const size_t *count, 
 	size_t bucket_floats = bucket_bytes / sizeof(float);
 	if (bucket_floats == 0)
 		bucket_floats = 1;
+	/* A small first bucket (unless asked for one bucket): communication
+	 * starts after the last layers' backward, not after 25 MiB of it. */
+	size_t first_floats = bucket_bytes == SIZE_MAX || bucket_bytes < DL_FIRST_BUCKET_BYTES
+				      ? bucket_floats
+				      : DL_FIRST_BUCKET_BYTES / sizeof(float);
 	r->off = calloc((size_t)n + 1, sizeof(size_t));
 	r->bucket_of = calloc((size_t)n + 1, sizeof(int));
 	r->ready = calloc((size_t)n + 1, sizeof(int));
@@ -131,7 +136,7 @@ struct dl_reducer *dl_reducer_create(struct dl_comm *comm, const size_t *count, 
 		bk->n_params++;
 		off += count[i];
 		bk->ngrad = off - bk->off;
-		if (bk->ngrad >= bucket_floats && k + 1 < n)
+		if (bk->ngrad >= (nb == 0 ? first_floats : bucket_floats) && k + 1 < n)
 			nb++;
 	}
 	r->n_buckets = n > 0 ? nb + 1 : 1;
@@ -225,6 +230,10 @@ void dl_reducer_begin(struct dl_reducer *r, float loss, int stop)
 	r->flat[r->n_grad + 1] = stop ? 1.0f : 0.0f;
 	if (r->have_thread) {
 		pthread_mutex_lock(&r->mu);
+		/* After a failed step buckets may still be in flight: let them
+		 * end before their counters are reused. */
+		while (r->done < r->queued)
+			pthread_cond_wait(&r->cv, &r->mu);
 		r->queued = r->done = 0;
 		r->comm_s = r->t_first = 0;
 		pthread_mutex_unlock(&r->mu);

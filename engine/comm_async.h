@@ -8,7 +8,8 @@
  *
  * order is the order in which backward finishes the parameters (last layer
  * first).  Consecutive parameters are grouped into buckets of about
- * bucket_bytes; the last bucket also carries the two floats (the rank's
+ * bucket_bytes (the first of at most DL_FIRST_BUCKET_BYTES, engine/backend.h);
+ * the last bucket also carries the two floats (the rank's
  * loss and its stop request), so every rank learns the global loss and
  * whether anyone asked to stop in the same collective.  When backward marks
  * the last parameter of a bucket ready, the bucket goes to the

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The trainer's uint8 feed (what the CUDA backend gets: uint8 NHWC batches,
 # normalized by the backend) against its float feed, on the CPU.  The ref
-# backend takes uint8 batches (forward_u8), the cpu backend float ones, so the
+# backend takes uint8 batches (takes_u8), the cpu backend float ones, so the
 # same run through each must give the same losses and the same eval:
 #  - Fashion-MNIST, whose pixels are uint8 to begin with (both feeds exact);
 #  - a tiny ImageFolder of solid-colour PNGs (resampling a constant image is
