@@ -52,6 +52,9 @@ int dlc_plan_buckets(const struct dl_graph *g, const int *writer, const size_t *
 		     struct dlc_bucket **out, int *n_out, char *err, size_t errlen)
 {
 	size_t cap = bucket_bytes ? bucket_bytes : DL_BUCKET_BYTES_DEFAULT;
+	/* the first bucket (the last layers, ready first) is small, as the
+	 * cpu/ref reducer and torch DDP have it, unless one bucket is asked for */
+	size_t first_cap = cap == SIZE_MAX || cap < DL_FIRST_BUCKET_BYTES ? cap : DL_FIRST_BUCKET_BYTES;
 	struct dlc_bucket *bk = calloc((size_t)g->n_params + 1, sizeof *bk);
 	int n = 0;
 	if (!bk) {
@@ -62,7 +65,7 @@ int dlc_plan_buckets(const struct dl_graph *g, const int *writer, const size_t *
 	while (hi >= 0) {
 		int lo = hi;
 		size_t bytes = g->params[hi].count * sizeof(float);
-		while (lo > 0 && bytes < cap) {
+		while (lo > 0 && bytes < (n == 0 ? first_cap : cap)) {
 			lo--;
 			bytes += g->params[lo].count * sizeof(float);
 		}

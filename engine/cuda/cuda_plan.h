@@ -25,9 +25,11 @@ struct dlc_bucket {
 	int done_by;
 };
 
-/* Buckets of about bucket_bytes (0: DL_BUCKET_BYTES_DEFAULT; SIZE_MAX: one)
- * over the params taken from the last (whose gradients backward produces
- * first), in launch order: offsets decrease, the last bucket starts at 0
+/* Buckets of about bucket_bytes (0: DL_BUCKET_BYTES_DEFAULT; SIZE_MAX: one;
+ * the first closes at DL_FIRST_BUCKET_BYTES, as engine/backend.h says) over
+ * the params taken from the last (whose gradients backward produces
+ * first), a bucket closing with the param that brings it to its size, in
+ * launch order: offsets decrease, the last bucket starts at 0
  * (it carries the slots), done_by never increases.  *out is malloc'ed
  * (free it); -1 with err when out of memory. */
 int dlc_plan_buckets(const struct dl_graph *g, const int *writer, const size_t *p_off, size_t bucket_bytes,

@@ -8,6 +8,7 @@
  *    they tile [0, end) exactly, in backward order (offsets decreasing,
  *    done_by never increasing), the last one carries the slots, each
  *    bucket is launched after every node writing one of its gradients,
+ *    the first closes at 1 MiB (so resnet20 too has two by default),
  *    SIZE_MAX gives one bucket;
  *  - the update arithmetic the GPU kernels run (dlc_sgd_elem,
  *    dlc_lars_trust from cuda_kernels.h) against dl_sgd_step (optim.h) on
@@ -127,14 +128,27 @@ static void buckets(const char *model, int h)
 					CHECK(writer[p] < 0 || writer[p] >= bk[k].done_by,
 					      "%s: bucket %d launched after node %d but param %d is written by node %d", model, k,
 					      bk[k].done_by, p, writer[p]);
-			/* size: at least the cap unless it is the last, at most cap + one param */
-			if (k + 1 < nb && sizes[si] != SIZE_MAX)
-				CHECK(bk[k].count * sizeof(float) >= cap || k + 1 == nb, "%s: bucket %d of %zu bytes < %zu", model,
-				      k, bk[k].count * sizeof(float), cap);
+			/* size: each but the last reaches its cap (the first's is 1 MiB at most) and
+			 * closes with the param that reached it */
+			size_t want = k == 0 && cap >= DL_FIRST_BUCKET_BYTES ? DL_FIRST_BUCKET_BYTES : cap;
+			if (k + 1 < nb)
+				CHECK(bk[k].count * sizeof(float) >= want, "%s: bucket %d of %zu bytes < %zu", model, k,
+				      bk[k].count * sizeof(float), want);
+			size_t lowest = 0; /* floats of the bucket without its lowest param */
+			for (int p = 0; p < g.n_params; p++)
+				if (off[p] >= bk[k].off && off[p] < end && (lowest == 0 || off[p] < lowest))
+					lowest = off[p];
+			if (k + 1 < nb && lowest > bk[k].off)
+				CHECK((end - lowest) * sizeof(float) < want + 256,
+				      "%s: bucket %d would have closed one param earlier", model, k);
 		}
 		CHECK(bk[nb - 1].off == 0, "%s: the last bucket starts at %zu, not at the slots", model, bk[nb - 1].off);
 		if (sizes[si] == SIZE_MAX)
 			CHECK(nb == 1 && bk[0].done_by == 0, "%s: SIZE_MAX gives %d buckets", model, nb);
+		/* the small first bucket: even resnet20's 1.1 MB of gradients overlap by default */
+		if (sizes[si] == 0)
+			CHECK(nb >= 2 && bk[0].done_by > 0, "%s: the default gives %d bucket(s), the first after node %d",
+			      model, nb, bk[0].done_by);
 		printf("%s: %zu-byte buckets: %d buckets over %zu floats\n", model, cap, nb, top);
 		free(bk);
 	}
