@@ -180,7 +180,9 @@ struct dl_backend_ops {
 	const char *(*error)(struct dl_backend *b);
 	/* Host memory the backend copies from fastest (pinned, for CUDA), in
 	 * the data loader's allocator-hook shape; NULL: plain malloc is as
-	 * good.  host_alloc returns NULL on failure. */
+	 * good.  host_alloc returns NULL on failure.  ctx is the device
+	 * string the backend will be created with (dl_backend_opts.device),
+	 * so pinning opens no context on another GPU. */
 	void *(*host_alloc)(size_t bytes, void *ctx);
 	void (*host_free)(void *p, void *ctx);
 };

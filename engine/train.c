@@ -274,11 +274,15 @@ static int setup(struct run *r, char *err, size_t errlen)
 		/* Pageable memory works too, only the copy is slower: if pinning
 		 * fails (it says why on stderr), go on without it and let the
 		 * backend report a missing GPU in its own words. */
-		void *probe = feed->host_alloc && feed->host_free ? feed->host_alloc(1, NULL) : NULL;
+		/* ctx: the device the backend will train on (the pinned ring's
+		 * allocation must not open a context on another GPU) */
+		void *ctx = (void *)(uintptr_t)c->gpu;
+		void *probe = feed->host_alloc && feed->host_free ? feed->host_alloc(1, ctx) : NULL;
 		if (probe) {
-			feed->host_free(probe, NULL);
+			feed->host_free(probe, ctx);
 			lo.host_alloc = feed->host_alloc;
 			lo.host_free = feed->host_free;
+			lo.alloc_ctx = ctx;
 			r->train_pinned = 1;
 		}
 	}

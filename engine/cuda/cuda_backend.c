@@ -1,21 +1,22 @@
 #include "config.h"
 
-/* The "cuda" backend: create() plans every device buffer (activations,
- * gradients, parameters, optimizer state, cuDNN/cuBLAS workspace) and makes
- * one cudaMalloc; no step allocates.  This file holds create/destroy, the
- * graph<->device copies and the dl_backend_ops entry points; the fast path
- * (device-resident training) is in cuda_step.c. */
+/* The "cuda" backend: create() checks the graph, picks the device, plans
+ * every device buffer (activations, gradients, parameters, optimizer state,
+ * cuDNN/cuBLAS workspace) and makes one cudaMalloc; no step allocates.
+ * This file holds create/destroy, the state copies at the boundaries
+ * (state_in/state_out), pinned host memory and the dl_backend_ops table;
+ * the step itself is in cuda_step.c, the graph walk in cuda_exec.c. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cuda/cuda_host.h"
 #include "engine/cuda/cuda_internal.h"
-#include "engine/cuda/nccl_comm.h"
 
 #define ARENA_ALIGN 256
 #define BLAS_WS_BYTES (32u << 20) /* cuBLAS's recommended workspace on Hopper */
+#define FP16_INIT_SCALE 65536.0f /* torch.cuda.amp.GradScaler's init_scale */
+#define NCCL_TIMEOUT_S 600.0
 
 void dlc_fail(struct dl_backend *b, const char *file, int line, const char *call, const char *why)
 {
@@ -53,28 +54,6 @@ oom:
 	return -1;
 }
 
-void dl_cuda_default_options(struct dl_cuda_options *o)
-{
-	memset(o, 0, sizeof *o);
-	o->precision = DL_CUDA_BF16;
-	o->conv_find = 1;
-	o->workspace_limit = (size_t)1 << 30;
-	o->bucket_bytes = (size_t)25 << 20;
-	const char *p = getenv("DLJOB_CUDA_PRECISION");
-	if (p && strcmp(p, "fp32") == 0)
-		o->precision = DL_CUDA_FP32;
-	else if (p && strcmp(p, "fp16") == 0)
-		o->precision = DL_CUDA_FP16;
-	p = getenv("DLJOB_CUDA_GRAPHS");
-	o->cuda_graphs = p && strcmp(p, "1") == 0;
-	p = getenv("DLJOB_CUDA_CONV_ALGO");
-	if (p && strcmp(p, "heuristic") == 0)
-		o->conv_find = 0;
-	p = getenv("DLJOB_CUDA_POISON");
-	o->poison = p && strcmp(p, "1") == 0;
-	o->device = -1;
-}
-
 int dl_cuda_device_count(void)
 {
 	int n = 0;
@@ -83,42 +62,37 @@ int dl_cuda_device_count(void)
 	return n;
 }
 
-/* The device for this process: explicit, DLJOB_CUDA_DEVICE, or the local
- * rank when several GPUs are visible (one process per GPU). */
-int dl_cuda_select_device(int dev, char *err, size_t errlen)
+/* The device named by `name` (dl_backend_opts.device: index or PCI bus id
+ * among the visible devices; NULL: device 0), made current on this thread.
+ * Returns its index, or -1 with err. */
+static int select_device(const char *name, char *err, size_t errlen)
 {
-	int ndev = dl_cuda_device_count();
-	const char *why = "the caller";
-	if (ndev < 1) {
-		snprintf(err, errlen, "cuda backend: no CUDA device is visible (cudaGetDeviceCount)");
+	int ndev = 0, dev = 0;
+	int kind = dlc_parse_device(name, &dev);
+	if (kind < 0) {
+		snprintf(err, errlen, "cuda backend: GPU '%s' is neither a device index nor a PCI bus id", name);
 		return -1;
 	}
-	if (dev < 0) {
-		static const char *const vars[] = { "DLJOB_CUDA_DEVICE", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
-						    "LOCAL_RANK" };
-		for (size_t i = 0; i < sizeof vars / sizeof vars[0] && dev < 0; i++) {
-			const char *v = getenv(vars[i]);
-			char *end;
-			if (!v || !*v || (i > 0 && ndev < 2))
-				continue;
-			long x = strtol(v, &end, 10);
-			if (*end || x < 0) {
-				snprintf(err, errlen, "cuda backend: %s=%s is not a device number", vars[i], v);
-				return -1;
-			}
-			dev = i == 0 ? (int)x : (int)(x % ndev);
-			why = vars[i];
+	cudaError_t e = cudaGetDeviceCount(&ndev);
+	if (e != cudaSuccess || ndev < 1) {
+		snprintf(err, errlen, "cuda backend: no CUDA device is visible (cudaGetDeviceCount: %s)",
+			 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+		return -1;
+	}
+	if (kind == 1) {
+		e = cudaDeviceGetByPCIBusId(&dev, name);
+		if (e != cudaSuccess) {
+			snprintf(err, errlen, "cuda backend: no visible CUDA device has PCI bus id %s (%s)", name,
+				 cudaGetErrorString(e));
+			return -1;
 		}
 	}
-	if (dev < 0 && cudaGetDevice(&dev) != cudaSuccess) {
-		snprintf(err, errlen, "cuda backend: cudaGetDevice failed");
-		return -1;
-	}
 	if (dev >= ndev) {
-		snprintf(err, errlen, "cuda backend: device %d (from %s) but only %d visible", dev, why, ndev);
+		snprintf(err, errlen, "cuda backend: GPU %s, but only %d CUDA device%s visible", name ? name : "0", ndev,
+			 ndev == 1 ? " is" : "s are");
 		return -1;
 	}
-	cudaError_t e = cudaSetDevice(dev);
+	e = cudaSetDevice(dev);
 	if (e != cudaSuccess) {
 		snprintf(err, errlen, "cuda backend: cudaSetDevice(%d): %s", dev, cudaGetErrorString(e));
 		return -1;
@@ -126,26 +100,40 @@ int dl_cuda_select_device(int dev, char *err, size_t errlen)
 	return dev;
 }
 
-/* Which node writes the gradient of each param (-1: none), checking that
- * no param is used twice (its gradient would be overwritten). */
-static int param_writers(struct dl_backend *b, int *writer)
+int dlc_use_device(struct dl_backend *b)
 {
-	const struct dl_graph *g = b->g;
-	for (int p = 0; p < g->n_params; p++)
-		writer[p] = -1;
-	for (int i = 0; i < g->n_nodes; i++)
-		for (int k = 0; k < 2; k++) {
-			int p = g->nodes[i].param[k];
-			if (p < 0)
-				continue;
-			if (writer[p] >= 0) {
-				dlc_failf(b, "cuda backend: param %s is used by nodes %d and %d (shared weights are not supported)",
-					  g->params[p].name, writer[p], i);
-				return -1;
-			}
-			writer[p] = i;
-		}
+	CK_CUDA(b, cudaSetDevice(b->device));
 	return 0;
+}
+
+void *dl_cuda_host_alloc(size_t bytes, void *ctx)
+{
+	char err[256];
+	void *p = NULL;
+	/* cudaHostAlloc opens a context on the current device: make that the
+	 * device this process trains on */
+	if (select_device((const char *)ctx, err, sizeof err) < 0) {
+		fprintf(stderr, "dljob: pinned host memory: %s\n", err);
+		return NULL;
+	}
+	/* portable: pinned for every context, whichever thread copies from it */
+	cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
+	if (e != cudaSuccess) {
+		fprintf(stderr, "dljob: %s:%d: cudaHostAlloc(%zu bytes): %s\n", __FILE__, __LINE__, bytes,
+			cudaGetErrorString(e));
+		return NULL;
+	}
+	return p;
+}
+
+void dl_cuda_host_free(void *p, void *ctx)
+{
+	(void)ctx;
+	if (!p)
+		return;
+	cudaError_t e = cudaFreeHost(p);
+	if (e != cudaSuccess)
+		fprintf(stderr, "dljob: %s:%d: cudaFreeHost: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));
 }
 
 /* Structural checks: everything the kernels below assume. */
@@ -230,41 +218,73 @@ static int check_graph(struct dl_backend *b)
 	return 0;
 }
 
-static int upload(struct dl_backend *b)
+/* Graph -> device: params, buffers, momentum (zero without st or when no
+ * step was taken), step count, then the working copies.  Synchronous. */
+static int load_state(struct dl_backend *b, const struct dl_optim_state *st)
 {
 	const struct dl_graph *g = b->g;
+	if (st && st->n != 0 && st->n != (size_t)g->n_params) {
+		dlc_failf(b, "cuda backend: optimizer state has %zu momentum buffers, the model %d params", st->n,
+			  g->n_params);
+		return -1;
+	}
+	for (size_t i = 0; st && i < st->n; i++)
+		if (st->mom[i].count != g->params[i].count) {
+			dlc_failf(b, "cuda backend: momentum buffer %s has %zu values, param %s %zu", st->mom[i].name,
+				  st->mom[i].count, g->params[i].name, g->params[i].count);
+			return -1;
+		}
 	for (int i = 0; i < g->n_params; i++)
 		CK_CUDA(b, cudaMemcpyAsync(b->w + b->p_off[i], g->params[i].data, g->params[i].count * sizeof(float),
 					   cudaMemcpyHostToDevice, b->s));
 	for (int i = 0; i < g->n_buffers; i++)
 		CK_CUDA(b, cudaMemcpyAsync(b->bufs + b->b_off[i], g->buffers[i].data, g->buffers[i].count * sizeof(float),
 					   cudaMemcpyHostToDevice, b->s));
-	return dlc_refresh_work(b);
-}
-
-int dl_cuda_load_graph(struct dl_backend *b)
-{
-	if (upload(b))
-		return -1;
 	CK_CUDA(b, cudaMemsetAsync(b->mom, 0, b->n_flat * sizeof(float), b->s));
+	long steps = st ? st->steps : 0;
+	if (steps > 0)
+		for (size_t i = 0; i < st->n; i++)
+			CK_CUDA(b, cudaMemcpyAsync(b->mom + b->p_off[i], st->mom[i].data, st->mom[i].count * sizeof(float),
+						   cudaMemcpyHostToDevice, b->s));
+	CK_CUDA(b, dlc_refresh_work(b->d_tensors, b->d_chunks, b->n_chunks, b->w, b->dt, b->s));
+	/* the copies above read pageable memory: wait before the caller may change it */
 	CK_CUDA(b, cudaStreamSynchronize(b->s));
+	b->steps = steps < 0 ? 0 : steps;
+	b->bn_tracked = g->bn_batches_tracked;
 	return 0;
 }
 
-int dl_cuda_store_graph(struct dl_backend *b, float **mom)
+static int ops_state_in(struct dl_backend *b, const struct dl_optim_state *st)
 {
-	const struct dl_graph *g = b->g;
+	if (dlc_use_device(b))
+		return -1;
+	return load_state(b, st);
+}
+
+static int ops_state_out(struct dl_backend *b, struct dl_optim_state *st)
+{
+	struct dl_graph *g = b->g;
+	if (dlc_use_device(b))
+		return -1;
+	if (st && st->n != 0 && st->n != (size_t)g->n_params) {
+		dlc_failf(b, "cuda backend: optimizer state has room for %zu momentum buffers, the model has %d params",
+			  st->n, g->n_params);
+		return -1;
+	}
 	for (int i = 0; i < g->n_params; i++) {
 		CK_CUDA(b, cudaMemcpyAsync(g->params[i].data, b->w + b->p_off[i], g->params[i].count * sizeof(float),
 					   cudaMemcpyDeviceToHost, b->s));
-		if (mom && mom[i])
-			CK_CUDA(b, cudaMemcpyAsync(mom[i], b->mom + b->p_off[i], g->params[i].count * sizeof(float),
+		if (st && st->n && st->mom[i].count == g->params[i].count)
+			CK_CUDA(b, cudaMemcpyAsync(st->mom[i].data, b->mom + b->p_off[i], g->params[i].count * sizeof(float),
 						   cudaMemcpyDeviceToHost, b->s));
 	}
 	for (int i = 0; i < g->n_buffers; i++)
 		CK_CUDA(b, cudaMemcpyAsync(g->buffers[i].data, b->bufs + b->b_off[i],
 					   g->buffers[i].count * sizeof(float), cudaMemcpyDeviceToHost, b->s));
 	CK_CUDA(b, cudaStreamSynchronize(b->s));
+	g->bn_batches_tracked = b->bn_tracked;
+	if (st)
+		st->steps = b->steps;
 	return 0;
 }
 
@@ -276,94 +296,79 @@ void dl_cuda_memory(struct dl_backend *b, size_t *arena_bytes, size_t *device_by
 		*device_bytes = b->device_bytes;
 }
 
-/* Allreduce buckets of about bucket_bytes over params taken from the last
- * (whose grads backward produces first); each is launched after the node
- * that completes it, i.e. the lowest-numbered node writing one of its params. */
-static int plan_buckets(struct dl_backend *b, const int *writer)
+static size_t align_up(size_t x, size_t a)
+{
+	return (x + a - 1) / a * a;
+}
+
+/* Buckets and, per node, the buckets to launch after its backward. */
+static int plan_reduction(struct dl_backend *b)
 {
 	const struct dl_graph *g = b->g;
-	b->bk = calloc((size_t)g->n_params + 1, sizeof *b->bk);
-	int *done_by = calloc((size_t)g->n_params + 1, sizeof *done_by);
 	int *count = calloc((size_t)g->n_nodes + 1, sizeof *count);
 	int rv = -1;
-	if (!b->bk || !done_by || !count) {
-		dlc_failf(b, "cuda backend: out of host memory planning allreduce buckets");
+	if (!count) {
+		dlc_failf(b, "cuda backend: out of host memory planning the reduction");
+		return -1;
+	}
+	if (dlc_plan_buckets(g, b->writer, b->p_off, b->opt.bucket_bytes, &b->bk, &b->n_bk, b->err, sizeof b->err))
 		goto out;
-	}
-	int hi = g->n_params - 1;
-	while (hi >= 0) {
-		int lo = hi, node = writer[hi];
-		size_t bytes = g->params[hi].count * sizeof(float);
-		while (lo > 0 && bytes < b->opt.bucket_bytes) {
-			lo--;
-			bytes += g->params[lo].count * sizeof(float);
-		}
-		for (int p = lo; p <= hi; p++)
-			if (writer[p] >= 0 && (node < 0 || writer[p] < node))
-				node = writer[p];
-		struct dlc_bucket *k = &b->bk[b->n_bk];
-		k->off = b->p_off[lo];
-		k->count = b->p_off[hi] + g->params[hi].count - b->p_off[lo];
-		done_by[b->n_bk] = node < 0 ? 0 : node;
-		count[done_by[b->n_bk]]++;
-		b->n_bk++;
-		hi = lo - 1;
-	}
+	for (int k = 0; k < b->n_bk; k++)
+		count[b->bk[k].done_by]++;
 	for (int i = 0; i < g->n_nodes; i++) {
 		if (!count[i])
 			continue;
 		b->node[i].ready = calloc((size_t)count[i], sizeof(int));
 		if (!b->node[i].ready) {
-			dlc_failf(b, "cuda backend: out of host memory planning allreduce buckets");
+			dlc_failf(b, "cuda backend: out of host memory planning the reduction");
 			goto out;
 		}
 	}
 	for (int k = 0; k < b->n_bk; k++) {
-		struct dlc_node *nd = &b->node[done_by[k]];
+		struct dlc_node *nd = &b->node[b->bk[k].done_by];
 		nd->ready[nd->n_ready++] = k;
 	}
-	b->ev_bk = calloc((size_t)b->n_bk, sizeof *b->ev_bk);
+	b->ev_bk = calloc((size_t)b->n_bk + 1, sizeof *b->ev_bk);
 	if (!b->ev_bk) {
 		dlc_failf(b, "cuda backend: out of host memory");
 		goto out;
 	}
 	rv = 0;
 out:
-	free(done_by);
 	free(count);
 	return rv;
 }
 
-static size_t align_up(size_t x, size_t a)
+static int comm_bcast(void *ctx, void *buf, size_t len, char *err, size_t errlen)
 {
-	return (x + a - 1) / a * a;
+	struct dl_comm *c = ctx;
+	return c->broadcast(c, 0, buf, len, err, errlen);
 }
 
 static int setup(struct dl_backend *b)
 {
 	struct dl_graph *g = b->g;
 	int n = b->n;
-	int *writer;
-	int rv = -1;
 	size_t free0 = 0, free1 = 0, total = 0;
 
 	switch (b->opt.precision) {
-	case DL_CUDA_FP32:
+	case DL_FP32:
 		b->dt = DLC_F32, b->esize = 4, b->cudnn_dt = CUDNN_DATA_FLOAT, b->blas_dt = CUDA_R_32F;
 		break;
-	case DL_CUDA_BF16:
+	case DL_BF16:
 		b->dt = DLC_BF16, b->esize = 2, b->cudnn_dt = CUDNN_DATA_BFLOAT16, b->blas_dt = CUDA_R_16BF;
 		break;
-	case DL_CUDA_FP16:
+	case DL_FP16:
 		b->dt = DLC_F16, b->esize = 2, b->cudnn_dt = CUDNN_DATA_HALF, b->blas_dt = CUDA_R_16F;
 		break;
 	default:
 		dlc_failf(b, "cuda backend: unknown precision %d", (int)b->opt.precision);
 		return -1;
 	}
-	b->loss_scale = b->opt.loss_scale > 0 ? b->opt.loss_scale : b->dt == DLC_F16 ? 1024.0f : 1.0f;
 	b->graph_in = -1;
-	if (dl_cuda_select_device(b->opt.device, b->err, sizeof b->err) < 0)
+	b->graph_off = b->test.no_graphs;
+	b->device = select_device(b->opt.device, b->err, sizeof b->err);
+	if (b->device < 0)
 		return -1;
 	CK_CUDA(b, cudaMemGetInfo(&free0, &total));
 	CK_CUDA(b, cudaStreamCreateWithFlags(&b->s, cudaStreamNonBlocking));
@@ -374,7 +379,7 @@ static int setup(struct dl_backend *b)
 	CK_CUBLAS(b, cublasCreate(&b->blas));
 	b->have_blas = 1;
 	CK_CUBLAS(b, cublasSetStream(b->blas, b->s));
-	/* fp32 checks: no TF32 in the classifier either */
+	/* fp32: no TF32 in the classifier either */
 	CK_CUBLAS(b, cublasSetMathMode(b->blas, b->dt == DLC_F32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH));
 
 	b->val = calloc((size_t)g->n_values, sizeof *b->val);
@@ -383,10 +388,10 @@ static int setup(struct dl_backend *b)
 	b->p_off = calloc((size_t)g->n_params + 1, sizeof *b->p_off);
 	b->b_off = calloc((size_t)g->n_buffers + 1, sizeof *b->b_off);
 	b->h_tensors = calloc((size_t)g->n_params + 1, sizeof *b->h_tensors);
-	writer = b->writer = calloc((size_t)g->n_params + 1, sizeof *writer);
-	if (!b->val || !b->node || !b->algos || !b->p_off || !b->b_off || !b->h_tensors || !writer) {
+	b->writer = calloc((size_t)g->n_params + 1, sizeof *b->writer);
+	if (!b->val || !b->node || !b->algos || !b->p_off || !b->b_off || !b->h_tensors || !b->writer) {
 		dlc_failf(b, "cuda backend: out of host memory");
-		goto out;
+		return -1;
 	}
 	for (int v = 0; v < g->n_values; v++) {
 		struct dlc_value *x = &b->val[v];
@@ -395,19 +400,17 @@ static int setup(struct dl_backend *b)
 		x->cp = v == g->input && x->c % 8 ? (x->c + 7) / 8 * 8 : x->c;
 		x->elems = (size_t)n * x->h * x->w * x->cp;
 	}
-	if (check_graph(b) || param_writers(b, writer))
-		goto out;
+	if (check_graph(b) || dlc_param_writers(g, b->writer, b->err, sizeof b->err))
+		return -1;
 	b->img_c = g->values[g->input].c;
-	if (b->img_c > DLC_MAX_IMG_C) {
-		dlc_failf(b, "cuda backend: image has %d channels, at most %d supported", b->img_c, DLC_MAX_IMG_C);
-		goto out;
+	b->k = g->values[g->output].c;
+	if (g->values[g->output].h != 1 || g->values[g->output].w != 1) {
+		dlc_failf(b, "cuda backend: the graph output must be (K,1,1) logits, it is (%d,%d,%d)", b->k,
+			  g->values[g->output].h, g->values[g->output].w);
+		return -1;
 	}
 
-	/* flat parameter arrays, each tensor 256-byte aligned */
-	for (int i = 0; i < g->n_params; i++) {
-		b->p_off[i] = b->n_flat;
-		b->n_flat = align_up(b->n_flat + g->params[i].count, 64);
-	}
+	dlc_plan_flat(g, b->p_off, &b->n_flat);
 	for (int i = 0; i < g->n_buffers; i++) {
 		b->b_off[i] = b->n_bflat;
 		b->n_bflat += g->buffers[i].count;
@@ -416,14 +419,21 @@ static int setup(struct dl_backend *b)
 	    dlc_plan(b, (void **)&b->gr, b->n_flat * sizeof(float)) ||
 	    dlc_plan(b, (void **)&b->mom, b->n_flat * sizeof(float)) ||
 	    dlc_plan(b, (void **)&b->bufs, (b->n_bflat + 1) * sizeof(float)) ||
-	    dlc_plan(b, (void **)&b->d_lr, sizeof(float)))
-		goto out;
+	    dlc_plan(b, (void **)&b->d_ctl, sizeof(struct dlc_ctl)) ||
+	    dlc_plan(b, (void **)&b->d_opt, sizeof(struct dlc_optdev)) ||
+	    dlc_plan(b, (void **)&b->trust, ((size_t)g->n_params + 1) * sizeof(float)))
+		return -1;
 
-	/* working copies: conv weights KRSC with padded input channels, FC weight as is */
+	/* per tensor: decay, LARS, working copy (conv weights KRSC with padded input channels, FC as is) */
+	const struct dl_optim_config *oc = &b->opt.optim;
 	for (int i = 0; i < g->n_params; i++) {
 		struct dlc_ptensor *t = &b->h_tensors[i];
+		int decay = !g->params[i].no_decay || oc->decay_bn_and_bias;
 		t->off = b->p_off[i];
 		t->count = g->params[i].count;
+		t->wd = decay ? (float)oc->weight_decay : 0.0f;
+		t->wd_d = decay ? oc->weight_decay : 0.0;
+		t->lars = oc->lars && decay;
 		t->map = DLC_MAP_NONE;
 	}
 	for (int i = 0; i < g->n_nodes; i++) {
@@ -433,18 +443,18 @@ static int setup(struct dl_backend *b)
 			struct dlc_ptensor *t = &b->h_tensors[d->param[0]];
 			if (p->ndim != 4) {
 				dlc_failf(b, "cuda backend: conv weight %s is not 4-d", p->name);
-				goto out;
+				return -1;
 			}
 			t->map = DLC_MAP_OIHW_KRSC;
 			t->o = p->dims[0], t->i = p->dims[1], t->kh = p->dims[2], t->kw = p->dims[3];
 			t->ip = b->val[d->in[0]].cp;
 			if (dlc_plan(b, &t->work, (size_t)t->o * t->kh * t->kw * t->ip * b->esize))
-				goto out;
+				return -1;
 		} else if (d->kind == DL_NODE_FC) {
 			struct dlc_ptensor *t = &b->h_tensors[d->param[0]];
 			t->map = DLC_MAP_PLAIN;
 			if (dlc_plan(b, &t->work, t->count * b->esize))
-				goto out;
+				return -1;
 		}
 	}
 
@@ -458,28 +468,28 @@ static int setup(struct dl_backend *b)
 		if (fc_out)
 			continue;
 		if (dlc_plan(b, &b->val[v].act, b->val[v].elems * b->esize))
-			goto out;
+			return -1;
 		if (v != g->input && dlc_plan(b, &b->val[v].grad, b->val[v].elems * b->esize))
-			goto out;
+			return -1;
 	}
 	for (int i = 0; i < g->n_nodes; i++) {
 		const struct dl_node *d = &g->nodes[i];
 		const struct dlc_value *x = &b->val[d->in[0]], *y = &b->val[d->out];
 		if (d->kind == DL_NODE_CONV) {
 			if (dlc_conv_setup(b, i))
-				goto out;
+				return -1;
 		} else if (d->kind == DL_NODE_BN) {
 			size_t m = (size_t)n * x->h * x->w, p = dlc_bn_part_floats(m, x->c);
 			part = p > part ? p : part;
 			if (dlc_plan(b, (void **)&b->node[i].mean, (size_t)x->c * sizeof(float)) ||
 			    dlc_plan(b, (void **)&b->node[i].invstd, (size_t)x->c * sizeof(float)))
-				goto out;
+				return -1;
 		} else if (d->kind == DL_NODE_MAXPOOL) {
 			if (dlc_plan(b, (void **)&b->node[i].arg, y->elems))
-				goto out;
+				return -1;
 		} else if (d->kind == DL_NODE_FC) {
 			if (dlc_plan(b, &b->node[i].dl_work, (size_t)n * y->c * b->esize))
-				goto out;
+				return -1;
 		}
 	}
 	const struct dl_shape *xs = &g->values[g->input], *os = &g->values[g->output];
@@ -491,10 +501,11 @@ static int setup(struct dl_backend *b)
 	b->h_chunks = calloc((size_t)b->n_chunks + 1, sizeof *b->h_chunks);
 	if (!b->h_chunks) {
 		dlc_failf(b, "cuda backend: out of host memory");
-		goto out;
+		return -1;
 	}
 	b->n_chunks = 0;
-	for (int i = 0; i < g->n_params; i++)
+	for (int i = 0; i < g->n_params; i++) {
+		b->h_tensors[i].chunk0 = b->n_chunks;
 		for (size_t s = 0; s < b->h_tensors[i].count; s += DLC_CHUNK) {
 			struct dlc_chunk *c = &b->h_chunks[b->n_chunks++];
 			size_t left = b->h_tensors[i].count - s;
@@ -502,21 +513,25 @@ static int setup(struct dl_backend *b)
 			c->start = s;
 			c->len = (int)(left < DLC_CHUNK ? left : DLC_CHUNK);
 		}
+		b->h_tensors[i].nchunk = b->n_chunks - b->h_tensors[i].chunk0;
+	}
 	b->blas_ws_bytes = BLAS_WS_BYTES;
 	if (dlc_plan(b, (void **)&b->bn_part, (part + 1) * sizeof(float)) ||
 	    dlc_plan(b, &b->ws, b->ws_bytes + 1) ||
 	    dlc_plan(b, &b->blas_ws, b->blas_ws_bytes) ||
 	    dlc_plan(b, (void **)&b->d_x, b->x_count * sizeof(float)) ||
 	    dlc_plan(b, (void **)&b->d_u8, b->x_count) ||
-	    dlc_plan(b, (void **)&b->d_flip, (size_t)n) ||
+	    dlc_plan(b, (void **)&b->d_norm, 2 * (size_t)b->img_c * sizeof(float)) ||
 	    dlc_plan(b, (void **)&b->d_labels, (size_t)n * sizeof(int)) ||
 	    dlc_plan(b, (void **)&b->d_logits, b->out_count * sizeof(float)) ||
 	    dlc_plan(b, (void **)&b->d_dlogits, b->out_count * sizeof(float)) ||
 	    dlc_plan(b, (void **)&b->d_loss, (size_t)n * sizeof(float)) ||
-	    dlc_plan(b, (void **)&b->d_correct, (size_t)n * sizeof(int)) ||
+	    dlc_plan(b, (void **)&b->d_top, (size_t)n * sizeof(int)) ||
+	    dlc_plan(b, (void **)&b->d_flag, sizeof(float)) ||
+	    dlc_plan(b, (void **)&b->part, ((size_t)b->n_chunks + 1) * sizeof(struct dlc_part)) ||
 	    dlc_plan(b, (void **)&b->d_tensors, ((size_t)g->n_params + 1) * sizeof(struct dlc_ptensor)) ||
 	    dlc_plan(b, (void **)&b->d_chunks, ((size_t)b->n_chunks + 1) * sizeof(struct dlc_chunk)))
-		goto out;
+		return -1;
 
 	/* the one allocation */
 	for (int k = 0; k < b->n_plan; k++)
@@ -525,7 +540,7 @@ static int setup(struct dl_backend *b)
 		dlc_failf(b, "cuda backend: cannot allocate %.2f GiB of device memory for batch %d (%.2f GiB free)",
 			  (double)b->arena_bytes / (1 << 30), n, (double)free0 / (1 << 30));
 		b->arena = NULL;
-		goto out;
+		return -1;
 	}
 	{
 		size_t off = 0;
@@ -534,11 +549,13 @@ static int setup(struct dl_backend *b)
 			off += align_up(b->plan_bytes[k], ARENA_ALIGN);
 		}
 	}
-	/* zero: padded channels of the image and of its conv weights must stay 0.
-	 * Everything goes on b->s: a non-blocking stream does not wait for work
-	 * that plain cudaMemset/cudaMemcpy put on the legacy default stream. */
+	/* zero: padded channels of the image and of its conv weights, and the
+	 * gaps of the flat arrays, must stay 0.  Everything goes on b->s: a
+	 * non-blocking stream does not wait for work that plain
+	 * cudaMemset/cudaMemcpy put on the legacy default stream. */
 	CK_CUDA(b, cudaMemsetAsync(b->arena, 0, b->arena_bytes, b->s));
-	if (b->opt.poison) {
+	if (b->test.poison) {
+		/* 0xff bytes are NaN in fp32, bf16 and fp16: every read must follow a write */
 		CK_CUDA(b, cudaMemsetAsync(b->d_logits, 0xff, b->out_count * sizeof(float), b->s));
 		for (int i = 0; i < g->n_nodes; i++)
 			if (b->node[i].mean) {
@@ -546,63 +563,72 @@ static int setup(struct dl_backend *b)
 				CK_CUDA(b, cudaMemsetAsync(b->node[i].mean, 0xff, c, b->s));
 				CK_CUDA(b, cudaMemsetAsync(b->node[i].invstd, 0xff, c, b->s));
 			}
-	}
-	if (b->opt.poison)
 		for (int v = 0; v < g->n_values; v++) {
-			/* 0xff bytes are NaN in fp32, bf16 and fp16 */
 			if (b->val[v].act && v != g->input)
 				CK_CUDA(b, cudaMemsetAsync(b->val[v].act, 0xff, b->val[v].elems * b->esize, b->s));
 			if (b->val[v].grad)
 				CK_CUDA(b, cudaMemsetAsync(b->val[v].grad, 0xff, b->val[v].elems * b->esize, b->s));
 		}
+	}
+	CK_CUBLAS(b, cublasSetWorkspace(b->blas, b->blas_ws, b->blas_ws_bytes));
+
+	/* pinned host edges */
+	CK_CUDA(b, cudaMallocHost((void **)&b->h_ctl, sizeof *b->h_ctl));
+	CK_CUDA(b, cudaMallocHost((void **)&b->h_opt, sizeof *b->h_opt));
+	CK_CUDA(b, cudaMallocHost((void **)&b->h_norm, 2 * (size_t)b->img_c * sizeof(float)));
+	CK_CUDA(b, cudaMallocHost((void **)&b->h_labels, (size_t)n * sizeof(int)));
+	CK_CUDA(b, cudaMallocHost((void **)&b->h_loss, (size_t)n * sizeof(float)));
+	CK_CUDA(b, cudaMallocHost((void **)&b->h_top, (size_t)n * sizeof(int)));
+	CK_CUDA(b, cudaMallocHost((void **)&b->h_flag, sizeof(float)));
+	memset(b->h_ctl, 0, sizeof *b->h_ctl);
+	memset(b->h_opt, 0, sizeof *b->h_opt);
+	b->h_opt->scale = b->dt == DLC_F16 ? FP16_INIT_SCALE : 1.0f;
+	CK_CUDA(b, cudaMemcpyAsync(b->d_opt, b->h_opt, sizeof *b->h_opt, cudaMemcpyHostToDevice, b->s));
 	CK_CUDA(b, cudaMemcpyAsync(b->d_tensors, b->h_tensors, (size_t)g->n_params * sizeof(struct dlc_ptensor),
 				   cudaMemcpyHostToDevice, b->s));
 	CK_CUDA(b, cudaMemcpyAsync(b->d_chunks, b->h_chunks, (size_t)b->n_chunks * sizeof(struct dlc_chunk),
 				   cudaMemcpyHostToDevice, b->s));
-	CK_CUBLAS(b, cublasSetWorkspace(b->blas, b->blas_ws, b->blas_ws_bytes));
 
-	/* pinned host edges */
-	CK_CUDA(b, cudaMallocHost((void **)&b->h_x, b->x_count * sizeof(float)));
-	CK_CUDA(b, cudaMallocHost((void **)&b->h_u8, b->x_count));
-	CK_CUDA(b, cudaMallocHost((void **)&b->h_flip, (size_t)n));
-	CK_CUDA(b, cudaMallocHost((void **)&b->h_labels, (size_t)n * sizeof(int)));
-	CK_CUDA(b, cudaMallocHost((void **)&b->h_logits, b->out_count * sizeof(float)));
-	CK_CUDA(b, cudaMallocHost((void **)&b->h_loss, (size_t)n * sizeof(float)));
-	CK_CUDA(b, cudaMallocHost((void **)&b->h_correct, (size_t)n * sizeof(int)));
-	CK_CUDA(b, cudaMallocHost((void **)&b->h_lr, sizeof(float)));
-	memset(b->h_flip, 0, (size_t)n);
-	memset(b->h_labels, 0, (size_t)n * sizeof(int));
-
-	if (b->opt.nccl && plan_buckets(b, writer))
-		goto out;
+	/* reduction: NCCL from the engine's comm (its broadcast spreads the id) */
+	struct dl_comm *c = b->opt.comm;
+	b->world = 1.0f;
+	if ((c && c->size > 1) || b->test.force_nccl) {
+		if (c && c->size > 1 && !c->broadcast) {
+			dlc_failf(b, "cuda backend: the process group has no broadcast to spread NCCL's unique id");
+			return -1;
+		}
+		b->nccl = c && c->size > 1 ? dl_nccl_create(c->rank, c->size, comm_bcast, c, NCCL_TIMEOUT_S, b->err,
+							    sizeof b->err)
+					   : dl_nccl_create(0, 1, NULL, NULL, NCCL_TIMEOUT_S, b->err, sizeof b->err);
+		if (!b->nccl)
+			return -1;
+		b->world = (float)dl_nccl_size(b->nccl);
+		if (plan_reduction(b))
+			return -1;
+	}
 	b->have_events = 1; /* destroy() frees whichever were made */
 	for (int k = 0; k < b->n_bk; k++)
 		CK_CUDA(b, cudaEventCreateWithFlags(&b->ev_bk[k], cudaEventDisableTiming));
-	CK_CUDA(b, cudaEventCreateWithFlags(&b->ev_comm, cudaEventDisableTiming));
+	CK_CUDA(b, cudaEventCreateWithFlags(&b->ev_join, cudaEventDisableTiming));
 	CK_CUDA(b, cudaEventCreate(&b->ev_start));
+	CK_CUDA(b, cudaEventCreate(&b->ev_bwd_end));
+	CK_CUDA(b, cudaEventCreate(&b->ev_comm_start));
+	CK_CUDA(b, cudaEventCreate(&b->ev_comm_end));
 	CK_CUDA(b, cudaEventCreate(&b->ev_done));
 
-	{
-		/* torchvision's ImageNet normalization for RGB, 0.5/0.5 otherwise */
-		static const float mean3[3] = { 0.485f, 0.456f, 0.406f }, std3[3] = { 0.229f, 0.224f, 0.225f };
-		for (int c = 0; c < DLC_MAX_IMG_C; c++) {
-			b->norm.mean[c] = b->img_c == 3 && c < 3 ? mean3[c] : 0.5f;
-			b->norm.inv_std[c] = 1.0f / (b->img_c == 3 && c < 3 ? std3[c] : 0.5f);
-		}
-	}
-	if (dl_cuda_load_graph(b))
-		goto out;
+	if (load_state(b, NULL))
+		return -1;
 	CK_CUDA(b, cudaMemGetInfo(&free1, &total));
 	b->device_bytes = free0 > free1 ? free0 - free1 : 0;
-	rv = 0;
-out:
-	return rv;
+	return 0;
 }
 
 static void destroy(struct dl_backend *b)
 {
 	if (!b)
 		return;
+	if (b->device >= 0)
+		cudaSetDevice(b->device);
 	if (b->s)
 		cudaStreamSynchronize(b->s);
 	if (b->cs)
@@ -615,13 +641,13 @@ static void destroy(struct dl_backend *b)
 		for (int k = 0; k < b->n_bk; k++)
 			if (b->ev_bk[k])
 				cudaEventDestroy(b->ev_bk[k]);
-		if (b->ev_comm)
-			cudaEventDestroy(b->ev_comm);
-		if (b->ev_start)
-			cudaEventDestroy(b->ev_start);
-		if (b->ev_done)
-			cudaEventDestroy(b->ev_done);
+		cudaEvent_t *evs[] = { &b->ev_join, &b->ev_start, &b->ev_bwd_end, &b->ev_comm_start, &b->ev_comm_end,
+				       &b->ev_done };
+		for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+			if (*evs[i])
+				cudaEventDestroy(*evs[i]);
 	}
+	dl_nccl_destroy(b->nccl);
 	if (b->node)
 		for (int i = 0; i < b->g->n_nodes; i++) {
 			dlc_conv_free(&b->node[i].conv);
@@ -633,14 +659,13 @@ static void destroy(struct dl_backend *b)
 		cublasDestroy(b->blas);
 	if (b->arena)
 		cudaFree(b->arena);
-	cudaFreeHost(b->h_x);
-	cudaFreeHost(b->h_u8);
-	cudaFreeHost(b->h_flip);
+	cudaFreeHost(b->h_ctl);
+	cudaFreeHost(b->h_opt);
+	cudaFreeHost(b->h_norm);
 	cudaFreeHost(b->h_labels);
-	cudaFreeHost(b->h_logits);
 	cudaFreeHost(b->h_loss);
-	cudaFreeHost(b->h_correct);
-	cudaFreeHost(b->h_lr);
+	cudaFreeHost(b->h_top);
+	cudaFreeHost(b->h_flag);
 	if (b->s)
 		cudaStreamDestroy(b->s);
 	if (b->cs)
@@ -660,13 +685,44 @@ static void destroy(struct dl_backend *b)
 	free(b);
 }
 
-struct dl_backend *dl_cuda_create(struct dl_graph *g, int n, const struct dl_cuda_options *o, char *err,
-				  size_t errlen)
+/* Options the cuda backend cannot honour are refused by name. */
+static int check_opts(const struct dl_backend_opts *o, char *err, size_t errlen)
 {
+	if (o->precision != DL_FP32 && o->precision != DL_BF16 && o->precision != DL_FP16) {
+		snprintf(err, errlen, "precision %d is not supported by the cuda backend (fp32, bf16 or fp16)",
+			 (int)o->precision);
+		return -1;
+	}
+	if (o->conv_algo != DL_CONV_AUTO) {
+		snprintf(err, errlen, "--conv-algo %s is not supported by the cuda backend (auto only: cuDNN chooses)",
+			 o->conv_algo == DL_CONV_DIRECT ? "direct" : o->conv_algo == DL_CONV_WINOGRAD ? "winograd" : "?");
+		return -1;
+	}
+	if (!(o->label_smoothing >= 0.0 && o->label_smoothing < 1.0)) {
+		snprintf(err, errlen, "cuda backend: label smoothing %g is not in [0,1)", o->label_smoothing);
+		return -1;
+	}
+	if (o->device && strlen(o->device) >= 64) {
+		snprintf(err, errlen, "cuda backend: device name too long");
+		return -1;
+	}
+	return dl_optim_config_check(&o->optim, err, errlen);
+}
+
+struct dl_backend *dl_cuda_create_test(struct dl_graph *g, int n, const struct dl_backend_opts *o,
+				       const struct dl_cuda_test_opts *t, char *err, size_t errlen)
+{
+	struct dl_backend_opts def;
+	if (!o) {
+		memset(&def, 0, sizeof def);
+		o = &def;
+	}
 	if (!g || n < 1) {
 		snprintf(err, errlen, "cuda backend: bad graph or batch size %d", n);
 		return NULL;
 	}
+	if (check_opts(o, err, errlen))
+		return NULL;
 	struct dl_backend *b = calloc(1, sizeof *b);
 	if (!b) {
 		snprintf(err, errlen, "cuda backend: out of host memory");
@@ -674,14 +730,14 @@ struct dl_backend *dl_cuda_create(struct dl_graph *g, int n, const struct dl_cud
 	}
 	b->g = g;
 	b->n = n;
-	if (o)
-		b->opt = *o;
-	else
-		dl_cuda_default_options(&b->opt);
-	if (b->opt.workspace_limit == 0)
-		b->opt.workspace_limit = (size_t)1 << 30;
-	if (b->opt.bucket_bytes == 0)
-		b->opt.bucket_bytes = (size_t)25 << 20;
+	b->device = -1;
+	b->opt = *o;
+	if (o->device) {
+		snprintf(b->device_name, sizeof b->device_name, "%s", o->device);
+		b->opt.device = b->device_name;
+	}
+	if (t)
+		b->test = *t;
 	if (setup(b)) {
 		snprintf(err, errlen, "%s", b->err);
 		destroy(b);
@@ -690,16 +746,26 @@ struct dl_backend *dl_cuda_create(struct dl_graph *g, int n, const struct dl_cud
 	return b;
 }
 
-/* ---- dl_backend_ops ----
- * The training-step interface (engine/backend.h) is implemented for CUDA
- * on branch engine-cuda (issue 14); until it lands, create() refuses. */
-
 static struct dl_backend *ops_create(struct dl_graph *g, int n, const struct dl_backend_opts *o, char *err,
 				     size_t errlen)
 {
-	snprintf(err, errlen, "cuda backend: the training-step interface is not implemented in this build yet "
-		 "(use --backend cpu)");
-	return NULL;
+	return dl_cuda_create_test(g, n, o, NULL, err, errlen);
+}
+
+static int ops_train_step(struct dl_backend *b, const struct dl_batch *in, double lr, int stop_request,
+			  struct dl_step_result *res)
+{
+	return dlc_train_step(b, in, lr, stop_request, res);
+}
+
+static int ops_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, struct dl_eval_result *res)
+{
+	return dlc_eval_step(b, in, n_valid, res);
+}
+
+static int ops_last_step_out(struct dl_backend *b, float *logits)
+{
+	return dlc_last_step_out(b, logits);
 }
 
 static void ops_destroy(struct dl_backend *b)
@@ -716,6 +782,11 @@ const struct dl_backend_ops dl_backend_cuda = {
 	.name = "cuda",
 	.takes_u8 = 1,
 	.create = ops_create,
+	.train_step = ops_train_step,
+	.eval_step = ops_eval_step,
+	.state_out = ops_state_out,
+	.state_in = ops_state_in,
+	.last_step_out = ops_last_step_out,
 	.destroy = ops_destroy,
 	.error = ops_error,
 	.host_alloc = dl_cuda_host_alloc,

@@ -2,8 +2,9 @@
 
 /* Convolutions through cuDNN's legacy API, NHWC tensors and KRSC filters in
  * the working dtype with fp32 accumulation.  Algorithms are chosen once per
- * shape at create() (timed with cudnnFind*, or by heuristics) and cached;
+ * shape at create() (timed with cudnnFind*; by heuristics if that fails) and cached;
  * the cuDNN graph API (runtime fusion of conv+BN stats) is future work. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,24 +29,53 @@ static int math_ok(const struct dl_backend *b, cudnnMathType_t m)
 	return b->dt != DLC_F32 || m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
 }
 
+/* cudnnFind (timed) unless the test hooks ask for heuristics; when Find
+ * fails (it allocates and runs every candidate, which can fail on a busy
+ * or small GPU) warn once and use cuDNN's heuristics for every
+ * convolution from then on. */
+static int use_find(struct dl_backend *b)
+{
+	return !b->test.heuristic && !b->warned_find;
+}
+
+static void find_failed(struct dl_backend *b, const char *what, cudnnStatus_t st)
+{
+	if (!b->warned_find)
+		fprintf(stderr, "dljob: cuda backend: %s failed (%s); choosing convolution algorithms by cuDNN's heuristics\n",
+			what, b->test.fail_find ? "test: made to fail" : cudnnGetErrorString(st));
+	b->warned_find = 1;
+}
+
+/* The first usable entry of a perf list: succeeded, fits the workspace
+ * limit, no TF32 in fp32. */
+#define PICK(perf, got, algo)                                                                                  \
+	do {                                                                                                   \
+		for (int i_ = 0; i_ < (got); i_++)                                                             \
+			if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && (perf)[i_].memory <= WORKSPACE_LIMIT && \
+			    math_ok(b, (perf)[i_].mathType)) {                                                 \
+				*(algo) = (perf)[i_].algo;                                                     \
+				return 0;                                                              \
+			}                                                                              \
+	} while (0)
+
 static int choose_fwd(struct dl_backend *b, struct dlc_conv *c, cudnnConvolutionFwdAlgo_t *algo)
 {
 	cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
 	int got = 0;
-	if (b->opt.conv_find)
-		CK_CUDNN(b, cudnnFindConvolutionForwardAlgorithm(b->cudnn, c->xd, c->wd, c->cd, c->yd,
-								 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-	else
-		CK_CUDNN(b, cudnnGetConvolutionForwardAlgorithm_v7(b->cudnn, c->xd, c->wd, c->cd, c->yd,
-								   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-	for (int i = 0; i < got; i++)
-		if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= b->opt.workspace_limit &&
-		    math_ok(b, perf[i].mathType)) {
-			*algo = perf[i].algo;
-			return 0;
-		}
+	if (use_find(b)) {
+		cudnnStatus_t st = b->test.fail_find ? CUDNN_STATUS_INTERNAL_ERROR
+			: cudnnFindConvolutionForwardAlgorithm(b->cudnn, c->xd, c->wd, c->cd, c->yd,
+							       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
+		if (st == CUDNN_STATUS_SUCCESS)
+			PICK(perf, got, algo);
+		else
+			find_failed(b, "cudnnFindConvolutionForwardAlgorithm", st);
+	}
+	CK_CUDNN(b, cudnnGetConvolutionForwardAlgorithm_v7(b->cudnn, c->xd, c->wd, c->cd, c->yd,
+							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
+	PICK(perf, got, algo);
 	dlc_failf(b, "cuda backend: cuDNN has no forward algorithm for this convolution within %zu bytes of workspace",
-		  b->opt.workspace_limit);
+		  WORKSPACE_LIMIT);
 	return -1;
 }
 
@@ -53,20 +83,20 @@ static int choose_bwd_data(struct dl_backend *b, struct dlc_conv *c, cudnnConvol
 {
 	cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
 	int got = 0;
-	if (b->opt.conv_find)
-		CK_CUDNN(b, cudnnFindConvolutionBackwardDataAlgorithm(b->cudnn, c->wd, c->yd, c->cd, c->xd,
-								      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-	else
-		CK_CUDNN(b, cudnnGetConvolutionBackwardDataAlgorithm_v7(b->cudnn, c->wd, c->yd, c->cd, c->xd,
-									CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-	for (int i = 0; i < got; i++)
-		if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= b->opt.workspace_limit &&
-		    math_ok(b, perf[i].mathType)) {
-			*algo = perf[i].algo;
-			return 0;
-		}
+	if (use_find(b)) {
+		cudnnStatus_t st = b->test.fail_find ? CUDNN_STATUS_INTERNAL_ERROR
+			: cudnnFindConvolutionBackwardDataAlgorithm(b->cudnn, c->wd, c->yd, c->cd, c->xd,
+								    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf);
+		if (st == CUDNN_STATUS_SUCCESS)
+			PICK(perf, got, algo);
+		else
+			find_failed(b, "cudnnFindConvolutionBackwardDataAlgorithm", st);
+	}
+	CK_CUDNN(b, cudnnGetConvolutionBackwardDataAlgorithm_v7(b->cudnn, c->wd, c->yd, c->cd, c->xd,
+								CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
+	PICK(perf, got, algo);
 	dlc_failf(b, "cuda backend: cuDNN has no backward-data algorithm for this convolution within %zu bytes of workspace",
-		  b->opt.workspace_limit);
+		  WORKSPACE_LIMIT);
 	return -1;
 }
 
@@ -74,20 +104,20 @@ static int choose_bwd_filter(struct dl_backend *b, struct dlc_conv *c, cudnnConv
 {
 	cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
 	int got = 0;
-	if (b->opt.conv_find)
-		CK_CUDNN(b, cudnnFindConvolutionBackwardFilterAlgorithm(b->cudnn, c->xd, c->yd, c->cd, c->wd,
-									CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-	else
-		CK_CUDNN(b, cudnnGetConvolutionBackwardFilterAlgorithm_v7(b->cudnn, c->xd, c->yd, c->cd, c->wd,
-									  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-	for (int i = 0; i < got; i++)
-		if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= b->opt.workspace_limit &&
-		    math_ok(b, perf[i].mathType)) {
-			*algo = perf[i].algo;
-			return 0;
-		}
+	if (use_find(b)) {
+		cudnnStatus_t st = b->test.fail_find ? CUDNN_STATUS_INTERNAL_ERROR
+			: cudnnFindConvolutionBackwardFilterAlgorithm(b->cudnn, c->xd, c->yd, c->cd, c->wd,
+								      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf);
+		if (st == CUDNN_STATUS_SUCCESS)
+			PICK(perf, got, algo);
+		else
+			find_failed(b, "cudnnFindConvolutionBackwardFilterAlgorithm", st);
+	}
+	CK_CUDNN(b, cudnnGetConvolutionBackwardFilterAlgorithm_v7(b->cudnn, c->xd, c->yd, c->cd, c->wd,
+								  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
+	PICK(perf, got, algo);
 	dlc_failf(b, "cuda backend: cuDNN has no backward-filter algorithm for this convolution within %zu bytes of workspace",
-		  b->opt.workspace_limit);
+		  WORKSPACE_LIMIT);
 	return -1;
 }
 

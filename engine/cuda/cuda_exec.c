@@ -5,31 +5,28 @@
 #include <string.h>
 
 #include "engine/cuda/cuda_internal.h"
-#include "engine/cuda/nccl_comm.h"
 
-/* The image value from the pinned host buffers, converted on the GPU. */
-int dlc_input(struct dl_backend *b, enum dl_cuda_input in)
+/* The image value (N,H,W,cp) in the working dtype from the batch already on
+ * the device: d_x (N,C,H,W) fp32, or d_u8 (N,H,W,C) normalized with d_norm. */
+int dlc_input(struct dl_backend *b, enum dlc_input in)
 {
 	const struct dl_shape *xs = &b->g->values[b->g->input];
 	struct dlc_value *x = &b->val[b->g->input];
-	if (in == DL_CUDA_INPUT_F32 || in == DL_CUDA_INPUT_RESIDENT) {
-		if (in == DL_CUDA_INPUT_F32)
-			CK_CUDA(b, cudaMemcpyAsync(b->d_x, b->h_x, b->x_count * sizeof(float), cudaMemcpyHostToDevice,
-						   b->s));
+	if (in == DLC_IN_F32)
 		CK_CUDA(b, dlc_nchw_to_nhwc(b->d_x, x->act, b->dt, b->n, xs->c, xs->h, xs->w, x->cp, b->s));
-	} else {
-		CK_CUDA(b, cudaMemcpyAsync(b->d_u8, b->h_u8, b->x_count, cudaMemcpyHostToDevice, b->s));
-		CK_CUDA(b, cudaMemcpyAsync(b->d_flip, b->h_flip, (size_t)b->n, cudaMemcpyHostToDevice, b->s));
-		CK_CUDA(b, dlc_u8_to_nhwc(b->d_u8, b->d_flip, b->norm, x->act, b->dt, b->n, xs->h, xs->w, xs->c, x->cp,
-					  b->s));
-	}
+	else
+		CK_CUDA(b, dlc_u8_to_nhwc(b->d_u8, b->d_norm, x->act, b->dt, b->n, xs->h, xs->w, xs->c, x->cp, b->s));
 	return 0;
 }
 
-int dlc_refresh_work(struct dl_backend *b)
+int dlc_record(struct dl_backend *b, cudaEvent_t ev, cudaStream_t st)
 {
-	CK_CUDA(b, dlc_sgd(b->d_tensors, b->d_chunks, b->n_chunks, b->w, b->gr, b->mom, b->d_lr, 0.0f, 1.0f, 0, 0,
-			   b->dt, b->s));
+	/* inside a capture a plain record only orders streams; the external
+	 * flag makes it a real event node, so timing works on replays too */
+	if (b->capturing)
+		CK_CUDA(b, cudaEventRecordWithFlags(ev, st, cudaEventRecordExternal));
+	else
+		CK_CUDA(b, cudaEventRecord(ev, st));
 	return 0;
 }
 
@@ -83,23 +80,29 @@ int dlc_forward(struct dl_backend *b, int train)
 	return 0;
 }
 
-/* Gradients of the buckets that node i completed go to NCCL on their own
- * stream while backward continues. */
+/* The buckets node i completed go to NCCL on their own stream while
+ * backward continues: cs waits for an event recorded after node i. */
 static int launch_buckets(struct dl_backend *b, int i)
 {
 	for (int k = 0; k < b->node[i].n_ready; k++) {
 		int bi = b->node[i].ready[k];
 		CK_CUDA(b, cudaEventRecord(b->ev_bk[bi], b->s));
 		CK_CUDA(b, cudaStreamWaitEvent(b->cs, b->ev_bk[bi], 0));
-		if (dl_nccl_allreduce_f32(b->opt.nccl, b->gr + b->bk[bi].off, b->bk[bi].count, b->cs, b->err,
+		if (bi == 0 && dlc_record(b, b->ev_comm_start, b->cs))
+			return -1;
+		if (dl_nccl_allreduce_f32(b->nccl, b->gr + b->bk[bi].off, b->bk[bi].count, b->cs, b->err,
 					  sizeof b->err))
+			return -1;
+		if (bi == b->n_bk - 1 && dlc_record(b, b->ev_comm_end, b->cs))
 			return -1;
 	}
 	return 0;
 }
 
-/* Backward from b->d_dlogits (already scaled by the loss scale). */
-int dlc_backward(struct dl_backend *b, int allreduce)
+/* Backward from b->d_dlogits (already scaled by the loss scale), reducing
+ * each bucket as soon as its gradients are written (when there is NCCL);
+ * ends with ev_bwd_end recorded on s. */
+int dlc_backward(struct dl_backend *b)
 {
 	const struct dl_graph *g = b->g;
 	for (int v = 0; v < g->n_values; v++)
@@ -163,8 +166,12 @@ int dlc_backward(struct dl_backend *b, int allreduce)
 				return -1;
 			break;
 		}
-		if (allreduce && launch_buckets(b, i))
+		if (b->nccl && i == 0 && dlc_record(b, b->ev_bwd_end, b->s))
+			return -1;
+		if (b->nccl && launch_buckets(b, i))
 			return -1;
 	}
+	if (!b->nccl && dlc_record(b, b->ev_bwd_end, b->s))
+		return -1;
 	return 0;
 }

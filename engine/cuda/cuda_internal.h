@@ -12,6 +12,12 @@
 #include "engine/backend.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_kernels.h"
+#include "engine/cuda/cuda_plan.h"
+#include "engine/cuda/cuda_test.h"
+#include "engine/cuda/nccl_comm.h"
+
+/* Most cuDNN workspace one convolution may use. */
+#define WORKSPACE_LIMIT ((size_t)1 << 30)
 
 /* Record "file:line: call: reason" in b->err; the caller returns -1. */
 void dlc_fail(struct dl_backend *b, const char *file, int line, const char *call, const char *why);
@@ -75,18 +81,17 @@ struct dlc_node {
 	float *mean, *invstd;   /* BN: batch statistics saved for backward */
 	uint8_t *arg;           /* MAXPOOL: winner index per output */
 	void *dl_work;          /* FC: dlogits in the working dtype (N,K) */
-	int *ready;             /* buckets whose grads are complete after this node's backward */
+	int *ready;             /* buckets to reduce once this node's backward has run */
 	int n_ready;
-};
-
-struct dlc_bucket {
-	size_t off, count;      /* slice of the flat grad array */
 };
 
 struct dl_backend {
 	struct dl_graph *g;
 	int n;
-	struct dl_cuda_options opt;
+	struct dl_backend_opts opt;
+	struct dl_cuda_test_opts test;
+	char device_name[64];   /* opt.device as given (opt.device points here) */
+	int device;             /* CUDA device index */
 	enum dlc_dtype dt;
 	size_t esize;           /* bytes per working element */
 	cudnnDataType_t cudnn_dt;
@@ -98,6 +103,7 @@ struct dl_backend {
 	cudnnHandle_t cudnn;
 	cublasHandle_t blas;
 	int have_cudnn, have_blas;
+	int warned_find;        /* cudnnFind failed once: heuristics from then on */
 
 	/* the arena: one cudaMalloc, carved by the planner */
 	void *arena;
@@ -111,17 +117,19 @@ struct dl_backend {
 	struct dlc_value *val;
 	struct dlc_node *node;
 
-	/* parameters: flat fp32 arrays, tensor i at p_off[i]; writer[i]: node writing its grad */
+	/* parameters: flat fp32 arrays (cuda_plan.h), tensor i at p_off[i] */
 	int *writer;
 	size_t *p_off, n_flat;
-	float *w, *gr, *mom;
+	float *w, *gr, *mom;    /* masters, gradients (slots first), momentum */
 	size_t *b_off, n_bflat;
-	float *bufs;            /* BN running buffers, device copy */
+	float *bufs;            /* BN running buffers */
 	struct dlc_ptensor *h_tensors, *d_tensors;
 	struct dlc_chunk *h_chunks, *d_chunks;
 	int n_chunks;
-	float *d_lr;            /* device copy of the step's lr (read by the SGD kernel) */
-	float *h_lr;            /* pinned */
+	struct dlc_part *part;  /* per chunk */
+	float *trust;           /* per tensor */
+	struct dlc_ctl *d_ctl, *h_ctl;       /* per-step values (h_ctl pinned) */
+	struct dlc_optdev *d_opt, *h_opt;    /* device optimizer state, its pinned copy after a step */
 
 	void *ws;               /* cuDNN workspace */
 	size_t ws_bytes;
@@ -131,40 +139,49 @@ struct dl_backend {
 
 	/* edges */
 	float *d_x;             /* (N,C,H,W) fp32 */
-	uint8_t *d_u8, *d_flip; /* (N,H,W,C) uint8, (N) */
-	int *d_labels;
+	uint8_t *d_u8;          /* (N,H,W,C) uint8 */
+	float *d_norm, *h_norm; /* C means then C inverse stds (h_norm pinned) */
+	int *d_labels, *h_labels; /* (N); h_labels pinned */
 	float *d_logits, *d_dlogits; /* (N,K) fp32 */
-	float *d_loss;          /* (N) */
-	int *d_correct;         /* (N) */
-	float *h_x, *h_logits, *h_loss;
-	uint8_t *h_u8, *h_flip;
-	int *h_labels, *h_correct;
+	float *d_loss, *h_loss; /* (N) per-sample loss; h_loss pinned */
+	int *d_top, *h_top;     /* (N) top-1/top-5 bits */
+	float *d_flag, *h_flag; /* one float for the ranks' agreement on the graph (h_flag pinned) */
 	size_t x_count, out_count; /* per batch */
-	struct dlc_norm norm;
-	int img_c;
+	int img_c, k;
 
-	/* fast path */
-	struct dl_cuda_sgd sgd;
-	int have_sgd;
-	float loss_scale;
+	/* reduction across ranks */
+	struct dl_nccl *nccl;   /* NULL: one rank, nothing reduced */
+	float world;
 	struct dlc_bucket *bk;
 	int n_bk;
-	cudaEvent_t *ev_bk;     /* one per bucket: grads complete on s */
-	cudaEvent_t ev_comm;    /* all allreduces done on cs */
-	cudaEvent_t ev_start;   /* step enqueued (timing) */
-	cudaEvent_t ev_done;    /* step finished (timing) */
-	double last_ms;
+	cudaEvent_t *ev_bk;     /* one per bucket: its gradients are complete on s */
+	cudaEvent_t ev_join;    /* all reductions done on cs */
+	/* timing (CUDA events with timing) */
+	cudaEvent_t ev_start, ev_bwd_end, ev_comm_start, ev_comm_end, ev_done;
 	int have_events;
-	int step_pending;       /* 0 none, 1 train, 2 eval */
-	int last_train;         /* ops path: the last forward() was a training one */
-	long steps;
+	double last_ms;
+
+	/* CUDA graph of the device part of a train step, per input kind */
 	cudaGraph_t graph;
 	cudaGraphExec_t graph_exec;
-	int graph_in;           /* input kind the graph was captured with, -1 none */
+	int graph_in;           /* input kind it was captured with, -1 none */
+	int graph_off;          /* capture failed once (warned) or disabled: eager from then on */
+	int capturing;
+	int last_graph;         /* the last train step replayed the graph */
+
+	long steps;             /* optimizer steps applied */
+	long steps_run;         /* train steps run (applied or not) */
+	int64_t bn_tracked;     /* num_batches_tracked */
+	int have_step;          /* a train step ran (last_step_out) */
+	int resident;           /* bench: F32 steps reuse d_x */
 };
+
+enum dlc_input { DLC_IN_F32 = 0, DLC_IN_U8 = 1 };
 
 /* cuda_backend.c: reserve bytes of the arena for *slot (set when it is allocated) */
 int dlc_plan(struct dl_backend *b, void **slot, size_t bytes);
+/* Make b's device current on this thread. */
+int dlc_use_device(struct dl_backend *b);
 /* cuda_conv.c */
 int dlc_conv_setup(struct dl_backend *b, int node);
 int dlc_conv_fwd(struct dl_backend *b, int node);
@@ -173,10 +190,17 @@ void dlc_conv_free(struct dlc_conv *c);
 /* cuda_fc.c */
 int dlc_fc_fwd(struct dl_backend *b, int node);
 int dlc_fc_bwd(struct dl_backend *b, int node);
-/* cuda_exec.c */
-int dlc_input(struct dl_backend *b, enum dl_cuda_input in);
+/* cuda_exec.c: the device input value from d_x / d_u8, forward, and
+ * backward with the bucket reductions launched as their gradients complete */
+int dlc_input(struct dl_backend *b, enum dlc_input in);
 int dlc_forward(struct dl_backend *b, int train);
-int dlc_backward(struct dl_backend *b, int allreduce);
-int dlc_refresh_work(struct dl_backend *b);
+int dlc_backward(struct dl_backend *b);
+/* Event record that also works inside a stream capture (as an event node). */
+int dlc_record(struct dl_backend *b, cudaEvent_t ev, cudaStream_t st);
+/* cuda_step.c */
+int dlc_train_step(struct dl_backend *b, const struct dl_batch *in, double lr, int stop_request,
+		   struct dl_step_result *res);
+int dlc_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, struct dl_eval_result *res);
+int dlc_last_step_out(struct dl_backend *b, float *logits);
 
 #endif

@@ -6,6 +6,7 @@
 #ifndef DLJOB_ENGINE_CUDA_CUDA_KERNELS_H
 #define DLJOB_ENGINE_CUDA_CUDA_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime_api.h>
@@ -16,15 +17,16 @@ extern "C" {
 
 enum dlc_dtype { DLC_F32 = 0, DLC_BF16 = 1, DLC_F16 = 2 };
 
-/* Max input channels the uint8 entry point normalizes (RGB, RGBA, gray). */
-#define DLC_MAX_IMG_C 8
-
-/* One parameter tensor as the optimizer kernel sees it: a slice of the flat
- * fp32 master/grad/momentum arrays, and where its working copy lives. */
+/* One parameter tensor as the optimizer kernels see it: a slice of the flat
+ * fp32 master/grad/momentum arrays, its chunks, and where its working copy
+ * lives. */
 struct dlc_ptensor {
 	size_t off;       /* first element in the flat arrays */
 	size_t count;     /* elements */
 	float wd;         /* weight decay for this tensor (0 when it is not decayed) */
+	double wd_d;      /* the same in double, for the LARS ratio (as dl_sgd_step) */
+	int lars;         /* LARS scales this tensor's step (LARS on and the tensor is decayed) */
+	int chunk0, nchunk; /* its chunks: [chunk0, chunk0 + nchunk) of the chunk array */
 	int map;          /* DLC_MAP_* */
 	int o, i, kh, kw, ip; /* DLC_MAP_OIHW_KRSC: (O,I,kh,kw) -> (O,kh,kw,ip), ip >= i */
 	void *work;       /* working copy in the backend dtype, NULL for DLC_MAP_NONE */
@@ -39,23 +41,120 @@ struct dlc_chunk {
 };
 #define DLC_CHUNK 16384
 
-/* Fused SGD over every chunk (torch.optim.SGD semantics, dampening 0):
- *   d = g*grad_scale + wd*w;  m = momentum*m + d;  w -= lr*(nesterov ? d + momentum*m : m)
- * then the working copy of w is rewritten in its layout.  lr is read from
- * device memory (*lr) so a captured CUDA graph picks up each step's value.
- * update=0 only rewrites the working copies from w (after an upload). */
-cudaError_t dlc_sgd(const struct dlc_ptensor *tensors, const struct dlc_chunk *chunks, int n_chunks,
-		    float *w, const float *g, float *m, const float *lr, float momentum,
-		    float grad_scale, int nesterov, int update, enum dlc_dtype dt, cudaStream_t s);
+/* Per-step values the host writes before each step (device copy read by
+ * the kernels, so a captured CUDA graph sees each step's values). */
+struct dlc_ctl {
+	float lr;
+	float stop;   /* this rank's stop request, 0 or 1 */
+	int first;    /* no optimizer step applied yet: momentum buffers not live */
+	int pad;
+};
+
+/* Optimizer state that lives on the device, and what one step reports. */
+struct dlc_optdev {
+	float scale;     /* loss scale: 1, or fp16's dynamic scale */
+	int good;        /* fp16: clean steps since the scale last changed */
+	float inv;       /* 1/(scale*world): this step's gradient multiplier */
+	int bad;         /* this step was not applied: DLC_BAD_GRAD (the loss or a gradient was
+			    not finite: fp16 skips it) | DLC_BAD_LR (lr was not finite) */
+	float loss_sum;  /* sum over ranks of each rank's mean loss */
+	float stop_sum;  /* sum over ranks of the stop requests */
+};
+
+enum { DLC_BAD_GRAD = 1, DLC_BAD_LR = 2 };
+
+/* Per-chunk partial sums for LARS and the finite check. */
+struct dlc_part {
+	double w2, g2;   /* sum of w^2 and of (averaged gradient)^2 */
+	int bad;         /* a gradient in the chunk is not finite */
+	int pad;
+};
+
+/* The flat gradient array starts with DLC_SLOTS floats that ride in the
+ * last reduction: [0] this rank's mean loss, [1] its stop request. */
+#define DLC_SLOTS 64
+
+/* ---- the update's arithmetic, shared by the kernels and the CPU test
+ * (tests/gpu/test_cuda_math.c checks it against dl_sgd_step) ---- */
+#ifdef __CUDACC__
+#define DLC_HD __host__ __device__ __forceinline__
+#else
+#define DLC_HD static inline
+#endif
+
+/* One element of torch.optim.SGD (dampening 0) as dl_sgd_step (optim.h)
+ * does it, in float: d = g + wd*w; d *= trust; buf = first ? d :
+ * mu*buf + d; d = nesterov ? d + mu*buf : buf; returns w - lr*d.  has_buf
+ * is momentum > 0; *m is the momentum buffer (untouched without one). */
+DLC_HD float dlc_sgd_elem(float w, float g, float *m, float wd, float trust, float mu, float lr, int nesterov,
+			  int has_buf, int first)
+{
+	float d = g;
+	if (wd != 0.0f)
+		d = d + wd * w;
+	if (trust != 1.0f)
+		d = d * trust;
+	if (has_buf) {
+		float b = first ? d : mu * *m + d;
+		*m = b;
+		d = nesterov ? d + mu * b : b;
+	}
+	return w - lr * d;
+}
+
+/* LARS trust ratio from the squared norms (double): eta*|w|/(|g|+wd*|w|),
+ * 1 when either norm is 0. */
+DLC_HD double dlc_lars_trust(double w2, double g2, double eta, double wd)
+{
+	double wn = sqrt(w2), gn = sqrt(g2);
+	return wn > 0 && gn > 0 ? eta * wn / (gn + wd * wn) : 1.0;
+}
+
+/* fp16 dynamic loss scale after one step (torch.cuda.amp.GradScaler with
+ * backoff 0.5, growth 2): halve on a non-finite step, double after
+ * `interval` clean steps in a row. */
+DLC_HD void dlc_scale_update(float *scale, int *good, int bad, int interval)
+{
+	if (bad) {
+		*scale *= 0.5f;
+		*good = 0;
+	} else if (++*good >= interval) {
+		*scale *= 2.0f;
+		*good = 0;
+	}
+}
+
+/* Per-chunk sums for LARS and the finite check of the averaged gradients
+ * g*inv (inv = 1/(st->scale*world)); part[chunk]. */
+cudaError_t dlc_grad_stats(const struct dlc_ptensor *tensors, const struct dlc_chunk *chunks, int n_chunks,
+			   const float *w, const float *g, const struct dlc_optdev *st, float world,
+			   struct dlc_part *part, cudaStream_t s);
+/* One block: st->bad (DLC_BAD_GRAD: any chunk or the loss slot g[0] not
+ * finite; DLC_BAD_LR: ctl->lr not finite), st->inv, st->loss_sum/stop_sum
+ * (from the slots), each tensor's LARS trust ratio (1 when it is not
+ * LARS-scaled), then the loss scale update when dynamic (fp16; only
+ * DLC_BAD_GRAD halves it). */
+cudaError_t dlc_optim_finalize(const struct dlc_ptensor *tensors, int n_tensors, const struct dlc_part *part,
+			       int n_chunks, const float *g, const struct dlc_ctl *ctl, struct dlc_optdev *st,
+			       float *trust, float world, float lars_eta, int dynamic, int interval, cudaStream_t s);
+/* The update of every chunk (dlc_sgd_elem with g*st->inv), skipped
+ * entirely when st->bad, then the working copies rewritten from w. */
+cudaError_t dlc_sgd(const struct dlc_ptensor *tensors, const struct dlc_chunk *chunks, int n_chunks, float *w,
+		    const float *g, float *m, const struct dlc_ctl *ctl, const struct dlc_optdev *st,
+		    const float *trust, float momentum, int nesterov, enum dlc_dtype dt, cudaStream_t s);
+/* Only rewrite the working copies from w (after create or state_in). */
+cudaError_t dlc_refresh_work(const struct dlc_ptensor *tensors, const struct dlc_chunk *chunks, int n_chunks,
+			     const float *w, enum dlc_dtype dt, cudaStream_t s);
+/* slots[0] = mean of loss[0..n), slots[1] = ctl->stop (one block, in order). */
+cudaError_t dlc_loss_slots(const float *loss, int n, const struct dlc_ctl *ctl, float *slots, cudaStream_t s);
 
 /* x (N,C,H,W) fp32 -> y (N,H,W,cp) dtype, channels c..cp-1 zero. */
 cudaError_t dlc_nchw_to_nhwc(const float *x, void *y, enum dlc_dtype dt, int n, int c, int h, int w,
 			     int cp, cudaStream_t s);
-struct dlc_norm { float mean[DLC_MAX_IMG_C], inv_std[DLC_MAX_IMG_C]; };
-/* x (N,H,W,C) uint8 -> y (N,H,W,cp) dtype: (x/255 - mean)*inv_std, mirrored
- * horizontally for samples with flip[n] != 0 (flip may be NULL). c <= DLC_MAX_IMG_C. */
-cudaError_t dlc_u8_to_nhwc(const uint8_t *x, const uint8_t *flip, struct dlc_norm nrm, void *y,
-			   enum dlc_dtype dt, int n, int h, int w, int c, int cp, cudaStream_t s);
+/* x (N,H,W,C) uint8 -> y (N,H,W,cp) dtype: (x/255 - nrm[ch])*nrm[c+ch], i.e.
+ * nrm (device memory) holds c means then c inverse stds; channels c..cp-1 zero. */
+cudaError_t dlc_u8_to_nhwc(const uint8_t *x, const float *nrm, void *y, enum dlc_dtype dt, int n, int h, int w,
+			   int c, int cp, cudaStream_t s);
 /* x (N,H,W,C) dtype -> y (N,C,H,W) fp32 (first c of cp channels). */
 cudaError_t dlc_nhwc_to_nchw(const void *x, enum dlc_dtype dt, float *y, int n, int c, int h, int w,
 			     int cp, cudaStream_t s);
@@ -112,11 +211,12 @@ cudaError_t dlc_bias_add(float *logits, const float *bias, int n, int k, cudaStr
 /* db (K) = sum over n of dlogits (N,K). */
 cudaError_t dlc_bias_grad(const float *dlogits, float *db, int n, int k, cudaStream_t s);
 /* Softmax cross-entropy with label smoothing ls (torch semantics, mean over
- * the batch).  loss[i] = per-sample loss, correct[i] = 1 when the arg max
- * is labels[i] (ties: lowest index).  dlogits = scale * d(mean loss)/dlogits
- * (dlogits may be NULL). */
-cudaError_t dlc_xent(const float *logits, const int *labels, int n, int k, float ls, float scale,
-		     float *dlogits, float *loss, int *correct, cudaStream_t s);
+ * the batch).  loss[i] = per-sample loss; top[i] = bit 0: label is the top-1,
+ * bit 1: among the top min(5,k) (ties count against the label, as
+ * dl_softmax_xent).  dlogits = (*scale) * d(mean loss)/dlogits (dlogits and
+ * scale may be NULL: no gradient). */
+cudaError_t dlc_xent(const float *logits, const int *labels, int n, int k, float ls, const float *scale,
+		     float *dlogits, float *loss, int *top, cudaStream_t s);
 #ifdef __cplusplus
 }
 #endif

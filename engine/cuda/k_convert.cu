@@ -36,33 +36,29 @@ extern "C" cudaError_t dlc_nchw_to_nhwc_scaled(const float *x, float scale, void
 	return cudaGetLastError();
 }
 
+// nrm: c means, then c inverse stds (device memory, so a captured graph
+// reads each step's values).
 template <typename T>
-__global__ void u8_to_nhwc_k(const uint8_t *x, const uint8_t *flip, struct dlc_norm nrm, T *y, int n, int h,
-			     int w, int c, int cp)
+__global__ void u8_to_nhwc_k(const uint8_t *x, const float *nrm, T *y, int n, int h, int w, int c, int cp)
 {
 	size_t total = (size_t)n * h * w * cp;
 	DLC_GRID_STRIDE(i, total) {
 		int ch = (int)(i % cp);
-		size_t pix = i / cp;
-		int xw = (int)(pix % w);
-		size_t row = pix / w; // n*h index
-		int ni = (int)(row / h);
-		if (flip && flip[ni])
-			xw = w - 1 - xw;
+		size_t pix = i / cp; // n*h*w index
 		float v = 0.0f;
 		if (ch < c)
-			v = ((float)x[(row * w + xw) * c + ch] * (1.0f / 255.0f) - nrm.mean[ch]) * nrm.inv_std[ch];
+			v = ((float)x[pix * c + ch] * (1.0f / 255.0f) - nrm[ch]) * nrm[c + ch];
 		stf(y, i, v);
 	}
 }
 
-extern "C" cudaError_t dlc_u8_to_nhwc(const uint8_t *x, const uint8_t *flip, struct dlc_norm nrm, void *y,
-				      enum dlc_dtype dt, int n, int h, int w, int c, int cp, cudaStream_t s)
+extern "C" cudaError_t dlc_u8_to_nhwc(const uint8_t *x, const float *nrm, void *y, enum dlc_dtype dt, int n,
+				      int h, int w, int c, int cp, cudaStream_t s)
 {
-	if (c > DLC_MAX_IMG_C || c > cp)
+	if (c > cp || c < 1)
 		return cudaErrorInvalidValue;
 	size_t total = (size_t)n * h * w * cp;
-	DLC_DISPATCH(dt, u8_to_nhwc_k<T><<<dlc_blocks(total), DLC_THREADS, 0, s>>>(x, flip, nrm, (T *)y, n, h, w, c, cp));
+	DLC_DISPATCH(dt, u8_to_nhwc_k<T><<<dlc_blocks(total), DLC_THREADS, 0, s>>>(x, nrm, (T *)y, n, h, w, c, cp));
 	return cudaGetLastError();
 }
 

@@ -35,47 +35,39 @@ __device__ float block_sum(float v, float *sh)
 }
 
 // Smoothed target q = (1-ls)*onehot + ls/K; loss = -sum q*log softmax;
-// dlogits = scale*(softmax - q)/N.
-__global__ void xent_k(const float *logits, const int *labels, int n, int k, float ls, float scale,
-		       float *dlogits, float *loss, int *correct)
+// dlogits = scale*(softmax - q)/N; top = bit 0 top-1, bit 1 top-min(5,K),
+// counting the logits other than the label's that are >= it (ties count
+// against the label, as dl_softmax_xent).
+__global__ void xent_k(const float *logits, const int *labels, int n, int k, float ls, const float *scale_p,
+		       float *dlogits, float *loss, int *top)
 {
 	__shared__ float sh[XENT_THREADS];
-	__shared__ int shi[XENT_THREADS];
 	int row = blockIdx.x;
 	const float *x = logits + (size_t)row * k;
 	int y = labels[row];
+	float xy = (y >= 0 && y < k) ? x[y] : 0.0f;
 	float mx = -INFINITY;
 	for (int j = threadIdx.x; j < k; j += XENT_THREADS)
 		mx = fmaxf(mx, x[j]);
 	mx = block_max(mx, sh);
-	float se = 0.0f, sx = 0.0f;
+	float se = 0.0f, sx = 0.0f, above = 0.0f;
 	for (int j = threadIdx.x; j < k; j += XENT_THREADS) {
 		se += expf(x[j] - mx);
 		sx += x[j];
+		above += (j != y && x[j] >= xy) ? 1.0f : 0.0f;
 	}
 	se = block_sum(se, sh);
 	sx = block_sum(sx, sh);
+	above = block_sum(above, sh);
 	float lse = mx + logf(se);
-	// arg max, lowest index on ties: the lowest index among threads holding mx
-	int am = k;
-	for (int j = threadIdx.x; j < k; j += XENT_THREADS)
-		if (x[j] == mx && j < am)
-			am = j;
-	shi[threadIdx.x] = am;
-	__syncthreads();
-	for (int o = XENT_THREADS / 2; o > 0; o >>= 1) {
-		if ((int)threadIdx.x < o)
-			shi[threadIdx.x] = min(shi[threadIdx.x], shi[threadIdx.x + o]);
-		__syncthreads();
-	}
 	if (threadIdx.x == 0) {
-		float xy = (y >= 0 && y < k) ? x[y] : 0.0f;
 		// -sum q_j (x_j - lse) = (1-ls)(lse - x_y) + ls*(lse - mean_j x_j)
 		loss[row] = (1.0f - ls) * (lse - xy) + ls * (lse - sx / (float)k);
-		correct[row] = shi[0] == y;
+		int topk = k < 5 ? k : 5;
+		top[row] = (above < 1.0f ? 1 : 0) | (above < (float)topk ? 2 : 0);
 	}
 	if (dlogits) {
-		float f = scale / (float)n;
+		float f = *scale_p / (float)n;
 		for (int j = threadIdx.x; j < k; j += XENT_THREADS) {
 			float q = ls / (float)k + (j == y ? 1.0f - ls : 0.0f);
 			dlogits[(size_t)row * k + j] = f * (expf(x[j] - lse) - q);
@@ -83,9 +75,11 @@ __global__ void xent_k(const float *logits, const int *labels, int n, int k, flo
 	}
 }
 
-extern "C" cudaError_t dlc_xent(const float *logits, const int *labels, int n, int k, float ls, float scale,
-				float *dlogits, float *loss, int *correct, cudaStream_t s)
+extern "C" cudaError_t dlc_xent(const float *logits, const int *labels, int n, int k, float ls, const float *scale,
+				float *dlogits, float *loss, int *top, cudaStream_t s)
 {
-	xent_k<<<n, XENT_THREADS, 0, s>>>(logits, labels, n, k, ls, scale, dlogits, loss, correct);
+	if (dlogits && !scale)
+		return cudaErrorInvalidValue;
+	xent_k<<<n, XENT_THREADS, 0, s>>>(logits, labels, n, k, ls, scale, dlogits, loss, top);
 	return cudaGetLastError();
 }

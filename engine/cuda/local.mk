@@ -6,11 +6,11 @@
 # libdlengine.la, so every program that links the engine gets the CUDA
 # libraries with it.
 CUDA_KERNEL_SOURCES = engine/cuda/k_convert.cu engine/cuda/k_bn.cu engine/cuda/k_pool.cu \
-	engine/cuda/k_eltwise.cu engine/cuda/k_xent.cu engine/cuda/k_sgd.cu
+	engine/cuda/k_eltwise.cu engine/cuda/k_xent.cu engine/cuda/k_optim.cu
 CUDA_HOST_SOURCES = engine/cuda/cuda_backend.h engine/cuda/cuda_internal.h engine/cuda/cuda_kernels.h \
-	engine/cuda/nccl_comm.h engine/cuda/cuda_backend.c engine/cuda/cuda_conv.c engine/cuda/cuda_fc.c \
-	engine/cuda/cuda_exec.c engine/cuda/cuda_step.c engine/cuda/nccl_comm.c \
-	engine/cuda/cuda_host.h engine/cuda/cuda_host.c
+	engine/cuda/nccl_comm.h engine/cuda/cuda_plan.h engine/cuda/cuda_test.h engine/cuda/cuda_backend.c \
+	engine/cuda/cuda_conv.c engine/cuda/cuda_fc.c engine/cuda/cuda_exec.c engine/cuda/cuda_step.c \
+	engine/cuda/cuda_plan.c engine/cuda/nccl_comm.c
 EXTRA_DIST += $(CUDA_KERNEL_SOURCES) engine/cuda/k_common.cuh
 
 if HAVE_CUDA
@@ -22,7 +22,9 @@ EXTRA_engine_cuda_libdlcuda_la_DEPENDENCIES = $(CUDA_KERNEL_SOURCES:.cu=.lo)
 engine_libdlengine_la_LIBADD += engine/cuda/libdlcuda.la
 CLEANFILES += $(CUDA_KERNEL_SOURCES:.cu=.lo) $(CUDA_KERNEL_SOURCES:.cu=.o)
 
-NVCC_FLAGS = $(NVCC_GENCODE) -O3 -std=c++17 -Xcompiler -Wall,-Wextra,-Werror,-fPIC \
+# --enable-werror: nvcc's own warnings (device code, launches without a
+# stream) are errors too, as are the host compiler's.
+NVCC_FLAGS = $(NVCC_GENCODE) -O3 -std=c++17 $(NVCC_WERROR) -Xcompiler -Wall,-Wextra,-fPIC \
 	-I$(top_builddir) -I$(top_srcdir)
 $(CUDA_KERNEL_SOURCES:.cu=.lo): engine/cuda/k_common.cuh engine/cuda/cuda_kernels.h config.h
 

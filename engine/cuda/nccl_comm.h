@@ -1,6 +1,7 @@
 /* Gradient allreduce across GPUs with NCCL.  The communicator is made from a
- * unique id that rank 0 creates and the runtime broadcasts (PMIx, TCP, ...)
- * through the callback; the engine never bootstraps anything itself.  Every
+ * unique id that rank 0 creates and the callback broadcasts (the backend
+ * passes the engine's dl_comm broadcast, which the runtime fills: PMIx,
+ * TCP, ...); the engine never bootstraps anything itself.  Every
  * wait polls ncclCommGetAsyncError with a deadline, so a dead peer gives an
  * error line and an aborted communicator instead of a hang. */
 #ifndef DLJOB_ENGINE_CUDA_NCCL_COMM_H
@@ -15,7 +16,7 @@ typedef int (*dl_blob_bcast_fn)(void *ctx, void *buf, size_t len, char *err, siz
 struct dl_nccl;
 
 /* Join the NCCL communicator of `size` ranks on the current CUDA device
- * (dl_cuda_select_device first, with the same device the backend will use).
+ * (the backend's device, made current first).
  * timeout_s bounds the init and every later wait (0: 600 s). */
 struct dl_nccl *dl_nccl_create(int rank, int size, dl_blob_bcast_fn bcast, void *ctx, double timeout_s,
 			       char *err, size_t errlen);

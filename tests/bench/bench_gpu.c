@@ -1,14 +1,19 @@
 #include "config.h"
 
-/* ResNet training throughput of the CUDA backend's fast path on synthetic
- * data resident in GPU memory, plus the GPU's measured bf16 matmul rate so
- * the result can be put against the physical limit.  Prints one JSON line.
+/* ResNet training throughput of the CUDA backend's training step
+ * (dl_backend_cuda.train_step) on synthetic data resident in GPU memory
+ * (the batch is copied once; dl_cuda_set_resident_input), plus the GPU's
+ * measured bf16 matmul rate on random data so the result can be put
+ * against the physical limit.  Prints one JSON line.
  *
  *   bench_gpu [--model resnet50] [--batch 256] [--size 224] [--steps 30]
  *             [--warmup 10] [--precision bf16|fp16|fp32] [--graphs 0|1]
  *
  * Each step's time is measured with CUDA events around the step on the
- * backend's stream; the median over the timed steps is reported. */
+ * backend's stream; the median over the timed steps is reported.
+ * --graphs 0 launches every step eagerly, 1 (the trainer's way) replays
+ * the step's CUDA graph. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +21,7 @@
 #include <cublas_v2.h>
 
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_test.h"
 #include "engine/model.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -39,8 +45,24 @@ static double matmul_tflops(int m, char *err, size_t errlen)
 		snprintf(err, errlen, "matmul: cudaMalloc of 3 x %zu bytes failed", bytes);
 		goto out;
 	}
-	if (cudaMemset(a, 0, bytes) != cudaSuccess || cudaMemset(bm, 0, bytes) != cudaSuccess ||
-	    cublasCreate(&h) != CUBLAS_STATUS_SUCCESS || cudaEventCreate(&e0) != cudaSuccess ||
+	/* random bf16 in [-1, 1): never time on zeros (they run faster) */
+	uint16_t *hv = malloc(bytes);
+	if (!hv) {
+		snprintf(err, errlen, "matmul: out of host memory");
+		goto out;
+	}
+	uint64_t rs = 0x2545f4914f6cdd1dull;
+	for (size_t i = 0; i < (size_t)m * m; i++) {
+		rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+		float f = (float)(rs >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+		uint32_t u;
+		memcpy(&u, &f, sizeof u);
+		hv[i] = (uint16_t)(u >> 16);
+	}
+	int copied = cudaMemcpy(a, hv, bytes, cudaMemcpyHostToDevice) == cudaSuccess &&
+		     cudaMemcpy(bm, hv, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+	free(hv);
+	if (!copied || cublasCreate(&h) != CUBLAS_STATUS_SUCCESS || cudaEventCreate(&e0) != cudaSuccess ||
 	    cudaEventCreate(&e1) != cudaSuccess) {
 		snprintf(err, errlen, "matmul: setup failed");
 		goto out;
@@ -109,6 +131,8 @@ int main(int argc, char **argv)
 	char err[512];
 	struct dl_graph g;
 	struct dl_backend *b = NULL;
+	float *x = NULL;
+	int *labels = NULL;
 	double *ms = calloc((size_t)steps, sizeof *ms);
 	int rc = 1;
 	if (!ms) {
@@ -120,34 +144,50 @@ int main(int argc, char **argv)
 		free(ms);
 		return 1;
 	}
-	struct dl_cuda_options o;
-	dl_cuda_default_options(&o);
-	o.precision = !strcmp(prec, "fp32") ? DL_CUDA_FP32 : !strcmp(prec, "fp16") ? DL_CUDA_FP16 : DL_CUDA_BF16;
-	o.cuda_graphs = graphs;
-	struct dl_cuda_sgd sgd = { .momentum = 0.9f, .weight_decay = 5e-5f };
-	b = dl_cuda_create(&g, batch, &o, err, sizeof err);
+	struct dl_backend_opts o;
+	memset(&o, 0, sizeof o);
+	int pr = dl_precision_parse(prec);
+	if (pr < 0) {
+		fprintf(stderr, "bench_gpu: --precision %s: expected fp32, bf16 or fp16\n", prec);
+		goto out;
+	}
+	o.precision = (enum dl_precision)pr;
+	o.optim.momentum = 0.9;
+	o.optim.weight_decay = 5e-5;
+	struct dl_cuda_test_opts t = { .no_graphs = !graphs };
+	size_t xc = (size_t)batch * 3 * size * size;
+	x = dl_cuda_host_alloc(xc * sizeof(float), NULL);
+	labels = calloc((size_t)batch, sizeof *labels);
+	if (!x || !labels) {
+		fprintf(stderr, "bench_gpu: out of memory for the batch\n");
+		goto out;
+	}
+	b = dl_cuda_create_test(&g, batch, &o, &t, err, sizeof err);
 	if (!b) {
 		fprintf(stderr, "bench_gpu: %s\n", err);
 		goto out;
 	}
-	if (dl_cuda_set_sgd(b, &sgd))
-		goto fail;
-	float *x = dl_cuda_input_f32(b);
 	uint64_t r = 88172645463325252ull;
-	for (size_t i = 0; i < (size_t)batch * 3 * size * size; i++) {
+	for (size_t i = 0; i < xc; i++) {
 		r ^= r << 13, r ^= r >> 7, r ^= r << 17;
 		x[i] = (float)(r >> 40) / (float)(1 << 24) * 4.0f - 2.0f;
 	}
 	for (int i = 0; i < batch; i++)
-		dl_cuda_labels(b)[i] = i % 1000;
+		labels[i] = i % 1000;
+	/* the first step copies the batch; later ones reuse it in GPU memory */
+	dl_cuda_set_resident_input(b, 1);
+	struct dl_batch in = { .x = x, .labels = labels };
 	double loss = 0.0;
+	int graphed = 0;
 	for (int s = 0; s < warmup + steps; s++) {
-		/* the first step uploads the batch; later ones reuse it in GPU memory */
-		if (dl_cuda_train_step(b, s == 0 ? DL_CUDA_INPUT_F32 : DL_CUDA_INPUT_RESIDENT, 0.01f) ||
-		    dl_cuda_step_result(b, &loss, NULL))
+		struct dl_step_result res;
+		if (dl_backend_cuda.train_step(b, &in, 0.01, 0, &res))
 			goto fail;
-		if (s >= warmup)
+		loss = res.loss;
+		if (s >= warmup) {
 			ms[s - warmup] = dl_cuda_last_step_ms(b);
+			graphed += dl_cuda_last_step_graphed(b);
+		}
 	}
 	qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
 	double med = ms[steps / 2];
@@ -159,10 +199,10 @@ int main(int argc, char **argv)
 	/* ResNet-50 training: ~3 x 4.1 GMAC x 2 = 24.5 GFLOP per 224x224 image */
 	double gflop_img = 24.5 * ((double)size * size) / (224.0 * 224.0);
 	printf("{\"engine\": \"dljob\", \"model\": \"%s\", \"batch\": %d, \"size\": %d, \"precision\": \"%s\", "
-	       "\"cuda_graphs\": %d, \"step_ms_median\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, "
+	       "\"cuda_graphs\": %d, \"graphed_steps\": %d, \"step_ms_median\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, "
 	       "\"img_per_s\": %.1f, \"final_loss\": %.4f, \"arena_gib\": %.3f, \"device_used_gib\": %.3f, "
 	       "\"matmul_bf16_tflops\": %.1f, \"gflop_per_img\": %.2f, \"fraction_of_limit\": %.3f}\n",
-	       model, batch, size, prec, graphs, med, ms[0], ms[steps - 1], ips, loss, (double)arena / (1 << 30),
+	       model, batch, size, prec, graphs, graphed, med, ms[0], ms[steps - 1], ips, loss, (double)arena / (1 << 30),
 	       (double)dev / (1 << 30), tf, gflop_img, tf > 0 ? ips * gflop_img * 1e9 / (tf * 1e12) : -1.0);
 	rc = 0;
 	goto out;
@@ -171,6 +211,8 @@ fail:
 out:
 	if (b)
 		dl_backend_cuda.destroy(b);
+	dl_cuda_host_free(x, NULL);
+	free(labels);
 	dl_model_free(&g);
 	free(ms);
 	return rc;

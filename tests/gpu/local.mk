@@ -1,12 +1,18 @@
-# tests/gpu/: the CUDA backend against the "ref" backend.  Built only when
-# configure finds CUDA; skips (77) on a machine without a GPU.  On a GPU
-# machine without autotools or oneDNN, tests/gpu/run.sh builds and runs the
-# same program directly with nvcc/gcc.
-EXTRA_DIST += tests/gpu/test_cuda_ops.c tests/gpu/run.sh tests/bench/bench_gpu.sh tests/bench/bench_gpu.py \
-	tests/bench/bench_gpu.c
+# tests/gpu/: the CUDA backend.  Built only when configure finds CUDA.
+#  test_cuda_plan  what needs no GPU (device strings, flat layout, reduction
+#                  buckets, the update arithmetic of the kernels): runs everywhere
+#  test_cuda_ops   the backend's training step against the "ref" backend; skips
+#                  (77) on a machine without a GPU
+# On a GPU machine without autotools or oneDNN, tests/gpu/run.sh builds and
+# runs them directly with nvcc/gcc.
+EXTRA_DIST += tests/gpu/test_cuda_ops.c tests/gpu/test_cuda_plan.c tests/gpu/run.sh \
+	tests/bench/bench_gpu.sh tests/bench/bench_gpu.py tests/bench/bench_gpu.c
 if HAVE_CUDA
-check_PROGRAMS += tests/gpu/test_cuda_ops
-TESTS += tests/gpu/test_cuda_ops
+check_PROGRAMS += tests/gpu/test_cuda_plan tests/gpu/test_cuda_ops
+TESTS += tests/gpu/test_cuda_plan tests/gpu/test_cuda_ops
+tests_gpu_test_cuda_plan_SOURCES = tests/gpu/test_cuda_plan.c
+tests_gpu_test_cuda_plan_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+tests_gpu_test_cuda_plan_LDADD = engine/libdlengine.la -lm
 tests_gpu_test_cuda_ops_SOURCES = tests/gpu/test_cuda_ops.c
 tests_gpu_test_cuda_ops_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 tests_gpu_test_cuda_ops_LDADD = engine/libdlengine.la -lm

@@ -1,36 +1,62 @@
 #include "config.h"
 
-/* The CUDA backend against the float64 "ref" backend (plain C, so this
+/* The CUDA backend through engine/backend.h's training step, against the
+ * float64 "ref" backend through the same interface (plain C, so this
  * program also builds on a GPU machine without oneDNN: tests/gpu/run.sh).
- *  - every op, forward and backward, in small hand-built graphs, on fresh
- *    random inputs (seed printed), device buffers poisoned with NaN at
- *    create and host grads NaN-filled before each backward: fp32 (TF32 off)
- *    rel err < 1e-3, bf16 < 1e-2; eval-mode BN too;
- *  - the fast path: fused loss + SGD (momentum, weight decay) against the
- *    same update on the host, two steps; the uint8 NHWC input with flips;
- *  - the normalize kernel (uint8 NHWC -> normalized NHWC, padded channels,
- *    flips) against the CPU formula, and dl_backend_ops.forward_u8 from a
- *    pinned buffer (host_alloc) against forward() of the same batch
- *    normalized on the host (the data loader's uint8 feed);
- *  - resnet50, one training step, fp32, GPU vs ref;
- *  - resnet18, 100 steps: bf16 (eager and CUDA graph) and fp16 reduce the
- *    loss like fp32; gradients through a one-rank NCCL communicator in
- *    buckets (with and without a CUDA graph) give the same losses;
- *  - NCCL init with a peer that never comes times out with a clear error.
- * Exits 77 (skip) when no GPU is visible. */
+ * Inputs are fresh random values (seed printed), device activations
+ * poisoned with NaN at create, host gradient arrays NaN-filled before they
+ * are read back.  Sections (each prints one line per check, "ok"/"FAIL"):
+ *  ops       every op in small hand-built graphs: one train_step (loss,
+ *            logits, reduced gradients, the SGD update, running stats,
+ *            bn_batches_tracked), then eval_step (loss, top-1/5) over all and
+ *            over fewer valid rows; fp32 (TF32 off) rel err < 1e-3, bf16
+ *            < 1e-2 (bf16-exact inputs and weights, shallow graphs); the
+ *            cudnnFind failure fallback (heuristics) on one case
+ *  optim     three steps with momentum, Nesterov, no momentum, LARS (with and
+ *            without decay_bn_and_bias): weights and momentum vs ref
+ *  u8        uint8 NHWC batches (3 and 16 channels) normalized on the GPU vs
+ *            float batches normalized on the host, train and eval
+ *  state     state_out -> state_in round trip; a step after state_in equals
+ *            the same step without the round trip
+ *  fp16      loss scaling: a step whose gradients overflow is skipped (weights
+ *            and momentum unchanged, nonfinite = skipped = 1, scale halved);
+ *            the scale doubles after 2000 clean steps
+ *  options   device by index and by PCI bus id; bad device, --conv-algo,
+ *            precision refused with a message naming them
+ *  resnet50  one training step, fp32, vs ref
+ *  train     resnet18, 100 steps: fp32, bf16 (eager and CUDA graph), fp16 all
+ *            reduce the loss; the graph is really replayed; a failed capture
+ *            falls back to eager (same losses); a one-rank NCCL communicator
+ *            with buckets (eager and graph) gives the same losses
+ *  nccl2     two processes on this one GPU (NCCL_HOSTID per process, so NCCL
+ *            takes them for two hosts and uses sockets on lo): 2 ranks x B
+ *            equal 1 rank x 2B on a BN-free net, the stop flag of one rank
+ *            reaches both, the first bucket's reduction starts before
+ *            backward ends, one bucket (no overlap) gives the same weights
+ *  timeout   NCCL init with a peer that never comes fails with a timeout line
+ * Run one section: test_cuda_ops [seed] [section].  Exits 77 (skip) when no
+ * GPU is visible. */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <cuda_runtime_api.h>
 
 #include "engine/backend.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_kernels.h"
+#include "engine/cuda/cuda_test.h"
 #include "engine/cuda/nccl_comm.h"
 #include "engine/model.h"
+#include "engine/optim.h"
 #include "engine/ref/ref_backend.h"
 
 static uint64_t rng;
@@ -297,14 +323,6 @@ static float round_bf16(float f)
 	return f;
 }
 
-/* Make gr and gc hold the same bf16-representable params and buffers. */
-static void round_graphs(struct dl_graph *gr, struct dl_graph *gc)
-{
-	for (int i = 0; i < gr->n_params; i++)
-		for (size_t j = 0; j < gr->params[i].count; j++)
-			gr->params[i].data[j] = gc->params[i].data[j] = round_bf16(gr->params[i].data[j]);
-}
-
 /* ||a-b|| / ||b||, infinite if a has a non-finite value (poison leaked) */
 static double rel_err(const float *a, const float *b, size_t n)
 {
@@ -325,104 +343,219 @@ static void poison(float *p, size_t n)
 		p[i] = NAN;
 }
 
-static const char *prec_name(enum dl_cuda_precision p)
+static const char *pname(enum dl_precision p)
 {
-	return p == DL_CUDA_FP32 ? "fp32" : p == DL_CUDA_BF16 ? "bf16" : "fp16";
+	return p == DL_FP32 ? "fp32" : p == DL_BF16 ? "bf16" : "fp16";
 }
 
-static size_t logits_count(const struct dl_graph *g, int n)
+static const struct dl_optim_config default_optim = { .momentum = 0.9, .weight_decay = 1e-2 };
+
+static struct dl_backend_opts opts_for(enum dl_precision p, const struct dl_optim_config *oc)
 {
-	const struct dl_shape *o = &g->values[g->output];
-	return (size_t)n * o->c * o->h * o->w;
+	struct dl_backend_opts o;
+	memset(&o, 0, sizeof o);
+	o.precision = p;
+	o.optim = oc ? *oc : default_optim;
+	o.label_smoothing = 0.1;
+	return o;
 }
 
-/* One training forward+backward (and an eval forward) of gr on "ref" and gc
- * on "cuda"; gr and gc are identical graphs. */
-static int compare_step(const char *name, struct dl_graph *gr, struct dl_graph *gc, int n,
-			enum dl_cuda_precision prec, double tol)
+static size_t x_count(const struct dl_graph *g, int n)
+{
+	const struct dl_shape *s = &g->values[g->input];
+	return (size_t)n * s->c * s->h * s->w;
+}
+
+static void rand_batch(float *x, size_t xc, int *y, int n, int k, int bf)
+{
+	for (size_t i = 0; i < xc; i++)
+		x[i] = bf ? round_bf16(frand(-1.0f, 1.0f)) : frand(-1.0f, 1.0f);
+	for (int i = 0; i < n; i++)
+		y[i] = (int)(urand() * k) % k;
+}
+
+/* Copies of every param of g (to compare updates w - w0). */
+static float **snap(const struct dl_graph *g)
+{
+	float **s = xcalloc((size_t)g->n_params, sizeof *s);
+	for (int i = 0; i < g->n_params; i++) {
+		s[i] = xcalloc(g->params[i].count, sizeof(float));
+		memcpy(s[i], g->params[i].data, g->params[i].count * sizeof(float));
+	}
+	return s;
+}
+
+static void snap_free(const struct dl_graph *g, float **s)
+{
+	for (int i = 0; s && i < g->n_params; i++)
+		free(s[i]);
+	free(s);
+}
+
+/* Worst relative error over params of the updates (c - w0) vs (r - w0). */
+static double update_err(const struct dl_graph *gc, const struct dl_graph *gr, float *const *w0, const char **worst)
+{
+	double e_max = 0.0;
+	for (int i = 0; i < gr->n_params; i++) {
+		size_t cnt = gr->params[i].count;
+		float *uc = xcalloc(cnt, sizeof(float)), *ur = xcalloc(cnt, sizeof(float));
+		for (size_t j = 0; j < cnt; j++) {
+			uc[j] = gc->params[i].data[j] - w0[i][j];
+			ur[j] = gr->params[i].data[j] - w0[i][j];
+		}
+		double e = rel_err(uc, ur, cnt);
+		free(uc);
+		free(ur);
+		if (!(e <= e_max)) {
+			e_max = e;
+			if (worst)
+				*worst = gr->params[i].name;
+		}
+	}
+	return e_max;
+}
+
+static double grads_err(const struct dl_graph *gc, const struct dl_graph *gr, const char **worst)
+{
+	double e_max = 0.0;
+	for (int i = 0; i < gr->n_params; i++) {
+		double e = rel_err(gc->params[i].grad, gr->params[i].grad, gr->params[i].count);
+		if (!(e <= e_max)) {
+			e_max = e;
+			if (worst)
+				*worst = gr->params[i].name;
+		}
+	}
+	return e_max;
+}
+
+static double buffers_err(const struct dl_graph *gc, const struct dl_graph *gr)
+{
+	double e_max = 0.0;
+	for (int i = 0; i < gr->n_buffers; i++) {
+		double e = rel_err(gc->buffers[i].data, gr->buffers[i].data, gr->buffers[i].count);
+		if (!(e <= e_max))
+			e_max = e;
+	}
+	return e_max;
+}
+
+static double mom_err(const struct dl_optim_state *c, const struct dl_optim_state *r)
+{
+	double e_max = 0.0;
+	if (c->n != r->n)
+		return INFINITY;
+	for (size_t i = 0; i < r->n; i++) {
+		double e = rel_err(c->mom[i].data, r->mom[i].data, r->mom[i].count);
+		if (!(e <= e_max))
+			e_max = e;
+	}
+	return e_max;
+}
+
+static double rel(double a, double b)
+{
+	return isfinite(a) ? fabs(a - b) / (fabs(b) > 1e-30 ? fabs(b) : 1e-30) : INFINITY;
+}
+
+/* One train_step of gr on "ref" and gc on "cuda" (identical graphs), then
+ * eval_step over all rows and over fewer; everything the interface shows
+ * compared at tol. */
+static int compare_step(const char *name, struct dl_graph *gr, struct dl_graph *gc, int n, enum dl_precision prec,
+			double tol, const struct dl_cuda_test_opts *topt)
 {
 	char err[512];
 	struct dl_backend *br = NULL, *bc = NULL;
-	const struct dl_shape *xs = &gr->values[0];
-	size_t xc = (size_t)n * xs->c * xs->h * xs->w, lc = logits_count(gr, n);
-	float *x = xcalloc(xc, sizeof(float)), *dl = xcalloc(lc, sizeof(float)), *lr = xcalloc(lc, sizeof(float));
+	size_t xc = x_count(gr, n), lc = (size_t)n * gr->num_classes;
+	float *x = xcalloc(xc, sizeof(float)), *lgc = xcalloc(lc, sizeof(float)), *lgr = xcalloc(lc, sizeof(float));
+	int *y = xcalloc((size_t)n, sizeof(int));
+	float **w0 = NULL;
+	struct dl_optim_state sr = { 0 }, sc = { 0 };
 	int ok = 0;
-	struct dl_cuda_options o;
-	dl_cuda_default_options(&o);
-	o.precision = prec;
-	o.poison = 1;
-	br = dl_backend_ref.create(gr, n, err, sizeof err);
+	struct dl_cuda_test_opts t = { .poison = 1 };
+	if (topt)
+		t = *topt;
+	if (prec != DL_FP32) {
+		/* the reduced-precision backend rounds weights and inputs; give ref the same values */
+		for (int i = 0; i < gr->n_params; i++)
+			for (size_t j = 0; j < gr->params[i].count; j++)
+				gr->params[i].data[j] = gc->params[i].data[j] = round_bf16(gr->params[i].data[j]);
+	}
+	rand_batch(x, xc, y, n, gr->num_classes, prec != DL_FP32);
+	w0 = snap(gr);
+	struct dl_backend_opts orf = opts_for(DL_FP32, NULL), oc = opts_for(prec, NULL);
+	br = dl_backend_ref.create(gr, n, &orf, err, sizeof err);
 	if (!br) {
-		printf("%s: ref create: %s\n", name, err);
+		printf("%s: ref create: %s: FAIL\n", name, err);
 		goto out;
 	}
-	bc = dl_cuda_create(gc, n, &o, err, sizeof err);
+	bc = dl_cuda_create_test(gc, n, &oc, &t, err, sizeof err);
 	if (!bc) {
-		printf("%s: cuda create: %s\n", name, err);
+		printf("%s: cuda create: %s: FAIL\n", name, err);
 		goto out;
 	}
-	for (size_t i = 0; i < xc; i++)
-		x[i] = frand(-1.0f, 1.0f);
-	for (size_t i = 0; i < lc; i++)
-		dl[i] = frand(-1.0f, 1.0f) / (float)n;
-	if (prec != DL_CUDA_FP32) {
-		/* the reduced-precision backend rounds its inputs; give ref the same values */
-		for (size_t i = 0; i < xc; i++)
-			x[i] = round_bf16(x[i]);
-		for (size_t i = 0; i < lc; i++)
-			dl[i] = round_bf16(dl[i]);
-		round_graphs(gr, gc);
-	}
-	if (dl_backend_ref.forward(br, x, 1) || dl_backend_cuda.forward(bc, x, 1)) {
-		printf("%s: forward: %s%s\n", name, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
+	struct dl_batch in = { .x = x, .labels = y };
+	struct dl_step_result rr, rc;
+	if (dl_backend_ref.train_step(br, &in, 0.5, 0, &rr) || dl_backend_cuda.train_step(bc, &in, 0.5, 0, &rc)) {
+		printf("%s: train_step: %s / %s: FAIL\n", name, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
 		goto out;
 	}
-	double e_logits = rel_err(dl_backend_cuda.logits(bc), dl_backend_ref.logits(br), lc);
-	for (int i = 0; i < gc->n_params; i++) {
+	for (int i = 0; i < gr->n_params; i++) {
 		poison(gr->params[i].grad, gr->params[i].count);
 		poison(gc->params[i].grad, gc->params[i].count);
 	}
-	if (dl_backend_ref.backward(br, dl) || dl_backend_cuda.backward(bc, dl)) {
-		printf("%s: backward: %s%s\n", name, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
+	poison(lgc, lc);
+	if (dl_backend_ref.last_step_out(br, lgr) || dl_backend_cuda.last_step_out(bc, lgc)) {
+		printf("%s: last_step_out: %s / %s: FAIL\n", name, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
 		goto out;
 	}
-	double e_grad = 0.0, e_buf = 0.0;
-	const char *worst = "-";
-	for (int i = 0; i < gc->n_params; i++) {
-		double e = rel_err(gc->params[i].grad, gr->params[i].grad, gc->params[i].count);
-		if (!(e <= e_grad)) {
-			e_grad = e;
-			worst = gc->params[i].name;
+	const char *wg = "-", *wu = "-";
+	double e_loss = rel(rc.loss, rr.loss), e_logits = rel_err(lgc, lgr, lc), e_grad = grads_err(gc, gr, &wg);
+	if (dl_optim_state_init(&sr, gr, 0.9, err, sizeof err) || dl_optim_state_init(&sc, gc, 0.9, err, sizeof err)) {
+		printf("%s: %s: FAIL\n", name, err);
+		goto out;
+	}
+	for (size_t i = 0; i < sc.n; i++)
+		poison(sc.mom[i].data, sc.mom[i].count);
+	if (dl_backend_ref.state_out(br, &sr) || dl_backend_cuda.state_out(bc, &sc)) {
+		printf("%s: state_out: %s / %s: FAIL\n", name, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
+		goto out;
+	}
+	double e_upd = update_err(gc, gr, w0, &wu), e_buf = buffers_err(gc, gr), e_mom = mom_err(&sc, &sr);
+	int same_counts = gc->bn_batches_tracked == gr->bn_batches_tracked && sc.steps == sr.steps && sc.steps == 1 &&
+			  !rc.nonfinite && !rc.skipped;
+	/* eval over every row, then over all but the last */
+	double e_eval = 0.0;
+	int top_diff = 0;
+	for (int nv = n; nv >= (n > 1 ? n - 1 : n); nv--) {
+		struct dl_eval_result er, ec;
+		if (dl_backend_ref.eval_step(br, &in, nv, &er) || dl_backend_cuda.eval_step(bc, &in, nv, &ec)) {
+			printf("%s: eval_step: %s / %s: FAIL\n", name, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
+			goto out;
 		}
+		double e = rel(ec.loss_sum, er.loss_sum);
+		e_eval = e > e_eval || !isfinite(e) ? e : e_eval;
+		int d = abs(ec.top1 - er.top1) + abs(ec.top5 - er.top5);
+		top_diff = d > top_diff ? d : top_diff;
 	}
-	for (int i = 0; i < gc->n_buffers; i++) {
-		double e = rel_err(gc->buffers[i].data, gr->buffers[i].data, gc->buffers[i].count);
-		if (!(e <= e_buf))
-			e_buf = e;
-	}
-	if (gc->bn_batches_tracked != gr->bn_batches_tracked) {
-		printf("%s: bn_batches_tracked %lld vs ref %lld\n", name, (long long)gc->bn_batches_tracked,
-		       (long long)gr->bn_batches_tracked);
-		goto out;
-	}
-	/* eval mode: running statistics */
-	if (dl_backend_ref.forward(br, x, 0) || dl_backend_cuda.forward(bc, x, 0)) {
-		printf("%s: eval forward: %s%s\n", name, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
-		goto out;
-	}
-	memcpy(lr, dl_backend_ref.logits(br), lc * sizeof(float));
-	double e_eval = rel_err(dl_backend_cuda.logits(bc), lr, lc);
-	ok = e_logits < tol && e_grad < tol && e_buf < tol && e_eval < tol;
-	printf("%-28s %s n=%d: logits %.2e, grads %.2e (worst %s), running stats %.2e, eval logits %.2e: %s\n", name,
-	       prec_name(prec), n, e_logits, e_grad, worst, e_buf, e_eval, ok ? "ok" : "FAIL");
+	ok = e_loss < tol && e_logits < tol && e_grad < tol && e_upd < tol && e_buf < tol && e_mom < tol &&
+	     e_eval < tol && top_diff <= 1 && same_counts;
+	printf("%-30s %s n=%d: loss %.1e, logits %.1e, grads %.1e (%s), update %.1e (%s), momentum %.1e, "
+	       "running stats %.1e, counts %s, eval loss %.1e, top-k diff %d: %s\n",
+	       name, pname(prec), n, e_loss, e_logits, e_grad, wg, e_upd, wu, e_mom, e_buf, same_counts ? "same" : "DIFFER",
+	       e_eval, top_diff, ok ? "ok" : "FAIL");
 out:
 	if (br)
 		dl_backend_ref.destroy(br);
 	if (bc)
 		dl_backend_cuda.destroy(bc);
+	dl_optim_state_free(&sr);
+	dl_optim_state_free(&sc);
+	snap_free(gr, w0);
 	free(x);
-	free(dl);
-	free(lr);
+	free(y);
+	free(lgc);
+	free(lgr);
 	return ok;
 }
 
@@ -447,52 +580,41 @@ static int op_cases(void)
 		{ "stem 7x7/2+bn+relu+maxpool", case_stem, 1 },
 		{ "residual blocks", case_residual, 1 },
 	};
-	static const struct { enum dl_cuda_precision p; double tol; } precs[] = {
-		{ DL_CUDA_FP32, 1e-3 }, { DL_CUDA_BF16, 1e-2 },
+	static const struct { enum dl_precision p; double tol; } precs[] = {
+		{ DL_FP32, 1e-3 }, { DL_BF16, 1e-2 },
 	};
 	int ok = 1;
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
 		for (size_t p = 0; p < sizeof precs / sizeof precs[0]; p++) {
-			if (cases[c].deep && precs[p].p != DL_CUDA_FP32)
+			if (cases[c].deep && precs[p].p != DL_FP32)
 				continue;
 			for (int n = 1; n <= 3; n += 2) {
 				uint64_t seed = rng;
 				struct dl_graph *gr = cases[c].build();
 				rng = seed;
 				struct dl_graph *gc = cases[c].build();
-				ok &= compare_step(cases[c].name, gr, gc, n, precs[p].p, precs[p].tol);
+				ok &= compare_step(cases[c].name, gr, gc, n, precs[p].p, precs[p].tol, NULL);
 				gb_free(gr);
 				gb_free(gc);
 			}
 		}
+	/* cudnnFind failing: the heuristic algorithms, same results */
+	uint64_t seed = rng;
+	struct dl_graph *gr = case_residual();
+	rng = seed;
+	struct dl_graph *gc = case_residual();
+	struct dl_cuda_test_opts t = { .poison = 1, .fail_find = 1 };
+	ok &= compare_step("residual, cudnnFind failing", gr, gc, 3, DL_FP32, 1e-3, &t);
+	gb_free(gr);
+	gb_free(gc);
 	return ok;
 }
 
-/* ---- fast path: loss + SGD on the GPU vs the same on the host ------------- */
+/* ---- optimizer: several steps against ref ------------------------------- */
 
-/* mean softmax cross-entropy and its gradient (N,K), in double */
-static double host_xent(const float *logits, const int *y, int n, int k, float *dl)
+static int optim_case(const char *name, const struct dl_optim_config *oc)
 {
-	double loss = 0.0;
-	for (int i = 0; i < n; i++) {
-		const float *l = logits + (size_t)i * k;
-		double mx = l[0], s = 0.0;
-		for (int j = 1; j < k; j++)
-			mx = l[j] > mx ? l[j] : mx;
-		for (int j = 0; j < k; j++)
-			s += exp(l[j] - mx);
-		loss += mx + log(s) - l[y[i]];
-		if (dl)
-			for (int j = 0; j < k; j++)
-				dl[(size_t)i * k + j] = (float)((exp(l[j] - mx) / s - (j == y[i])) / n);
-	}
-	return loss / n;
-}
-
-static int fast_path(void)
-{
-	const int n = 4, k = 10;
-	const float lr = 0.1f, momentum = 0.9f, wd = 0.01f;
+	const int n = 4;
 	char err[512];
 	int ok = 0;
 	uint64_t seed = rng;
@@ -500,168 +622,578 @@ static int fast_path(void)
 	rng = seed;
 	struct dl_graph *gc = case_residual();
 	struct dl_backend *br = NULL, *bc = NULL;
-	size_t xc = (size_t)n * 8 * 12 * 12;
-	float *x = xcalloc(xc, sizeof(float)), *dl = xcalloc((size_t)n * k, sizeof(float));
-	float **w0 = xcalloc((size_t)gr->n_params, sizeof(float *)), **mom = xcalloc((size_t)gr->n_params, sizeof(float *));
+	struct dl_optim_state sr = { 0 }, sc = { 0 };
+	size_t xc = x_count(gr, n);
+	float *x = xcalloc(xc, sizeof(float));
 	int y[4];
-	struct dl_cuda_options o;
-	dl_cuda_default_options(&o);
-	o.precision = DL_CUDA_FP32;
-	o.poison = 1;
-	struct dl_cuda_sgd sgd = { .momentum = momentum, .weight_decay = wd };
-	br = dl_backend_ref.create(gr, n, err, sizeof err);
-	bc = br ? dl_cuda_create(gc, n, &o, err, sizeof err) : NULL;
-	if (!br || !bc || dl_cuda_set_sgd(bc, &sgd)) {
-		printf("fast path: create: %s\n", bc ? dl_backend_cuda.error(bc) : err);
+	float **w0 = snap(gr);
+	struct dl_backend_opts orf = opts_for(DL_FP32, oc), ocu = opts_for(DL_FP32, oc);
+	struct dl_cuda_test_opts t = { .poison = 1 };
+	br = dl_backend_ref.create(gr, n, &orf, err, sizeof err);
+	bc = br ? dl_cuda_create_test(gc, n, &ocu, &t, err, sizeof err) : NULL;
+	if (!br || !bc || dl_optim_state_init(&sr, gr, oc->momentum, err, sizeof err) ||
+	    dl_optim_state_init(&sc, gc, oc->momentum, err, sizeof err)) {
+		printf("optim %s: %s: FAIL\n", name, err);
 		goto out;
 	}
-	for (size_t i = 0; i < xc; i++)
-		x[i] = frand(-1.0f, 1.0f);
-	for (int i = 0; i < n; i++)
-		y[i] = (int)(urand() * k);
-	for (int i = 0; i < gr->n_params; i++) {
-		w0[i] = xcalloc(gr->params[i].count, sizeof(float));
-		mom[i] = xcalloc(gr->params[i].count, sizeof(float));
-	}
-	for (int step = 0; step < 2; step++) {
-		double loss_c = 0.0;
-		int correct = 0;
-		memcpy(dl_cuda_input_f32(bc), x, xc * sizeof(float));
-		memcpy(dl_cuda_labels(bc), y, sizeof y);
-		if (dl_cuda_train_step(bc, DL_CUDA_INPUT_F32, lr) || dl_cuda_step_result(bc, &loss_c, &correct)) {
-			printf("fast path: step %d: %s\n", step, dl_backend_cuda.error(bc));
+	static const double lrs[3] = { 0.1, 0.05, 0.2 };
+	double e_upd = 0, e_mom = 0;
+	const char *worst = "-";
+	for (int s = 0; s < 3; s++) {
+		rand_batch(x, xc, y, n, 10, 0);
+		struct dl_batch in = { .x = x, .labels = y };
+		struct dl_step_result rr, rc;
+		if (dl_backend_ref.train_step(br, &in, lrs[s], 0, &rr) || dl_backend_cuda.train_step(bc, &in, lrs[s], 0, &rc) ||
+		    dl_backend_ref.state_out(br, &sr) || dl_backend_cuda.state_out(bc, &sc)) {
+			printf("optim %s: step %d: %s / %s: FAIL\n", name, s, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
 			goto out;
 		}
-		/* the same step on the host: ref grads, torch's SGD */
-		if (dl_backend_ref.forward(br, x, 1)) {
-			printf("fast path: ref: %s\n", dl_backend_ref.error(br));
+		double e = update_err(gc, gr, w0, &worst), m = mom_err(&sc, &sr);
+		e_upd = e > e_upd || !isfinite(e) ? e : e_upd;
+		e_mom = m > e_mom || !isfinite(m) ? m : e_mom;
+		if (sc.steps != s + 1 || sr.steps != s + 1) {
+			printf("optim %s: step counts %ld / %ld after %d steps: FAIL\n", name, sc.steps, sr.steps, s + 1);
 			goto out;
 		}
-		double loss_r = host_xent(dl_backend_ref.logits(br), y, n, k, dl);
-		if (dl_backend_ref.backward(br, dl)) {
-			printf("fast path: ref: %s\n", dl_backend_ref.error(br));
-			goto out;
-		}
-		for (int i = 0; i < gr->n_params; i++) {
-			struct dl_tensor_f32 *p = &gr->params[i];
-			float d_wd = p->no_decay ? 0.0f : wd;
-			memcpy(w0[i], p->data, p->count * sizeof(float));
-			for (size_t j = 0; j < p->count; j++) {
-				float d = p->grad[j] + d_wd * p->data[j];
-				mom[i][j] = step == 0 ? d : momentum * mom[i][j] + d;
-				p->data[j] -= lr * mom[i][j];
-			}
-		}
-		if (dl_cuda_store_graph(bc, NULL)) {
-			printf("fast path: store: %s\n", dl_backend_cuda.error(bc));
-			goto out;
-		}
-		/* compare the updates w - w0, not w (w0 dominates) */
-		double e_upd = 0.0;
-		const char *worst = "-";
-		for (int i = 0; i < gr->n_params; i++) {
-			size_t cnt = gr->params[i].count;
-			float *uc = xcalloc(cnt, sizeof(float)), *ur = xcalloc(cnt, sizeof(float));
-			for (size_t j = 0; j < cnt; j++) {
-				uc[j] = gc->params[i].data[j] - w0[i][j];
-				ur[j] = gr->params[i].data[j] - w0[i][j];
-			}
-			double e = rel_err(uc, ur, cnt);
-			free(uc);
-			free(ur);
-			if (!(e <= e_upd)) {
-				e_upd = e;
-				worst = gr->params[i].name;
-			}
-		}
-		double e_loss = fabs(loss_c - loss_r) / fabs(loss_r);
-		int step_ok = e_loss < 1e-4 && e_upd < 1e-3;
-		printf("fast path step %d fp32: loss %.6f vs ref %.6f (rel %.1e), SGD update %.2e (worst %s): %s\n", step,
-		       loss_c, loss_r, e_loss, e_upd, worst, step_ok ? "ok" : "FAIL");
-		if (!step_ok)
-			goto out;
-		/* the next step starts from each side's own weights (equal to ~1e-7):
-		 * it checks the momentum buffers and the refreshed working copies */
 	}
-	ok = 1;
-out:
-	if (br)
-		dl_backend_ref.destroy(br);
-	if (bc)
-		dl_backend_cuda.destroy(bc);
-	for (int i = 0; i < gr->n_params; i++) {
-		free(w0[i]);
-		free(mom[i]);
-	}
-	free(w0);
-	free(mom);
-	free(x);
-	free(dl);
-	gb_free(gr);
-	gb_free(gc);
-	return ok;
-}
-
-/* uint8 NHWC images with flips, normalized on the GPU, vs the same done on
- * the host and fed to ref as float32 NCHW; eval mode (running statistics). */
-static int u8_input(void)
-{
-	const int n = 3, h = 9, w = 7, k = 10;
-	static const float mean[3] = { 0.485f, 0.456f, 0.406f }, sd[3] = { 0.229f, 0.224f, 0.225f };
-	char err[512];
-	int ok = 0, y[3] = { 1, 4, 7 };
-	uint64_t seed = rng;
-	struct dl_graph *gr = case_conv3x3_bn_relu();
-	rng = seed;
-	struct dl_graph *gc = case_conv3x3_bn_relu();
-	struct dl_backend *br = NULL, *bc = NULL;
-	float *x = xcalloc((size_t)n * 3 * h * w, sizeof(float));
-	struct dl_cuda_options o;
-	dl_cuda_default_options(&o);
-	o.precision = DL_CUDA_FP32;
-	br = dl_backend_ref.create(gr, n, err, sizeof err);
-	bc = br ? dl_cuda_create(gc, n, &o, err, sizeof err) : NULL;
-	if (!br || !bc) {
-		printf("u8 input: create: %s\n", err);
-		goto out;
-	}
-	uint8_t *u8 = dl_cuda_input_u8(bc), *flip = dl_cuda_input_flip(bc);
-	for (int i = 0; i < n; i++)
-		flip[i] = (uint8_t)(i & 1);
-	for (size_t i = 0; i < (size_t)n * h * w * 3; i++)
-		u8[i] = (uint8_t)(urand() * 256.0);
-	for (int i = 0; i < n; i++)
-		for (int c = 0; c < 3; c++)
-			for (int r = 0; r < h; r++)
-				for (int q = 0; q < w; q++) {
-					int sq = flip[i] ? w - 1 - q : q;
-					float v = u8[(((size_t)i * h + r) * w + sq) * 3 + c] / 255.0f;
-					x[(((size_t)i * 3 + c) * h + r) * w + q] = (v - mean[c]) / sd[c];
-				}
-	memcpy(dl_cuda_labels(bc), y, sizeof y);
-	double loss_c = 0.0;
-	int correct_c = 0;
-	if (dl_cuda_eval_step(bc, DL_CUDA_INPUT_U8) || dl_cuda_step_result(bc, &loss_c, &correct_c)) {
-		printf("u8 input: %s\n", dl_backend_cuda.error(bc));
-		goto out;
-	}
-	if (dl_backend_ref.forward(br, x, 0)) {
-		printf("u8 input: ref: %s\n", dl_backend_ref.error(br));
-		goto out;
-	}
-	double loss_r = host_xent(dl_backend_ref.logits(br), y, n, k, NULL);
-	double e = fabs(loss_c - loss_r) / fabs(loss_r);
-	ok = e < 1e-4;
-	printf("u8 NHWC input + flip, eval fp32: loss %.6f vs ref %.6f (rel %.1e): %s\n", loss_c, loss_r, e,
+	ok = e_upd < 1e-3 && e_mom < 1e-3;
+	printf("optim %-36s 3 steps fp32: weights (w - w0) %.1e (worst %s), momentum %.1e: %s\n", name, e_upd, worst, e_mom,
 	       ok ? "ok" : "FAIL");
 out:
 	if (br)
 		dl_backend_ref.destroy(br);
 	if (bc)
 		dl_backend_cuda.destroy(bc);
+	dl_optim_state_free(&sr);
+	dl_optim_state_free(&sc);
+	snap_free(gr, w0);
 	free(x);
 	gb_free(gr);
 	gb_free(gc);
+	return ok;
+}
+
+static int optim_cases(void)
+{
+	static const struct {
+		const char *name;
+		struct dl_optim_config c;
+	} cases[] = {
+		{ "momentum 0.9, wd 1e-2", { .momentum = 0.9, .weight_decay = 1e-2 } },
+		{ "Nesterov, wd 5e-4", { .momentum = 0.9, .weight_decay = 5e-4, .nesterov = 1 } },
+		{ "no momentum", { .momentum = 0.0, .weight_decay = 1e-3 } },
+		{ "LARS eta 1e-3, wd 5e-5", { .momentum = 0.9, .weight_decay = 5e-5, .lars = 1, .lars_eta = 0.001 } },
+		{ "LARS eta 2e-2, decay_bn_and_bias", { .momentum = 0.9, .weight_decay = 1e-4, .lars = 1, .lars_eta = 0.02,
+						       .decay_bn_and_bias = 1 } },
+	};
+	int ok = 1;
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		ok &= optim_case(cases[i].name, &cases[i].c);
+	return ok;
+}
+
+/* ---- uint8 NHWC input ------------------------------------------------------ */
+
+static int u8_case(struct dl_graph *gr, struct dl_graph *gc)
+{
+	const int n = 3;
+	const int c = gr->values[0].c, h = gr->values[0].h, w = gr->values[0].w, k = gr->num_classes;
+	char err[512];
+	int ok = 0, y[3];
+	float mean[16], sd[16];
+	struct dl_backend *br = NULL, *bc = NULL;
+	size_t xc = x_count(gr, n);
+	float *x = xcalloc(xc, sizeof(float));
+	uint8_t *u8 = NULL;
+	for (int ch = 0; ch < 16; ch++) {
+		mean[ch] = 0.3f + 0.02f * (float)ch;
+		sd[ch] = 0.2f + 0.01f * (float)ch;
+	}
+	struct dl_backend_opts o = opts_for(DL_FP32, NULL);
+	struct dl_cuda_test_opts t = { .poison = 1 };
+	br = dl_backend_ref.create(gr, n, &o, err, sizeof err);
+	bc = br ? dl_cuda_create_test(gc, n, &o, &t, err, sizeof err) : NULL;
+	/* the trainer's pinned ring for uint8 batches */
+	u8 = bc ? dl_backend_cuda.host_alloc(xc, NULL) : NULL;
+	if (!br || !bc || !u8) {
+		printf("u8 input (%d channels): %s: FAIL\n", c, u8 || !bc ? err : "host_alloc failed");
+		goto out;
+	}
+	for (size_t i = 0; i < xc; i++)
+		u8[i] = (uint8_t)(urand() * 256.0);
+	for (int i = 0; i < n; i++) {
+		y[i] = (int)(urand() * k) % k;
+		for (int ch = 0; ch < c; ch++)
+			for (size_t p = 0; p < (size_t)h * w; p++)
+				x[((size_t)i * c + ch) * h * w + p] =
+					(u8[((size_t)i * h * w + p) * c + ch] / 255.0f - mean[ch]) / sd[ch];
+	}
+	struct dl_batch inf = { .x = x, .labels = y }, inu = { .x_u8 = u8, .mean = mean, .std = sd, .labels = y };
+	struct dl_step_result rr, rc;
+	struct dl_eval_result er, ec;
+	if (dl_backend_ref.train_step(br, &inf, 0.1, 0, &rr) || dl_backend_cuda.train_step(bc, &inu, 0.1, 0, &rc) ||
+	    dl_backend_ref.eval_step(br, &inf, n, &er) || dl_backend_cuda.eval_step(bc, &inu, n, &ec)) {
+		printf("u8 input (%d channels): %s / %s: FAIL\n", c, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
+		goto out;
+	}
+	double e1 = rel(rc.loss, rr.loss), e2 = rel(ec.loss_sum, er.loss_sum);
+	ok = e1 < 1e-3 && e2 < 1e-3;
+	printf("u8 NHWC input (%d channels, pinned) vs host-normalized floats, fp32: train loss %.1e, eval loss %.1e: %s\n", c,
+	       e1, e2, ok ? "ok" : "FAIL");
+	/* a std of zero is refused with a clear error, not a division by it */
+	sd[1] = 0.0f;
+	if (dl_backend_cuda.eval_step(bc, &inu, n, &ec) == 0 || !strstr(dl_backend_cuda.error(bc), "std[1]")) {
+		printf("u8 input with std[1] = 0: accepted or unclear (\"%s\"): FAIL\n", dl_backend_cuda.error(bc));
+		ok = 0;
+	}
+out:
+	if (u8)
+		dl_backend_cuda.host_free(u8, NULL);
+	if (br)
+		dl_backend_ref.destroy(br);
+	if (bc)
+		dl_backend_cuda.destroy(bc);
+	free(x);
+	gb_free(gr);
+	gb_free(gc);
+	return ok;
+}
+
+static int u8_cases(void)
+{
+	uint64_t seed = rng;
+	struct dl_graph *a = case_conv3x3_bn_relu();
+	rng = seed;
+	int ok = u8_case(a, case_conv3x3_bn_relu());
+	seed = rng;
+	a = case_conv_chain(); /* 16 channels */
+	rng = seed;
+	ok &= u8_case(a, case_conv_chain());
+	return ok;
+}
+
+/* dlc_u8_to_nhwc in fp32 against (x/255 - mean) * inv_std on the host, for
+ * RGB and gray images padded to 8 channels. */
+static int normalize_kernel(void)
+{
+	const int n = 3, h = 5, w = 7, cp = 8;
+	int ok = 1;
+	for (int c = 1; c <= 3; c += 2) {
+		size_t nin = (size_t)n * h * w * c, nout = (size_t)n * h * w * cp;
+		uint8_t *hx = xcalloc(nin, 1);
+		float *hy = xcalloc(nout, sizeof(float)), hn[6];
+		uint8_t *dx = NULL;
+		float *dy = NULL, *dn = NULL;
+		double worst = 0;
+		for (int ch = 0; ch < c; ch++) {
+			hn[ch] = 0.1f + 0.2f * (float)ch;
+			hn[c + ch] = 1.0f / (0.2f + 0.05f * (float)ch);
+		}
+		for (size_t i = 0; i < nin; i++)
+			hx[i] = (uint8_t)(urand() * 256.0);
+		cudaError_t e = cudaMalloc((void **)&dx, nin);
+		if (e == cudaSuccess)
+			e = cudaMalloc((void **)&dn, 2 * (size_t)c * sizeof(float));
+		if (e == cudaSuccess)
+			e = cudaMalloc((void **)&dy, nout * sizeof(float));
+		if (e == cudaSuccess)
+			e = cudaMemcpy(dx, hx, nin, cudaMemcpyHostToDevice);
+		if (e == cudaSuccess)
+			e = cudaMemcpy(dn, hn, 2 * (size_t)c * sizeof(float), cudaMemcpyHostToDevice);
+		if (e == cudaSuccess)
+			e = cudaMemset(dy, 0xff, nout * sizeof(float)); /* NaN: every element must be written */
+		if (e == cudaSuccess)
+			e = dlc_u8_to_nhwc(dx, dn, dy, DLC_F32, n, h, w, c, cp, 0);
+		if (e == cudaSuccess)
+			e = cudaMemcpy(hy, dy, nout * sizeof(float), cudaMemcpyDeviceToHost);
+		if (e != cudaSuccess) {
+			printf("normalize kernel: %s: FAIL\n", cudaGetErrorString(e));
+			ok = 0;
+		} else {
+			for (size_t p = 0; p < (size_t)n * h * w; p++)
+				for (int ch = 0; ch < cp; ch++) {
+					float want = ch < c ? ((float)hx[p * c + ch] * (1.0f / 255.0f) - hn[ch]) * hn[c + ch] : 0.0f;
+					double d = fabs((double)hy[p * cp + ch] - want);
+					if (!(d <= worst))
+						worst = d; /* NaN sticks */
+				}
+			ok &= worst <= 1e-6;
+			printf("normalize kernel, uint8 (N,H,W,%d) -> fp32 (N,H,W,%d): max diff %.1e vs the CPU formula: %s\n", c,
+			       cp, worst, worst <= 1e-6 ? "ok" : "FAIL");
+		}
+		cudaFree(dx);
+		cudaFree(dn);
+		cudaFree(dy);
+		free(hx);
+		free(hy);
+	}
+	return ok;
+}
+
+/* ---- state_out / state_in -------------------------------------------------- */
+
+static int state_eq(const struct dl_graph *a, const struct dl_graph *b, const struct dl_optim_state *sa,
+		    const struct dl_optim_state *sb, double tol, double *worst)
+{
+	double e = 0;
+	for (int i = 0; i < a->n_params; i++) {
+		double x = rel_err(a->params[i].data, b->params[i].data, a->params[i].count);
+		e = x > e || !isfinite(x) ? x : e;
+	}
+	double bu = buffers_err(a, b), m = mom_err(sa, sb);
+	e = bu > e || !isfinite(bu) ? bu : e;
+	e = m > e || !isfinite(m) ? m : e;
+	*worst = e;
+	return e <= tol && a->bn_batches_tracked == b->bn_batches_tracked && sa->steps == sb->steps;
+}
+
+static void copy_state(struct dl_graph *dst, const struct dl_graph *src)
+{
+	for (int i = 0; i < src->n_params; i++)
+		memcpy(dst->params[i].data, src->params[i].data, src->params[i].count * sizeof(float));
+	for (int i = 0; i < src->n_buffers; i++)
+		memcpy(dst->buffers[i].data, src->buffers[i].data, src->buffers[i].count * sizeof(float));
+	dst->bn_batches_tracked = src->bn_batches_tracked;
+}
+
+static int state_round_trip(void)
+{
+	const int n = 4;
+	char err[512];
+	int ok = 0, y1[4], y2[4];
+	uint64_t seed = rng;
+	struct dl_graph *ga = case_residual();
+	rng = seed;
+	struct dl_graph *gb = case_residual();
+	rng = seed;
+	struct dl_graph *gs = case_residual(); /* snapshots */
+	struct dl_backend *a = NULL, *b = NULL;
+	struct dl_optim_state s1 = { 0 }, sa = { 0 }, sb = { 0 }, sr = { 0 };
+	size_t xc = x_count(ga, n);
+	float *x1 = xcalloc(xc, sizeof(float)), *x2 = xcalloc(xc, sizeof(float));
+	rand_batch(x1, xc, y1, n, 10, 0);
+	rand_batch(x2, xc, y2, n, 10, 0);
+	struct dl_backend_opts o = opts_for(DL_FP32, NULL);
+	struct dl_cuda_test_opts t = { .poison = 1 };
+	struct dl_batch in1 = { .x = x1, .labels = y1 }, in2 = { .x = x2, .labels = y2 };
+	struct dl_step_result r;
+	double e1 = 0, e2 = 0;
+	if (dl_optim_state_init(&s1, ga, 0.9, err, sizeof err) || dl_optim_state_init(&sa, ga, 0.9, err, sizeof err) ||
+	    dl_optim_state_init(&sb, ga, 0.9, err, sizeof err) || dl_optim_state_init(&sr, ga, 0.9, err, sizeof err))
+		goto fail;
+	/* A: step 1, state out (s1, gs), step 2 */
+	a = dl_cuda_create_test(ga, n, &o, &t, err, sizeof err);
+	if (!a)
+		goto fail;
+	if (dl_backend_cuda.train_step(a, &in1, 0.1, 0, &r) || dl_backend_cuda.state_out(a, &s1))
+		goto fail_a;
+	copy_state(gs, ga);
+	/* out -> in -> out is exact */
+	if (dl_backend_cuda.state_in(a, &s1) || dl_backend_cuda.state_out(a, &sr))
+		goto fail_a;
+	int exact = state_eq(ga, gs, &sr, &s1, 0.0, &e1);
+	if (dl_backend_cuda.train_step(a, &in2, 0.2, 0, &r) || dl_backend_cuda.state_out(a, &sa))
+		goto fail_a;
+	/* B: made from a fresh graph, then state_in(step-1 state), step 2 */
+	b = dl_cuda_create_test(gb, n, &o, &t, err, sizeof err);
+	if (!b)
+		goto fail;
+	copy_state(gb, gs);
+	if (dl_backend_cuda.state_in(b, &s1) || dl_backend_cuda.train_step(b, &in2, 0.2, 0, &r) ||
+	    dl_backend_cuda.state_out(b, &sb)) {
+		snprintf(err, sizeof err, "%s", dl_backend_cuda.error(b));
+		goto fail;
+	}
+	/* cuDNN may pick algorithms with atomics: equal up to rounding */
+	int same = state_eq(ga, gb, &sa, &sb, 1e-5, &e2);
+	ok = exact && same && s1.steps == 1 && sa.steps == 2 && ga->bn_batches_tracked == gs->bn_batches_tracked + 1;
+	printf("state: out -> in -> out exact (%.1e, steps %ld), a step after state_in vs without: %.1e (steps %ld/%ld, "
+	       "bn_batches_tracked %lld/%lld): %s\n", e1, sr.steps, e2, sa.steps, sb.steps, (long long)ga->bn_batches_tracked,
+	       (long long)gb->bn_batches_tracked, ok ? "ok" : "FAIL");
+	goto out;
+fail_a:
+	snprintf(err, sizeof err, "%s", dl_backend_cuda.error(a));
+fail:
+	printf("state round trip: %s: FAIL\n", err);
+out:
+	if (a)
+		dl_backend_cuda.destroy(a);
+	if (b)
+		dl_backend_cuda.destroy(b);
+	dl_optim_state_free(&s1);
+	dl_optim_state_free(&sa);
+	dl_optim_state_free(&sb);
+	dl_optim_state_free(&sr);
+	free(x1);
+	free(x2);
+	gb_free(ga);
+	gb_free(gb);
+	gb_free(gs);
+	return ok;
+}
+
+/* ---- fp16 loss scaling ------------------------------------------------------ */
+
+/* conv + BN + ReLU + GAP + FC whose classifier weights are large, so that
+ * the scaled gradient entering the net overflows fp16 at a large scale. */
+static struct dl_graph *case_overflow(void)
+{
+	struct dl_graph *g = gb_new(8, 6, 6);
+	int v = gb_bn(g, gb_conv(g, 0, 16, 3, 1, 1), 1);
+	gb_fc(g, gb_gap(g, v), 10);
+	struct dl_tensor_f32 *fw = &g->params[g->nodes[g->n_nodes - 1].param[0]];
+	for (size_t j = 0; j < fw->count; j++)
+		fw->data[j] *= 200.0f;
+	return g;
+}
+
+static int fp16_skip(void)
+{
+	const int n = 4;
+	char err[512];
+	int ok = 0, y[4], skipped = 0, applied = 0, bad = 0;
+	struct dl_graph *g = case_overflow();
+	struct dl_backend *b = NULL;
+	struct dl_optim_state s0 = { 0 }, s1 = { 0 };
+	size_t xc = x_count(g, n);
+	float *x = xcalloc(xc, sizeof(float));
+	float **w0 = NULL;
+	struct dl_backend_opts o = opts_for(DL_FP16, NULL);
+	b = dl_cuda_create_test(g, n, &o, NULL, err, sizeof err);
+	if (!b || dl_optim_state_init(&s0, g, 0.9, err, sizeof err) || dl_optim_state_init(&s1, g, 0.9, err, sizeof err)) {
+		printf("fp16 skip: %s: FAIL\n", err);
+		goto out;
+	}
+	rand_batch(x, xc, y, n, 10, 0);
+	struct dl_batch in = { .x = x, .labels = y };
+	double first_scale = dl_cuda_loss_scale(b);
+	for (int s = 0; s < 40 && applied < 3; s++) {
+		if (dl_backend_cuda.state_out(b, &s0))
+			goto cuda_fail;
+		snap_free(g, w0);
+		w0 = snap(g);
+		double before = dl_cuda_loss_scale(b);
+		struct dl_step_result r;
+		if (dl_backend_cuda.train_step(b, &in, 0.1, 0, &r) || dl_backend_cuda.state_out(b, &s1))
+			goto cuda_fail;
+		double after = dl_cuda_loss_scale(b);
+		if (r.skipped) {
+			/* nothing moved: every param equals its snapshot, momentum too */
+			int same = 1;
+			for (int i = 0; i < g->n_params; i++)
+				same &= memcmp(g->params[i].data, w0[i], g->params[i].count * sizeof(float)) == 0;
+			same &= mom_err(&s1, &s0) == 0.0 && s1.steps == s0.steps;
+			if (!same || !r.nonfinite || after != before / 2) {
+				printf("fp16 skipped step %d: weights %s, nonfinite %d, scale %g -> %g: FAIL\n", s,
+				       same ? "unchanged" : "CHANGED", r.nonfinite, before, after);
+				bad++;
+			}
+			skipped++;
+		} else {
+			int moved = 0;
+			for (int i = 0; i < g->n_params; i++)
+				moved |= memcmp(g->params[i].data, w0[i], g->params[i].count * sizeof(float)) != 0;
+			if (r.nonfinite || after != before || !moved || s1.steps != s0.steps + 1 || !isfinite(r.loss)) {
+				printf("fp16 applied step %d: nonfinite %d, scale %g -> %g, weights %s, steps %ld -> %ld: FAIL\n", s,
+				       r.nonfinite, before, after, moved ? "moved" : "UNCHANGED", s0.steps, s1.steps);
+				bad++;
+			}
+			applied++;
+		}
+	}
+	ok = skipped >= 1 && applied >= 1 && !bad && first_scale == 65536.0;
+	printf("fp16 dynamic loss scale from %g: %d skipped steps (weights, momentum unchanged, scale halved each), "
+	       "%d applied: %s\n", first_scale, skipped, applied, ok ? "ok" : "FAIL");
+	goto out;
+cuda_fail:
+	printf("fp16 skip: %s: FAIL\n", dl_backend_cuda.error(b));
+out:
+	if (b)
+		dl_backend_cuda.destroy(b);
+	dl_optim_state_free(&s0);
+	dl_optim_state_free(&s1);
+	snap_free(g, w0);
+	free(x);
+	gb_free(g);
+	return ok;
+}
+
+/* fp16, lr 0: the scale follows halve-on-overflow / double after 2000 clean
+ * steps exactly, replayed from a CUDA graph. */
+static int fp16_growth(void)
+{
+	const int n = 2, steps = 2100;
+	char err[512];
+	int ok = 0, y[2], grew = 0, graphed = 0;
+	struct dl_graph *g = gb_new(8, 4, 4);
+	gb_fc(g, gb_gap(g, gb_conv(g, 0, 8, 3, 1, 1)), 10);
+	struct dl_backend *b = NULL;
+	size_t xc = x_count(g, n);
+	float *x = xcalloc(xc, sizeof(float));
+	struct dl_backend_opts o = opts_for(DL_FP16, NULL);
+	b = dl_cuda_create_test(g, n, &o, NULL, err, sizeof err);
+	if (!b) {
+		printf("fp16 growth: %s: FAIL\n", err);
+		goto out;
+	}
+	rand_batch(x, xc, y, n, 10, 0);
+	struct dl_batch in = { .x = x, .labels = y };
+	double want = 65536.0;
+	int good = 0;
+	for (int s = 0; s < steps; s++) {
+		struct dl_step_result r;
+		if (dl_backend_cuda.train_step(b, &in, 0.0, 0, &r)) {
+			printf("fp16 growth: step %d: %s: FAIL\n", s, dl_backend_cuda.error(b));
+			goto out;
+		}
+		graphed += dl_cuda_last_step_graphed(b);
+		if (r.skipped) {
+			want /= 2;
+			good = 0;
+		} else if (++good == DL_FP16_GROWTH_INTERVAL) {
+			want *= 2;
+			good = 0;
+			grew++;
+		}
+		double got = dl_cuda_loss_scale(b);
+		if (got != want) {
+			printf("fp16 growth: after step %d (skipped %d) the scale is %g, expected %g: FAIL\n", s, r.skipped, got,
+			       want);
+			goto out;
+		}
+	}
+	ok = grew >= 1 && graphed >= steps - 1;
+	printf("fp16 loss scale over %d steps: followed the rule, grew %d time(s), %d steps from the CUDA graph: %s\n",
+	       steps, grew, graphed, ok ? "ok" : "FAIL");
+out:
+	if (b)
+		dl_backend_cuda.destroy(b);
+	free(x);
+	gb_free(g);
+	return ok;
+}
+
+/* fp32 with a NaN in the batch: not applied, not "skipped" (the trainer stops). */
+static int nonfinite_fp32(void)
+{
+	const int n = 2;
+	char err[512];
+	int ok = 0, y[2];
+	struct dl_graph *g = case_conv_chain();
+	struct dl_backend *b = NULL;
+	size_t xc = x_count(g, n);
+	float *x = xcalloc(xc, sizeof(float));
+	float **w0 = NULL;
+	struct dl_backend_opts o = opts_for(DL_FP32, NULL);
+	b = dl_cuda_create_test(g, n, &o, NULL, err, sizeof err);
+	if (!b) {
+		printf("fp32 NaN: %s: FAIL\n", err);
+		goto out;
+	}
+	rand_batch(x, xc, y, n, g->num_classes, 0);
+	x[5] = NAN;
+	w0 = snap(g);
+	struct dl_batch in = { .x = x, .labels = y };
+	struct dl_step_result r;
+	if (dl_backend_cuda.train_step(b, &in, 0.1, 0, &r) || dl_backend_cuda.state_out(b, NULL)) {
+		printf("fp32 NaN: %s: FAIL\n", dl_backend_cuda.error(b));
+		goto out;
+	}
+	int same = 1;
+	for (int i = 0; i < g->n_params; i++)
+		same &= memcmp(g->params[i].data, w0[i], g->params[i].count * sizeof(float)) == 0;
+	ok = r.nonfinite && !r.skipped && same;
+	printf("fp32 step with a NaN input: nonfinite %d, skipped %d, weights %s: %s\n", r.nonfinite, r.skipped,
+	       same ? "unchanged" : "CHANGED", ok ? "ok" : "FAIL");
+	/* fp16 with a NaN learning rate: not applied, and not a "skip" the trainer would go on after */
+	dl_backend_cuda.destroy(b);
+	o = opts_for(DL_FP16, NULL);
+	b = dl_cuda_create_test(g, n, &o, NULL, err, sizeof err);
+	x[5] = 0.5f;
+	if (!b || dl_backend_cuda.train_step(b, &in, NAN, 0, &r)) {
+		printf("fp16 NaN lr: %s: FAIL\n", b ? dl_backend_cuda.error(b) : err);
+		ok = 0;
+		goto out;
+	}
+	int ok2 = r.nonfinite && !r.skipped;
+	printf("fp16 step with lr NaN: nonfinite %d, skipped %d: %s\n", r.nonfinite, r.skipped, ok2 ? "ok" : "FAIL");
+	ok &= ok2;
+out:
+	if (b)
+		dl_backend_cuda.destroy(b);
+	snap_free(g, w0);
+	free(x);
+	gb_free(g);
+	return ok;
+}
+
+/* ---- options ----------------------------------------------------------------- */
+
+static int refused(const char *what, struct dl_backend_opts *o, const char *must_name)
+{
+	char err[512] = "";
+	struct dl_graph *g = case_conv_chain();
+	struct dl_backend *b = dl_backend_cuda.create(g, 2, o, err, sizeof err);
+	int ok = !b && strstr(err, must_name) != NULL;
+	printf("%s: %s (\"%s\"): %s\n", what, b ? "accepted" : "refused", err, ok ? "ok" : "FAIL");
+	if (b)
+		dl_backend_cuda.destroy(b);
+	gb_free(g);
+	return ok;
+}
+
+static int accepted(const char *what, const char *device)
+{
+	char err[512] = "";
+	struct dl_graph *g = case_conv_chain();
+	struct dl_backend_opts o = opts_for(DL_FP32, NULL);
+	o.device = device;
+	struct dl_backend *b = dl_backend_cuda.create(g, 2, &o, err, sizeof err);
+	void *p = dl_backend_cuda.host_alloc(4096, (void *)device);
+	int ok = b != NULL && p != NULL;
+	printf("%s (\"%s\"): %s%s%s: %s\n", what, device, b ? "created" : err, p ? ", pinned memory" : ", host_alloc failed",
+	       "", ok ? "ok" : "FAIL");
+	if (p)
+		dl_backend_cuda.host_free(p, (void *)device);
+	if (b)
+		dl_backend_cuda.destroy(b);
+	gb_free(g);
+	return ok;
+}
+
+static int options(void)
+{
+	char bus[64] = "";
+	int ok = 1;
+	ok &= accepted("device by index", "0");
+	if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, 0) != cudaSuccess) {
+		printf("cudaDeviceGetPCIBusId(0) failed: FAIL\n");
+		ok = 0;
+	} else {
+		ok &= accepted("device by PCI bus id", bus);
+	}
+	struct dl_backend_opts o = opts_for(DL_FP32, NULL);
+	o.device = "99";
+	ok &= refused("device 99", &o, "99");
+	o.device = "gpu0";
+	ok &= refused("device gpu0", &o, "gpu0");
+	o.device = "0000:ff:1f.7";
+	ok &= refused("device at a bus id that is not there", &o, "0000:ff:1f.7");
+	o.device = NULL;
+	o.conv_algo = DL_CONV_DIRECT;
+	ok &= refused("--conv-algo direct", &o, "conv-algo");
+	o.conv_algo = DL_CONV_AUTO;
+	o.precision = (enum dl_precision)7;
+	ok &= refused("precision 7", &o, "precision");
+	o.precision = DL_FP32;
+	o.optim.momentum = 1.5;
+	ok &= refused("momentum 1.5", &o, "momentum");
+	void *p = dl_backend_cuda.host_alloc(16, (void *)"99");
+	printf("host_alloc on device \"99\": %s: %s\n", p ? "allocated" : "refused", p ? "FAIL" : "ok");
+	if (p) {
+		dl_backend_cuda.host_free(p, NULL);
+		ok = 0;
+	}
 	return ok;
 }
 
@@ -672,74 +1204,73 @@ static int resnet50_step(void)
 	uint64_t seed = rng;
 	if (dl_model_build(&gr, "resnet50", 3, 64, 64, 10, 0, seed, err, sizeof err) ||
 	    dl_model_build(&gc, "resnet50", 3, 64, 64, 10, 0, seed, err, sizeof err)) {
-		printf("resnet50: %s\n", err);
+		printf("resnet50: %s: FAIL\n", err);
 		return 0;
 	}
-	int ok = compare_step("resnet50 3x64x64 one step", &gr, &gc, 2, DL_CUDA_FP32, 1e-3);
+	int ok = compare_step("resnet50 3x64x64 one step", &gr, &gc, 2, DL_FP32, 1e-3, NULL);
 	dl_model_free(&gr);
 	dl_model_free(&gc);
 	return ok;
 }
 
-/* resnet18 on a fixed random batch; loss[s] of each step.  nccl: sum the
- * gradients through a one-rank NCCL communicator (buckets, comm stream,
- * events: the multi-GPU code path, on one GPU). */
-static int train_run(enum dl_cuda_precision prec, int graphs, int nccl, int steps, double *loss)
+/* ---- resnet18 training ---------------------------------------------------------- */
+
+/* resnet18 on a fixed random batch; loss[s] of each step.  Returns 1 if all
+ * steps ran (and, with graphs, steps after the first replayed the graph
+ * unless capture was made to fail). */
+static int train_run(const char *what, enum dl_precision prec, const struct dl_cuda_test_opts *t, int steps,
+		     double *loss)
 {
 	const int n = 32, k = 10;
 	struct dl_graph g;
 	char err[512];
-	int ok = 0;
+	int ok = 0, graphed = 0;
 	struct dl_backend *b = NULL;
-	struct dl_nccl *comm = NULL;
-	const char *what = graphs ? (nccl ? "graph+nccl" : "graph") : (nccl ? "nccl" : "eager");
+	size_t xc;
+	float *x = NULL;
+	int y[32];
 	if (dl_model_build(&g, "resnet18", 3, 32, 32, k, 0, 1234, err, sizeof err)) {
-		printf("resnet18: %s\n", err);
+		printf("train %s: %s: FAIL\n", what, err);
 		return 0;
 	}
-	struct dl_cuda_options o;
-	dl_cuda_default_options(&o);
-	o.precision = prec;
-	o.cuda_graphs = graphs;
-	if (nccl) {
-		comm = dl_cuda_select_device(-1, err, sizeof err) < 0 ? NULL
-			: dl_nccl_create(0, 1, NULL, NULL, 60.0, err, sizeof err);
-		if (!comm) {
-			printf("train %s %s: %s\n", prec_name(prec), what, err);
-			goto out;
-		}
-		o.nccl = comm;
-		o.bucket_bytes = 4u << 20; /* several buckets for resnet18's 45 MB */
-	}
-	struct dl_cuda_sgd sgd = { .momentum = 0.9f, .weight_decay = 5e-4f };
-	b = dl_cuda_create(&g, n, &o, err, sizeof err);
-	if (!b || dl_cuda_set_sgd(b, &sgd)) {
-		printf("train %s %s: %s\n", prec_name(prec), what, b ? dl_backend_cuda.error(b) : err);
+	struct dl_optim_config oc = { .momentum = 0.9, .weight_decay = 5e-4 };
+	struct dl_backend_opts o = opts_for(prec, &oc);
+	o.label_smoothing = 0.0;
+	o.bucket_bytes = 4u << 20; /* several buckets for resnet18's 45 MB */
+	b = dl_cuda_create_test(&g, n, &o, t, err, sizeof err);
+	if (!b) {
+		printf("train %s: %s: FAIL\n", what, err);
 		goto out;
 	}
+	xc = x_count(&g, n);
+	x = xcalloc(xc, sizeof(float));
 	uint64_t keep = rng;
 	rng = 99; /* the same data for every run */
-	float *x = dl_cuda_input_f32(b);
-	for (size_t i = 0; i < (size_t)n * 3 * 32 * 32; i++)
-		x[i] = frand(-1.0f, 1.0f);
-	for (int i = 0; i < n; i++)
-		dl_cuda_labels(b)[i] = (int)(urand() * k);
+	rand_batch(x, xc, y, n, k, 0);
 	rng = keep;
+	struct dl_batch in = { .x = x, .labels = y };
 	for (int s = 0; s < steps; s++) {
-		if (dl_cuda_train_step(b, DL_CUDA_INPUT_F32, 0.05f) || dl_cuda_step_result(b, &loss[s], NULL)) {
-			printf("train %s %s: step %d: %s\n", prec_name(prec), what, s, dl_backend_cuda.error(b));
+		struct dl_step_result r;
+		if (dl_backend_cuda.train_step(b, &in, 0.05, 0, &r)) {
+			printf("train %s: step %d: %s: FAIL\n", what, s, dl_backend_cuda.error(b));
 			goto out;
 		}
-		if (!isfinite(loss[s])) {
-			printf("train %s %s: step %d: loss is %g\n", prec_name(prec), what, s, loss[s]);
+		loss[s] = r.loss;
+		graphed += dl_cuda_last_step_graphed(b);
+		if ((r.nonfinite && !r.skipped) || (!r.skipped && !isfinite(r.loss))) {
+			printf("train %s: step %d: loss %g, nonfinite %d: FAIL\n", what, s, r.loss, r.nonfinite);
 			goto out;
 		}
 	}
-	ok = 1;
+	int want_graphed = t && (t->no_graphs || t->fail_capture) ? 0 : steps - 1;
+	ok = graphed == want_graphed;
+	if (!ok)
+		printf("train %s: %d of %d steps replayed the CUDA graph, expected %d: FAIL\n", what, graphed, steps,
+		       want_graphed);
 out:
 	if (b)
 		dl_backend_cuda.destroy(b);
-	dl_nccl_destroy(comm);
+	free(x);
 	dl_model_free(&g);
 	return ok;
 }
@@ -755,26 +1286,317 @@ static double last10(const double *l, int steps)
 static int hundred_steps(void)
 {
 	enum { S = 100, SHORT = 10 };
-	static double f32[S], bf[S], bg[S], h[S], bn[SHORT], bgn[SHORT];
-	if (!train_run(DL_CUDA_FP32, 0, 0, S, f32) || !train_run(DL_CUDA_BF16, 0, 0, S, bf) ||
-	    !train_run(DL_CUDA_BF16, 1, 0, S, bg) || !train_run(DL_CUDA_FP16, 0, 0, S, h))
+	static double f32[S], f32g[SHORT], bf[S], bg[S], h[S], bn[SHORT], bgn[SHORT], bfail[SHORT];
+	static const struct dl_cuda_test_opts eager = { .no_graphs = 1 }, graph = { 0 },
+					      nccl_eager = { .no_graphs = 1, .force_nccl = 1 },
+					      nccl_graph = { .force_nccl = 1 }, capture_fails = { .fail_capture = 1 };
+	if (!train_run("fp32 eager", DL_FP32, &eager, S, f32) || !train_run("bf16 eager", DL_BF16, &eager, S, bf) ||
+	    !train_run("bf16 graph", DL_BF16, &graph, S, bg) || !train_run("fp16 graph", DL_FP16, &graph, S, h))
 		return 0;
 	/* fp32 must learn the batch; the others must get as far (within 10% of the start) */
 	double slack = 0.1 * f32[0], f = last10(f32, S);
 	int ok = f < 0.5 * f32[0] && last10(bf, S) < f + slack && last10(bg, S) < f + slack &&
 		 last10(h, S) < f + slack && fabs(bf[0] - f32[0]) < 0.05 * f32[0];
 	printf("resnet18 %d steps, loss first -> mean of last 10: fp32 %.4f -> %.4f, bf16 %.4f -> %.4f, "
-	       "bf16+graph %.4f -> %.4f, fp16 %.4f -> %.4f: %s\n",
+	       "bf16+graph %.4f -> %.4f, fp16+graph %.4f -> %.4f: %s\n",
 	       S, f32[0], f, bf[0], last10(bf, S), bg[0], last10(bg, S), h[0], last10(h, S), ok ? "ok" : "FAIL");
-	/* NCCL buckets (one rank) must not change the result, with or without a graph */
-	if (!train_run(DL_CUDA_BF16, 0, 1, SHORT, bn) || !train_run(DL_CUDA_BF16, 1, 1, SHORT, bgn))
+	/* the graph replays the same step: fp32 graph vs eager, and bf16 through
+	 * a one-rank NCCL communicator (buckets, comm stream, events: the
+	 * multi-GPU code path) with and without the graph, and a failed capture */
+	if (!train_run("fp32 graph", DL_FP32, &graph, SHORT, f32g) ||
+	    !train_run("bf16 nccl eager", DL_BF16, &nccl_eager, SHORT, bn) ||
+	    !train_run("bf16 nccl graph", DL_BF16, &nccl_graph, SHORT, bgn) ||
+	    !train_run("bf16 capture fails", DL_BF16, &capture_fails, SHORT, bfail))
 		return 0;
-	double e1 = fabs(bn[SHORT - 1] - bf[SHORT - 1]) / bf[SHORT - 1];
-	double e2 = fabs(bgn[SHORT - 1] - bf[SHORT - 1]) / bf[SHORT - 1];
-	int ok2 = e1 < 0.02 && e2 < 0.02;
-	printf("resnet18 bf16 step %d loss: %.4f, with 1-rank NCCL buckets %.4f (rel %.1e), + graph %.4f (rel %.1e): %s\n",
-	       SHORT, bf[SHORT - 1], bn[SHORT - 1], e1, bgn[SHORT - 1], e2, ok2 ? "ok" : "FAIL");
+	double e0 = rel(f32g[SHORT - 1], f32[SHORT - 1]);
+	double e1 = rel(bn[SHORT - 1], bf[SHORT - 1]), e2 = rel(bgn[SHORT - 1], bf[SHORT - 1]);
+	double e3 = rel(bfail[SHORT - 1], bf[SHORT - 1]), e4 = rel(bg[SHORT - 1], bf[SHORT - 1]);
+	int ok2 = e0 < 1e-3 && e1 < 0.02 && e2 < 0.02 && e3 < 0.02 && e4 < 0.02;
+	printf("resnet18 step %d loss: fp32 graph vs eager %.1e; bf16 %.4f: graph %.1e, 1-rank NCCL buckets %.1e, "
+	       "+ graph %.1e, failed capture (eager) %.1e: %s\n",
+	       SHORT, e0, bf[SHORT - 1], e4, e1, e2, e3, ok2 ? "ok" : "FAIL");
 	return ok && ok2;
+}
+
+/* ---- two ranks on one GPU ---------------------------------------------------------- */
+
+/* BN-free: 2 ranks x B must equal 1 rank x 2B. */
+static struct dl_graph *case_bnfree(void)
+{
+	struct dl_graph *g = gb_new(3, 12, 12);
+	int v = gb_relu(g, gb_conv(g, 0, 16, 3, 1, 1));
+	v = gb_relu(g, gb_conv(g, v, 32, 3, 2, 1));
+	v = gb_relu(g, gb_conv(g, v, 32, 3, 1, 1));
+	gb_fc(g, gb_gap(g, v), 10);
+	return g;
+}
+
+enum { NB = 4, NSTEP = 2 }; /* per-rank batch, steps */
+
+struct child_result {
+	double loss[NSTEP];
+	int stop[NSTEP], n_buckets[NSTEP];
+	double t_first[NSTEP], t_bwd[NSTEP];
+};
+
+/* The global batch of 2*NB samples, the same in every process. */
+static void global_batch(const struct dl_graph *g, float *x, int *y)
+{
+	rng = 4242;
+	rand_batch(x, x_count(g, 2 * NB), y, 2 * NB, 10, 0);
+}
+
+struct pipe_comm {
+	struct dl_comm c;
+	int fd;
+};
+
+static int pipe_bcast(struct dl_comm *c, int root, void *buf, size_t len, char *err, size_t errlen)
+{
+	struct pipe_comm *p = (struct pipe_comm *)c;
+	char *b = buf;
+	for (size_t done = 0; done < len;) {
+		ssize_t r;
+		if (c->rank == root) {
+			r = write(p->fd, b + done, len - done);
+		} else {
+			struct pollfd pf = { .fd = p->fd, .events = POLLIN };
+			if (poll(&pf, 1, 60000) != 1) {
+				snprintf(err, errlen, "test broadcast: nothing from rank %d in 60 s", root);
+				return -1;
+			}
+			r = read(p->fd, b + done, len - done);
+		}
+		if (r <= 0) {
+			snprintf(err, errlen, "test broadcast: %s", r < 0 ? strerror(errno) : "pipe closed");
+			return -1;
+		}
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+/* Run NSTEP steps of case_bnfree over `rows` rows of the global batch
+ * starting at row0 with comm (NULL: alone); results and the final weights. */
+static int dp_run(struct dl_comm *comm, int row0, int rows, size_t bucket_bytes, struct child_result *res,
+		  struct dl_graph **gout, char *err, size_t errlen)
+{
+	struct dl_graph *g = case_bnfree();
+	size_t xc = x_count(g, 2 * NB), per = x_count(g, 1);
+	float *x = xcalloc(xc, sizeof(float));
+	int y[2 * NB], rv = -1;
+	global_batch(g, x, y);
+	struct dl_optim_config oc = { .momentum = 0.9, .weight_decay = 1e-3 };
+	struct dl_backend_opts o = opts_for(DL_FP32, &oc);
+	o.comm = comm;
+	o.bucket_bytes = bucket_bytes;
+	struct dl_cuda_test_opts t = { .poison = 1 };
+	struct dl_backend *b = dl_cuda_create_test(g, rows, &o, &t, err, errlen);
+	if (!b)
+		goto out;
+	struct dl_batch in = { .x = x + (size_t)row0 * per, .labels = y + row0 };
+	for (int s = 0; s < NSTEP; s++) {
+		struct dl_step_result r;
+		int stop = s == 1 && comm && comm->rank == 1;
+		if (dl_backend_cuda.train_step(b, &in, 0.2, stop, &r)) {
+			snprintf(err, errlen, "%s", dl_backend_cuda.error(b));
+			goto out;
+		}
+		res->loss[s] = r.loss;
+		res->stop[s] = r.stop;
+		res->n_buckets[s] = r.n_buckets;
+		res->t_first[s] = r.t_first_bucket_start;
+		res->t_bwd[s] = r.t_backward_end;
+	}
+	if (dl_backend_cuda.state_out(b, NULL)) {
+		snprintf(err, errlen, "%s", dl_backend_cuda.error(b));
+		goto out;
+	}
+	rv = 0;
+out:
+	if (b)
+		dl_backend_cuda.destroy(b);
+	free(x);
+	if (rv == 0)
+		*gout = g;
+	else
+		gb_free(g);
+	return rv;
+}
+
+/* Child process: rank of 2 on this GPU; writes child_result then the params. */
+static int child_main(int rank, int fd, const char *out, size_t bucket_bytes)
+{
+	char err[512] = "";
+	alarm(110); /* the parent gives up on the pair after 100 s */
+	struct pipe_comm pc = { .c = { .rank = rank, .size = 2, .local_rank = rank, .local_size = 2,
+				       .broadcast = pipe_bcast }, .fd = fd };
+	struct child_result res;
+	struct dl_graph *g = NULL;
+	memset(&res, 0, sizeof res);
+	if (dp_run(&pc.c, rank * NB, NB, bucket_bytes, &res, &g, err, sizeof err)) {
+		fprintf(stderr, "nccl2 rank %d: %s\n", rank, err);
+		return 1;
+	}
+	FILE *f = fopen(out, "wb");
+	int ok = f && fwrite(&res, sizeof res, 1, f) == 1;
+	for (int i = 0; ok && i < g->n_params; i++)
+		ok = fwrite(g->params[i].data, sizeof(float), g->params[i].count, f) == g->params[i].count;
+	if (f && fclose(f))
+		ok = 0;
+	gb_free(g);
+	return ok ? 0 : 1;
+}
+
+/* Two ranks (fork + exec of this program, each with its own NCCL_HOSTID)
+ * with the given bucket size; their results and rank 0's weights. */
+static int run_pair(size_t bucket_bytes, struct child_result res[2], struct dl_graph *g, char *err, size_t errlen)
+{
+	char dir[] = "/tmp/dljob-nccl2.XXXXXX", out[2][64], fdbuf[2][16], bb[32], rk[2][8];
+	int p[2], rv = -1;
+	pid_t pid[2] = { -1, -1 };
+	if (!mkdtemp(dir) || pipe(p)) {
+		snprintf(err, errlen, "mkdtemp/pipe: %s", strerror(errno));
+		return -1;
+	}
+	snprintf(bb, sizeof bb, "%zu", bucket_bytes);
+	/* everything exec needs is made before fork: the parent has CUDA threads */
+	static char e0[] = "NCCL_HOSTID=dljob-test-rank0", e1[] = "NCCL_HOSTID=dljob-test-rank1",
+		    lo[] = "NCCL_SOCKET_IFNAME=lo", ib[] = "NCCL_IB_DISABLE=1";
+	extern char **environ;
+	size_t ne = 0;
+	while (environ[ne])
+		ne++;
+	char **envs[2] = { xcalloc(ne + 4, sizeof(char *)), xcalloc(ne + 4, sizeof(char *)) };
+	for (int r = 0; r < 2; r++) {
+		/* ours first: getenv takes the first match */
+		size_t k = 0;
+		envs[r][k++] = r ? e1 : e0;
+		envs[r][k++] = lo;
+		envs[r][k++] = ib;
+		for (size_t i = 0; i < ne; i++)
+			envs[r][k++] = environ[i];
+		envs[r][k] = NULL;
+		snprintf(out[r], sizeof out[r], "%s/rank%d", dir, r);
+		snprintf(fdbuf[r], sizeof fdbuf[r], "%d", r ? p[0] : p[1]);
+		snprintf(rk[r], sizeof rk[r], "%d", r);
+	}
+	for (int r = 0; r < 2; r++) {
+		char *argv[] = { (char *)"test_cuda_ops", (char *)"--nccl-child", rk[r], fdbuf[r], out[r], bb, NULL };
+		pid[r] = fork();
+		if (pid[r] == 0) {
+			close(r ? p[1] : p[0]);
+			execve("/proc/self/exe", argv, envs[r]);
+			_exit(127);
+		}
+		if (pid[r] < 0) {
+			snprintf(err, errlen, "fork: %s", strerror(errno));
+			goto out;
+		}
+	}
+	close(p[0]);
+	close(p[1]);
+	p[0] = p[1] = -1;
+	time_t t0 = time(NULL);
+	for (int r = 0; r < 2; r++) {
+		int st = 0;
+		pid_t w;
+		while ((w = waitpid(pid[r], &st, WNOHANG)) == 0 && time(NULL) - t0 < 100)
+			usleep(100000);
+		if (w == 0) {
+			kill(pid[0], SIGKILL);
+			kill(pid[1], SIGKILL);
+			waitpid(pid[0], NULL, 0);
+			waitpid(pid[1], NULL, 0);
+			pid[0] = pid[1] = -1;
+			snprintf(err, errlen, "rank %d still running after 100 s (killed)", r);
+			goto out;
+		}
+		pid[r] = -1;
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			snprintf(err, errlen, "rank %d exited with status %d (its stderr is above)", r,
+				 WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+			goto out;
+		}
+	}
+	for (int r = 0; r < 2; r++) {
+		FILE *f = fopen(out[r], "rb");
+		int ok = f && fread(&res[r], sizeof res[r], 1, f) == 1;
+		for (int i = 0; ok && r == 0 && i < g->n_params; i++)
+			ok = fread(g->params[i].data, sizeof(float), g->params[i].count, f) == g->params[i].count;
+		if (f)
+			fclose(f);
+		if (!ok) {
+			snprintf(err, errlen, "cannot read %s", out[r]);
+			goto out;
+		}
+	}
+	rv = 0;
+out:
+	for (int r = 0; r < 2; r++) {
+		if (pid[r] > 0) {
+			kill(pid[r], SIGKILL);
+			waitpid(pid[r], NULL, 0);
+		}
+		unlink(out[r]);
+	}
+	if (p[0] >= 0)
+		close(p[0]);
+	if (p[1] >= 0)
+		close(p[1]);
+	rmdir(dir);
+	free(envs[0]);
+	free(envs[1]);
+	return rv;
+}
+
+static int two_ranks(void)
+{
+	char err[512] = "";
+	struct child_result one, pair[2], pair1[2];
+	struct dl_graph *g1 = NULL, *g2 = case_bnfree(), *g3 = case_bnfree();
+	int ok = 0;
+	if (dp_run(NULL, 0, 2 * NB, 0, &one, &g1, err, sizeof err)) {
+		printf("nccl2: 1 rank x %d: %s: FAIL\n", 2 * NB, err);
+		goto out;
+	}
+	if (run_pair(16u << 10, pair, g2, err, sizeof err)) {
+		printf("nccl2: 2 ranks x %d, 16 KiB buckets: %s: FAIL\n", NB, err);
+		goto out;
+	}
+	if (run_pair(SIZE_MAX, pair1, g3, err, sizeof err)) {
+		printf("nccl2: 2 ranks x %d, one bucket: %s: FAIL\n", NB, err);
+		goto out;
+	}
+	double e_w = 0, e_w1 = 0;
+	for (int i = 0; i < g1->n_params; i++) {
+		double a = rel_err(g2->params[i].data, g1->params[i].data, g1->params[i].count);
+		double b = rel_err(g3->params[i].data, g2->params[i].data, g1->params[i].count);
+		e_w = a > e_w || !isfinite(a) ? a : e_w;
+		e_w1 = b > e_w1 || !isfinite(b) ? b : e_w1;
+	}
+	double e_l = 0;
+	int stops = 1, overlap = 1;
+	for (int r = 0; r < 2; r++)
+		for (int s = 0; s < NSTEP; s++) {
+			double e = rel(pair[r].loss[s], one.loss[s]);
+			e_l = e > e_l || !isfinite(e) ? e : e_l;
+			stops &= pair[r].stop[s] == (s == 1) && pair1[r].stop[s] == (s == 1);
+			overlap &= pair[r].n_buckets[s] >= 2 && pair[r].t_first[s] > 0 && pair[r].t_first[s] < pair[r].t_bwd[s];
+			overlap &= pair1[r].n_buckets[s] == 1;
+		}
+	ok = e_w < 1e-4 && e_w1 < 1e-5 && e_l < 1e-5 && stops && overlap;
+	printf("nccl2: 2 ranks x %d on one GPU vs 1 rank x %d, %d steps fp32: weights %.1e, losses %.1e; one bucket vs "
+	       "16 KiB buckets %.1e; stop flag of rank 1 reached both: %s; %d buckets, first reduction started %.3f ms "
+	       "before backward ended: %s\n",
+	       NB, 2 * NB, NSTEP, e_w, e_l, e_w1, stops ? "yes" : "NO", pair[0].n_buckets[1],
+	       1e3 * (pair[0].t_bwd[1] - pair[0].t_first[1]), ok ? "ok" : "FAIL");
+out:
+	if (g1)
+		gb_free(g1);
+	gb_free(g2);
+	gb_free(g3);
+	return ok;
 }
 
 /* A two-rank communicator whose second rank never comes must fail with a
@@ -789,7 +1611,8 @@ static int nccl_timeout(void)
 {
 	char err[512] = "";
 	time_t t0 = time(NULL);
-	struct dl_nccl *c = dl_nccl_create(0, 2, no_bcast, NULL, 3.0, err, sizeof err);
+	struct dl_nccl *c = cudaSetDevice(0) != cudaSuccess ? NULL
+			    : dl_nccl_create(0, 2, no_bcast, NULL, 3.0, err, sizeof err);
 	double dt = difftime(time(NULL), t0);
 	int ok = c == NULL && strstr(err, "timed out") != NULL && dt < 30;
 	printf("nccl init with a missing peer: %s after %.0f s (\"%s\"): %s\n", c ? "joined?!" : "failed", dt, err,
@@ -798,184 +1621,45 @@ static int nccl_timeout(void)
 	return ok;
 }
 
-/* dlc_u8_to_nhwc in fp32 against (x/255 - mean) * inv_std on the host, for
- * RGB and gray images padded to 8 channels, some samples mirrored. */
-static int normalize_kernel(void)
-{
-	const int n = 3, h = 5, w = 7, cp = 8;
-	int ok = 1;
-	for (int c = 1; c <= 3; c += 2) {
-		size_t nin = (size_t)n * h * w * c, nout = (size_t)n * h * w * cp;
-		uint8_t *hx = xcalloc(nin, 1), flip[3] = { 0, 1, 0 };
-		float *hy = xcalloc(nout, sizeof(float));
-		uint8_t *dx = NULL, *dflip = NULL;
-		float *dy = NULL;
-		struct dlc_norm nrm;
-		double worst = 0;
-		for (int ch = 0; ch < DLC_MAX_IMG_C; ch++) {
-			nrm.mean[ch] = 0.1f + 0.2f * (float)ch;
-			nrm.inv_std[ch] = 1.0f / (0.2f + 0.05f * (float)ch);
-		}
-		for (size_t i = 0; i < nin; i++)
-			hx[i] = (uint8_t)(urand() * 256.0);
-		cudaError_t e = cudaMalloc((void **)&dx, nin);
-		if (e == cudaSuccess)
-			e = cudaMalloc((void **)&dflip, (size_t)n);
-		if (e == cudaSuccess)
-			e = cudaMalloc((void **)&dy, nout * sizeof(float));
-		if (e == cudaSuccess)
-			e = cudaMemcpy(dx, hx, nin, cudaMemcpyHostToDevice);
-		if (e == cudaSuccess)
-			e = cudaMemcpy(dflip, flip, (size_t)n, cudaMemcpyHostToDevice);
-		if (e == cudaSuccess)
-			e = cudaMemset(dy, 0xff, nout * sizeof(float)); /* NaN: every element must be written */
-		if (e == cudaSuccess)
-			e = dlc_u8_to_nhwc(dx, dflip, nrm, dy, DLC_F32, n, h, w, c, cp, 0);
-		if (e == cudaSuccess)
-			e = cudaMemcpy(hy, dy, nout * sizeof(float), cudaMemcpyDeviceToHost);
-		if (e != cudaSuccess) {
-			printf("normalize kernel: %s\n", cudaGetErrorString(e));
-			ok = 0;
-		} else {
-			for (int i = 0; i < n; i++)
-				for (int r = 0; r < h; r++)
-					for (int q = 0; q < w; q++)
-						for (int ch = 0; ch < cp; ch++) {
-							int sq = flip[i] ? w - 1 - q : q;
-							float want = ch < c ? ((float)hx[(((size_t)i * h + r) * w + sq) * c + ch] *
-									       (1.0f / 255.0f) - nrm.mean[ch]) * nrm.inv_std[ch] : 0.0f;
-							float got = hy[(((size_t)i * h + r) * w + q) * cp + ch];
-							double d = fabs((double)got - want);
-							if (!(d <= worst))
-								worst = d; /* NaN sticks */
-						}
-			ok &= worst <= 1e-6;
-			printf("normalize kernel, uint8 (N,H,W,%d) -> fp32 (N,H,W,%d) with flips: max diff %.1e vs the CPU formula: %s\n",
-			       c, cp, worst, worst <= 1e-6 ? "ok" : "FAIL");
-		}
-		cudaFree(dx);
-		cudaFree(dflip);
-		cudaFree(dy);
-		free(hx);
-		free(hy);
-	}
-	return ok;
-}
-
-/* What the trainer does with the data loader's uint8 feed: the batch in
- * pinned memory from dl_backend_cuda.host_alloc, forward_u8 with the
- * dataset's mean/std, against forward() of the batch normalized on the
- * host; training mode (batch statistics) and eval mode, fp32.  RGB goes
- * through the normalize kernel, 16 channels (more than it takes) through
- * the host fallback. */
-static int forward_u8_case(struct dl_graph *g)
-{
-	const int n = 3;
-	const int c = g->values[0].c, h = g->values[0].h, w = g->values[0].w, k = g->values[g->output].c;
-	float mean[16], sd[16];
-	char err[512];
-	int ok = 0;
-	struct dl_backend *bc = NULL;
-	float *x = xcalloc((size_t)n * c * h * w, sizeof(float)), *lf = xcalloc((size_t)n * k, sizeof(float));
-	uint8_t *u8 = NULL;
-	for (int ch = 0; ch < 16; ch++) {
-		mean[ch] = 0.3f + 0.02f * (float)ch;
-		sd[ch] = 0.2f + 0.01f * (float)ch;
-	}
-	struct dl_cuda_options o;
-	dl_cuda_default_options(&o);
-	o.precision = DL_CUDA_FP32;
-	if (!dl_backend_cuda.forward_u8 || !dl_backend_cuda.host_alloc || !dl_backend_cuda.host_free) {
-		printf("forward_u8: the cuda backend lacks forward_u8/host_alloc/host_free: FAIL\n");
-		goto out;
-	}
-	if (c > 16) {
-		printf("forward_u8: test graph with %d channels: FAIL\n", c);
-		goto out;
-	}
-	bc = dl_cuda_create(g, n, &o, err, sizeof err);
-	u8 = dl_backend_cuda.host_alloc((size_t)n * h * w * c, NULL);
-	if (!bc || !u8) {
-		printf("forward_u8: %s\n", bc ? "host_alloc failed" : err);
-		goto out;
-	}
-	for (size_t i = 0; i < (size_t)n * h * w * c; i++)
-		u8[i] = (uint8_t)(urand() * 256.0);
-	for (int i = 0; i < n; i++)
-		for (int ch = 0; ch < c; ch++)
-			for (size_t p = 0; p < (size_t)h * w; p++)
-				x[((size_t)i * c + ch) * h * w + p] =
-					(u8[((size_t)i * h * w + p) * c + ch] / 255.0f - mean[ch]) / sd[ch];
-	double worst = 0;
-	for (int train = 1; train >= 0; train--) {
-		if (dl_backend_cuda.forward(bc, x, train)) {
-			printf("forward_u8: forward: %s\n", dl_backend_cuda.error(bc));
-			goto out;
-		}
-		memcpy(lf, dl_backend_cuda.logits(bc), (size_t)n * k * sizeof(float));
-		if (dl_backend_cuda.forward_u8(bc, u8, mean, sd, train)) {
-			printf("forward_u8: %s\n", dl_backend_cuda.error(bc));
-			goto out;
-		}
-		const float *lu = dl_backend_cuda.logits(bc);
-		for (int i = 0; i < n * k; i++) {
-			double d = fabs((double)lu[i] - lf[i]) / (fabs(lf[i]) + 1e-3);
-			if (!(d <= worst))
-				worst = d;
-		}
-	}
-	ok = worst < 1e-4;
-	printf("forward_u8 (%d channels) from pinned memory vs forward of host-normalized floats, train and eval, "
-	       "fp32: max rel diff of logits %.1e: %s\n", c, worst, ok ? "ok" : "FAIL");
-	/* a std of zero is refused with a clear error, not a division by it */
-	sd[1] = 0.0f;
-	if (dl_backend_cuda.forward_u8(bc, u8, mean, sd, 0) == 0 ||
-	    !strstr(dl_backend_cuda.error(bc), "std[1]")) {
-		printf("forward_u8 with std[1] = 0: accepted or unclear (\"%s\"): FAIL\n", dl_backend_cuda.error(bc));
-		ok = 0;
-	}
-out:
-	if (u8)
-		dl_backend_cuda.host_free(u8, NULL);
-	if (bc)
-		dl_backend_cuda.destroy(bc);
-	free(x);
-	free(lf);
-	gb_free(g);
-	return ok;
-}
-
-static int forward_u8_ops(void)
-{
-	int ok = forward_u8_case(case_conv3x3_bn_relu());
-	ok &= forward_u8_case(case_conv_chain());
-	return ok;
-}
-
 int main(int argc, char **argv)
 {
+	if (argc == 6 && strcmp(argv[1], "--nccl-child") == 0)
+		return child_main(atoi(argv[2]), atoi(argv[3]), argv[4], (size_t)strtoull(argv[5], NULL, 10));
 	/* whatever hangs (a cuDNN call, NCCL) must fail the test, not stall make check */
 	alarm(900);
-	/* fp32 checks run without TF32 anywhere (cuBLAS and cuDNN honour this) */
-	setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	int ndev = dl_cuda_device_count();
 	if (ndev < 1) {
 		printf("SKIP: no CUDA device\n");
 		return 77;
 	}
 	uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 0) : (uint64_t)time(NULL);
-	printf("test_cuda_ops: seed %llu (rerun with: test_cuda_ops %llu), %d device(s)\n", (unsigned long long)seed,
-	       (unsigned long long)seed, ndev);
+	const char *only = argc > 2 ? argv[2] : NULL;
+	printf("test_cuda_ops: seed %llu (rerun with: test_cuda_ops %llu [section]), %d device(s)\n",
+	       (unsigned long long)seed, (unsigned long long)seed, ndev);
 	rng = seed;
-	int ok = 1;
-	ok &= op_cases();
-	ok &= fast_path();
-	ok &= u8_input();
-	ok &= normalize_kernel();
-	ok &= forward_u8_ops();
-	ok &= resnet50_step();
-	ok &= hundred_steps();
-	ok &= nccl_timeout();
+	static const struct {
+		const char *name;
+		int (*run)(void);
+	} sections[] = {
+		{ "ops", op_cases }, { "optim", optim_cases }, { "u8", u8_cases }, { "normalize", normalize_kernel },
+		{ "state", state_round_trip }, { "fp16", fp16_skip }, { "fp16growth", fp16_growth },
+		{ "nonfinite", nonfinite_fp32 }, { "options", options }, { "resnet50", resnet50_step },
+		{ "train", hundred_steps }, { "nccl2", two_ranks }, { "timeout", nccl_timeout },
+	};
+	int ok = 1, ran = 0;
+	for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
+		if (only && strcmp(only, sections[i].name) != 0)
+			continue;
+		ran++;
+		int r = sections[i].run();
+		printf("section %s: %s\n", sections[i].name, r ? "ok" : "FAIL");
+		ok &= r;
+	}
+	if (!ran) {
+		printf("test_cuda_ops: no section named %s\n", only);
+		return 2;
+	}
 	printf("test_cuda_ops: %s\n", ok ? "PASS" : "FAIL");
 	return ok ? 0 : 1;
 }
