@@ -41,7 +41,6 @@ struct dl_train_config {
 	const char *precision;    /* "fp32" (NULL means the same), "bf16" (cpu, cuda), "fp16" (cuda): the
 	                           * backend refuses what it does not support, by name */
 	const char *conv_algo;    /* cpu backend: "auto" (NULL means the same), "direct", "winograd" */
-	const char *gpu;          /* device index or PCI bus id the cuda backend must use; NULL: device 0 of what is visible */
 	size_t bucket_bytes;      /* gradient reduction bucket (0: 25 MiB; SIZE_MAX: one bucket after backward) */
 	/* Set asynchronously (SIGTERM/SIGUSR1): finish the current step, write a
 	 * checkpoint and return DL_TRAIN_PREEMPTED.  May be NULL. */
