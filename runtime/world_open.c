@@ -33,6 +33,7 @@ int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen
 	}
 	if (env.kind == DL_WORLD_SINGLE) {
 		w->timeout_s = timeout_s;
+		w->comm.broadcast = comm_broadcast;
 		return 0;
 	}
 	if (!env.have_secret)
