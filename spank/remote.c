@@ -136,19 +136,57 @@ static int setenv_u(spank_t sp, const char *k, unsigned v)
 	return spank_setenv(sp, k, buf, 1) == ESPANK_SUCCESS ? 0 : -1;
 }
 
+/* Whether Slurm confines this task's devices: with ConstrainDevices=yes on
+ * cgroup v1, task/cgroup puts each task of a step in a devices cgroup
+ * .../task_<local> before its task_init, allowing only the GPUs it bound
+ * the task to (src/plugins/task/cgroup/task_cgroup_devices.c in 22.05). */
+static int devices_confined(unsigned local)
+{
+	char line[4096], want[32];
+	int found = 0;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+
+	if (!f)
+		return 0;
+	snprintf(want, sizeof(want), "/task_%u", local);
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *ctl = strchr(line, ':'), *path, *save = NULL;
+		size_t pl, wl = strlen(want);
+
+		if (!ctl || !(path = strchr(ctl + 1, ':')))
+			continue;
+		*path++ = '\0';
+		path[strcspn(path, "\n")] = '\0';
+		pl = strlen(path);
+		if (pl < wl || strcmp(path + pl - wl, want) != 0)
+			continue;
+		for (char *c = strtok_r(ctl + 1, ",", &save); c; c = strtok_r(NULL, ",", &save))
+			if (strcmp(c, "devices") == 0)
+				found = 1;
+	}
+	fclose(f);
+	return found;
+}
+
 /* This task's GPU as an index in the step's list: the GPU Slurm bound it
  * to (its own SLURM_STEP_GPUS narrowed by --gpus-per-task or --gpu-bind),
- * else local % ngpus. */
+ * else local % ngpus.  -1 when Slurm bound the task and confines its
+ * devices: the task can open only its own GPUs, which Slurm 22.05 numbers
+ * from 0 in both its CUDA_VISIBLE_DEVICES and its SLURM_STEP_GPUS, so
+ * neither says which of the node's GPUs it is. */
 static int task_gpu(spank_t sp, unsigned local)
 {
 	char buf[1024];
 	int mine[DL_MAP_MAX_GPUS], n;
 
 	if (spank_getenv(sp, "SLURM_STEP_GPUS", buf, sizeof(buf)) == ESPANK_SUCCESS && buf[0] &&
-	    (n = dl_map_parse_index_list(buf, mine, DL_MAP_MAX_GPUS)) > 0 && n < st.ngpus)
+	    (n = dl_map_parse_index_list(buf, mine, DL_MAP_MAX_GPUS)) > 0 && n < st.ngpus) {
+		if (devices_confined(local))
+			return -1;
 		for (int i = 0; i < st.ngpus; i++)
 			if (st.gpus[i] == mine[0])
 				return i;
+	}
 	return (int)(local % (unsigned)st.ngpus);
 }
 
@@ -168,12 +206,16 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 		/* Every task sees all the step's GPUs of its node (NCCL needs
 		 * them for NVLink/P2P between the tasks), in Slurm's own
 		 * step-wide CUDA_VISIBLE_DEVICES; DLJOB_GPU says which one is
-		 * this task's, as an index in that list. */
+		 * this task's, as an index in that list.  Unless Slurm confines
+		 * the task's devices to its own GPUs: the others cannot be
+		 * opened, so a wider list would only name GPUs it cannot use. */
 		gpu = task_gpu(sp, local);
-		if (st.cvd[0])
+		if (gpu >= 0 && st.cvd[0])
 			spank_setenv(sp, "CUDA_VISIBLE_DEVICES", st.cvd, 1);
 		spank_setenv(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
-		setenv_u(sp, "DLJOB_GPU", (unsigned)gpu);
+		/* Confined: Slurm's own narrowed CUDA_VISIBLE_DEVICES stays,
+		 * and the task's GPU is its first entry. */
+		setenv_u(sp, "DLJOB_GPU", gpu >= 0 ? (unsigned)gpu : 0);
 	}
 	if (!st.map) {
 		if (o->verbose)
@@ -188,8 +230,10 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 	for (int c = 0; c < CPU_SETSIZE; c++)
 		if (CPU_ISSET(c, &cur))
 			hwloc_bitmap_set(allowed, (unsigned)c);
-	if (dl_map_task(st.map, st.gpus, st.ngpus, gpu, (int)local, (int)nlocal, allowed, a->nic, &t,
-			err, sizeof(err)) < 0) {
+	/* A confined task's GPU is unknown here: it is mapped as a task
+	 * without GPU (NUMA nodes shared out, their nearest NICs). */
+	if (dl_map_task(st.map, st.gpus, gpu >= 0 ? st.ngpus : 0, gpu, (int)local, (int)nlocal, allowed,
+			a->nic, &t, err, sizeof(err)) < 0) {
 		/* E.g. the step's GPUs are not in the topology: run unbound. */
 		slurm_verbose("dljob: rank=%u not bound", rank);
 		if (o->verbose)
