@@ -39,10 +39,15 @@
 /* ...while the typical gradient is much closer (median ~0.05; max 0.40
  * over 150 random runs). */
 #define TOL_GRAD_MEDIAN 0.2
+/* Weights after three SGD steps carry three gradients' error times lr:
+ * the stem's conv1, whose gradient is the worst (see above), lands at
+ * 0.015-0.027 over 300 random runs, the other weights well under TOL. */
+#define TOL_STEPPED 5e-2
 #else
 #define TOL 1e-4
 #define TOL_GRAD TOL
 #define TOL_GRAD_MEDIAN TOL
+#define TOL_STEPPED TOL
 #endif
 
 enum { V_IN, V_C1, V_B1, V_MP, V_L1C1, V_L1B1, V_L1R1, V_L1C2, V_L1B2, V_DSC, V_DSB, V_ADD,
@@ -215,7 +220,8 @@ static void check(const char *what, const float *a, const float *b, size_t n)
 	double *b64 = test_to_f64(b, n);
 	double e = test_relerr(a, b64, n);
 	int is_grad = strstr(what, " grad ") != NULL;
-	int ok = e < (is_grad ? TOL_GRAD : TOL);
+	int stepped = !is_grad && strncmp(what, "after ", 6) == 0;
+	int ok = e < (is_grad ? TOL_GRAD : stepped ? TOL_STEPPED : TOL);
 	if (is_grad && n_grad_err < 256)
 		grad_err[n_grad_err++] = e;
 	printf("%-4s cpu%s vs ref %-40s relerr %.3g\n", ok ? "ok" : "FAIL", NET_BF16 ? " bf16" : "",
