@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "engine/backend.h"
 #include "engine/comm_async.h"
+#include "engine/optim.h"
 
 #define ALIGN_FLOATS 16
 
@@ -42,7 +44,7 @@ struct dl_reducer {
 	char err[256];
 };
 
-static double now_s(void)
+double dl_now_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -64,7 +66,7 @@ static void *comm_thread(void *arg)
 		pthread_mutex_unlock(&r->mu);
 		const struct bucket *bk = &r->b[k];
 		char err[256] = "";
-		double t0 = now_s(), t1 = t0;
+		double t0 = dl_now_s(), t1 = t0;
 		int rc = 0;
 		if (!failed) {
 			rc = r->comm->allreduce_sum_f32(r->comm, r->flat + bk->off, bk->n, err, sizeof(err));
@@ -73,7 +75,7 @@ static void *comm_thread(void *arg)
 			float *g = r->flat + bk->off;
 			for (size_t j = 0; rc == 0 && j < bk->ngrad; j++)
 				g[j] *= inv;
-			t1 = now_s();
+			t1 = dl_now_s();
 		}
 		pthread_mutex_lock(&r->mu);
 		if (!failed) {
@@ -282,7 +284,7 @@ int dl_reducer_ready(struct dl_reducer *r, int i, char *err, size_t errlen)
 int dl_reducer_finish(struct dl_reducer *r, double *loss, int *stop, struct dl_reduce_times *t, char *err,
 		      size_t errlen)
 {
-	double t_end = now_s();
+	double t_end = dl_now_s();
 	memset(t, 0, sizeof(*t));
 	t->t_backward_end = t_end;
 	if (!r->have_thread) {
@@ -301,11 +303,34 @@ int dl_reducer_finish(struct dl_reducer *r, double *loss, int *stop, struct dl_r
 	t->comm_s = r->comm_s;
 	t->t_first_start = r->t_first;
 	pthread_mutex_unlock(&r->mu);
-	t->exposed_s = now_s() - t_end;
+	t->exposed_s = dl_now_s() - t_end;
 	t->n_buckets = r->n_buckets;
 	if (failed)
 		return -1;
 	*loss = (double)r->flat[r->n_grad] / r->comm->size;
 	*stop = r->flat[r->n_grad + 1] > 0;
+	return 0;
+}
+
+int dl_reducer_finish_step(struct dl_reducer *r, const struct dl_optim_config *o, const struct dl_sgd_param *sgd,
+			   int n, double lr, long *steps, double t0, struct dl_step_result *res, char *err,
+			   size_t errlen)
+{
+	struct dl_reduce_times rt;
+	size_t ng;
+	if (dl_reducer_finish(r, &res->loss, &res->stop, &rt, err, errlen) < 0)
+		return -1;
+	const float *grads = dl_reducer_grads(r, &ng);
+	res->nonfinite = !isfinite(lr) || !isfinite(res->loss) || !dl_all_finite(grads, ng);
+	if (!res->nonfinite) {
+		dl_sgd_step(o, sgd, n, lr, *steps == 0, NULL);
+		(*steps)++;
+	}
+	res->comm_s = rt.comm_s;
+	res->exposed_comm_s = rt.exposed_s;
+	res->t_first_bucket_start = rt.t_first_start;
+	res->t_backward_end = rt.t_backward_end;
+	res->n_buckets = rt.n_buckets;
+	res->compute_s = dl_now_s() - t0 - rt.exposed_s;
 	return 0;
 }

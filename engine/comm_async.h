@@ -28,6 +28,12 @@
 #include "engine/graph.h"
 
 struct dl_reducer;
+struct dl_optim_config;
+struct dl_sgd_param;
+struct dl_step_result;
+
+/* CLOCK_MONOTONIC seconds: the clock of every phase timer of a step. */
+double dl_now_s(void);
 
 /* Times of one step's reduction (seconds; t_* CLOCK_MONOTONIC, 0 if none). */
 struct dl_reduce_times {
@@ -64,5 +70,14 @@ int dl_reducer_ready(struct dl_reducer *r, int i, char *err, size_t errlen);
  * peer died or timed out: the caller must stop). */
 int dl_reducer_finish(struct dl_reducer *r, double *loss, int *stop, struct dl_reduce_times *t, char *err,
 		      size_t errlen);
+/* The end of a host backend's train_step (cpu, ref), after its backward:
+ * dl_reducer_finish, then unless lr, the global loss or a gradient is not
+ * finite (res->nonfinite) the SGD update over sgd[0..n) (*steps counts the
+ * updates applied; the first initialises momentum), and res's loss, stop
+ * and phase times.  t0: dl_now_s() when the step began.  Returns 0, or -1
+ * with err as dl_reducer_finish. */
+int dl_reducer_finish_step(struct dl_reducer *r, const struct dl_optim_config *o, const struct dl_sgd_param *sgd,
+			   int n, double lr, long *steps, double t0, struct dl_step_result *res, char *err,
+			   size_t errlen);
 
 #endif

@@ -9,7 +9,9 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
 #include "runtime/world.h"
 
 /* The largest world accepted from the environment or from PMIx: beyond it
@@ -24,6 +26,20 @@ struct dl_world_ops {
 	void (*close)(struct dl_world *w);
 	void (*abort)(struct dl_world *w, const char *why);
 };
+
+/* Big-endian 32-bit fields of the wire messages (star and ring). */
+static inline uint32_t dl_get32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return ntohl(v);
+}
+
+static inline void dl_put32(uint8_t *p, uint32_t v)
+{
+	v = htonl(v);
+	memcpy(p, &v, 4);
+}
 
 /* ---- environment (world_env.c) ---- */
 

@@ -221,19 +221,6 @@ static int ring_barrier(struct dl_comm *c, char *err, size_t errlen)
 #define RING_HELLO_LEN (8 + DL_NONCE_LEN + DL_MAC_LEN)
 #define RING_PENDING_MAX 16
 
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return ntohl(v);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htonl(v);
-	memcpy(p, &v, 4);
-}
-
 /* A connection to this rank's listener, in its handshake. */
 struct ring_pending {
 	int fd;
@@ -291,8 +278,8 @@ static int ring_out_step(struct dl_ring *t, struct ring_out *o, int next, char *
 			return -1;
 		}
 		dl_auth_nonce(o->mine);
-		put32(hello, RING_MAGIC);
-		put32(hello + 4, (uint32_t)st->rank);
+		dl_put32(hello, RING_MAGIC);
+		dl_put32(hello + 4, (uint32_t)st->rank);
 		memcpy(hello + 8, o->mine, DL_NONCE_LEN);
 		dl_auth_mac(&st->auth, "dljob ring hello", o->theirs, o->mine, ints, 2, NULL, 0,
 			    hello + 8 + DL_NONCE_LEN);
@@ -305,7 +292,7 @@ static int ring_out_step(struct dl_ring *t, struct ring_out *o, int next, char *
 		o->got = 0;
 		return 0;
 	}
-	if (get32(o->buf) != RING_MAGIC ||
+	if (dl_get32(o->buf) != RING_MAGIC ||
 	    !dl_auth_check(&st->auth, "dljob ring proof", o->mine, o->theirs, ints, 2, NULL, 0,
 			   o->buf + 4)) {
 		snprintf(err, errlen, "ring: the process at %s's ring address could not prove it "
@@ -325,11 +312,11 @@ static int ring_in_hello(struct dl_ring *t, struct ring_pending *p, int prev)
 	uint32_t ints[2] = { (uint32_t)prev, (uint32_t)st->size };
 	char e[128];
 
-	if (get32(p->hello) != RING_MAGIC || get32(p->hello + 4) != (uint32_t)prev ||
+	if (dl_get32(p->hello) != RING_MAGIC || dl_get32(p->hello + 4) != (uint32_t)prev ||
 	    !dl_auth_check(&st->auth, "dljob ring hello", p->nonce, p->hello + 8, ints, 2, NULL, 0,
 			   p->hello + 8 + DL_NONCE_LEN))
 		return 0;
-	put32(proof, RING_MAGIC);
+	dl_put32(proof, RING_MAGIC);
 	dl_auth_mac(&st->auth, "dljob ring proof", p->hello + 8, p->nonce, ints, 2, NULL, 0,
 		    proof + 4);
 	return dl_write_full(p->fd, proof, sizeof(proof), dl_now() + 1.0, e, sizeof(e)) == 0;
@@ -397,8 +384,8 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 				p->fd = fd;
 				p->until = dl_now() + DL_HANDSHAKE_S;
 				dl_auth_nonce(p->nonce);
-				put32(g, RING_MAGIC);
-				put32(g + 4, ROLE_RING);
+				dl_put32(g, RING_MAGIC);
+				dl_put32(g + 4, ROLE_RING);
 				memcpy(g + 8, p->nonce, DL_NONCE_LEN);
 				if (dl_write_full(fd, g, sizeof(g), dl_now() + 1.0, e, sizeof(e)) < 0) {
 					close(fd);

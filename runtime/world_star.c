@@ -36,19 +36,6 @@ struct msg_hdr {
 	uint32_t type, len;
 };
 
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return ntohl(v);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htonl(v);
-	memcpy(p, &v, 4);
-}
-
 void dl_wire_text(char *out, size_t outlen, const void *p, size_t n)
 {
 	const unsigned char *s = p;
@@ -72,8 +59,8 @@ long dl_star_parse_msg(const uint8_t *buf, size_t len, uint32_t *type, uint32_t 
 {
 	if (len < sizeof(struct msg_hdr))
 		return 0;
-	*type = get32(buf);
-	*plen = get32(buf + 4);
+	*type = dl_get32(buf);
+	*plen = dl_get32(buf + 4);
 	if (*type < DL_MSG_TABLE || *type > DL_MSG_LAST || *plen > DL_STAR_MSG_MAX)
 		return -1;
 	if (len - sizeof(struct msg_hdr) < *plen)
@@ -84,7 +71,7 @@ long dl_star_parse_msg(const uint8_t *buf, size_t len, uint32_t *type, uint32_t 
 int dl_star_parse_greeting(const uint8_t *buf, size_t len, uint32_t role,
 			   unsigned char nonce[DL_NONCE_LEN])
 {
-	if (len != DL_GREETING_LEN || get32(buf) != STAR_MAGIC || get32(buf + 4) != role)
+	if (len != DL_GREETING_LEN || dl_get32(buf) != STAR_MAGIC || dl_get32(buf + 4) != role)
 		return -1;
 	memcpy(nonce, buf + 8, DL_NONCE_LEN);
 	return 0;
@@ -98,13 +85,13 @@ int dl_star_parse_hello(const uint8_t *buf, size_t len, struct dl_hello_view *h,
 		return -1;
 	}
 	memset(h, 0, sizeof(*h));
-	if (get32(buf) != STAR_MAGIC) {
+	if (dl_get32(buf) != STAR_MAGIC) {
 		snprintf(err, errlen, "not a dljob hello");
 		return -1;
 	}
-	h->rank = get32(buf + 4);
-	h->size = get32(buf + 8);
-	h->ring_port = get32(buf + 12);
+	h->rank = dl_get32(buf + 4);
+	h->size = dl_get32(buf + 8);
+	h->ring_port = dl_get32(buf + 12);
 	dl_wire_text(h->node, sizeof(h->node), buf + 16, DL_NODE_MAX);
 	memcpy(h->nonce, buf + 16 + DL_NODE_MAX, DL_NONCE_LEN);
 	memcpy(h->mac, buf + 16 + DL_NODE_MAX + DL_NONCE_LEN, DL_MAC_LEN);
@@ -125,7 +112,7 @@ int dl_star_parse_table(const uint8_t *buf, size_t len, int size, struct dl_peer
 	for (int r = 0; r < size; r++) {
 		const uint8_t *e = buf + (size_t)r * DL_TABLE_ENTRY_LEN;
 		struct dl_peer_addr *a = &peers[r];
-		uint32_t fam = get32(e), port = get32(e + 4);
+		uint32_t fam = dl_get32(e), port = dl_get32(e + 4);
 		memset(a, 0, sizeof(*a));
 		if (port > 65535 || (fam != AF_INET && fam != AF_INET6)) {
 			snprintf(err, errlen, "entry %d: family %u, port %u", r, fam, port);
@@ -152,8 +139,8 @@ int dl_star_parse_table(const uint8_t *buf, size_t len, int size, struct dl_peer
 static void entry_put(uint8_t *e, const struct sockaddr_storage *ss, int port, const char *node)
 {
 	memset(e, 0, DL_TABLE_ENTRY_LEN);
-	put32(e, (uint32_t)ss->ss_family);
-	put32(e + 4, (uint32_t)port);
+	dl_put32(e, (uint32_t)ss->ss_family);
+	dl_put32(e + 4, (uint32_t)port);
 	if (ss->ss_family == AF_INET6)
 		memcpy(e + 8, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
 	else
@@ -560,8 +547,8 @@ static void missing_list(const struct dl_star *st, char *out, size_t outlen, int
 
 static void greeting_put(uint8_t *g, uint32_t role, const unsigned char nonce[DL_NONCE_LEN])
 {
-	put32(g, STAR_MAGIC);
-	put32(g + 4, role);
+	dl_put32(g, STAR_MAGIC);
+	dl_put32(g + 4, role);
 	memcpy(g + 8, nonce, DL_NONCE_LEN);
 }
 
@@ -599,7 +586,7 @@ static int root_hello(struct dl_star *st, struct pending *p, struct sockaddr_sto
 			   p->hello + 16, DL_NODE_MAX, h.mac)) /* the node as sent */
 		return 0; /* no proof: a stranger, or another step's rank */
 	/* A process of this job: prove rank 0 knows the secret too. */
-	put32(proof, STAR_MAGIC);
+	dl_put32(proof, STAR_MAGIC);
 	dl_auth_mac(&st->auth, "dljob star proof", h.nonce, p->nonce, &h.rank, 1, NULL, 0,
 		    proof + 4);
 	if (dl_write_full(p->fd, proof, sizeof(proof), dl_now() + 1.0, e, sizeof(e)) < 0)
@@ -806,7 +793,7 @@ static int join_root(struct dl_star *st, const char *host, int port, int *ring_f
 			gd = deadline;
 		/* Magic and role first: another program is named at once. */
 		int ok = dl_read_full(fd, g, 8, gd, &got, e, sizeof(e)) == 0;
-		if (ok && get32(g) != STAR_MAGIC) /* a little more of it, for the message */
+		if (ok && dl_get32(g) != STAR_MAGIC) /* a little more of it, for the message */
 			(void)dl_read_full(fd, g + 8, 8, dl_now() + 0.2, &more, e, sizeof(e));
 		else if (ok)
 			ok = dl_read_full(fd, g + 8, sizeof(g) - 8, gd, &more, e, sizeof(e)) == 0;
@@ -855,10 +842,10 @@ static int join_root(struct dl_star *st, const char *host, int port, int *ring_f
 	ints[0] = (uint32_t)st->rank;
 	ints[1] = (uint32_t)st->size;
 	ints[2] = ring_fd ? (uint32_t)dl_local_port(*ring_fd) : 0;
-	put32(hello, STAR_MAGIC);
-	put32(hello + 4, ints[0]);
-	put32(hello + 8, ints[1]);
-	put32(hello + 12, ints[2]);
+	dl_put32(hello, STAR_MAGIC);
+	dl_put32(hello + 4, ints[0]);
+	dl_put32(hello + 8, ints[1]);
+	dl_put32(hello + 12, ints[2]);
 	memcpy(hello + 16, nodebuf, DL_NODE_MAX);
 	memcpy(hello + 16 + DL_NODE_MAX, mine, DL_NONCE_LEN);
 	dl_auth_mac(&st->auth, "dljob star hello", n0, mine, ints, 3, nodebuf, DL_NODE_MAX,
@@ -871,7 +858,7 @@ static int join_root(struct dl_star *st, const char *host, int port, int *ring_f
 			 port, st->rank, e);
 		goto bad;
 	}
-	if (get32(proof) != STAR_MAGIC ||
+	if (dl_get32(proof) != STAR_MAGIC ||
 	    !dl_auth_check(&st->auth, "dljob star proof", mine, n0, ints, 1, NULL, 0, proof + 4)) {
 		snprintf(err, errlen, "rendezvous at %s:%d: the process there could not prove it "
 			 "knows the job secret: not this job's rank 0 (a stranger on MASTER_PORT?)",

@@ -880,13 +880,6 @@ int dl_cpu_backward(struct dl_backend *b, const float *dlogits)
 	return backward(b, dlogits, 0);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int check_batch(struct dl_backend *b, const struct dl_batch *in, int n)
 {
 	if (!in || !in->x || in->x_u8 || !in->labels) {
@@ -907,8 +900,7 @@ static int cpu_train_step(struct dl_backend *b, const struct dl_batch *in, doubl
 			  struct dl_step_result *res)
 {
 	struct dl_graph *g = b->g;
-	double t0 = now_s();
-	struct dl_reduce_times rt;
+	double t0 = dl_now_s();
 	memset(res, 0, sizeof(*res));
 	if (check_batch(b, in, b->n) < 0 || dl_cpu_forward(b, in->x, 1) < 0)
 		return -1;
@@ -917,22 +909,8 @@ static int cpu_train_step(struct dl_backend *b, const struct dl_batch *in, doubl
 	dl_reducer_begin(b->red, (float)l, stop_request);
 	if (backward(b, b->dlogits, 1) < 0)
 		return -1;
-	if (dl_reducer_finish(b->red, &res->loss, &res->stop, &rt, b->err, sizeof(b->err)) < 0)
-		return -1;
-	size_t ng;
-	const float *grads = dl_reducer_grads(b->red, &ng);
-	res->nonfinite = !isfinite(lr) || !isfinite(res->loss) || !dl_all_finite(grads, ng);
-	if (!res->nonfinite) {
-		dl_sgd_step(&b->o.optim, b->sgd, g->n_params, lr, b->steps == 0, NULL);
-		b->steps++;
-	}
-	res->comm_s = rt.comm_s;
-	res->exposed_comm_s = rt.exposed_s;
-	res->t_first_bucket_start = rt.t_first_start;
-	res->t_backward_end = rt.t_backward_end;
-	res->n_buckets = rt.n_buckets;
-	res->compute_s = now_s() - t0 - rt.exposed_s;
-	return 0;
+	return dl_reducer_finish_step(b->red, &b->o.optim, b->sgd, g->n_params, lr, &b->steps, t0, res, b->err,
+				      sizeof(b->err));
 }
 
 static int cpu_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid,

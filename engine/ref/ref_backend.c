@@ -474,13 +474,6 @@ int dl_ref_backward(struct dl_backend *b, const float *dlogits)
 	return dl_ref_backward_f64(b, b->io);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static struct dl_backend *ref_create(struct dl_graph *g, int n, const struct dl_backend_opts *o, char *err,
 				     size_t errlen)
 {
@@ -544,8 +537,7 @@ static int ref_train_step(struct dl_backend *b, const struct dl_batch *in, doubl
 {
 	struct dl_graph *g = b->g;
 	int k = g->num_classes;
-	double t0 = now_s();
-	struct dl_reduce_times rt;
+	double t0 = dl_now_s();
 	memset(res, 0, sizeof(*res));
 	if (load_input(b, in) < 0 || check_labels(b, in->labels, b->n) < 0)
 		return -1;
@@ -566,22 +558,8 @@ static int ref_train_step(struct dl_backend *b, const struct dl_batch *in, doubl
 		if (dl_reducer_ready(b->red, i, b->err, sizeof(b->err)) < 0)
 			return -1;
 	}
-	if (dl_reducer_finish(b->red, &res->loss, &res->stop, &rt, b->err, sizeof(b->err)) < 0)
-		return -1;
-	size_t ng;
-	const float *grads = dl_reducer_grads(b->red, &ng);
-	res->nonfinite = !isfinite(lr) || !isfinite(res->loss) || !dl_all_finite(grads, ng);
-	if (!res->nonfinite) {
-		dl_sgd_step(&b->o.optim, b->sgd, g->n_params, lr, b->steps == 0, NULL);
-		b->steps++;
-	}
-	res->comm_s = rt.comm_s;
-	res->exposed_comm_s = rt.exposed_s;
-	res->t_first_bucket_start = rt.t_first_start;
-	res->t_backward_end = rt.t_backward_end;
-	res->n_buckets = rt.n_buckets;
-	res->compute_s = now_s() - t0 - rt.exposed_s;
-	return 0;
+	return dl_reducer_finish_step(b->red, &b->o.optim, b->sgd, g->n_params, lr, &b->steps, t0, res, b->err,
+				      sizeof(b->err));
 }
 
 static int ref_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, struct dl_eval_result *res)

@@ -33,12 +33,6 @@ static size_t msg(uint8_t *out, uint32_t type, const void *body, uint32_t len)
 	return 8 + (size_t)len;
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htonl(v);
-	memcpy(p, &v, 4);
-}
-
 int main(void)
 {
 	uint8_t buf[4096];
@@ -54,24 +48,24 @@ int main(void)
 	msg(buf, 99, NULL, 0);
 	CHECK(dl_star_parse_msg(buf, 8, &type, &len) == -1, "unknown type 99");
 	msg(buf, DL_MSG_BLOB, NULL, 0);
-	put32(buf + 4, DL_STAR_MSG_MAX + 1);
+	dl_put32(buf + 4, DL_STAR_MSG_MAX + 1);
 	CHECK(dl_star_parse_msg(buf, 8, &type, &len) == -1, "a header announcing > max");
 
 	/* Greeting and hello. */
 	uint8_t g[DL_GREETING_LEN] = { 0 };
 	unsigned char nonce[DL_NONCE_LEN];
-	put32(g, 0x646c6a32u);
-	put32(g + 4, 1);
+	dl_put32(g, 0x646c6a32u);
+	dl_put32(g + 4, 1);
 	CHECK(dl_star_parse_greeting(g, sizeof(g), 1, nonce) == 0, "a star greeting");
 	CHECK(dl_star_parse_greeting(g, sizeof(g), 2, nonce) < 0, "a star greeting as a ring one");
 	CHECK(dl_star_parse_greeting((const uint8_t *)"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n12345678", 40, 1,
 				     nonce) < 0, "an SSH banner");
 	uint8_t hello[DL_HELLO_LEN] = { 0 };
 	struct dl_hello_view h;
-	put32(hello, 0x646c6a32u);
-	put32(hello + 4, 1);
-	put32(hello + 8, 3);
-	put32(hello + 12, 40000);
+	dl_put32(hello, 0x646c6a32u);
+	dl_put32(hello + 4, 1);
+	dl_put32(hello + 8, 3);
+	dl_put32(hello + 12, 40000);
 	memcpy(hello + 16, "n1\nforged line\x1b[31m", 20);
 	CHECK(dl_star_parse_hello(hello, sizeof(hello), &h, err, sizeof(err)) == 0 && h.rank == 1 &&
 	      h.size == 3 && h.ring_port == 40000, "a hello: %s", err);
@@ -79,24 +73,24 @@ int main(void)
 	memset(hello + 16, 'x', DL_NODE_MAX); /* no NUL at all */
 	CHECK(dl_star_parse_hello(hello, sizeof(hello), &h, err, sizeof(err)) == 0 &&
 	      strlen(h.node) == DL_NODE_MAX - 1, "an unterminated node name");
-	put32(hello + 12, 70000);
+	dl_put32(hello + 12, 70000);
 	CHECK(dl_star_parse_hello(hello, sizeof(hello), &h, err, sizeof(err)) < 0, "ring port 70000");
 	CHECK(dl_star_parse_hello(hello, sizeof(hello) - 1, &h, err, sizeof(err)) < 0, "a short hello");
 
 	/* Tables. */
 	uint8_t tab[2 * DL_TABLE_ENTRY_LEN] = { 0 };
 	struct dl_peer_addr peers[2];
-	put32(tab, AF_INET);
-	put32(tab + 4, 40000);
-	put32(tab + DL_TABLE_ENTRY_LEN, AF_INET6);
-	put32(tab + DL_TABLE_ENTRY_LEN + 4, 40001);
+	dl_put32(tab, AF_INET);
+	dl_put32(tab + 4, 40000);
+	dl_put32(tab + DL_TABLE_ENTRY_LEN, AF_INET6);
+	dl_put32(tab + DL_TABLE_ENTRY_LEN + 4, 40001);
 	memcpy(tab + 24, "n1", 2);
 	CHECK(dl_star_parse_table(tab, sizeof(tab), 2, peers, err, sizeof(err)) == 0 &&
 	      peers[0].sa.ss_family == AF_INET && peers[1].sa.ss_family == AF_INET6 &&
 	      strcmp(peers[0].node, "n1") == 0, "a table: %s", err);
 	CHECK(dl_star_parse_table(tab, sizeof(tab), 3, peers, err, sizeof(err)) < 0,
 	      "a table of 2 for 3 ranks");
-	put32(tab + DL_TABLE_ENTRY_LEN, 1); /* AF_UNIX */
+	dl_put32(tab + DL_TABLE_ENTRY_LEN, 1); /* AF_UNIX */
 	CHECK(dl_star_parse_table(tab, sizeof(tab), 2, peers, err, sizeof(err)) < 0, "family 1");
 
 	/* World size limits. */
@@ -139,7 +133,7 @@ int main(void)
 	if (!m)
 		return 1;
 	msg(m, DL_MSG_BLOB, NULL, 0);
-	put32(m + 4, (uint32_t)big);
+	dl_put32(m + 4, (uint32_t)big);
 	while (fed <= DL_STAR_INBOX_MAX && (rc = dl_star_feed(&st, 1, m, big + 8)) == 0)
 		fed += big + 8;
 	CHECK(rc < 0 && st.failed && strstr(st.why, "rank 1 sent more than 160 MiB"),
