@@ -22,8 +22,6 @@ need_file() {
 }
 : "${DLJOB_SRCDIR:?run under make check (DLJOB_SRCDIR unset)}"
 : "${DLJOB_BUILDDIR:?run under make check (DLJOB_BUILDDIR unset)}"
-DLJOB_SHARED=${DLJOB_SHARED:-$DLJOB_SRCDIR/../shared}
-export DLJOB_SHARED
 
 with_cluster() {
 	# shellcheck source=cluster/cluster.sh

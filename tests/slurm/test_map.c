@@ -1,8 +1,8 @@
 /* GPU -> NIC -> NUMA/CPU mapping on real and hand-made hwloc topologies.
  *
- * Real topologies are the shared fixtures in
- * ${DLJOB_SHARED:-$DLJOB_SRCDIR/../shared}/topologies (where each one comes
- * from is in its SOURCES.md); hand-made ones are in tests/slurm/topologies.
+ * Real topologies are in tests/slurm/topologies/real (where each one comes
+ * from, and its licence, is in its SOURCES.md); hand-made ones are in
+ * tests/slurm/topologies.
  * The expected answers were worked out by reading each tree
  * (lstopo-no-graphics --input FILE) against the rules in spank/mapping.h.
  * Every *.xml in the fixtures directory must have expectations here, so a new
@@ -17,7 +17,7 @@
 #include "spank/mapping.h"
 
 struct expect {
-	const char *file;    /* "shared:NAME" or "local:NAME" */
+	const char *file;    /* "real:NAME" or "local:NAME" */
 	const char *gpus;    /* step GPUs (SLURM_STEP_GPUS syntax), "" for none */
 	int ntasks;
 	const char *allowed; /* hwloc list of allowed CPUs, NULL: all */
@@ -28,29 +28,29 @@ struct expect {
 static const struct expect cases[] = {
 	/* JUWELS Booster: each A100 shares a PEX switch with one HDR HCA (1:1);
 	 * NPS4, so each GPU's NUMA node holds 6 cores. */
-	{ "shared:topo.jwb0004.xml", "0-3", 4, NULL, {
+	{ "real:topo.jwb0004.xml", "0-3", 4, NULL, {
 		"0000:03:00.0 mlx5_0 ib0 3 18-23,66-71",
 		"0000:44:00.0 mlx5_1 ib1 1 6-11,54-59",
 		"0000:84:00.0 mlx5_2 ib2 7 42-47,90-95",
 		"0000:c4:00.0 mlx5_3 ib3 5 30-35,78-83" } },
 	/* Same node, what Slurm allowed restricts the CPUs; a disjoint allowed
 	 * set is kept as it is rather than binding to nothing. */
-	{ "shared:topo.jwb0004.xml", "0,1", 2, "0-20", {
+	{ "real:topo.jwb0004.xml", "0,1", 2, "0-20", {
 		"0000:03:00.0 mlx5_0 ib0 3 18-20",
 		"0000:44:00.0 mlx5_1 ib1 1 6-11" } },
-	{ "shared:topo.jwb0004.xml", "2", 1, "0-1", {
+	{ "real:topo.jwb0004.xml", "2", 1, "0-1", {
 		"0000:84:00.0 mlx5_2 ib2 7 0-1" } },
 	/* XE8640, SNC4: each H100 has its own switch; 4e shares it with the
 	 * dual-port CX-6 (both ports), 5f with a CX-7, db with a CX-7; cb has
 	 * no HCA in its switch, the nearest is db's in the same package, and
 	 * one HCA for two GPUs is shared, not split. */
-	{ "shared:ipa20.xml", "0-3", 4, NULL, {
+	{ "real:ipa20.xml", "0-3", 4, NULL, {
 		"0000:4e:00.0 mlx5_0,mlx5_1 hsi0,ibs2f1 3 42-55,154-167",
 		"0000:5f:00.0 mlx5_2 ibp94s0 1 14-27,126-139",
 		"0000:cb:00.0 mlx5_3 ibp218s0 7 98-111,210-223",
 		"0000:db:00.0 mlx5_3 ibp218s0 5 70-83,182-195" } },
 	/* More tasks than GPUs: round-robin over the step's GPUs. */
-	{ "shared:ipa20.xml", "1,2", 4, NULL, {
+	{ "real:ipa20.xml", "1,2", 4, NULL, {
 		"0000:5f:00.0 mlx5_2 ibp94s0 1 14-27,126-139",
 		"0000:cb:00.0 mlx5_3 ibp218s0 7 98-111,210-223",
 		"0000:5f:00.0 mlx5_2 ibp94s0 1 14-27,126-139",
@@ -59,7 +59,7 @@ static const struct expect cases[] = {
 	 * one Slingshot NIC per NUMA node, no OpenFabrics device.  The slow
 	 * management NIC ens2 ties with hsi2 at the NUMA level for d1 but is
 	 * more hops away. */
-	{ "shared:eas-tioga.xml", "0-7", 8, NULL, {
+	{ "real:eas-tioga.xml", "0-7", 8, NULL, {
 		"0000:c1:00.0 - hsi0 3 48-63,112-127",
 		"0000:c6:00.0 - hsi0 3 48-63,112-127",
 		"0000:c9:00.0 - hsi1 1 16-31,80-95",
@@ -70,7 +70,7 @@ static const struct expect cases[] = {
 		"0000:de:00.0 - hsi3 2 32-47,96-111" } },
 	/* Tuolumne, MI300A in CPX mode: one GPU per PCI function (class 0x1200)
 	 * although each carries 6 rsmi devices; one Slingshot NIC per APU. */
-	{ "shared:tuo.CPX.xml", "0-3", 4, NULL, {
+	{ "real:tuo.CPX.xml", "0-3", 4, NULL, {
 		"0000:02:00.0 - hsi0 0 0-23,96-119",
 		"0001:02:00.0 - hsi1 1 24-47,120-143",
 		"0002:02:00.0 - hsi2 2 48-71,144-167",
@@ -78,14 +78,14 @@ static const struct expect cases[] = {
 	/* Lassen, hwloc 1.x XML: the ASPEED VGA is not a GPU; the 2 ports of
 	 * the socket's ConnectX-5 are split between its 2 V100s; the
 	 * CPU-less GPU-memory NUMA nodes 252-255 are not the GPUs' memory. */
-	{ "shared:coral-lassen-hwloc1.xml", "0-3", 4, NULL, {
+	{ "real:coral-lassen-hwloc1.xml", "0-3", 4, NULL, {
 		"0004:04:00.0 mlx5_0 hsi0,hsi1 0 8-87",
 		"0004:05:00.0 mlx5_1 enP5p1s0f0,enP5p1s0f1 0 8-87",
 		"0035:03:00.0 mlx5_2 hsi2 8 96-175",
 		"0035:04:00.0 mlx5_3 hsi3 8 96-175" } },
 	/* p5en (trimmed, no PUs: CPUs come from the NUMA cpusets): two H200 per
 	 * Nitro switch with 4 EFA and 4 ENA, so 2 of each per GPU. */
-	{ "shared:p5en.48xl-topo.xml", "0-7", 8, NULL, {
+	{ "real:p5en.48xl-topo.xml", "0-7", 8, NULL, {
 		"0000:59:00.0 rdmap85s0,rdmap86s0 enp71s0,enp72s0 0 0-47,96-143",
 		"0000:5a:00.0 rdmap87s0,rdmap88s0 enp73s0,enp74s0 0 0-47,96-143",
 		"0000:72:00.0 rdmap110s0,rdmap111s0 enp96s0,enp97s0 0 0-47,96-143",
@@ -95,7 +95,7 @@ static const struct expect cases[] = {
 		"0000:a4:00.0 rdmap160s0,rdmap161s0 enp146s0,enp147s0 1 48-95,144-191",
 		"0000:a5:00.0 rdmap162s0,rdmap163s0 enp148s0,enp149s0 1 48-95,144-191" } },
 	/* A step with one GPU of a pair gets all 4 EFA of the switch. */
-	{ "shared:p5en.48xl-topo.xml", "5", 1, NULL, {
+	{ "real:p5en.48xl-topo.xml", "5", 1, NULL, {
 		"0000:8c:00.0 rdmap135s0,rdmap136s0,rdmap137s0,rdmap138s0 enp122s0,enp123s0,enp124s0,enp125s0 1 48-95,144-191" } },
 
 	/* Hand-made: 2 sockets x 2 switches x (2 GPUs + 1 HCA). */
@@ -144,7 +144,7 @@ static const struct expect cases[] = {
 
 static const char *dash(const char *s) { return s[0] ? s : "-"; }
 
-static int run_case(const struct expect *c, const char *shared, const char *local)
+static int run_case(const struct expect *c, const char *real, const char *local)
 {
 	char path[8192], err[256], got[5 * DL_MAP_LIST];
 	int gpus[DL_MAP_MAX_GPUS], ng = 0, rv = -1;
@@ -152,7 +152,7 @@ static int run_case(const struct expect *c, const char *shared, const char *loca
 	hwloc_bitmap_t allowed = NULL;
 	const char *name = strchr(c->file, ':') + 1;
 
-	snprintf(path, sizeof(path), "%s/%s", strncmp(c->file, "shared:", 7) ? local : shared, name);
+	snprintf(path, sizeof(path), "%s/%s", strncmp(c->file, "real:", 5) ? local : real, name);
 	if (c->gpus[0] && (ng = dl_map_parse_index_list(c->gpus, gpus, DL_MAP_MAX_GPUS)) < 0) {
 		fprintf(stderr, "FAIL %s: bad GPU list %s in the test\n", name, c->gpus);
 		return -1;
@@ -238,24 +238,18 @@ static int check_errors(const char *local)
 int main(void)
 {
 	const char *src = getenv("DLJOB_SRCDIR");
-	const char *sh = getenv("DLJOB_SHARED");
-	char shared[4096], local[4096];
+	char real[4096], local[4096];
 	int fail = 0, nfix = 0;
 	DIR *d;
 	struct dirent *e;
 
 	if (!src)
 		src = ".";
-	if (sh && sh[0])
-		snprintf(shared, sizeof(shared), "%s/topologies", sh);
-	else
-		snprintf(shared, sizeof(shared), "%s/../shared/topologies", src);
+	snprintf(real, sizeof(real), "%s/tests/slurm/topologies/real", src);
 	snprintf(local, sizeof(local), "%s/tests/slurm/topologies", src);
 
-	if (!(d = opendir(shared))) {
-		fprintf(stderr, "FAIL fixtures directory %s is missing: the real topologies come from "
-			"../shared/topologies beside the checkout (see its SOURCES.md), or set DLJOB_SHARED\n",
-			shared);
+	if (!(d = opendir(real))) {
+		fprintf(stderr, "FAIL fixtures directory %s is missing (set DLJOB_SRCDIR to the source tree)\n", real);
 		return 1;
 	}
 	while ((e = readdir(d))) {
@@ -266,22 +260,22 @@ int main(void)
 			continue;
 		nfix++;
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-			if (!strncmp(cases[i].file, "shared:", 7) && !strcmp(cases[i].file + 7, e->d_name))
+			if (!strncmp(cases[i].file, "real:", 5) && !strcmp(cases[i].file + 5, e->d_name))
 				found = 1;
 		if (!found) {
 			fprintf(stderr, "FAIL fixture %s/%s has no expected mapping in test_map.c\n",
-				shared, e->d_name);
+				real, e->d_name);
 			fail = 1;
 		}
 	}
 	closedir(d);
 	if (nfix == 0) {
-		fprintf(stderr, "FAIL no *.xml in %s\n", shared);
+		fprintf(stderr, "FAIL no *.xml in %s\n", real);
 		fail = 1;
 	}
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-		if (run_case(&cases[i], shared, local) < 0)
+		if (run_case(&cases[i], real, local) < 0)
 			fail = 1;
 	if (check_errors(local) < 0)
 		fail = 1;
