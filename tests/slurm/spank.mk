@@ -5,7 +5,7 @@ tests_slurm_test_map_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 tests_slurm_test_map_LDADD = $(HWLOC_LIBS)
 TESTS += tests/slurm/test_map
 dist_check_DATA += tests/slurm/topologies/2s-8gpu-4hca.xml tests/slurm/topologies/shared-nic.xml \
-	tests/slurm/topologies/no-nic.xml tests/slurm/topologies/real/SOURCES.md \
+	tests/slurm/topologies/no-nic.xml tests/slurm/topologies/mgmt-near.xml tests/slurm/topologies/real/SOURCES.md \
 	tests/slurm/topologies/real/coral-lassen-hwloc1.xml tests/slurm/topologies/real/eas-tioga.xml \
 	tests/slurm/topologies/real/ipa20.xml tests/slurm/topologies/real/p5en.48xl-topo.xml \
 	tests/slurm/topologies/real/topo.jwb0004.xml tests/slurm/topologies/real/tuo.CPX.xml
