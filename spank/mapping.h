@@ -70,7 +70,8 @@ struct dl_map_task {
 };
 
 /* Load a topology: xml is an hwloc XML file (read here: a regular file of
- * at most DL_MAP_MAX_XML bytes), or NULL for this machine (without hwloc's
+ * at most DL_MAP_MAX_XML bytes, that hwloc must first load in a child
+ * process, as it dies on some malformed files), or NULL for this machine (without hwloc's
  * gl, opencl, cuda, nvml, rsmi and levelzero components: nothing that
  * opens a display, a socket or a GPU driver).  Returns NULL with one line
  * in err naming the file. */

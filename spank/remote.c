@@ -217,11 +217,13 @@ static int task_gpu(spank_t sp, unsigned local)
 
 /* The node's table, printed once per node (by local task 0) under
  * --dl-bind=...,verbose: the same table as `dljob topo`. */
-static void print_table(const struct dl_args *a, unsigned nlocal)
+static void print_table(spank_t sp, const struct dl_args *a, unsigned nlocal)
 {
 	char title[1024], host[256];
 
-	if (gethostname(host, sizeof(host)) < 0)
+	/* Slurm's name of the node (several slurmd may share a host). */
+	if ((spank_getenv(sp, "SLURMD_NODENAME", host, sizeof(host)) != ESPANK_SUCCESS || dl_optval_has_ctl(host)) &&
+	    gethostname(host, sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "?");
 	host[sizeof(host) - 1] = '\0';
 	snprintf(title, sizeof(title), "mapping of %u task%s on %s, step GPUs %.200s, topology %.500s", nlocal,
@@ -265,7 +267,7 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 		return;
 	}
 	if (o->verbose && local == 0)
-		print_table(a, nlocal);
+		print_table(sp, a, nlocal);
 	t = dl_map_plan_task(st.plan, (int)local);
 	if (!t || t->gpu != gpu) {
 		/* Slurm bound this task to another GPU than the plan's
