@@ -190,6 +190,13 @@ static const struct expect cases[] = {
 	{ "local:mgmt-near.xml", "0,1", 2, NULL, {
 		"0000:12:00.0 - hsn0 0 0-1",
 		"0000:32:00.0 - hsn1 0 2-3" }, "ifname: nearest high-speed: same Package P#0" },
+	/* The same with InfiniBand: mlx5_0/ib0 on its own host bridge,
+	 * mlx5_1/ib1 in GPU 1's switch.  GPU 0's HCA is mlx5_0 (same package,
+	 * fewer hops) and its interface that HCA port's IPoIB ib0, never eno1
+	 * (old: mlx5_0 and eno1). */
+	{ "local:mgmt-near-ib.xml", "0,1", 2, NULL, {
+		"0000:12:00.0 mlx5_0 ib0 0 0-1",
+		"0000:32:00.0 mlx5_1 ib1 0 2-3" }, "hca: nearest: same Package P#0; ifname: the netdev of its HCA port" },
 	/* Hand-made: no NIC at all. */
 	{ "local:no-nic.xml", "0,1", 2, NULL, {
 		"0000:12:00.0 - - 0 0-1",
