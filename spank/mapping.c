@@ -437,18 +437,25 @@ static hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b)
 	return NULL;
 }
 
-/* Set bits in near (NIC indexes of kind k) for the NICs nearest to anchor,
- * among the network interfaces of the best class on the node: deepest
- * common ancestor first (same switch beats same host bridge beats same
- * package), then fewest hops between the two, so that on a tie at the
- * package a NIC on the GPU's own root port wins over one behind another
- * switch.  Returns where the nearest meet the anchor (NULL: no NIC). */
-static hwloc_obj_t nearest(const struct dl_map *m, int k, hwloc_obj_t anchor, hwloc_bitmap_t near)
+/* A set of NICs of one kind: flags by index in dl_map.nic[k] (no
+ * allocation, so nothing here can fail). */
+struct nicset {
+	char on[DL_MAP_MAX_NICS];
+	int n;
+};
+
+/* The NICs nearest to anchor, among the network interfaces of the best
+ * class on the node: deepest common ancestor first (same switch beats same
+ * host bridge beats same package), then fewest hops between the two, so
+ * that on a tie at the package a NIC on the GPU's own root port wins over
+ * one behind another switch.  Returns where the nearest meet the anchor
+ * (NULL: no NIC). */
+static hwloc_obj_t nearest(const struct dl_map *m, int k, hwloc_obj_t anchor, struct nicset *near)
 {
 	int best = -1, best_hops = 0, da = tree_depth(anchor);
 	hwloc_obj_t via = NULL;
 
-	hwloc_bitmap_zero(near);
+	memset(near, 0, sizeof(*near));
 	for (int i = 0; i < m->nnics[k]; i++) {
 		hwloc_obj_t c;
 		int d, hops;
@@ -462,10 +469,12 @@ static hwloc_obj_t nearest(const struct dl_map *m, int k, hwloc_obj_t anchor, hw
 			best = d;
 			best_hops = hops;
 			via = c;
-			hwloc_bitmap_only(near, (unsigned)i);
-		} else if (d == best && hops == best_hops) {
-			hwloc_bitmap_set(near, (unsigned)i);
+			memset(near, 0, sizeof(*near));
+		} else if (d != best || hops != best_hops) {
+			continue;
 		}
+		near->on[i] = 1;
+		near->n++;
 	}
 	return via;
 }
@@ -476,79 +485,71 @@ static const char *const tier_words[] = {
 	[TIER_FAST] = " high-speed",
 };
 
-/* Choose unit u's share of its nearest NICs of kind k (bits in chosen)
- * and say why.  anchors[0..n) are all the units (GPUs, or tasks' NUMA
- * nodes) that split NICs; unit names them in the explanation. */
-static int pick_nics(const struct dl_map *m, int k, hwloc_obj_t *anchors, int n, int u, const char *unit,
-		     hwloc_bitmap_t chosen, char *why, size_t whylen)
+/* Choose unit u's share of its nearest NICs and say why.  near[0..n) are
+ * the nearest NICs of kind k of every unit (GPUs, or tasks' NUMA nodes)
+ * that split them, via[u] where unit u meets its own; unit names them in
+ * the explanation. */
+static void pick_nics(const struct dl_map *m, int k, const struct nicset *near, hwloc_obj_t via, int n, int u,
+		      const char *unit, struct nicset *chosen, char *why, size_t whylen)
 {
-	hwloc_bitmap_t mine = hwloc_bitmap_alloc(), other = hwloc_bitmap_alloc();
-	int rv = -1, grp = 0, pos = 0, cnt, lo, hi, i, j;
-	hwloc_obj_t via;
+	const struct nicset *mine = &near[u];
+	int grp = 0, pos = 0, lo, hi, j = 0;
 	char w[96];
 
-	hwloc_bitmap_zero(chosen);
-	why[0] = '\0';
-	if (!mine || !other)
-		goto out;
-	via = nearest(m, k, anchors[u], mine);
-	cnt = hwloc_bitmap_weight(mine);
-	if (cnt <= 0 || !via) {
+	memset(chosen, 0, sizeof(*chosen));
+	if (mine->n == 0 || !via) {
 		snprintf(why, whylen, "%s", k == NIC_HCA ? "no OpenFabrics device on the node" :
 			 "no network interface on a PCI function");
-		rv = 0;
-		goto out;
+		return;
 	}
-	for (i = 0; i < n; i++) {
-		nearest(m, k, anchors[i], other);
-		if (!hwloc_bitmap_isequal(mine, other))
+	for (int i = 0; i < n; i++) {
+		if (memcmp(mine->on, near[i].on, sizeof(mine->on)) != 0)
 			continue;
 		if (i < u)
 			pos++;
 		grp++;
 	}
-	lo = pos * cnt / grp;
-	hi = grp <= cnt ? (pos + 1) * cnt / grp : lo + 1;
-	j = 0;
-	hwloc_bitmap_foreach_begin(i, mine)
-		if (j >= lo && j < hi)
-			hwloc_bitmap_set(chosen, (unsigned)i);
+	lo = pos * mine->n / grp;
+	hi = grp <= mine->n ? (pos + 1) * mine->n / grp : lo + 1;
+	for (int i = 0; i < m->nnics[k]; i++) {
+		if (!mine->on[i])
+			continue;
+		if (j >= lo && j < hi) {
+			chosen->on[i] = 1;
+			chosen->n++;
+		}
 		j++;
-	hwloc_bitmap_foreach_end();
+	}
 	meet_name(via, w, sizeof(w));
 	snprintf(why, whylen, "nearest%s: %s", k == NIC_NET ? tier_words[m->top_tier] : "", w);
 	if (grp > 1)
-		cat(why, whylen, ", split: %d %s over %d", grp, unit, cnt);
-	rv = 0;
-out:
-	hwloc_bitmap_free(mine);
-	hwloc_bitmap_free(other);
-	return rv;
+		cat(why, whylen, ", split: %d %s over %d", grp, unit, mine->n);
 }
 
 /* Names of the NICs of kind k in set, comma separated. */
-static void nic_names(const struct dl_map *m, int k, hwloc_const_bitmap_t set, char *out, size_t len)
+static void nic_names(const struct dl_map *m, int k, const struct nicset *set, char *out, size_t len)
 {
-	int i;
-
 	out[0] = '\0';
-	hwloc_bitmap_foreach_begin(i, set)
-		cat(out, len, "%s%s", out[0] ? "," : "", m->nic[k][i]->name);
-	hwloc_bitmap_foreach_end();
+	for (int i = 0; i < m->nnics[k]; i++)
+		if (set->on[i])
+			cat(out, len, "%s%s", out[0] ? "," : "", m->nic[k][i]->name);
 }
 
-/* NUMA nodes of CPU-only task r of n: the nodes with CPUs split evenly. */
-static void cpu_task_numa(const struct dl_map *m, int r, int n, hwloc_bitmap_t ns)
+/* NUMA nodes of CPU-only task r of n: the nodes with CPUs split evenly.
+ * Returns 0 or -1 (out of memory). */
+static int cpu_task_numa(const struct dl_map *m, int r, int n, hwloc_bitmap_t ns)
 {
 	int c = m->nnuma, lo, hi;
 
 	hwloc_bitmap_zero(ns);
 	if (c == 0)
-		return;
+		return 0;
 	lo = r * c / n;
 	hi = n >= c ? lo + 1 : (r + 1) * c / n;
 	for (int i = lo; i < hi; i++)
-		hwloc_bitmap_set(ns, m->numa[i]->os_index);
+		if (hwloc_bitmap_set(ns, m->numa[i]->os_index) < 0)
+			return -1;
+	return 0;
 }
 
 /* The CPU units of set in topology order: its cores or, in a topology
@@ -619,7 +620,10 @@ static int units(const struct dl_map *m, hwloc_const_bitmap_t set, hwloc_bitmap_
 			}
 		i = 0;
 		hwloc_bitmap_foreach_begin(b, set)
-			hwloc_bitmap_set(u[i % n], (unsigned)b);
+			if (hwloc_bitmap_set(u[i % n], (unsigned)b) < 0) {
+				free_units(u, n);
+				return -1;
+			}
 			i++;
 		hwloc_bitmap_foreach_end();
 		*out = u;
@@ -630,17 +634,19 @@ static int units(const struct dl_map *m, hwloc_const_bitmap_t set, hwloc_bitmap_
 /* Give tasks idx[0..k) their share of the units u[0..nu): contiguous
  * chunks in topology order, or, with more tasks than units, unit j*nu/k to
  * task j (shared).  got[j]: the units task idx[j] got. */
-static void split(hwloc_bitmap_t *u, int nu, const int *idx, int k, struct dl_map_task *t, int *got)
+static int split(hwloc_bitmap_t *u, int nu, const int *idx, int k, struct dl_map_task *t, int *got)
 {
 	for (int j = 0; j < k; j++) {
 		int lo = j * nu / k, hi = nu >= k ? (j + 1) * nu / k : lo + 1;
 
 		got[j] = 0;
 		for (int x = lo; x < hi && x < nu; x++) {
-			hwloc_bitmap_or(t[idx[j]].cpuset, t[idx[j]].cpuset, u[x]);
+			if (hwloc_bitmap_or(t[idx[j]].cpuset, t[idx[j]].cpuset, u[x]) < 0)
+				return -1;
 			got[j]++;
 		}
 	}
+	return 0;
 }
 
 static void split_why(char *why, size_t len, const char *what, int k, int nu, int got, const char *word)
@@ -713,7 +719,9 @@ struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, in
 				int ntasks, int nic, char *err, size_t errlen)
 {
 	struct dl_map_plan *p = NULL;
-	hwloc_bitmap_t *dom = NULL, *loc = NULL, *u = NULL, taken = NULL, avail = NULL, chosen = NULL, port = NULL;
+	hwloc_bitmap_t *dom = NULL, *loc = NULL, *u = NULL, taken = NULL, avail = NULL;
+	struct nicset chosen, port, *near[2][NIC_KINDS] = { { NULL } }; /* [GPU or CPU units][kind] */
+	hwloc_obj_t *via[2][NIC_KINDS] = { { NULL } };
 	hwloc_obj_t *lobj = NULL, *cpu_anchor = NULL, gpu_anchor[DL_MAP_MAX_GPUS];
 	int *idx = NULL, *got = NULL, *cpu_idx = NULL, nu = 0, ncpu = 0, k, ok = 0;
 	char *done = NULL, name[DL_MAP_LIST + 32];
@@ -749,10 +757,7 @@ struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, in
 	done = calloc((size_t)ntasks, 1);
 	taken = hwloc_bitmap_alloc();
 	avail = hwloc_bitmap_alloc();
-	chosen = hwloc_bitmap_alloc();
-	port = hwloc_bitmap_alloc();
-	if (!p || !dom || !loc || !lobj || !cpu_anchor || !cpu_idx || !idx || !got || !done || !taken ||
-	    !avail || !chosen || !port)
+	if (!p || !dom || !loc || !lobj || !cpu_anchor || !cpu_idx || !idx || !got || !done || !taken || !avail)
 		goto oom;
 	p->ntasks = ntasks;
 	for (int r = 0; r < ntasks; r++) {
@@ -784,13 +789,13 @@ struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, in
 			else
 				snprintf(t->why_gpu, sizeof(t->why_gpu), "Slurm's binding of the task");
 			a = hwloc_get_non_io_ancestor_obj(m->topo, m->gpu[t->node_gpu]);
-			if (a && a->nodeset)
-				hwloc_bitmap_copy(t->nodeset, a->nodeset);
+			if (a && a->nodeset && hwloc_bitmap_copy(t->nodeset, a->nodeset) < 0)
+				goto oom;
 			if (!hwloc_bitmap_iszero(t->nodeset) &&
 			    hwloc_cpuset_from_nodeset(m->topo, dom[r], t->nodeset) < 0)
 				goto oom;
-			if (hwloc_bitmap_iszero(dom[r]) && a && a->cpuset)
-				hwloc_bitmap_copy(dom[r], a->cpuset);
+			if (hwloc_bitmap_iszero(dom[r]) && a && a->cpuset && hwloc_bitmap_copy(dom[r], a->cpuset) < 0)
+				goto oom;
 			if (a) {
 				char oname[64];
 
@@ -804,10 +809,12 @@ struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, in
 				lobj[r] = a;
 			}
 		} else {
-			cpu_task_numa(m, cpu_idx[r], ncpu, t->nodeset);
-			if (hwloc_bitmap_iszero(t->nodeset))
-				hwloc_bitmap_copy(dom[r], hwloc_get_root_obj(m->topo)->cpuset);
-			else if (hwloc_cpuset_from_nodeset(m->topo, dom[r], t->nodeset) < 0)
+			if (cpu_task_numa(m, cpu_idx[r], ncpu, t->nodeset) < 0)
+				goto oom;
+			if (hwloc_bitmap_iszero(t->nodeset)) {
+				if (hwloc_bitmap_copy(dom[r], hwloc_get_root_obj(m->topo)->cpuset) < 0)
+					goto oom;
+			} else if (hwloc_cpuset_from_nodeset(m->topo, dom[r], t->nodeset) < 0)
 				goto oom;
 			snprintf(t->why_gpu, sizeof(t->why_gpu), "%s", ng == 0 ? "the step has no GPU here" :
 				 "not known (Slurm confines the task's devices)");
@@ -824,15 +831,14 @@ struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, in
 	/* CPUs, first pass: the GPU's own locality, split between the tasks
 	 * that share it when each can have a whole core. */
 	while ((k = next_group(loc, done, ntasks, idx)) > 0) {
-		hwloc_bitmap_andnot(avail, loc[idx[0]], taken);
-		if ((nu = units(m, avail, &u)) < 0)
+		if (hwloc_bitmap_andnot(avail, loc[idx[0]], taken) < 0 || (nu = units(m, avail, &u)) < 0)
 			goto oom;
 		if (nu >= k) {
 			obj_name(lobj[idx[0]], name, sizeof(name));
-			split(u, nu, idx, k, p->task, got);
+			if (split(u, nu, idx, k, p->task, got) < 0 || hwloc_bitmap_or(taken, taken, avail) < 0)
+				goto oom;
 			for (int j = 0; j < k; j++)
 				split_why(p->task[idx[j]].why_cpus, DL_MAP_WHY, name, k, nu, got[j], word);
-			hwloc_bitmap_or(taken, taken, avail);
 		}
 		free_units(u, nu);
 		u = NULL;
@@ -845,7 +851,8 @@ struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, in
 		hwloc_const_bitmap_t d = dom[idx[0]];
 		int rest, kk = k;
 
-		hwloc_bitmap_andnot(avail, d, taken);
+		if (hwloc_bitmap_andnot(avail, d, taken) < 0)
+			goto oom;
 		rest = !hwloc_bitmap_isequal(avail, d);
 		if ((nu = units(m, avail, &u)) < 0)
 			goto oom;
@@ -865,10 +872,10 @@ struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, in
 		}
 		if (kk > 0 && nu > 0) {
 			snprintf(name, sizeof(name), "%sNUMA %s", rest ? "rest of " : "", p->task[idx[0]].numa);
-			split(u, nu, idx, kk, p->task, got);
+			if (split(u, nu, idx, kk, p->task, got) < 0 || hwloc_bitmap_or(taken, taken, avail) < 0)
+				goto oom;
 			for (int j = 0; j < kk; j++)
 				split_why(p->task[idx[j]].why_cpus, DL_MAP_WHY, name, kk, nu, got[j], word);
-			hwloc_bitmap_or(taken, taken, avail);
 		}
 		free_units(u, nu);
 		u = NULL;
@@ -886,40 +893,48 @@ struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, in
 	}
 
 	/* NICs: a GPU's among the step's GPUs, a task without GPU's among
-	 * the tasks without GPU. */
+	 * the tasks without GPU.  Each unit's nearest NICs, once. */
+	for (int g = 0; nic && g < 2; g++) {
+		int n = g ? ng : ncpu;
+
+		for (int kind = 0; kind < NIC_KINDS; kind++) {
+			near[g][kind] = calloc((size_t)(n ? n : 1), sizeof(*near[g][kind]));
+			via[g][kind] = calloc((size_t)(n ? n : 1), sizeof(*via[g][kind]));
+			if (!near[g][kind] || !via[g][kind])
+				goto oom;
+			for (int i = 0; i < n; i++)
+				via[g][kind][i] = nearest(m, kind, g ? gpu_anchor[i] : cpu_anchor[i], &near[g][kind][i]);
+		}
+	}
 	for (int r = 0; r < ntasks; r++) {
 		struct dl_map_task *t = &p->task[r];
-		int g = t->gpu >= 0;
+		int g = t->gpu >= 0, n = g ? ng : ncpu, x = g ? t->gpu : cpu_idx[r];
 
 		if (!nic) {
 			snprintf(t->why_hca, sizeof(t->why_hca), "not chosen (nic=none)");
 			snprintf(t->why_ifname, sizeof(t->why_ifname), "not chosen (nic=none)");
 			continue;
 		}
-		if (pick_nics(m, NIC_HCA, g ? gpu_anchor : cpu_anchor, g ? ng : ncpu, g ? t->gpu : cpu_idx[r],
-			      g ? "GPUs" : "tasks", chosen, t->why_hca, sizeof(t->why_hca)) < 0)
-			goto oom;
-		nic_names(m, NIC_HCA, chosen, t->hca, sizeof(t->hca));
+		pick_nics(m, NIC_HCA, near[g][NIC_HCA], via[g][NIC_HCA][x], n, x, g ? "GPUs" : "tasks", &chosen,
+			  t->why_hca, sizeof(t->why_hca));
+		nic_names(m, NIC_HCA, &chosen, t->hca, sizeof(t->hca));
 		/* The netdevs of the chosen HCAs' own ports (IPoIB, RoCE). */
-		hwloc_bitmap_zero(port);
-		for (int i = 0; i < m->nnics[NIC_NET]; i++) {
-			int h;
-
-			hwloc_bitmap_foreach_begin(h, chosen)
-				if (pci_ancestor(m->nic[NIC_HCA][h]) == pci_ancestor(m->nic[NIC_NET][i]))
-					hwloc_bitmap_set(port, (unsigned)i);
-			hwloc_bitmap_foreach_end();
-		}
-		if (!hwloc_bitmap_iszero(port)) {
-			nic_names(m, NIC_NET, port, t->ifname, sizeof(t->ifname));
+		memset(&port, 0, sizeof(port));
+		for (int i = 0; i < m->nnics[NIC_NET]; i++)
+			for (int h = 0; h < m->nnics[NIC_HCA] && !port.on[i]; h++)
+				if (chosen.on[h] && pci_ancestor(m->nic[NIC_HCA][h]) == pci_ancestor(m->nic[NIC_NET][i])) {
+					port.on[i] = 1;
+					port.n++;
+				}
+		if (port.n > 0) {
+			nic_names(m, NIC_NET, &port, t->ifname, sizeof(t->ifname));
 			snprintf(t->why_ifname, sizeof(t->why_ifname), "the netdev%s of its HCA port%s",
-				 hwloc_bitmap_weight(port) > 1 ? "s" : "", hwloc_bitmap_weight(chosen) > 1 ? "s" : "");
+				 port.n > 1 ? "s" : "", chosen.n > 1 ? "s" : "");
 			continue;
 		}
-		if (pick_nics(m, NIC_NET, g ? gpu_anchor : cpu_anchor, g ? ng : ncpu, g ? t->gpu : cpu_idx[r],
-			      g ? "GPUs" : "tasks", chosen, t->why_ifname, sizeof(t->why_ifname)) < 0)
-			goto oom;
-		nic_names(m, NIC_NET, chosen, t->ifname, sizeof(t->ifname));
+		pick_nics(m, NIC_NET, near[g][NIC_NET], via[g][NIC_NET][x], n, x, g ? "GPUs" : "tasks", &chosen,
+			  t->why_ifname, sizeof(t->why_ifname));
+		nic_names(m, NIC_NET, &chosen, t->ifname, sizeof(t->ifname));
 	}
 	ok = 1;
 	goto out;
@@ -937,8 +952,11 @@ out:
 	free(done);
 	hwloc_bitmap_free(taken);
 	hwloc_bitmap_free(avail);
-	hwloc_bitmap_free(chosen);
-	hwloc_bitmap_free(port);
+	for (int g = 0; g < 2; g++)
+		for (int kind = 0; kind < NIC_KINDS; kind++) {
+			free(near[g][kind]);
+			free(via[g][kind]);
+		}
 	if (!ok) {
 		dl_map_plan_free(p);
 		return NULL;
