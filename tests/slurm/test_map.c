@@ -5,8 +5,9 @@
  * tests/slurm/topologies.
  * The expected answers were worked out by reading each tree
  * (lstopo-no-graphics --input FILE) against the rules in spank/mapping.h.
- * Every *.xml in the fixtures directory must have expectations here, so a new
- * fixture cannot go untested. */
+ * Every *.xml of both directories must have expectations here, so a new
+ * fixture cannot go untested; tests/slurm/topologies/bad holds files that
+ * kill hwloc itself, which must fail cleanly (check_errors). */
 #include "config.h"
 
 #include <dirent.h>
@@ -398,22 +399,18 @@ static int check_errors(const char *local)
 	return rv;
 }
 
-int main(void)
+/* Every *.xml of dir (cases named "PREFIX:NAME") has a case.  Returns the
+ * number of files, or -1 when dir cannot be read or a file has no case. */
+static int all_listed(const char *dir, const char *prefix)
 {
-	const char *src = getenv("DLJOB_SRCDIR");
-	char real[4096], local[4096];
-	int fail = 0, nfix = 0;
+	size_t pl = strlen(prefix);
+	int nfix = 0, fail = 0;
 	DIR *d;
 	struct dirent *e;
 
-	if (!src)
-		src = ".";
-	snprintf(real, sizeof(real), "%s/tests/slurm/topologies/real", src);
-	snprintf(local, sizeof(local), "%s/tests/slurm/topologies", src);
-
-	if (!(d = opendir(real))) {
-		fprintf(stderr, "FAIL fixtures directory %s is missing (set DLJOB_SRCDIR to the source tree)\n", real);
-		return 1;
+	if (!(d = opendir(dir))) {
+		fprintf(stderr, "FAIL fixtures directory %s is missing (set DLJOB_SRCDIR to the source tree)\n", dir);
+		return -1;
 	}
 	while ((e = readdir(d))) {
 		size_t n = strlen(e->d_name);
@@ -423,20 +420,31 @@ int main(void)
 			continue;
 		nfix++;
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-			if (!strncmp(cases[i].file, "real:", 5) && !strcmp(cases[i].file + 5, e->d_name))
+			if (!strncmp(cases[i].file, prefix, pl) && !strcmp(cases[i].file + pl, e->d_name))
 				found = 1;
 		if (!found) {
-			fprintf(stderr, "FAIL fixture %s/%s has no expected mapping in test_map.c\n",
-				real, e->d_name);
+			fprintf(stderr, "FAIL fixture %s/%s has no expected mapping in test_map.c\n", dir, e->d_name);
 			fail = 1;
 		}
 	}
 	closedir(d);
-	if (nfix == 0) {
-		fprintf(stderr, "FAIL no *.xml in %s\n", real);
-		fail = 1;
-	}
+	if (nfix == 0)
+		fprintf(stderr, "FAIL no *.xml in %s\n", dir);
+	return fail || nfix == 0 ? -1 : nfix;
+}
 
+int main(void)
+{
+	const char *src = getenv("DLJOB_SRCDIR");
+	char real[4096], local[4096];
+	int fail = 0;
+
+	if (!src)
+		src = ".";
+	snprintf(real, sizeof(real), "%s/tests/slurm/topologies/real", src);
+	snprintf(local, sizeof(local), "%s/tests/slurm/topologies", src);
+	if (all_listed(real, "real:") < 0 || all_listed(local, "local:") < 0)
+		fail = 1;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		if (run_case(&cases[i], real, local) < 0)
 			fail = 1;
