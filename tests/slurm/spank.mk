@@ -6,7 +6,8 @@ tests_slurm_test_map_LDADD = $(HWLOC_LIBS)
 TESTS += tests/slurm/test_map tests/slurm/test_topo.sh
 dist_check_SCRIPTS += tests/slurm/test_topo.sh
 dist_check_DATA += tests/slurm/topologies/2s-8gpu-4hca.xml tests/slurm/topologies/shared-nic.xml \
-	tests/slurm/topologies/no-nic.xml tests/slurm/topologies/mgmt-near.xml tests/slurm/topologies/mgmt-near-ib.xml tests/slurm/topologies/SOURCES.md \
+	tests/slurm/topologies/no-nic.xml tests/slurm/topologies/mgmt-near.xml tests/slurm/topologies/mgmt-near-ib.xml \
+	tests/slurm/topologies/bmc-near.xml tests/slurm/topologies/SOURCES.md \
 	tests/slurm/topologies/bad/README.md tests/slurm/topologies/bad/cut-attribute.xml \
 	tests/slurm/topologies/bad/no-complete-cpuset.xml tests/slurm/topologies/real/SOURCES.md \
 	tests/slurm/topologies/real/coral-lassen-hwloc1.xml tests/slurm/topologies/real/eas-tioga.xml \

@@ -198,6 +198,14 @@ static const struct expect cases[] = {
 	{ "local:mgmt-near-ib.xml", "0,1", 2, NULL, {
 		"0000:12:00.0 mlx5_0 ib0 0 0-1",
 		"0000:32:00.0 mlx5_1 ib1 0 2-3" }, "hca: nearest: same Package P#0; ifname: the netdev of its HCA port" },
+	/* No high-speed interface at all: an ASPEED BMC function (bmc0, link
+	 * unknown) in GPU 0's switch, BCM5719 ports (link unknown: neither
+	 * class) eth0 on its own host bridge and eth1 in GPU 1's switch.  The
+	 * ordinary ports beat the BMC: GPU 0 gets eth0 (same package, fewer
+	 * hops than eth1), never bmc0 (old: bmc0, same switch). */
+	{ "local:bmc-near.xml", "0,1", 2, NULL, {
+		"0000:12:00.0 - eth0 0 0-1",
+		"0000:32:00.0 - eth1 0 2-3" }, "ifname: nearest (no high-speed interface on the node): same Package P#0" },
 	/* Hand-made: no NIC at all. */
 	{ "local:no-nic.xml", "0,1", 2, NULL, {
 		"0000:12:00.0 - - 0 0-1",
