@@ -50,6 +50,7 @@ void dl_cli_usage(FILE *f)
 	fprintf(f,
 	"Usage: dljob [OPTION]...           train a ResNet (data-parallel under Slurm)\n"
 	"       dljob pack SRC DST [OPTION]...  pack an image folder into shards\n"
+	"       dljob topo --tasks N [--xml FILE] [--gpus LIST]  explain the node mapping\n"
 	"\n"
 	"Model and data:\n"
 	"  --model NAME           resnet18|34|50|101|152, resnet20|32|56, convnet (required)\n"

@@ -42,6 +42,36 @@ static int parse_range(const char *val, int *lo, int *hi)
 	return 0;
 }
 
+/* data_allow=DIR[:DIR...]: "" would mean "no restriction" to the check,
+ * so an empty value (or an empty or relative entry, resolved against
+ * slurmstepd's own directory) is an admin's mistake, refused by name. */
+static int check_allow(const char *val, char *err, size_t errlen)
+{
+	char q[256];
+
+	if (!val[0]) {
+		snprintf(err, errlen, "plugstack.conf: data_allow= is empty: name the allowed directories "
+			 "(DIR[:DIR...]), or leave data_allow out to allow any");
+		return -1;
+	}
+	for (const char *p = val; *p;) {
+		size_t n = strcspn(p, ":");
+
+		if (n == 0 || p[0] != '/') {
+			snprintf(err, errlen, "plugstack.conf: data_allow=%s: every entry must be an absolute "
+				 "directory (an empty or relative one is not)", dl_optval_escape(val, q, sizeof(q)));
+			return -1;
+		}
+		p += n;
+		if (*p == ':' && !*++p) {
+			snprintf(err, errlen, "plugstack.conf: data_allow=%s: every entry must be an absolute "
+				 "directory (an empty or relative one is not)", dl_optval_escape(val, q, sizeof(q)));
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int dl_args_parse(struct dl_args *a, int ac, char **av, char *err, size_t errlen)
 {
 	memset(a, 0, sizeof(*a));
@@ -79,7 +109,8 @@ int dl_args_parse(struct dl_args *a, int ac, char **av, char *err, size_t errlen
 			if (set_str(a->runtime, sizeof(a->runtime), key, val, err, errlen) < 0)
 				return -1;
 		} else if (!strcmp(key, "data_allow")) {
-			if (set_str(a->data_allow, sizeof(a->data_allow), key, val, err, errlen) < 0)
+			if (check_allow(val, err, errlen) < 0 ||
+			    set_str(a->data_allow, sizeof(a->data_allow), key, val, err, errlen) < 0)
 				return -1;
 		} else if (!strcmp(key, "default_data")) {
 			if (set_str(a->default_data, sizeof(a->default_data), key, val, err, errlen) < 0)

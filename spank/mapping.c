@@ -1,15 +1,24 @@
+/* The GPU -> NIC -> NUMA/CPU plan of a node (rules in spank/mapping.h). */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "spank/mapping.h"
 
 #define DL_MAP_MAX_NICS 256
 
 enum { NIC_HCA, NIC_NET, NIC_KINDS };
+/* Classes of network interfaces, best last (see mapping.h). */
+enum { TIER_MGMT, TIER_OTHER, TIER_FAST };
 
 struct dl_map {
 	hwloc_topology_t topo;
@@ -18,8 +27,16 @@ struct dl_map {
 	char busid[DL_MAP_MAX_GPUS][16];
 	int nnics[NIC_KINDS];
 	hwloc_obj_t nic[NIC_KINDS][DL_MAP_MAX_NICS]; /* OS devices, bus-id then name order */
+	int tier[DL_MAP_MAX_NICS];          /* class of each NIC_NET device */
+	int top_tier;                       /* the best class on the node */
 	int nnuma;                          /* NUMA nodes with CPUs, OS index order */
 	hwloc_obj_t numa[DL_MAP_MAX_NICS];
+	int has_cores;                      /* the topology has Core objects */
+};
+
+struct dl_map_plan {
+	int ntasks;
+	struct dl_map_task task[];
 };
 
 static int is_gpu(hwloc_obj_t o)
@@ -76,11 +93,37 @@ static int numa_qcmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The class of network interface o (on PCI function p), from what an hwloc
+ * XML file keeps: the devices beside it on the same function, the PCI
+ * class and vendor, and the PCIe link (GB/s, 0 when unknown). */
+static int net_tier(const struct dl_map *m, hwloc_obj_t o)
+{
+	hwloc_obj_t p = pci_ancestor(o);
+	const struct hwloc_pcidev_attr_s *a = &p->attr->pcidev;
+
+	/* IPoIB or RoCE: the netdev of an OpenFabrics port. */
+	for (int i = 0; i < m->nnics[NIC_HCA]; i++)
+		if (pci_ancestor(m->nic[NIC_HCA][i]) == p)
+			return TIER_FAST;
+	if (a->class_id == 0x0207 || a->class_id == 0x0208)   /* InfiniBand, Fabric */
+		return TIER_FAST;
+	/* Mellanox/NVIDIA, HPE Cray (Slingshot Cassini), Amazon (EFA, ENA), Cornelis (Omni-Path). */
+	if (a->vendor_id == 0x15b3 || a->vendor_id == 0x17db || a->vendor_id == 0x1d0f || a->vendor_id == 0x434e)
+		return TIER_FAST;
+	/* At least PCIe Gen3 x4: 25 Gb/s and up. */
+	if (a->linkspeed >= 3.9f)
+		return TIER_FAST;
+	/* A BMC (ASPEED), or a link of 1 GB/s or less: a 1 GbE part. */
+	if (a->vendor_id == 0x1a03 || (a->linkspeed > 0.0f && a->linkspeed < 1.0f))
+		return TIER_MGMT;
+	return TIER_OTHER;
+}
+
 /* hwloc discovery components that open a display, a socket or a GPU
  * driver (hwloc 2.9's list; see dl_map_open). */
 static const char *const no_components[] = { "gl", "opencl", "cuda", "nvml", "rsmi", "levelzero" };
 
-struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
+static struct dl_map *map_load(const char *buf, size_t len, const char *name, char *err, size_t errlen)
 {
 	struct dl_map *m = calloc(1, sizeof(*m));
 	hwloc_obj_t o;
@@ -117,13 +160,17 @@ struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
 		snprintf(err, errlen, "hwloc_topology_set_io_types_filter: %s", strerror(errno));
 		goto out;
 	}
-	if (xml && hwloc_topology_set_xml(m->topo, xml) < 0) {
-		snprintf(err, errlen, "cannot read topology %s: %s", xml, strerror(errno));
+	/* hwloc takes the size of an XML buffer with its ending 0 (as
+	 * hwloc_topology_export_xmlbuffer makes it). */
+	if (buf && hwloc_topology_set_xmlbuffer(m->topo, buf, (int)len + 1) < 0) {
+		snprintf(err, errlen, "%s: not an hwloc XML topology", name);
 		goto out;
 	}
 	if (hwloc_topology_load(m->topo) < 0) {
-		snprintf(err, errlen, "cannot load topology %s: %s", xml ? xml : "of this machine",
-			 strerror(errno));
+		if (buf)
+			snprintf(err, errlen, "%s: not a valid hwloc XML topology", name);
+		else
+			snprintf(err, errlen, "cannot load the topology of this machine: %s", strerror(errno));
 		goto out;
 	}
 
@@ -131,7 +178,7 @@ struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
 		if (!is_gpu(o))
 			continue;
 		if (m->ngpus == DL_MAP_MAX_GPUS) {
-			snprintf(err, errlen, "topology %s has more than %d GPUs", xml ? xml : "", DL_MAP_MAX_GPUS);
+			snprintf(err, errlen, "%s has more than %d GPUs", name, DL_MAP_MAX_GPUS);
 			goto out;
 		}
 		m->gpu[m->ngpus++] = o;
@@ -161,6 +208,12 @@ struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
 	}
 	for (int k = 0; k < NIC_KINDS; k++)
 		qsort(m->nic[k], m->nnics[k], sizeof(m->nic[k][0]), nic_qcmp);
+	m->top_tier = TIER_MGMT;
+	for (int i = 0; i < m->nnics[NIC_NET]; i++) {
+		m->tier[i] = net_tier(m, m->nic[NIC_NET][i]);
+		if (m->tier[i] > m->top_tier)
+			m->top_tier = m->tier[i];
+	}
 
 	for (o = NULL; (o = hwloc_get_next_obj_by_type(m->topo, HWLOC_OBJ_NUMANODE, o));) {
 		if (!o->cpuset || hwloc_bitmap_iszero(o->cpuset) || m->nnuma == DL_MAP_MAX_NICS)
@@ -168,6 +221,7 @@ struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
 		m->numa[m->nnuma++] = o;
 	}
 	qsort(m->numa, m->nnuma, sizeof(m->numa[0]), numa_qcmp);
+	m->has_cores = hwloc_get_nbobjs_by_type(m->topo, HWLOC_OBJ_CORE) > 0;
 	ok = 1;
 out:
 	if (!ok) {
@@ -175,6 +229,136 @@ out:
 		free(m);
 		return NULL;
 	}
+	return m;
+}
+
+/* hwloc 2.9's XML import dies on some malformed files (an object without
+ * complete_cpuset, a cut attribute: found by tests/fuzz/fuzz_topology), and
+ * a topology= file is read inside every step's slurmstepd.  So a file is
+ * first loaded in a child process, with the default action for the crash
+ * signals and at most DL_MAP_XML_SECONDS, and only loaded here once that
+ * worked on the very same bytes.  Returns 0, or -1 with one line in err. */
+#define DL_MAP_XML_SECONDS 20
+static int xml_loads_in_child(const char *buf, size_t len, const char *name, char *err, size_t errlen)
+{
+	static const int crash[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS, SIGALRM };
+	int status = 0;
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		snprintf(err, errlen, "%s: cannot check it in a child process: fork: %s", name, strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		struct sigaction sa;
+		sigset_t set;
+		char e[8];
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = SIG_DFL;
+		sigemptyset(&set);
+		for (size_t i = 0; i < sizeof(crash) / sizeof(crash[0]); i++) {
+			sigaction(crash[i], &sa, NULL);
+			sigaddset(&set, crash[i]);
+		}
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		alarm(DL_MAP_XML_SECONDS);
+		_exit(map_load(buf, len, name, e, sizeof(e)) ? 0 : 1);
+	}
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			snprintf(err, errlen, "%s: cannot check it in a child process: waitpid: %s", name, strerror(errno));
+			return -1;
+		}
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+		snprintf(err, errlen, "%s: hwloc took more than %d s to read it", name, DL_MAP_XML_SECONDS);
+	else if (WIFSIGNALED(status))
+		snprintf(err, errlen, "%s: not a valid hwloc XML topology (hwloc died of signal %d reading it)",
+			 name, WTERMSIG(status));
+	else
+		snprintf(err, errlen, "%s: not a valid hwloc XML topology", name);
+	return -1;
+}
+
+struct dl_map *dl_map_open_buffer(const char *buf, size_t len, const char *name, char *err, size_t errlen)
+{
+	char *copy;
+	struct dl_map *m;
+
+	if (len > DL_MAP_MAX_XML) {
+		snprintf(err, errlen, "%s: larger than %d bytes", name, DL_MAP_MAX_XML);
+		return NULL;
+	}
+	/* hwloc wants the ending 0 inside the buffer. */
+	if (!(copy = malloc(len + 1))) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	memcpy(copy, buf, len);
+	copy[len] = '\0';
+	m = xml_loads_in_child(copy, len, name, err, errlen) < 0 ? NULL : map_load(copy, len, name, err, errlen);
+	free(copy);
+	return m;
+}
+
+/* The file is read here rather than by hwloc, so that a missing,
+ * unreadable, special or huge file gets an error that says so (a FIFO
+ * would block: it is opened without waiting and refused). */
+struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
+{
+	struct dl_map *m = NULL;
+	struct stat sb;
+	char *buf = NULL;
+	size_t got = 0;
+	int fd;
+
+	if (!xml)
+		return map_load(NULL, 0, "", err, errlen);
+	if ((fd = open(xml, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) < 0) {
+		snprintf(err, errlen, "%s: %s", xml, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &sb) < 0) {
+		snprintf(err, errlen, "%s: %s", xml, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", xml);
+		goto out;
+	}
+	if (sb.st_size > DL_MAP_MAX_XML) {
+		snprintf(err, errlen, "%s: larger than %d bytes", xml, DL_MAP_MAX_XML);
+		goto out;
+	}
+	if (!(buf = malloc((size_t)sb.st_size + 1))) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	while (got < (size_t)sb.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)sb.st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			snprintf(err, errlen, "%s: %s", xml, strerror(errno));
+			goto out;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got == 0) {
+		snprintf(err, errlen, "%s: empty file", xml);
+		goto out;
+	}
+	buf[got] = '\0';
+	m = xml_loads_in_child(buf, got, xml, err, errlen) < 0 ? NULL : map_load(buf, got, xml, err, errlen);
+out:
+	free(buf);
+	close(fd);
 	return m;
 }
 
@@ -192,6 +376,45 @@ hwloc_topology_t dl_map_topology(const struct dl_map *m) { return m->topo; }
 const char *dl_map_gpu_busid(const struct dl_map *m, int i)
 {
 	return i >= 0 && i < m->ngpus ? m->busid[i] : NULL;
+}
+
+static void cat(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Append to a 0-terminated buffer, cutting what does not fit. */
+static void cat(char *buf, size_t len, const char *fmt, ...)
+{
+	size_t used = strnlen(buf, len);
+	va_list ap;
+
+	if (used + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf + used, len - used, fmt, ap);
+	va_end(ap);
+}
+
+/* "L3Cache P#6", "Group", "Package P#0". */
+static void obj_name(hwloc_obj_t o, char *buf, size_t len)
+{
+	if (o->os_index != HWLOC_UNKNOWN_INDEX && o->type != HWLOC_OBJ_GROUP)
+		snprintf(buf, len, "%s P#%u", hwloc_obj_type_string(o->type), o->os_index);
+	else
+		snprintf(buf, len, "%s", hwloc_obj_type_string(o->type));
+}
+
+/* Where two objects meet, in words. */
+static void meet_name(hwloc_obj_t c, char *buf, size_t len)
+{
+	char n[64];
+
+	if (c->type == HWLOC_OBJ_BRIDGE)
+		snprintf(buf, len, "%s", c->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST ?
+			 "same host bridge" : "same PCIe switch");
+	else if (c->type == HWLOC_OBJ_PCI_DEVICE)
+		snprintf(buf, len, "same PCI device");
+	else {
+		obj_name(c, n, sizeof(n));
+		snprintf(buf, len, "same %s", n);
+	}
 }
 
 /* Distance from the root, counting every parent (I/O objects have negative
@@ -214,180 +437,597 @@ static hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b)
 	return NULL;
 }
 
-/* Set bits in near (NIC indexes of kind k) for the NICs nearest to anchor:
- * deepest common ancestor first (same switch beats same host bridge beats
- * same package), then fewest hops between the two, so that on a tie at the
- * package a NIC on the GPU's own root port wins over one behind a slow
- * management switch. */
-static void nearest(const struct dl_map *m, int k, hwloc_obj_t anchor, hwloc_bitmap_t near)
+/* A set of NICs of one kind: flags by index in dl_map.nic[k] (no
+ * allocation, so nothing here can fail). */
+struct nicset {
+	char on[DL_MAP_MAX_NICS];
+	int n;
+};
+
+/* The NICs nearest to anchor, among the network interfaces of the best
+ * class on the node: deepest common ancestor first (same switch beats same
+ * host bridge beats same package), then fewest hops between the two, so
+ * that on a tie at the package a NIC on the GPU's own root port wins over
+ * one behind another switch.  Returns where the nearest meet the anchor
+ * (NULL: no NIC). */
+static hwloc_obj_t nearest(const struct dl_map *m, int k, hwloc_obj_t anchor, struct nicset *near)
 {
 	int best = -1, best_hops = 0, da = tree_depth(anchor);
+	hwloc_obj_t via = NULL;
 
-	hwloc_bitmap_zero(near);
+	memset(near, 0, sizeof(*near));
 	for (int i = 0; i < m->nnics[k]; i++) {
-		hwloc_obj_t c = common_ancestor(anchor, m->nic[k][i]);
-		int d = c ? tree_depth(c) : -1;
-		int hops = da + tree_depth(m->nic[k][i]) - 2 * d;
+		hwloc_obj_t c;
+		int d, hops;
 
+		if (k == NIC_NET && m->tier[i] != m->top_tier)
+			continue;
+		c = common_ancestor(anchor, m->nic[k][i]);
+		d = c ? tree_depth(c) : -1;
+		hops = da + tree_depth(m->nic[k][i]) - 2 * d;
 		if (d > best || (d == best && hops < best_hops)) {
 			best = d;
 			best_hops = hops;
-			hwloc_bitmap_only(near, (unsigned)i);
-		} else if (d == best && hops == best_hops) {
-			hwloc_bitmap_set(near, (unsigned)i);
+			via = c;
+			memset(near, 0, sizeof(*near));
+		} else if (d != best || hops != best_hops) {
+			continue;
 		}
+		near->on[i] = 1;
+		near->n++;
 	}
+	return via;
 }
 
-/* Pick unit u's share of its nearest NICs of kind k and write their names.
- * anchors[0..n) are all units (GPUs, or tasks' NUMA nodes) that split NICs. */
-static int pick_nics(const struct dl_map *m, int k, hwloc_obj_t *anchors, int n, int u,
-		     char *out, size_t outlen)
-{
-	hwloc_bitmap_t mine = hwloc_bitmap_alloc(), other = hwloc_bitmap_alloc();
-	int rv = -1, grp = 0, pos = 0, cnt, lo, hi, i, j, len = 0;
+static const char *const tier_words[] = {
+	[TIER_MGMT] = " (only management interfaces on the node)",
+	[TIER_OTHER] = " (no high-speed interface on the node)",
+	[TIER_FAST] = " high-speed",
+};
 
-	out[0] = '\0';
-	if (!mine || !other)
-		goto out;
-	nearest(m, k, anchors[u], mine);
-	cnt = hwloc_bitmap_weight(mine);
-	if (cnt <= 0) {
-		rv = 0;
-		goto out;
+/* Choose unit u's share of its nearest NICs and say why.  near[0..n) are
+ * the nearest NICs of kind k of every unit (GPUs, or tasks' NUMA nodes)
+ * that split them, via[u] where unit u meets its own; unit names them in
+ * the explanation. */
+static void pick_nics(const struct dl_map *m, int k, const struct nicset *near, hwloc_obj_t via, int n, int u,
+		      const char *unit, struct nicset *chosen, char *why, size_t whylen)
+{
+	const struct nicset *mine = &near[u];
+	int grp = 0, pos = 0, lo, hi, j = 0;
+	char w[96];
+
+	memset(chosen, 0, sizeof(*chosen));
+	if (mine->n == 0 || !via) {
+		snprintf(why, whylen, "%s", k == NIC_HCA ? "no OpenFabrics device on the node" :
+			 "no network interface on a PCI function");
+		return;
 	}
-	for (i = 0; i < n; i++) {
-		nearest(m, k, anchors[i], other);
-		if (!hwloc_bitmap_isequal(mine, other))
+	for (int i = 0; i < n; i++) {
+		if (memcmp(mine->on, near[i].on, sizeof(mine->on)) != 0)
 			continue;
 		if (i < u)
 			pos++;
 		grp++;
 	}
-	lo = pos * cnt / grp;
-	hi = grp <= cnt ? (pos + 1) * cnt / grp : lo + 1;
-	j = 0;
-	hwloc_bitmap_foreach_begin(i, mine)
+	lo = pos * mine->n / grp;
+	hi = grp <= mine->n ? (pos + 1) * mine->n / grp : lo + 1;
+	for (int i = 0; i < m->nnics[k]; i++) {
+		if (!mine->on[i])
+			continue;
 		if (j >= lo && j < hi) {
-			int w = snprintf(out + len, outlen - len, "%s%s", len ? "," : "", m->nic[k][i]->name);
-			if (w < 0 || (size_t)w >= outlen - len) {
-				out[len] = '\0';
-				break;
-			}
-			len += w;
+			chosen->on[i] = 1;
+			chosen->n++;
 		}
 		j++;
-	hwloc_bitmap_foreach_end();
-	rv = 0;
-out:
-	hwloc_bitmap_free(mine);
-	hwloc_bitmap_free(other);
-	return rv;
+	}
+	meet_name(via, w, sizeof(w));
+	snprintf(why, whylen, "nearest%s: %s", k == NIC_NET ? tier_words[m->top_tier] : "", w);
+	if (grp > 1)
+		cat(why, whylen, ", split: %d %s over %d", grp, unit, mine->n);
 }
 
-void dl_map_task_clear(struct dl_map_task *t)
+/* Names of the NICs of kind k in set, comma separated. */
+static void nic_names(const struct dl_map *m, int k, const struct nicset *set, char *out, size_t len)
 {
-	hwloc_bitmap_free(t->cpuset);
-	hwloc_bitmap_free(t->nodeset);
-	t->cpuset = t->nodeset = NULL;
+	out[0] = '\0';
+	for (int i = 0; i < m->nnics[k]; i++)
+		if (set->on[i])
+			cat(out, len, "%s%s", out[0] ? "," : "", m->nic[k][i]->name);
 }
 
-/* NUMA nodes of CPU-only task r of n: the nodes with CPUs split evenly. */
-static void cpu_task_numa(const struct dl_map *m, int r, int n, hwloc_bitmap_t ns)
+/* NUMA nodes of CPU-only task r of n: the nodes with CPUs split evenly.
+ * Returns 0 or -1 (out of memory). */
+static int cpu_task_numa(const struct dl_map *m, int r, int n, hwloc_bitmap_t ns)
 {
 	int c = m->nnuma, lo, hi;
 
 	hwloc_bitmap_zero(ns);
 	if (c == 0)
-		return;
+		return 0;
 	lo = r * c / n;
 	hi = n >= c ? lo + 1 : (r + 1) * c / n;
 	for (int i = lo; i < hi; i++)
-		hwloc_bitmap_set(ns, m->numa[i]->os_index);
+		if (hwloc_bitmap_set(ns, m->numa[i]->os_index) < 0)
+			return -1;
+	return 0;
 }
 
-int dl_map_task(const struct dl_map *m, const int *step_gpus, int n_step_gpus, int gpu,
-		int rank, int ntasks, hwloc_const_bitmap_t allowed, int nic,
-		struct dl_map_task *t, char *err, size_t errlen)
+/* The CPU units of set in topology order: its cores or, in a topology
+ * without Core objects (a trimmed file), its CPUs, the i-th CPU of each run
+ * of consecutive indexes together when the runs are of one length (Linux
+ * numbers the second hardware thread of core i as i + cores).  Returns
+ * the count and *out (freed with free_units), or -1 (out of memory). */
+static void free_units(hwloc_bitmap_t *u, int n)
 {
-	hwloc_obj_t anchors[DL_MAP_MAX_NICS];
-	hwloc_bitmap_t ns = NULL;
-	int rv = -1, n = 0, u = 0;
+	if (!u)
+		return;
+	for (int i = 0; i < n; i++)
+		hwloc_bitmap_free(u[i]);
+	free(u);
+}
 
-	memset(t, 0, sizeof(*t));
-	t->gpu = t->node_gpu = -1;
-	if (rank < 0 || ntasks <= 0 || rank >= ntasks) {
-		snprintf(err, errlen, "task %d of %d is out of range", rank, ntasks);
-		return -1;
+static int units(const struct dl_map *m, hwloc_const_bitmap_t set, hwloc_bitmap_t **out)
+{
+	int n = 0, i = 0, w = hwloc_bitmap_weight(set);
+	hwloc_bitmap_t *u;
+
+	*out = NULL;
+	if (w <= 0)
+		return 0;
+	if (m->has_cores) {
+		hwloc_obj_t o = NULL;
+
+		while ((o = hwloc_get_next_obj_inside_cpuset_by_type(m->topo, set, HWLOC_OBJ_CORE, o)))
+			n++;
+		if (n == 0)
+			return 0;
+		if (!(u = calloc((size_t)n, sizeof(*u))))
+			return -1;
+		for (o = NULL; i < n && (o = hwloc_get_next_obj_inside_cpuset_by_type(m->topo, set, HWLOC_OBJ_CORE, o)); i++)
+			if (!(u[i] = hwloc_bitmap_dup(o->cpuset))) {
+				free_units(u, i);
+				return -1;
+			}
+		*out = u;
+		return n;
 	}
-	if (n_step_gpus > DL_MAP_MAX_GPUS) {
-		snprintf(err, errlen, "%d step GPUs is more than %d", n_step_gpus, DL_MAP_MAX_GPUS);
-		return -1;
+	{
+		int runs = 0, len = -1, same = 1, prev = -2, run_len = 0, b;
+
+		hwloc_bitmap_foreach_begin(b, set)
+			if (b != prev + 1) {
+				if (runs && len >= 0 && run_len != len)
+					same = 0;
+				if (runs && len < 0)
+					len = run_len;
+				runs++;
+				run_len = 0;
+			}
+			run_len++;
+			prev = b;
+		hwloc_bitmap_foreach_end();
+		if (len < 0)
+			len = run_len;
+		else if (run_len != len)
+			same = 0;
+		n = runs > 1 && same ? len : w;
+		if (!(u = calloc((size_t)n, sizeof(*u))))
+			return -1;
+		for (i = 0; i < n; i++)
+			if (!(u[i] = hwloc_bitmap_alloc())) {
+				free_units(u, i);
+				return -1;
+			}
+		i = 0;
+		hwloc_bitmap_foreach_begin(b, set)
+			if (hwloc_bitmap_set(u[i % n], (unsigned)b) < 0) {
+				free_units(u, n);
+				return -1;
+			}
+			i++;
+		hwloc_bitmap_foreach_end();
+		*out = u;
+		return n;
 	}
-	for (int i = 0; i < n_step_gpus; i++)
+}
+
+/* Give tasks idx[0..k) their share of the units u[0..nu): contiguous
+ * chunks in topology order, or, with more tasks than units, unit j*nu/k to
+ * task j (shared).  got[j]: the units task idx[j] got. */
+static int split(hwloc_bitmap_t *u, int nu, const int *idx, int k, struct dl_map_task *t, int *got)
+{
+	for (int j = 0; j < k; j++) {
+		int lo = j * nu / k, hi = nu >= k ? (j + 1) * nu / k : lo + 1;
+
+		got[j] = 0;
+		for (int x = lo; x < hi && x < nu; x++) {
+			if (hwloc_bitmap_or(t[idx[j]].cpuset, t[idx[j]].cpuset, u[x]) < 0)
+				return -1;
+			got[j]++;
+		}
+	}
+	return 0;
+}
+
+static void split_why(char *why, size_t len, const char *what, int k, int nu, int got, const char *word)
+{
+	const char *s = got == 1 ? "" : "s";
+
+	if (why[0])
+		cat(why, len, " + ");
+	if (k == 1)
+		cat(why, len, "%s: %d %s%s", what, got, word, s);
+	else if (k <= nu)
+		cat(why, len, "%s split %d ways: %d %s%s", what, k, got, word, s);
+	else
+		cat(why, len, "%s: %d tasks on %d %s%s, shared", what, k, nu, word, nu == 1 ? "" : "s");
+}
+
+/* The next group of tasks with equal sets: the smallest set not yet done,
+ * with every task that has it, in task order.  Returns its size. */
+static int next_group(hwloc_bitmap_t *set, char *done, int n, int *idx)
+{
+	int best = -1, bw = 0, k = 0;
+
+	for (int r = 0; r < n; r++)
+		if (!done[r] && set[r]) {
+			int w = hwloc_bitmap_weight(set[r]);
+
+			if (best < 0 || w < bw) {
+				best = r;
+				bw = w;
+			}
+		}
+	if (best < 0)
+		return 0;
+	for (int r = 0; r < n; r++)
+		if (!done[r] && set[r] && hwloc_bitmap_isequal(set[r], set[best])) {
+			idx[k++] = r;
+			done[r] = 1;
+		}
+	return k;
+}
+
+void dl_map_plan_free(struct dl_map_plan *p)
+{
+	if (!p)
+		return;
+	for (int r = 0; r < p->ntasks; r++) {
+		hwloc_bitmap_free(p->task[r].cpuset);
+		hwloc_bitmap_free(p->task[r].nodeset);
+	}
+	free(p);
+}
+
+int dl_map_plan_ntasks(const struct dl_map_plan *p) { return p->ntasks; }
+
+const struct dl_map_task *dl_map_plan_task(const struct dl_map_plan *p, int r)
+{
+	return r >= 0 && r < p->ntasks ? &p->task[r] : NULL;
+}
+
+static void free_sets(hwloc_bitmap_t *s, int n)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < n; i++)
+		hwloc_bitmap_free(s[i]);
+	free(s);
+}
+
+struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, int ng, const int *task_gpu,
+				int ntasks, int nic, char *err, size_t errlen)
+{
+	struct dl_map_plan *p = NULL;
+	hwloc_bitmap_t *dom = NULL, *loc = NULL, *u = NULL, taken = NULL, avail = NULL;
+	struct nicset chosen, port, *near[2][NIC_KINDS] = { { NULL } }; /* [GPU or CPU units][kind] */
+	hwloc_obj_t *via[2][NIC_KINDS] = { { NULL } };
+	hwloc_obj_t *lobj = NULL, *cpu_anchor = NULL, gpu_anchor[DL_MAP_MAX_GPUS];
+	int *idx = NULL, *got = NULL, *cpu_idx = NULL, nu = 0, ncpu = 0, k, ok = 0;
+	char *done = NULL, name[DL_MAP_LIST + 32];
+	const char *word = m->has_cores ? "core" : "CPU";
+
+	if (ntasks <= 0 || ntasks > DL_MAP_MAX_TASKS) {
+		snprintf(err, errlen, "%d tasks on the node: expected 1 to %d", ntasks, DL_MAP_MAX_TASKS);
+		return NULL;
+	}
+	if (ng < 0 || ng > DL_MAP_MAX_GPUS) {
+		snprintf(err, errlen, "%d step GPUs is more than %d", ng, DL_MAP_MAX_GPUS);
+		return NULL;
+	}
+	for (int i = 0; i < ng; i++)
 		if (step_gpus[i] < 0 || step_gpus[i] >= m->ngpus) {
 			snprintf(err, errlen, "GPU %d of the step is not in the topology (it has %d GPUs)",
 				 step_gpus[i], m->ngpus);
-			return -1;
+			return NULL;
 		}
-	t->cpuset = hwloc_bitmap_alloc();
-	t->nodeset = hwloc_bitmap_alloc();
-	ns = hwloc_bitmap_alloc();
-	if (!t->cpuset || !t->nodeset || !ns) {
-		snprintf(err, errlen, "out of memory");
-		goto out;
-	}
+	for (int r = 0; task_gpu && r < ntasks; r++)
+		if (task_gpu[r] < -1 || task_gpu[r] >= ng) {
+			snprintf(err, errlen, "task %d's GPU %d is not one of the step's %d", r, task_gpu[r], ng);
+			return NULL;
+		}
+	p = calloc(1, sizeof(*p) + (size_t)ntasks * sizeof(p->task[0]));
+	dom = calloc((size_t)ntasks, sizeof(*dom));
+	loc = calloc((size_t)ntasks, sizeof(*loc));
+	lobj = calloc((size_t)ntasks, sizeof(*lobj));
+	cpu_anchor = calloc((size_t)ntasks, sizeof(*cpu_anchor));
+	cpu_idx = calloc((size_t)ntasks, sizeof(*cpu_idx));
+	idx = calloc((size_t)ntasks, sizeof(*idx));
+	got = calloc((size_t)ntasks, sizeof(*got));
+	done = calloc((size_t)ntasks, 1);
+	taken = hwloc_bitmap_alloc();
+	avail = hwloc_bitmap_alloc();
+	if (!p || !dom || !loc || !lobj || !cpu_anchor || !cpu_idx || !idx || !got || !done || !taken || !avail)
+		goto oom;
+	p->ntasks = ntasks;
+	for (int r = 0; r < ntasks; r++) {
+		struct dl_map_task *t = &p->task[r];
 
-	if (n_step_gpus > 0) {
-		/* Tasks beyond the GPU count share GPUs round-robin. */
-		t->gpu = gpu >= 0 && gpu < n_step_gpus ? gpu : rank % n_step_gpus;
-		t->node_gpu = step_gpus[t->gpu];
-		snprintf(t->busid, sizeof(t->busid), "%s", m->busid[t->node_gpu]);
-		hwloc_obj_t a = hwloc_get_non_io_ancestor_obj(m->topo, m->gpu[t->node_gpu]);
-		if (a && a->nodeset)
-			hwloc_bitmap_copy(t->nodeset, a->nodeset);
-		for (int i = 0; i < n_step_gpus; i++)
-			anchors[n++] = m->gpu[step_gpus[i]];
-		u = t->gpu;
-	} else {
-		cpu_task_numa(m, rank, ntasks, t->nodeset);
-		/* Every task is a unit; its anchor is its first NUMA node. */
-		for (int r = 0; r < ntasks && n < DL_MAP_MAX_NICS; r++) {
-			cpu_task_numa(m, r, ntasks, ns);
-			hwloc_obj_t o = hwloc_get_numanode_obj_by_os_index(m->topo,
-				(unsigned)hwloc_bitmap_first(ns));
-			anchors[n++] = o ? o : hwloc_get_root_obj(m->topo);
-		}
-		u = rank < n ? rank : 0;
+		t->gpu = task_gpu ? task_gpu[r] : ng > 0 ? r % ng : -1;
+		t->node_gpu = -1;
+		if (!(t->cpuset = hwloc_bitmap_alloc()) || !(t->nodeset = hwloc_bitmap_alloc()) ||
+		    !(dom[r] = hwloc_bitmap_alloc()))
+			goto oom;
+		if (t->gpu < 0)
+			cpu_idx[r] = ncpu++;
 	}
+	for (int i = 0; i < ng; i++)
+		gpu_anchor[i] = m->gpu[step_gpus[i]];
 
-	if (hwloc_cpuset_from_nodeset(m->topo, t->cpuset, t->nodeset) < 0) {
-		snprintf(err, errlen, "hwloc_cpuset_from_nodeset failed");
-		goto out;
-	}
-	hwloc_bitmap_list_snprintf(t->numa_cpus, sizeof(t->numa_cpus), t->cpuset);
-	if (allowed) {
-		hwloc_bitmap_and(t->cpuset, t->cpuset, allowed);
-		if (hwloc_bitmap_iszero(t->cpuset)) {
-			/* The NUMA node's CPUs are not ours: keep what Slurm gave. */
-			hwloc_bitmap_copy(t->cpuset, allowed);
-		}
-	}
-	if (nic && n > 0)
-		for (int k = 0; k < NIC_KINDS; k++)
-			if (pick_nics(m, k, anchors, n, u, k == NIC_HCA ? t->hca : t->ifname,
-				      DL_MAP_LIST) < 0) {
-				snprintf(err, errlen, "out of memory");
-				goto out;
+	/* Each task's NUMA node(s), their CPUs (the domain) and the GPU's own
+	 * smaller locality (an L3 or a Group inside the NUMA node). */
+	for (int r = 0; r < ntasks; r++) {
+		struct dl_map_task *t = &p->task[r];
+
+		if (t->gpu >= 0) {
+			hwloc_obj_t a;
+
+			t->node_gpu = step_gpus[t->gpu];
+			snprintf(t->busid, sizeof(t->busid), "%s", m->busid[t->node_gpu]);
+			if (t->gpu == r % ng)
+				snprintf(t->why_gpu, sizeof(t->why_gpu), "task %d mod %d step GPU%s", r, ng, ng > 1 ? "s" : "");
+			else
+				snprintf(t->why_gpu, sizeof(t->why_gpu), "Slurm's binding of the task");
+			a = hwloc_get_non_io_ancestor_obj(m->topo, m->gpu[t->node_gpu]);
+			if (a && a->nodeset && hwloc_bitmap_copy(t->nodeset, a->nodeset) < 0)
+				goto oom;
+			if (!hwloc_bitmap_iszero(t->nodeset) &&
+			    hwloc_cpuset_from_nodeset(m->topo, dom[r], t->nodeset) < 0)
+				goto oom;
+			if (hwloc_bitmap_iszero(dom[r]) && a && a->cpuset && hwloc_bitmap_copy(dom[r], a->cpuset) < 0)
+				goto oom;
+			if (a) {
+				char oname[64];
+
+				obj_name(a, oname, sizeof(oname));
+				snprintf(t->why_numa, sizeof(t->why_numa), "of the GPU's %s", oname);
 			}
-	hwloc_bitmap_list_snprintf(t->numa, sizeof(t->numa), t->nodeset);
-	hwloc_bitmap_list_snprintf(t->cpus, sizeof(t->cpus), t->cpuset);
-	rv = 0;
+			if (a && a->cpuset && !hwloc_bitmap_iszero(a->cpuset) && hwloc_bitmap_isincluded(a->cpuset, dom[r]) &&
+			    !hwloc_bitmap_isequal(a->cpuset, dom[r])) {
+				if (!(loc[r] = hwloc_bitmap_dup(a->cpuset)))
+					goto oom;
+				lobj[r] = a;
+			}
+		} else {
+			if (cpu_task_numa(m, cpu_idx[r], ncpu, t->nodeset) < 0)
+				goto oom;
+			if (hwloc_bitmap_iszero(t->nodeset)) {
+				if (hwloc_bitmap_copy(dom[r], hwloc_get_root_obj(m->topo)->cpuset) < 0)
+					goto oom;
+			} else if (hwloc_cpuset_from_nodeset(m->topo, dom[r], t->nodeset) < 0)
+				goto oom;
+			snprintf(t->why_gpu, sizeof(t->why_gpu), "%s", ng == 0 ? "the step has no GPU here" :
+				 "not known (Slurm confines the task's devices)");
+			snprintf(t->why_numa, sizeof(t->why_numa), "NUMA nodes split between %d task%s without GPU",
+				 ncpu, ncpu > 1 ? "s" : "");
+			cpu_anchor[cpu_idx[r]] = hwloc_bitmap_iszero(t->nodeset) ? hwloc_get_root_obj(m->topo) :
+				hwloc_get_numanode_obj_by_os_index(m->topo, (unsigned)hwloc_bitmap_first(t->nodeset));
+			if (!cpu_anchor[cpu_idx[r]])
+				cpu_anchor[cpu_idx[r]] = hwloc_get_root_obj(m->topo);
+		}
+		hwloc_bitmap_list_snprintf(t->numa, sizeof(t->numa), t->nodeset);
+	}
+
+	/* CPUs, first pass: the GPU's own locality, split between the tasks
+	 * that share it when each can have a whole core. */
+	while ((k = next_group(loc, done, ntasks, idx)) > 0) {
+		if (hwloc_bitmap_andnot(avail, loc[idx[0]], taken) < 0 || (nu = units(m, avail, &u)) < 0)
+			goto oom;
+		if (nu >= k) {
+			obj_name(lobj[idx[0]], name, sizeof(name));
+			if (split(u, nu, idx, k, p->task, got) < 0 || hwloc_bitmap_or(taken, taken, avail) < 0)
+				goto oom;
+			for (int j = 0; j < k; j++)
+				split_why(p->task[idx[j]].why_cpus, DL_MAP_WHY, name, k, nu, got[j], word);
+		}
+		free_units(u, nu);
+		u = NULL;
+	}
+	/* Second pass: the rest of each NUMA domain, split between all its
+	 * tasks; with fewer cores than tasks, only the tasks still without
+	 * CPUs take part, and share. */
+	memset(done, 0, (size_t)ntasks);
+	while ((k = next_group(dom, done, ntasks, idx)) > 0) {
+		hwloc_const_bitmap_t d = dom[idx[0]];
+		int rest, kk = k;
+
+		if (hwloc_bitmap_andnot(avail, d, taken) < 0)
+			goto oom;
+		rest = !hwloc_bitmap_isequal(avail, d);
+		if ((nu = units(m, avail, &u)) < 0)
+			goto oom;
+		if (nu < k) {
+			kk = 0;
+			for (int j = 0; j < k; j++)
+				if (hwloc_bitmap_iszero(p->task[idx[j]].cpuset))
+					idx[kk++] = idx[j];
+		}
+		if (kk > 0 && nu == 0) {
+			/* Nothing is left: the tasks without CPUs share the domain. */
+			free_units(u, nu);
+			u = NULL;
+			if ((nu = units(m, d, &u)) < 0)
+				goto oom;
+			rest = 0;
+		}
+		if (kk > 0 && nu > 0) {
+			snprintf(name, sizeof(name), "%sNUMA %s", rest ? "rest of " : "", p->task[idx[0]].numa);
+			if (split(u, nu, idx, kk, p->task, got) < 0 || hwloc_bitmap_or(taken, taken, avail) < 0)
+				goto oom;
+			for (int j = 0; j < kk; j++)
+				split_why(p->task[idx[j]].why_cpus, DL_MAP_WHY, name, kk, nu, got[j], word);
+		}
+		free_units(u, nu);
+		u = NULL;
+	}
+	for (int r = 0; r < ntasks; r++) {
+		struct dl_map_task *t = &p->task[r];
+		int n = 0;
+
+		for (int s = 0; s < ntasks; s++)
+			n += hwloc_bitmap_intersects(t->cpuset, p->task[s].cpuset);
+		t->shared = n > 1 ? n : 0;
+		hwloc_bitmap_list_snprintf(t->cpus, sizeof(t->cpus), t->cpuset);
+		if (!t->why_cpus[0])
+			snprintf(t->why_cpus, sizeof(t->why_cpus), "no CPU in the topology's NUMA node");
+	}
+
+	/* NICs: a GPU's among the step's GPUs, a task without GPU's among
+	 * the tasks without GPU.  Each unit's nearest NICs, once. */
+	for (int g = 0; nic && g < 2; g++) {
+		int n = g ? ng : ncpu;
+
+		for (int kind = 0; kind < NIC_KINDS; kind++) {
+			near[g][kind] = calloc((size_t)(n ? n : 1), sizeof(*near[g][kind]));
+			via[g][kind] = calloc((size_t)(n ? n : 1), sizeof(*via[g][kind]));
+			if (!near[g][kind] || !via[g][kind])
+				goto oom;
+			for (int i = 0; i < n; i++)
+				via[g][kind][i] = nearest(m, kind, g ? gpu_anchor[i] : cpu_anchor[i], &near[g][kind][i]);
+		}
+	}
+	for (int r = 0; r < ntasks; r++) {
+		struct dl_map_task *t = &p->task[r];
+		int g = t->gpu >= 0, n = g ? ng : ncpu, x = g ? t->gpu : cpu_idx[r];
+
+		if (!nic) {
+			snprintf(t->why_hca, sizeof(t->why_hca), "not chosen (nic=none)");
+			snprintf(t->why_ifname, sizeof(t->why_ifname), "not chosen (nic=none)");
+			continue;
+		}
+		pick_nics(m, NIC_HCA, near[g][NIC_HCA], via[g][NIC_HCA][x], n, x, g ? "GPUs" : "tasks", &chosen,
+			  t->why_hca, sizeof(t->why_hca));
+		nic_names(m, NIC_HCA, &chosen, t->hca, sizeof(t->hca));
+		/* The netdevs of the chosen HCAs' own ports (IPoIB, RoCE). */
+		memset(&port, 0, sizeof(port));
+		for (int i = 0; i < m->nnics[NIC_NET]; i++)
+			for (int h = 0; h < m->nnics[NIC_HCA] && !port.on[i]; h++)
+				if (chosen.on[h] && pci_ancestor(m->nic[NIC_HCA][h]) == pci_ancestor(m->nic[NIC_NET][i])) {
+					port.on[i] = 1;
+					port.n++;
+				}
+		if (port.n > 0) {
+			nic_names(m, NIC_NET, &port, t->ifname, sizeof(t->ifname));
+			snprintf(t->why_ifname, sizeof(t->why_ifname), "the netdev%s of its HCA port%s",
+				 port.n > 1 ? "s" : "", chosen.n > 1 ? "s" : "");
+			continue;
+		}
+		pick_nics(m, NIC_NET, near[g][NIC_NET], via[g][NIC_NET][x], n, x, g ? "GPUs" : "tasks", &chosen,
+			  t->why_ifname, sizeof(t->why_ifname));
+		nic_names(m, NIC_NET, &chosen, t->ifname, sizeof(t->ifname));
+	}
+	ok = 1;
+	goto out;
+oom:
+	snprintf(err, errlen, "out of memory");
 out:
-	hwloc_bitmap_free(ns);
-	if (rv < 0)
-		dl_map_task_clear(t);
-	return rv;
+	free_units(u, nu > 0 ? nu : 0);
+	free_sets(dom, ntasks);
+	free_sets(loc, ntasks);
+	free(lobj);
+	free(cpu_anchor);
+	free(cpu_idx);
+	free(idx);
+	free(got);
+	free(done);
+	hwloc_bitmap_free(taken);
+	hwloc_bitmap_free(avail);
+	for (int g = 0; g < 2; g++)
+		for (int kind = 0; kind < NIC_KINDS; kind++) {
+			free(near[g][kind]);
+			free(via[g][kind]);
+		}
+	if (!ok) {
+		dl_map_plan_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+int dl_map_bound(const struct dl_map_task *t, hwloc_const_bitmap_t allowed, hwloc_bitmap_t out)
+{
+	if (hwloc_bitmap_copy(out, t->cpuset) < 0)
+		return -1;
+	if (!allowed)
+		return 0;
+	if (hwloc_bitmap_and(out, out, allowed) < 0)
+		return -1;
+	/* The topology's CPUs are not this task's: keep what Slurm gave. */
+	if (hwloc_bitmap_iszero(out) && hwloc_bitmap_copy(out, allowed) < 0)
+		return -1;
+	return 0;
+}
+
+enum { COL_TASK, COL_GPU, COL_BUSID, COL_HCA, COL_IF, COL_NUMA, COL_CPUS, NCOLS };
+
+static void row_cells(const struct dl_map_plan *p, int r, char cell[NCOLS][DL_MAP_LIST + 32])
+{
+	static const char *const head[NCOLS] = { "task", "gpu", "busid", "hca", "ifname", "numa", "cpus" };
+	const struct dl_map_task *t;
+
+	if (r < 0) {
+		for (int c = 0; c < NCOLS; c++)
+			snprintf(cell[c], sizeof(cell[c]), "%s", head[c]);
+		return;
+	}
+	t = &p->task[r];
+	snprintf(cell[COL_TASK], sizeof(cell[0]), "%d", r);
+	if (t->gpu >= 0)
+		snprintf(cell[COL_GPU], sizeof(cell[0]), "%d", t->gpu);
+	else
+		snprintf(cell[COL_GPU], sizeof(cell[0]), "-");
+	snprintf(cell[COL_BUSID], sizeof(cell[0]), "%s", t->busid[0] ? t->busid : "-");
+	snprintf(cell[COL_HCA], sizeof(cell[0]), "%s", t->hca[0] ? t->hca : "-");
+	snprintf(cell[COL_IF], sizeof(cell[0]), "%s", t->ifname[0] ? t->ifname : "-");
+	snprintf(cell[COL_NUMA], sizeof(cell[0]), "%s", t->numa[0] ? t->numa : "-");
+	if (t->shared)
+		snprintf(cell[COL_CPUS], sizeof(cell[0]), "%s (shared by %d tasks)", t->cpus[0] ? t->cpus : "-", t->shared);
+	else
+		snprintf(cell[COL_CPUS], sizeof(cell[0]), "%s", t->cpus[0] ? t->cpus : "-");
+}
+
+void dl_map_plan_print(FILE *f, const struct dl_map_plan *p, const char *title)
+{
+	char cell[NCOLS][DL_MAP_LIST + 32];
+	int w[NCOLS] = { 0 };
+
+	for (int r = -1; r < p->ntasks; r++) {
+		row_cells(p, r, cell);
+		for (int c = 0; c < NCOLS; c++)
+			if ((int)strlen(cell[c]) > w[c])
+				w[c] = (int)strlen(cell[c]);
+	}
+	fprintf(f, "dljob: %s\n", title);
+	for (int r = -1; r < p->ntasks; r++) {
+		const struct dl_map_task *t = r >= 0 ? &p->task[r] : NULL;
+
+		row_cells(p, r, cell);
+		fprintf(f, "dljob: %-*s  %-*s  %-*s  %-*s  %-*s  %-*s  %s\n", w[0], cell[0], w[1], cell[1],
+			w[2], cell[2], w[3], cell[3], w[4], cell[4], w[5], cell[5], cell[6]);
+		if (t)
+			fprintf(f, "dljob: %*s  why: gpu: %s; hca: %s; ifname: %s; numa: %s; cpus: %s\n", w[0], "",
+				t->why_gpu, t->why_hca, t->why_ifname, t->why_numa[0] ? t->why_numa : "-", t->why_cpus);
+	}
 }
 
 int dl_map_parse_index_list(const char *s, int *idx, int max)

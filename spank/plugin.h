@@ -31,7 +31,7 @@ struct dl_opts {
 /* plugstack.conf arguments. */
 struct dl_args {
 	char runtime[PATH_MAX];
-	char data_allow[4096];  /* ':'-separated directories, "" = allow all */
+	char data_allow[4096];  /* ':'-separated absolute directories, "" = not given: allow all */
 	char default_data[PATH_MAX];
 	char topology[PATH_MAX];/* hwloc XML, "" = this machine */
 	int nic;                /* 1: closest, 0: none */

@@ -34,6 +34,7 @@ static struct {
 	int gpus[DL_MAP_MAX_GPUS]; /* their node indexes */
 	char cvd[1024];            /* the step-wide CUDA_VISIBLE_DEVICES Slurm wrote, as it wrote it */
 	struct dl_map *map;        /* NULL: no mapping (bind=none or topology failed) */
+	struct dl_map_plan *plan;  /* the node's plan, computed once (user_init); NULL: no mapping */
 	char map_err[DL_ERR_LEN];
 	char err[DL_ERR_LEN];      /* the step's options are wrong: fail every task */
 } st;
@@ -111,19 +112,43 @@ static void read_step_gpus(spank_t sp)
 
 int dl_remote_user_init(spank_t sp, const struct dl_args *a)
 {
+	uint32_t nlocal = 0;
+
 	if (!st.active || st.err[0])
 		return 0;
 	read_step_gpus(sp);
+	/* The admin's topology= must load, whatever the step's --dl-bind: a
+	 * wrong file fails the step with the key named, never silently. */
+	if (a->topology[0]) {
+		st.map = dl_map_open(a->topology, st.map_err, sizeof(st.map_err));
+		if (!st.map) {
+			snprintf(st.err, sizeof(st.err), "plugstack.conf: topology=: %.900s", st.map_err);
+			dl_error(0, "%s", st.err);
+			return 0;
+		}
+	}
 	if (dl_opts()->bind_none)
 		return 0;
-	st.map = dl_map_open(a->topology[0] ? a->topology : NULL, st.map_err, sizeof(st.map_err));
-	if (!st.map)
+	if (!st.map && !(st.map = dl_map_open(NULL, st.map_err, sizeof(st.map_err)))) {
+		dl_error(0, "no GPU/NIC/NUMA mapping: %s", st.map_err);
+		return 0;
+	}
+	/* The node's plan, once for all its tasks (each applies its row). */
+	if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &nlocal) != ESPANK_SUCCESS) {
+		snprintf(st.map_err, sizeof(st.map_err), "cannot read the step's local task count");
+		dl_error(0, "no GPU/NIC/NUMA mapping: %s", st.map_err);
+		return 0;
+	}
+	st.plan = dl_map_plan(st.map, st.gpus, st.ngpus, NULL, (int)nlocal, a->nic, st.map_err, sizeof(st.map_err));
+	if (!st.plan)
 		dl_error(0, "no GPU/NIC/NUMA mapping: %s", st.map_err);
 	return 0;
 }
 
 void dl_remote_exit(void)
 {
+	dl_map_plan_free(st.plan);
+	st.plan = NULL;
 	dl_map_close(st.map);
 	st.map = NULL;
 }
@@ -190,16 +215,34 @@ static int task_gpu(spank_t sp, unsigned local)
 	return (int)(local % (unsigned)st.ngpus);
 }
 
+/* The node's table, printed once per node (by local task 0) under
+ * --dl-bind=...,verbose: the same table as `dljob topo`. */
+static void print_table(spank_t sp, const struct dl_args *a, unsigned nlocal)
+{
+	char title[1024], host[256];
+
+	/* Slurm's name of the node (several slurmd may share a host). */
+	if ((spank_getenv(sp, "SLURMD_NODENAME", host, sizeof(host)) != ESPANK_SUCCESS || dl_optval_has_ctl(host)) &&
+	    gethostname(host, sizeof(host)) < 0)
+		snprintf(host, sizeof(host), "?");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(title, sizeof(title), "mapping of %u task%s on %s, step GPUs %.200s, topology %.500s", nlocal,
+		 nlocal == 1 ? "" : "s", host, st.ngpus ? st.cvd[0] ? st.cvd : "(see SLURM_STEP_GPUS)" : "none",
+		 a->topology[0] ? a->topology : "of this machine");
+	dl_map_plan_print(stderr, st.plan, title);
+}
+
 /* Export the GPU, NIC and NUMA choice and bind this task.  Problems are
  * reported and the task runs unbound: a wrong guess must not stop a job. */
 static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *o,
 		     unsigned rank, unsigned local, unsigned nlocal)
 {
 	int gpu = -1, live = !a->topology[0];
-	char err[DL_ERR_LEN], buf[DL_MAP_LIST + 8];
-	const char *mem = "none";
-	struct dl_map_task t;
-	hwloc_bitmap_t allowed = NULL;
+	char err[DL_ERR_LEN], buf[DL_MAP_LIST + 8], bound[DL_MAP_LIST];
+	const char *mem = "none", *note = "";
+	const struct dl_map_task *t;
+	struct dl_map_plan *own = NULL;
+	hwloc_bitmap_t allowed = NULL, cpus = NULL;
 	cpu_set_t cur;
 
 	if (st.ngpus > 0) {
@@ -217,70 +260,95 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 		 * and the task's GPU is its first entry. */
 		setenv_u(sp, "DLJOB_GPU", gpu >= 0 ? (unsigned)gpu : 0);
 	}
-	if (!st.map) {
+	if (!st.plan) {
 		if (o->verbose)
 			fprintf(stderr, "dljob: rank=%u local_rank=%u gpu=%d not bound: %s\n", rank, local, gpu,
 				o->bind_none ? "--dl-bind=none" : st.map_err);
 		return;
 	}
-	if (sched_getaffinity(0, sizeof(cur), &cur) < 0 || !(allowed = hwloc_bitmap_alloc())) {
+	if (o->verbose && local == 0)
+		print_table(sp, a, nlocal);
+	t = dl_map_plan_task(st.plan, (int)local);
+	if (!t || t->gpu != gpu) {
+		/* Slurm bound this task to another GPU than the plan's
+		 * local % GPUs, or confines its devices (its GPU is unknown:
+		 * every task of the step is then mapped as a task without GPU):
+		 * the plan again, with this task's own GPU. */
+		int *tg = calloc(nlocal ? nlocal : 1, sizeof(*tg));
+
+		for (unsigned r = 0; tg && r < nlocal; r++)
+			tg[r] = gpu < 0 ? -1 : r == local ? gpu : (int)(r % (unsigned)st.ngpus);
+		if (!tg || !(own = dl_map_plan(st.map, st.gpus, st.ngpus, tg, (int)nlocal, a->nic, err, sizeof(err)))) {
+			if (!tg)
+				snprintf(err, sizeof(err), "out of memory");
+			free(tg);
+			slurm_verbose("dljob: rank=%u not bound", rank);
+			if (o->verbose)
+				fprintf(stderr, "dljob: rank=%u local_rank=%u not bound: %s\n", rank, local, err);
+			return;
+		}
+		free(tg);
+		t = dl_map_plan_task(own, (int)local);
+		note = gpu < 0 ? " (devices confined: mapped without GPU)" : " (Slurm's GPU binding: mapped again)";
+	}
+	if (sched_getaffinity(0, sizeof(cur), &cur) < 0 || !(allowed = hwloc_bitmap_alloc()) ||
+	    !(cpus = hwloc_bitmap_alloc())) {
 		fprintf(stderr, "dljob: rank=%u: cannot read the task's CPU set: %s\n", rank, strerror(errno));
-		return;
+		goto out;
 	}
 	for (int c = 0; c < CPU_SETSIZE; c++)
 		if (CPU_ISSET(c, &cur))
 			hwloc_bitmap_set(allowed, (unsigned)c);
-	/* A confined task's GPU is unknown here: it is mapped as a task
-	 * without GPU (NUMA nodes shared out, their nearest NICs). */
-	if (dl_map_task(st.map, st.gpus, gpu >= 0 ? st.ngpus : 0, gpu, (int)local, (int)nlocal, allowed,
-			a->nic, &t, err, sizeof(err)) < 0) {
-		/* E.g. the step's GPUs are not in the topology: run unbound. */
-		slurm_verbose("dljob: rank=%u not bound", rank);
-		if (o->verbose)
-			fprintf(stderr, "dljob: rank=%u local_rank=%u not bound: %s\n", rank, local, err);
-		hwloc_bitmap_free(allowed);
-		return;
+	/* Slurm's own allocation still restricts the plan's CPUs. */
+	if (dl_map_bound(t, allowed, cpus) < 0) {
+		fprintf(stderr, "dljob: rank=%u: out of memory\n", rank);
+		goto out;
 	}
-	if (t.hca[0]) {
-		snprintf(buf, sizeof(buf), "=%s", t.hca);
+	hwloc_bitmap_list_snprintf(bound, sizeof(bound), cpus);
+	if (t->hca[0]) {
+		snprintf(buf, sizeof(buf), "=%s", t->hca);
 		spank_setenv(sp, "NCCL_IB_HCA", buf, 0);   /* the user's own choice wins */
 	}
-	if (t.ifname[0]) {
-		snprintf(buf, sizeof(buf), "=%s", t.ifname);
+	if (t->ifname[0]) {
+		snprintf(buf, sizeof(buf), "=%s", t->ifname);
 		spank_setenv(sp, "NCCL_SOCKET_IFNAME", buf, 0);
 	}
-	if (t.busid[0])
-		spank_setenv(sp, "DLJOB_GPU_BUSID", t.busid, 1);
-	spank_setenv(sp, "DLJOB_NUMA", t.numa, 1);
+	if (t->busid[0])
+		spank_setenv(sp, "DLJOB_GPU_BUSID", t->busid, 1);
+	spank_setenv(sp, "DLJOB_NUMA", t->numa, 1);
 
-	/* t.cpuset is inside what Slurm allowed, so it only names CPUs that
+	/* cpus is inside what Slurm allowed, so it only names CPUs that
 	 * exist here even when the topology is an XML file of another node. */
 	CPU_ZERO(&cur);
-	for (int c = hwloc_bitmap_first(t.cpuset); c >= 0 && c < CPU_SETSIZE; c = hwloc_bitmap_next(t.cpuset, c))
+	for (int c = hwloc_bitmap_first(cpus); c >= 0 && c < CPU_SETSIZE; c = hwloc_bitmap_next(cpus, c))
 		CPU_SET(c, &cur);
 	if (CPU_COUNT(&cur) > 0 && sched_setaffinity(0, sizeof(cur), &cur) < 0)
-		fprintf(stderr, "dljob: rank=%u: sched_setaffinity(%s): %s\n", rank, t.cpus, strerror(errno));
-	spank_setenv(sp, "DLJOB_CPUS", t.cpus, 1);
+		fprintf(stderr, "dljob: rank=%u: sched_setaffinity(%s): %s\n", rank, bound, strerror(errno));
+	spank_setenv(sp, "DLJOB_CPUS", bound, 1);
 
 	/* Memory: only with the live topology (an XML file's NUMA nodes are
 	 * not this machine's).  Non-strict BIND is a preference, so a full
 	 * node spills over instead of failing the job. */
 	if (!live) {
 		mem = "skipped(topology=)";
-	} else if (!hwloc_bitmap_iszero(t.nodeset)) {
-		if (hwloc_set_membind(dl_map_topology(st.map), t.nodeset, HWLOC_MEMBIND_BIND,
+	} else if (!hwloc_bitmap_iszero(t->nodeset)) {
+		if (hwloc_set_membind(dl_map_topology(st.map), t->nodeset, HWLOC_MEMBIND_BIND,
 				      HWLOC_MEMBIND_BYNODESET) == 0)
-			mem = t.numa;
+			mem = t->numa;
 		else
 			mem = "failed";
 	}
+	/* This task's row as applied: the table's columns, then what Slurm's
+	 * allocation left of its CPUs (bound) and its memory policy. */
 	if (o->verbose)
 		fprintf(stderr, "dljob: rank=%u local_rank=%u gpu=%d busid=%s hca=%s ifname=%s numa=%s "
-			"cpus=%s bound=%s mem=%s\n", rank, local, t.gpu, t.busid[0] ? t.busid : "-",
-			t.hca[0] ? t.hca : "-", t.ifname[0] ? t.ifname : "-", t.numa[0] ? t.numa : "-",
-			t.numa_cpus[0] ? t.numa_cpus : "-", t.cpus, mem);
-	dl_map_task_clear(&t);
+			"cpus=%s%s bound=%s mem=%s%s\n", rank, local, t->gpu, t->busid[0] ? t->busid : "-",
+			t->hca[0] ? t->hca : "-", t->ifname[0] ? t->ifname : "-", t->numa[0] ? t->numa : "-",
+			t->cpus[0] ? t->cpus : "-", t->shared ? "(shared)" : "", bound, mem, note);
+out:
+	dl_map_plan_free(own);
 	hwloc_bitmap_free(allowed);
+	hwloc_bitmap_free(cpus);
 }
 
 /* The file the task's command names, found the way slurmstepd will find it

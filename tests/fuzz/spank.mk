@@ -10,3 +10,9 @@ tests_fuzz_fuzz_options_SOURCES = tests/fuzz/fuzz_options.c spank/options.c runt
 tests_fuzz_fuzz_options_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 tests_fuzz_fuzz_options_LDFLAGS = $(FUZZ_LINKFLAGS)
 tests_fuzz_fuzz_options_LDADD = $(HWLOC_LIBS) -lm
+
+FUZZ_TARGETS += tests/fuzz/fuzz_topology
+tests_fuzz_fuzz_topology_SOURCES = tests/fuzz/fuzz_topology.c spank/mapping.c
+tests_fuzz_fuzz_topology_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
+tests_fuzz_fuzz_topology_LDFLAGS = $(FUZZ_LINKFLAGS)
+tests_fuzz_fuzz_topology_LDADD = $(HWLOC_LIBS)

@@ -3,9 +3,13 @@ check_PROGRAMS += tests/slurm/test_map
 tests_slurm_test_map_SOURCES = tests/slurm/test_map.c spank/mapping.c spank/mapping.h
 tests_slurm_test_map_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 tests_slurm_test_map_LDADD = $(HWLOC_LIBS)
-TESTS += tests/slurm/test_map
+TESTS += tests/slurm/test_map tests/slurm/test_topo.sh
+dist_check_SCRIPTS += tests/slurm/test_topo.sh
 dist_check_DATA += tests/slurm/topologies/2s-8gpu-4hca.xml tests/slurm/topologies/shared-nic.xml \
-	tests/slurm/topologies/no-nic.xml tests/slurm/topologies/real/SOURCES.md \
+	tests/slurm/topologies/no-nic.xml tests/slurm/topologies/mgmt-near.xml tests/slurm/topologies/mgmt-near-ib.xml \
+	tests/slurm/topologies/bmc-near.xml tests/slurm/topologies/SOURCES.md \
+	tests/slurm/topologies/bad/README.md tests/slurm/topologies/bad/cut-attribute.xml \
+	tests/slurm/topologies/bad/no-complete-cpuset.xml tests/slurm/topologies/real/SOURCES.md \
 	tests/slurm/topologies/real/coral-lassen-hwloc1.xml tests/slurm/topologies/real/eas-tioga.xml \
 	tests/slurm/topologies/real/ipa20.xml tests/slurm/topologies/real/p5en.48xl-topo.xml \
 	tests/slurm/topologies/real/topo.jwb0004.xml tests/slurm/topologies/real/tuo.CPX.xml
@@ -13,12 +17,12 @@ dist_check_DATA += tests/slurm/topologies/2s-8gpu-4hca.xml tests/slurm/topologie
 TESTS += tests/slurm/test_spank_options.sh tests/slurm/test_spank_env.sh tests/slurm/test_spank_model.sh \
 	tests/slurm/test_spank_bind.sh tests/slurm/test_spank_sbatch.sh tests/slurm/test_spank_train.sh \
 	tests/slurm/test_spank_setup.sh tests/slurm/test_spank_xhang.sh tests/slurm/test_spank_gpus.sh tests/slurm/test_spank_gpus_cgroup.sh \
-	tests/slurm/test_spank_logs.sh
+	tests/slurm/test_spank_logs.sh tests/slurm/test_spank_misconf.sh
 dist_check_SCRIPTS += tests/slurm/test_spank_options.sh tests/slurm/test_spank_env.sh \
 	tests/slurm/test_spank_model.sh tests/slurm/test_spank_bind.sh tests/slurm/test_spank_sbatch.sh \
 	tests/slurm/test_spank_train.sh tests/slurm/test_spank_setup.sh tests/slurm/test_spank_xhang.sh \
 	tests/slurm/test_spank_gpus.sh tests/slurm/test_spank_gpus_cgroup.sh tests/slurm/test_spank_logs.sh \
-	tests/slurm/test_spank_fake_runtime.sh
+	tests/slurm/test_spank_fake_runtime.sh tests/slurm/test_spank_misconf.sh
 # The sbatch templates are shipped (and run by test_spank_sbatch.sh as they are).
 EXTRA_DIST += contrib/sbatch/dljob-1node.sbatch contrib/sbatch/dljob-multinode.sbatch \
 	contrib/sbatch/dljob-preemptible.sbatch

@@ -1,5 +1,5 @@
 #!/bin/bash
-# --dl-bind: each task's GPU, nearest NICs, NUMA node and CPUs, with
+# --dl-bind: each task's GPU, nearest NICs, NUMA node and own CPUs, with
 # topology= pointing at a hand-made XML (the same answers as test_map), the
 # task's own CPU binding (only the part that exists on this machine), and
 # --dl-bind=none.  The fake GPUs of the test cluster are Slurm indexes 0-3:
@@ -11,26 +11,41 @@ T=$DLJOB_SRCDIR/tests/slurm/topologies
 probe='echo "rank=$RANK gpu=$DLJOB_GPU cvd=$CUDA_VISIBLE_DEVICES order=$CUDA_DEVICE_ORDER hca=${NCCL_IB_HCA-} if=${NCCL_SOCKET_IFNAME-} numa=${DLJOB_NUMA-} cpus=${DLJOB_CPUS-} affinity=$(sed -n "s/^Cpus_allowed_list:\t//p" /proc/self/status)"'
 allowed=$(srun -w n1 -n1 sed -n 's/^Cpus_allowed_list:\t//p' /proc/self/status) || fail "srun"
 
-# 4 tasks on 4 GPUs of the 2-socket topology: GPUs 0,1 share mlx5_0, 2,3 mlx5_1.
+# 4 tasks on 4 GPUs of the 2-socket topology: GPUs 0,1 share mlx5_0, 2,3
+# mlx5_1; the 4 GPUs of socket 0 split its 4 cores, one each.
 cluster_plugstack "topology=$T/2s-8gpu-4hca.xml"
 srun -w n1 -n4 -O --gres=gpu:4 --dl-job=env --dl-bind=closest,verbose bash -c "$probe" >out.txt 2>err.txt ||
 	fail "srun --dl-bind=closest,verbose: $(cat err.txt)"
 i=0
 for row in "0000:12:00.0 mlx5_0 ib0" "0000:13:00.0 mlx5_0 ib0" "0000:22:00.0 mlx5_1 ib1" "0000:23:00.0 mlx5_1 ib1"; do
 	set -- $row
-	grep -qE "^dljob: rank=$i local_rank=$i gpu=$i busid=$1 hca=$2 ifname=$3 numa=0 cpus=0-3 bound=[0-9,-]+ mem=skipped\(topology=\)$" err.txt ||
+	grep -qE "^dljob: rank=$i local_rank=$i gpu=$i busid=$1 hca=$2 ifname=$3 numa=0 cpus=$i bound=[0-9,-]+ mem=skipped\(topology=\)$" err.txt ||
 		fail "no verbose row for rank $i ($row) in:
 $(cat err.txt)"
 	line=$(grep "^rank=$i " out.txt) || fail "rank $i did not run: $(cat out.txt)"
 	[[ "$line" == "rank=$i gpu=$i cvd=0,1,2,3 order=PCI_BUS_ID hca==$2 if==$3 numa=0 cpus="* ]] ||
 		fail "rank $i environment: $line"
-	# The XML's CPUs 0-3 exist here only where Slurm allowed them.
+	# The XML's CPU i exists here only where Slurm allowed it.
 	aff=${line##*affinity=}
 	cpus=$(sed 's/.* cpus=\([^ ]*\) .*/\1/' <<<"$line")
 	[ "$aff" = "$cpus" ] || fail "rank $i bound to $aff, DLJOB_CPUS=$cpus"
 	i=$((i + 1))
 done
-echo "ok   4 tasks x 4 GPUs on 2s-8gpu-4hca.xml: GPU, HCA, interface, NUMA, CPUs"
+echo "ok   4 tasks x 4 GPUs on 2s-8gpu-4hca.xml: GPU, HCA, interface, NUMA, one core each"
+
+# verbose prints the node's table once (local task 0), the very table of
+# `dljob topo` for the same topology, tasks and GPUs: one mapping code.
+table() { grep -E '^dljob: (task  |[0-9]+ +[0-9-]+ |  +why: )' "$@"; }
+[ "$(grep -c '^dljob: mapping of 4 tasks on n1, step GPUs 0,1,2,3, topology ' err.txt)" = 1 ] ||
+	fail "no single table title in: $(cat err.txt)"
+"$DLJOB_BIN" topo --xml "$T/2s-8gpu-4hca.xml" --tasks 4 --gpus 0-3 >topo.txt || fail "dljob topo: $(cat topo.txt)"
+table err.txt >launch.tbl
+table topo.txt >topo.tbl
+[ "$(wc -l <topo.tbl)" = 9 ] && cmp -s launch.tbl topo.tbl ||
+	fail "the launch table differs from dljob topo's: $(diff launch.tbl topo.tbl) (launch: $(cat err.txt))"
+grep -q "^dljob: *why: gpu: task 0 mod 4 step GPUs; hca: nearest: same PCIe switch, split: 2 GPUs over 1; ifname: the netdev of its HCA port; numa: of the GPU's Package P#0; cpus: NUMA 0 split 4 ways: 1 core$" topo.tbl ||
+	fail "task 0's rules: $(cat topo.tbl)"
+echo "ok   --dl-bind=verbose prints dljob topo's table once per node"
 
 # Two steps' GPUs share one switch with 2 HCAs and 3 interfaces: split.
 cluster_plugstack "topology=$T/shared-nic.xml"
@@ -38,8 +53,10 @@ srun -N2 -n4 --gres=gpu:2 --dl-job=env --dl-bind=closest bash -c "$probe" >out.t
 	fail "srun on shared-nic.xml: $(cat err.txt)"
 [ ! -s err.txt ] || fail "--dl-bind=closest printed something without verbose: $(cat err.txt)"
 for r in 0 2; do grep -q "^rank=$r gpu=0 cvd=0,1 order=PCI_BUS_ID hca==mlx5_0 if==ib0 numa=0 " out.txt || fail "rank $r: $(cat out.txt)"; done
-for r in 1 3; do grep -q "^rank=$r gpu=1 cvd=0,1 order=PCI_BUS_ID hca==mlx5_1 if==ib1,eth0 numa=0 " out.txt || fail "rank $r: $(cat out.txt)"; done
-echo "ok   srun -N2 -n4 on shared-nic.xml: NICs balanced between the GPUs that share them"
+# Each GPU's interface is its own HCA port's netdev (before: ib1,eth0 for
+# the second GPU, whatever was left of the 3 interfaces).
+for r in 1 3; do grep -q "^rank=$r gpu=1 cvd=0,1 order=PCI_BUS_ID hca==mlx5_1 if==ib1 numa=0 " out.txt || fail "rank $r: $(cat out.txt)"; done
+echo "ok   srun -N2 -n4 on shared-nic.xml: HCAs balanced between the GPUs that share them, each with its port's netdev"
 
 # A user's own NCCL_IB_HCA wins.
 out=$(NCCL_IB_HCA=mine srun -N1 -n1 --gres=gpu:1 --dl-job=env printenv NCCL_IB_HCA) || fail "srun"

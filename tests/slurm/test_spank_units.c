@@ -82,6 +82,13 @@ int main(void)
 	args("master_port_range=1-70000", "master_port_range=1-70000");
 	args("master_port_range=100", "master_port_range=100");
 	args("nic=closest master_port_range=1000-1000", NULL);
+	/* An empty data_allow= used to allow everything: it is refused by name. */
+	args("data_allow=", "data_allow= is empty");
+	args("data_allow=/d1: nic=none", "data_allow=/d1:: every entry must be an absolute directory");
+	args("data_allow=/d1::/d2", "every entry must be an absolute directory");
+	args("data_allow=:/d1", "every entry must be an absolute directory");
+	args("data_allow=data", "data_allow=data: every entry");
+	args("data_allow=/d1:/d2/x", NULL);
 
 	/* A value with a newline never reaches a message raw. */
 	{

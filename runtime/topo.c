@@ -1,0 +1,120 @@
+/* dljob topo [--xml FILE] --tasks N [--gpus LIST|none] [--nic closest|none]
+ *
+ * The explain mode of the mapping: the same code as the SPANK plugin
+ * (spank/mapping.c, linked into the runtime) computes the plan of N local
+ * tasks on a node, from an hwloc XML file or this machine, and prints the
+ * table that --dl-bind=...,verbose prints at launch.  Nothing is bound and
+ * nothing is run. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/cli.h"
+#include "runtime/optval.h"
+#include "runtime/topo.h"
+#include "spank/mapping.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	"Usage: dljob topo [--xml FILE] --tasks N [--gpus LIST|none] [--nic closest|none]\n"
+	"Print the GPU, NIC, NUMA and CPU mapping that srun --dl-bind=closest gives N tasks\n"
+	"on one node, with the rule that decided each column; runs nothing.\n"
+	"  --xml FILE         hwloc XML topology (e.g. the plugstack's topology=, or\n"
+	"                     lstopo --of xml); default: this machine\n"
+	"  --tasks N          tasks on the node (1-%d)\n"
+	"  --gpus LIST        the step's GPUs as Slurm indexes (SLURM_STEP_GPUS syntax,\n"
+	"                     e.g. 0-3 or 1,5), or none; default: every GPU of the topology\n"
+	"  --nic closest|none as the plugstack's nic= (default closest)\n"
+	"  --help             this text\n", DL_MAP_MAX_TASKS);
+}
+
+int dl_topo_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "xml", required_argument, NULL, 'x' }, { "tasks", required_argument, NULL, 't' },
+		{ "gpus", required_argument, NULL, 'g' }, { "nic", required_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+	};
+	const char *xml = NULL, *gpus = NULL;
+	char err[1024], q[256], title[1024], list[64];
+	int ntasks = 0, nic = 1, c, step[DL_MAP_MAX_GPUS], ng = 0, rv = DL_EXIT_ERROR;
+	struct dl_map *m = NULL;
+	struct dl_map_plan *p = NULL;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'x':
+			xml = optarg;
+			break;
+		case 't':
+			if (dl_optval_int("tasks", optarg, 1, DL_MAP_MAX_TASKS, &ntasks, err, sizeof(err)) < 0) {
+				fprintf(stderr, "dljob topo: %s\n", err);
+				return DL_EXIT_USAGE;
+			}
+			break;
+		case 'g':
+			gpus = optarg;
+			break;
+		case 'n':
+			if (strcmp(optarg, "closest") && strcmp(optarg, "none")) {
+				fprintf(stderr, "dljob topo: --nic=%s: expected closest or none\n",
+					dl_optval_escape(optarg, q, sizeof(q)));
+				return DL_EXIT_USAGE;
+			}
+			nic = !strcmp(optarg, "closest");
+			break;
+		case 'h':
+			usage(stdout);
+			return DL_EXIT_OK;
+		default:
+			fprintf(stderr, "dljob topo: unknown or incomplete option '%s' (see dljob topo --help)\n",
+				dl_optval_escape(argv[optind - 1], q, sizeof(q)));
+			return DL_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "dljob topo: unexpected argument '%s'\n", dl_optval_escape(argv[optind], q, sizeof(q)));
+		return DL_EXIT_USAGE;
+	}
+	if (ntasks == 0) {
+		fprintf(stderr, "dljob topo: --tasks N is required (see dljob topo --help)\n");
+		return DL_EXIT_USAGE;
+	}
+	if (gpus && strcmp(gpus, "none") && (ng = dl_map_parse_index_list(gpus, step, DL_MAP_MAX_GPUS)) <= 0) {
+		fprintf(stderr, "dljob topo: --gpus=%s: expected Slurm GPU indexes such as 0-3 or 1,5, or none\n",
+			dl_optval_escape(gpus, q, sizeof(q)));
+		return DL_EXIT_USAGE;
+	}
+	if (!(m = dl_map_open(xml, err, sizeof(err)))) {
+		fprintf(stderr, "dljob topo: %s\n", err);
+		return DL_EXIT_ERROR;
+	}
+	if (!gpus) {
+		ng = dl_map_ngpus(m);
+		for (int i = 0; i < ng; i++)
+			step[i] = i;
+	}
+	if (!(p = dl_map_plan(m, step, ng, NULL, ntasks, nic, err, sizeof(err)))) {
+		fprintf(stderr, "dljob topo: %s\n", err);
+		goto out;
+	}
+	if (ng == 0)
+		snprintf(list, sizeof(list), "none");
+	else if (gpus)
+		snprintf(list, sizeof(list), "%.60s", gpus);
+	else
+		snprintf(list, sizeof(list), "0-%d", ng - 1);
+	snprintf(title, sizeof(title), "mapping of %d task%s, step GPUs %s, topology %.900s", ntasks,
+		 ntasks == 1 ? "" : "s", list, xml ? xml : "of this machine");
+	dl_map_plan_print(stdout, p, title);
+	rv = fflush(stdout) == 0 ? DL_EXIT_OK : DL_EXIT_ERROR;
+out:
+	dl_map_plan_free(p);
+	dl_map_close(m);
+	return rv;
+}

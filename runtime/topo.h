@@ -1,0 +1,10 @@
+/* `dljob topo`: the GPU/NIC/NUMA/CPU mapping the SPANK plugin would apply
+ * to a node's tasks, printed as a table with the rule behind each column.
+ * Runs nothing. */
+#ifndef DLJOB_RUNTIME_TOPO_H
+#define DLJOB_RUNTIME_TOPO_H
+
+/* argv[0] is "topo".  Returns the process exit status. */
+int dl_topo_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,58 @@
+/* fuzz_topology: an hwloc XML topology (the plugstack's topology=, admin
+ * input read inside every step's slurmstepd) through the mapping code:
+ * spank/mapping.c's dl_map_open_buffer, then the plan and its table.
+ * Input: byte 0 = the number of local tasks (1 + byte % 16), byte 1 = the
+ * step's GPUs (bit i: node GPU i, of the first 8; 0: none), the rest the
+ * XML.  Checks: a topology that does not load leaves one line in err; a
+ * plan's rows are in range, and CPU sets not marked shared are disjoint. */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spank/mapping.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char err[1024] = "";
+	int step[8], ng = 0, ntasks;
+	struct dl_map *m;
+	struct dl_map_plan *p;
+	FILE *null;
+
+	if (size < 2)
+		return 0;
+	ntasks = 1 + data[0] % 16;
+	m = dl_map_open_buffer((const char *)data + 2, size - 2, "fuzz.xml", err, sizeof(err));
+	if (!m) {
+		if (!err[0] || strchr(err, '\n'))
+			abort();
+		return 0;
+	}
+	for (int i = 0; i < 8 && i < dl_map_ngpus(m); i++)
+		if (data[1] & (1u << i))
+			step[ng++] = i;
+	p = dl_map_plan(m, step, ng, NULL, ntasks, 1, err, sizeof(err));
+	if (p) {
+		for (int r = 0; r < ntasks; r++) {
+			const struct dl_map_task *t = dl_map_plan_task(p, r), *u;
+
+			if (!t || t->gpu < -1 || t->gpu >= ng || (t->gpu >= 0 && t->node_gpu != step[t->gpu]))
+				abort();
+			for (int s = 0; s < ntasks && !t->shared; s++)
+				if (s != r && (u = dl_map_plan_task(p, s)) && hwloc_bitmap_intersects(t->cpuset, u->cpuset))
+					abort();
+		}
+		if ((null = fopen("/dev/null", "w"))) {
+			dl_map_plan_print(null, p, "fuzz");
+			fclose(null);
+		}
+		dl_map_plan_free(p);
+	} else if (!err[0]) {
+		abort();
+	}
+	dl_map_close(m);
+	return 0;
+}

@@ -1,0 +1,56 @@
+#!/bin/bash
+# An admin's mistake in the plugstack arguments fails every step that asks
+# for dljob with the key named, never silently (before: a topology= that
+# did not load ran the tasks unbound with a warning, and an empty
+# data_allow= allowed every directory); a step without --dl-* runs exactly
+# as without the plugin; no node is drained.
+. "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
+spank_cluster_up
+cd "$WORK" || fail "cd $WORK"
+T=$DLJOB_SRCDIR/tests/slurm/topologies
+mkdir -p data dir.xml || fail mkdir
+printf '<?xml version="1.0"?>\n<topology version="2.0">\n  <object type="Machine" cpuset="0x1"' >cut.xml || fail "cut.xml"
+probe='echo "rank=${RANK-unset} cpus=${DLJOB_CPUS-unset} hca=${NCCL_IB_HCA-unset} secret=${DLJOB_JOB_SECRET:+set} affinity=$(sed -n "s/^Cpus_allowed_list:\t//p" /proc/self/status)"'
+
+# What a step without --dl-* gets with a correct plugstack: the reference.
+cluster_plugstack "topology=$T/no-nic.xml"
+ref=$(srun -w n1 -n1 bash -c "$probe" 2>&1) || fail "srun without --dl-*: $ref"
+[[ "$ref" == "rank=unset cpus=unset hca=unset secret= affinity="* ]] || fail "a step without --dl-* was touched: $ref"
+
+# untouched ARGS: a step without --dl-* runs as the reference.
+untouched() {
+	local out
+	out=$(srun -w n1 -n1 bash -c "$probe" 2>&1) || fail "plugstack '$1': srun without --dl-* failed: $out"
+	[ "$out" = "$ref" ] || fail "plugstack '$1': a step without --dl-* got '$out', expected '$ref'"
+}
+
+# fails_step ARGS WANT [SRUN OPTIONS]: a dljob step fails with WANT, on
+# srun's stderr, non-zero; a plain step still runs; nodes stay idle.
+fails_step() {
+	local args=$1 want=$2 out
+	shift 2
+	cluster_plugstack "$args"
+	out=$(srun -w n1 -n1 --dl-job=env "$@" true 2>&1) && fail "plugstack '$args': srun --dl-job=env $* succeeded: $out"
+	grep -qF -- "dljob: $want" <<<"$out" || fail "plugstack '$args': expected 'dljob: $want' in: $out"
+	untouched "$args"
+	nodes_idle
+	echo "ok   plugstack '$args' fails the dljob step ($want); a plain step runs untouched"
+}
+
+fails_step "topology=$WORK/missing.xml" "plugstack.conf: topology=: $WORK/missing.xml: No such file or directory"
+# Whatever the step's binding: the site's file is wrong either way.
+fails_step "topology=$WORK/missing.xml" "plugstack.conf: topology=: $WORK/missing.xml: No such file or directory" --dl-bind=none
+fails_step "topology=$WORK/dir.xml" "plugstack.conf: topology=: $WORK/dir.xml: not a regular file"
+fails_step "topology=$WORK/cut.xml" "plugstack.conf: topology=: $WORK/cut.xml: not a valid hwloc XML topology"
+# Files that kill hwloc 2.9's own XML import (tests/slurm/topologies/bad):
+# read in a child first, so slurmstepd lives and the step fails by name.
+fails_step "topology=$T/bad/no-complete-cpuset.xml" "plugstack.conf: topology=: $T/bad/no-complete-cpuset.xml: not a valid hwloc XML topology"
+fails_step "topology=$T/bad/cut-attribute.xml" "plugstack.conf: topology=: $T/bad/cut-attribute.xml: not a valid hwloc XML topology"
+fails_step "data_allow=" "plugstack.conf: data_allow= is empty"
+fails_step "data_allow=$WORK/data:" "plugstack.conf: data_allow=$WORK/data:: every entry must be an absolute directory"
+
+# A good topology= still works (and a bad one did not stay behind).
+cluster_plugstack "topology=$T/no-nic.xml"
+out=$(srun -w n1 -n1 --dl-job=env bash -c "$probe" 2>&1) || fail "srun with a good topology=: $out"
+[[ "$out" == "rank=0 cpus="[0-9]* ]] || fail "good topology=: $out"
+echo "ok   a good topology= binds again: $out"
