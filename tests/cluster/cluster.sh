@@ -125,6 +125,7 @@ $firstjob
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
+${CLUSTER_MPI_PORTS:+MpiParams=ports=$CLUSTER_MPI_PORTS}
 GresTypes=gpu
 SwitchType=switch/none
 SchedulerType=sched/backfill

@@ -10,3 +10,7 @@ tests_fuzz_fuzz_options_SOURCES = tests/fuzz/fuzz_options.c spank/options.c runt
 tests_fuzz_fuzz_options_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 tests_fuzz_fuzz_options_LDFLAGS = $(FUZZ_LINKFLAGS)
 tests_fuzz_fuzz_options_LDADD = $(HWLOC_LIBS) -lm
+
+FUZZ_TARGETS += tests/fuzz/fuzz_master
+tests_fuzz_fuzz_master_SOURCES = tests/fuzz/fuzz_master.c runtime/master.c
+tests_fuzz_fuzz_master_LDFLAGS = $(FUZZ_LINKFLAGS)
