@@ -879,8 +879,14 @@ static int join_root(struct dl_star *st, const char *host, int port, int nports,
 		snprintf(err, errlen, "rank %d cannot reach rank 0: %s", st->rank, e);
 		return -1;
 	}
-	for (;;) {
-		for (int k = 0; k < nports; k++) {
+	for (int round = 0;; round++) {
+		/* MASTER_PORT refused: nobody listens there, so rank 0 is most
+		 * likely not up yet (it would have taken it): the other ports are
+		 * swept only every 10th round (~1.5 s), so that a firewall that
+		 * drops them costs nothing in the usual start.  Anything else on
+		 * MASTER_PORT: every round. */
+		int sweep = round % 10 == 9;
+		for (int k = 0; k < nports && (k == 0 || sweep); k++) {
 			int retry, rc;
 			fd = dl_connect_once(res, port + k, deadline, &retry, e, sizeof(e));
 			if (fd < 0 && !retry) {
@@ -889,8 +895,10 @@ static int join_root(struct dl_star *st, const char *host, int port, int nports,
 				goto out;
 			}
 			if (fd < 0) {
-				if (k == 0)
+				if (k == 0) {
 					snprintf(first, sizeof(first), "port %d: %s", port, e);
+					sweep |= strcmp(e, strerror(ECONNREFUSED)) != 0;
+				}
 				continue;
 			}
 			rc = handshake_root(st, fd, port + k, ring_fd, node, deadline, he, sizeof(he));
@@ -902,8 +910,10 @@ static int join_root(struct dl_star *st, const char *host, int port, int nports,
 				snprintf(err, errlen, "%s", he);
 				goto out;
 			}
-			if (k == 0)
+			if (k == 0) {
 				snprintf(first, sizeof(first), "%s", he);
+				sweep = 1;
+			}
 		}
 		if (dl_stopped()) {
 			snprintf(err, errlen, "rank %d was stopped by signal %d while joining rank 0",

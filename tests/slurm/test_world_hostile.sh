@@ -216,6 +216,25 @@ case_busy() {
 	echo "all 16 candidate ports held: both ranks named it in $((SECONDS - t0)) s"
 }
 
+# 7a. Rank 0 took the next port because MASTER_PORT was held when it
+# started; the holder is gone when rank 1 comes, so MASTER_PORT refuses:
+# rank 1 still finds rank 0 (the other ports are swept every ~1.5 s).
+case_moved() {
+	local o port p0 p1 ps t0
+	o=$WTMP/moved port=$(free_port_range 16)
+	stranger "$o" busy "$port"; ps=$!
+	wait_listen "$port"
+	rank 0 2 "$port" "$o" ""; p0=$!
+	wait_listen $((port + 1))
+	kill "$ps"
+	wait "$ps" 2>/dev/null
+	t0=$SECONDS
+	rank 1 2 "$port" "$o" ""; p1=$!
+	wait_all 8 $p0 $p1
+	ok_ranks "$o" 2
+	echo "MASTER_PORT freed after rank 0 moved on: rank 1 found it in $((SECONDS - t0)) s"
+}
+
 # 7b. Two steps of one job (same secret) and a job with another secret, all
 # three with the same MASTER_PORT on one host, start together: each finds
 # its own rank 0 (the first step's on MASTER_PORT, the others on the next
@@ -337,7 +356,7 @@ case_nosecret() {
 
 # HOSTILE_CASES="impostor ring": run only those (to try one case on another
 # build); default: all.
-for c in ${HOSTILE_CASES:-impostor rogue0 ring idle range death busy collide spelling size sigterm trickle nosecret}; do
+for c in ${HOSTILE_CASES:-impostor rogue0 ring idle range death busy moved collide spelling size sigterm trickle nosecret}; do
 	"case_$c"
 done
 echo "PASS: hostile peers are dropped or named, honest ranks finish exactly"
