@@ -13,6 +13,7 @@
 #            then one DDP step of the same model   tests/bench/bench_launch_torch.py
 # Run by hand from a build directory (needs root for the cluster):
 #   DLJOB_SRCDIR=/path/to/src DLJOB_BUILDDIR=$PWD bash $DLJOB_SRCDIR/tests/bench/bench_launch.sh [REPEATS]
+# (DLJOB_BIN: the dljob to time, default $DLJOB_BUILDDIR/dljob.)
 # Prints markdown tables (median of REPEATS runs, default 3), then the
 # allreduce time of resnet18's gradient for each collective implementation.
 set -u

@@ -33,7 +33,7 @@ echo "ok   n1 and n2 are separate network hosts (${sub}11, ${sub}12); both resol
 
 # 2. Data-parallel training across the bridge: 2 ranks x batch 32 == 1 x 64.
 K=4
-common=(--model convnet --data "fashion-mnist:$FMNIST" --steps $K --seed 7 --eval 0 --lr 0.4 --momentum 0.9)
+common=(--model convnet --data "fashion-mnist:$FMNIST" --steps "$K" --seed 7 --eval 0 --lr 0.4 --momentum 0.9)
 "$DLJOB_BIN" "${common[@]}" --batch 64 --out one >one.log 2>&1 || fail "1 rank: $(tail -5 one.log)"
 timeout 120 srun --overlap -N2 -n2 --mpi=none "$DLJOB_BIN" "${common[@]}" --batch 32 --out two >two.log 2>&1 ||
 	fail "2 ranks across the namespaces: $(tail -20 two.log)"
