@@ -380,8 +380,12 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 	 * ids, which another step may hold (dljob's runtime then moves on, a
 	 * PyTorch rank 0 fails with "address already in use"). */
 	int port = dl_master_port(st.job, st.step, a->port_lo, a->port_hi);
-	if (spank_getenv(sp, "SLURM_STEP_RESV_PORTS", resv, sizeof(resv)) == ESPANK_SUCCESS && resv[0] &&
-	    (port = dl_resv_port_first(resv)) < 0) {
+	spank_err_t rc = spank_getenv(sp, "SLURM_STEP_RESV_PORTS", resv, sizeof(resv));
+	if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_NOEXIST) {
+		dl_error(1, "SLURM_STEP_RESV_PORTS cannot be read (%s)", spank_strerror(rc));
+		return -1;
+	}
+	if (rc == ESPANK_SUCCESS && resv[0] && (port = dl_resv_port_first(resv)) < 0) {
 		char q[256];
 		dl_error(1, "SLURM_STEP_RESV_PORTS='%s' is not a list of ports", dl_optval_escape(resv, q, sizeof(q)));
 		return -1;

@@ -9,7 +9,7 @@
 #   - without reserved ports (srun --resv-ports=0), another program holding
 #     the derived port on the first node and two dljob steps starting at
 #     once with that same port: both steps run, with exact sums;
-#   - a malformed SLURM_STEP_RESV_PORTS fails the step, naming it.
+#   - a malformed or overlong SLURM_STEP_RESV_PORTS fails the step, naming it.
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
 WC=${DLJOB_BUILDDIR:?}/tests/slurm/world_check
 STRANGER=$DLJOB_SRCDIR/tests/slurm/world_stranger.py
@@ -90,7 +90,12 @@ out=$(SLURM_STEP_RESV_PORTS=bogus srun --overlap --resv-ports=0 -N1 -n1 --dl-job
 	fail "a bogus SLURM_STEP_RESV_PORTS was accepted: $out"
 grep -qF "dljob: SLURM_STEP_RESV_PORTS='bogus' is not a list of ports" <<<"$out" ||
 	fail "no error naming SLURM_STEP_RESV_PORTS: $out"
-echo "ok   SLURM_STEP_RESV_PORTS=bogus: the step fails naming it"
+long=$(printf '1,%.0s' $(seq 1 200))1
+out=$(SLURM_STEP_RESV_PORTS=$long srun --overlap --resv-ports=0 -N1 -n1 --dl-job=env true 2>&1) &&
+	fail "a 401-character SLURM_STEP_RESV_PORTS was accepted: $out"
+grep -qF "dljob: SLURM_STEP_RESV_PORTS cannot be read" <<<"$out" ||
+	fail "no error naming the overlong SLURM_STEP_RESV_PORTS: $out"
+echo "ok   SLURM_STEP_RESV_PORTS=bogus or 401 characters long: the step fails naming it"
 
 scancel "$SLURM_JOB_ID"
 nodes_idle
