@@ -423,8 +423,14 @@ int dl_cli_train_main(int argc, char **argv)
 	/* An ImageFolder's scan is cached next to the output: read here if a
 	 * previous run (or a requeued one) left it, written below once --out
 	 * exists, so a run refused by the checks in between writes nothing. */
+	/* Inflated datasets are cached once per node, for this user only. */
+	char node_cache[4096];
+	const char *tmpdir = getenv("TMPDIR");
+	snprintf(node_cache, sizeof(node_cache), "%s/dljob-cache-%u",
+		 tmpdir && tmpdir[0] == '/' && strlen(tmpdir) < 4000 ? tmpdir : "/tmp", (unsigned)geteuid());
 	struct dl_data_options dopt = {
 		.image_size = c->image_size,
+		.node_cache_dir = node_cache,
 		.cache_dir = c->out_dir,
 		.cache_deferred = 1,
 		.threads = c->loader_threads,

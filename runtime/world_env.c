@@ -5,7 +5,8 @@
  *                                               plugin exports these): TCP;
  *   SLURM_PROCID + SLURM_STEP_NUM_TASKS         any srun step: TCP, with
  *                                               MASTER_ADDR the step's first
- *                                               node, MASTER_PORT from the ids;
+ *                                               node, MASTER_PORT Slurm's
+ *                                               reserved port, else from the ids;
  *   otherwise                                   a single process.
  * A batch script itself has SLURM_PROCID=0 but no SLURM_STEP_NUM_TASKS, so it
  * runs as a single process instead of waiting for tasks that never come. */
@@ -90,8 +91,19 @@ static int tcp_master(struct dl_world_env *e, int from_slurm, char *err, size_t 
 			return -1;
 		}
 		/* Every step of a job gets its own port, so back-to-back steps do
-		 * not meet each other's leftovers. */
-		port = dl_master_port((unsigned long)jobid, (unsigned long)stepid, DL_MASTER_PORT_LO, DL_MASTER_PORT_HI);
+		 * not meet each other's leftovers; Slurm's reserved port is the
+		 * step's own on the node. */
+		const char *resv = getenv("SLURM_STEP_RESV_PORTS");
+		if (resv && *resv) {
+			if ((port = dl_resv_port_first(resv)) < 0) {
+				snprintf(err, errlen, "SLURM_STEP_RESV_PORTS='%.64s' is not a list of "
+					 "ports", resv);
+				return -1;
+			}
+		} else {
+			port = dl_master_port((unsigned long)jobid, (unsigned long)stepid,
+					      DL_MASTER_PORT_LO, DL_MASTER_PORT_HI);
+		}
 	}
 	e->master_port = (int)port;
 	return 0;

@@ -111,16 +111,23 @@ int dl_stop_arm(struct sigaction *old);
 int dl_stop_disarm(const struct sigaction *old); /* returns the signal, or 0 */
 int dl_stopped(void);
 /* Listen on host's address (the first of its IPv4/IPv6 addresses this
- * machine has), port 0: any.  Returns the fd, or -1 with err saying why
- * (e.g. host is not an address of this machine, or the port is taken). */
+ * machine has), port 0: any.  Returns the fd, -2 with err if the port is
+ * taken (EADDRINUSE), or -1 with err saying why (e.g. host is not an
+ * address of this machine). */
 int dl_listen_host(const char *host, int port, char *err, size_t errlen);
 /* Listen on the address of sa, any port (a ring listener on the interface
  * that reaches rank 0). */
 int dl_listen_addr(const struct sockaddr_storage *sa, char *err, size_t errlen);
 int dl_local_port(int fd);
-/* Connect to host:port, retrying refused/unreachable until deadline.
- * Returns a non-blocking fd, or -1 with err. */
-int dl_connect_retry(const char *host, int port, double deadline, char *err, size_t errlen);
+/* host's addresses, for dl_connect_once (freeaddrinfo them).  Returns 0,
+ * or -1 with err. */
+struct addrinfo;
+int dl_resolve(const char *host, struct addrinfo **res, char *err, size_t errlen);
+/* One connection attempt to port on each address of res in turn: a
+ * non-blocking fd, or -1 with err and *retry set if trying again later may
+ * help (refused: nobody listens there yet; unreachable; timed out). */
+int dl_connect_once(const struct addrinfo *res, int port, double deadline, int *retry,
+		    char *err, size_t errlen);
 /* Connect to a resolved address (retrying until deadline). */
 int dl_connect_addr(const struct sockaddr_storage *sa, socklen_t salen, double deadline,
 		    char *err, size_t errlen);
@@ -237,14 +244,17 @@ int dl_star_init(struct dl_star *st, int rank, int size, char *err, size_t errle
 int dl_star_feed(struct dl_star *st, int peer, const void *p, size_t n);
 
 /* Join the star.  Rank 0 passes the listening socket lfd (master); the others
- * pass master host/port.  With ring_fd, this rank also opens its ring
+ * pass master host and its candidate ports port .. port + nports - 1, which
+ * they try in turn, round after round, until one answers with this job's
+ * proof (a refused port, a silent or foreign listener and another job's
+ * rank 0 are passed over).  With ring_fd, this rank also opens its ring
  * listener (on the address that reaches rank 0; rank 0: lfd's) and returns
  * it there.  Rank 0 serves every connection at once, drops strangers (no
  * proof, garbage, silence for DL_HANDSHAKE_S), waits for all size-1 others
  * until deadline and names the missing ones.  On success st->peer[] holds
  * every rank's node and ring address. */
 int dl_star_open(struct dl_star *st, int rank, int size, int lfd, const char *host, int port,
-		 int *ring_fd, const char *node, const struct dl_auth *auth, double deadline,
+		 int nports, int *ring_fd, const char *node, const struct dl_auth *auth, double deadline,
 		 char *err, size_t errlen);
 /* Read what has arrived (waiting up to timeout_ms) and notice deaths.
  * Returns 0, or -1 with err once the job is known to be over. */

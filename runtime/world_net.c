@@ -143,6 +143,10 @@ int dl_listen_host(const char *host, int port, char *err, size_t errlen)
 				break; /* taken: no other address of host will do better */
 		}
 	freeaddrinfo(res);
+	if (fd < 0 && strstr(e, strerror(EADDRINUSE))) {
+		snprintf(err, errlen, "%s", e);
+		return -2;
+	}
 	if (fd < 0) {
 		if (strstr(e, "Cannot assign requested address"))
 			snprintf(err, errlen, "'%s' is not an address of this machine (%s)", host, e);
@@ -235,46 +239,47 @@ int dl_connect_addr(const struct sockaddr_storage *sa, socklen_t salen, double d
 	}
 }
 
-int dl_connect_retry(const char *host, int port, double deadline, char *err, size_t errlen)
+int dl_resolve(const char *host, struct addrinfo **res, char *err, size_t errlen)
 {
-	char ps[16], e[256] = "";
-	struct addrinfo hints, *res = NULL, *ai;
-	double pause = 0.01;
+	struct addrinfo hints;
 	int rc;
 
-	snprintf(ps, sizeof(ps), "%d", port);
+	*res = NULL;
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	rc = getaddrinfo(host, ps, &hints, &res);
+	rc = getaddrinfo(host, NULL, &hints, res);
 	if (rc != 0) {
 		snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
 		return -1;
 	}
-	for (;;) {
-		int again = 0;
-		for (ai = res; ai; ai = ai->ai_next) {
-			int retry;
-			int fd = try_connect(ai->ai_addr, ai->ai_addrlen, deadline, &retry, e, sizeof(e));
-			if (fd >= 0) {
-				freeaddrinfo(res);
-				return fd;
-			}
-			again |= retry;
-		}
-		if (!again || dl_now() + pause > deadline)
-			break;
-		if (dl_stopped()) {
-			snprintf(e, sizeof(e), "stopped by signal %d", dl_stopped());
-			break;
-		}
-		struct timespec ts = { 0, (long)(pause * 1e9) };
-		nanosleep(&ts, NULL);
-		if (pause < 0.2)
-			pause *= 2;
+	return 0;
+}
+
+int dl_connect_once(const struct addrinfo *res, int port, double deadline, int *retry,
+		    char *err, size_t errlen)
+{
+	char e[256] = "no address";
+	*retry = 0;
+	for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		struct sockaddr_storage ss;
+		int again;
+		if (ai->ai_addrlen > sizeof(ss) ||
+		    (ai->ai_family != AF_INET && ai->ai_family != AF_INET6))
+			continue;
+		memset(&ss, 0, sizeof(ss));
+		memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+		if (ss.ss_family == AF_INET6)
+			((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+		else
+			((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
+		int fd = try_connect((const struct sockaddr *)&ss, ai->ai_addrlen, deadline, &again,
+				     e, sizeof(e));
+		if (fd >= 0)
+			return fd;
+		*retry |= again;
 	}
-	freeaddrinfo(res);
-	snprintf(err, errlen, "cannot connect to %s:%d: %s", host, port, e);
+	snprintf(err, errlen, "%s", e);
 	return -1;
 }
 

@@ -488,7 +488,7 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 	 * plugin's DLJOB_JOB_SECRET to every task of the step. */
 	if (dl_auth_init(&auth, env->secret, env->have_secret, jobkey, err, errlen) < 0)
 		goto out;
-	if (dl_star_open(&p->star, rank, size, lfd, host, hub_port, use_ring ? &rfd : NULL,
+	if (dl_star_open(&p->star, rank, size, lfd, host, hub_port, 1, use_ring ? &rfd : NULL,
 			 env->node, &auth, dl_now() + timeout_s, e, sizeof(e)) < 0) {
 		snprintf(err, errlen, "%s", e);
 		goto out;

@@ -18,6 +18,7 @@
 #include "config.h"
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -769,61 +770,48 @@ out:
 	return rv;
 }
 
-/* A rank: connect to rank 0 and do the handshake.  Returns the fd, or -1
- * with err. */
-static int join_root(struct dl_star *st, const char *host, int port, int *ring_fd,
-		     const char *node, double deadline, char *err, size_t errlen)
+/* A rank: the handshake with whatever listens at host:port on fd.  Returns
+ * 1 if it is this job's rank 0 (fd is kept), 0 if it is not (fd closed,
+ * what it was in err), -1 if a SIGTERM came (fd closed, err). */
+static int handshake_root(struct dl_star *st, int fd, int port, int *ring_fd, const char *node,
+			  double deadline, char *err, size_t errlen)
 {
 	uint8_t g[DL_GREETING_LEN], hello[DL_HELLO_LEN], proof[DL_PROOF_LEN];
 	unsigned char n0[DL_NONCE_LEN], mine[DL_NONCE_LEN];
 	char e[256], nodebuf[DL_NODE_MAX];
 	uint32_t ints[3];
-	size_t got;
-	int fd;
+	size_t got, more = 0;
+	double gd = dl_now() + DL_HANDSHAKE_S;
 
-	for (;;) {
-		fd = dl_connect_retry(host, port, deadline, e, sizeof(e));
-		if (fd < 0) {
-			snprintf(err, errlen, "rank %d cannot reach rank 0: %s", st->rank, e);
-			return -1;
-		}
-		double gd = dl_now() + DL_HANDSHAKE_S;
-		size_t more = 0;
-		if (gd > deadline)
-			gd = deadline;
-		/* Magic and role first: another program is named at once. */
-		int ok = dl_read_full(fd, g, 8, gd, &got, e, sizeof(e)) == 0;
-		if (ok && dl_get32(g) != STAR_MAGIC) /* a little more of it, for the message */
-			(void)dl_read_full(fd, g + 8, 8, dl_now() + 0.2, &more, e, sizeof(e));
-		else if (ok)
-			ok = dl_read_full(fd, g + 8, sizeof(g) - 8, gd, &more, e, sizeof(e)) == 0;
-		got += more;
-		/* Some bytes but no greeting: say what they were (below). */
-		if (ok || (got > 0 && !dl_stopped()))
-			break;
+	if (gd > deadline)
+		gd = deadline;
+	/* Magic and role first: another program is named at once. */
+	int ok = dl_read_full(fd, g, 8, gd, &got, e, sizeof(e)) == 0;
+	if (ok && dl_get32(g) != STAR_MAGIC) /* a little more of it, for the message */
+		(void)dl_read_full(fd, g + 8, 8, dl_now() + 0.2, &more, e, sizeof(e));
+	else if (ok)
+		ok = dl_read_full(fd, g + 8, sizeof(g) - 8, gd, &more, e, sizeof(e)) == 0;
+	got += more;
+	if (dl_stopped()) {
+		snprintf(err, errlen, "rank %d was stopped by signal %d while joining rank 0",
+			 st->rank, dl_stopped());
 		close(fd);
-		if (got == 0 && strstr(e, "closed") && dl_now() < deadline && !dl_stopped()) {
-			/* Closed before a word: rank 0 pushed this connection out
-			 * in a flood of strangers.  Again. */
-			struct timespec ts = { 0, 100000000 };
-			nanosleep(&ts, NULL);
-			continue;
-		}
-		if (dl_stopped())
-			snprintf(err, errlen, "rank %d was stopped by signal %d while joining rank 0",
-				 st->rank, dl_stopped());
-		else
-			snprintf(err, errlen, "rendezvous at %s:%d: the program listening there sent "
-				 "no dljob greeting (%s after %zu bytes): another program holds "
-				 "MASTER_PORT, or rank 0 is stuck", host, port, e, got);
 		return -1;
+	}
+	if (!ok && got == 0) {
+		/* Closed before a word: rank 0 pushed this connection out in a
+		 * flood of strangers (the next round comes back), or a program
+		 * that says nothing. */
+		snprintf(err, errlen, "port %d: the program listening there sent no dljob greeting "
+			 "(%s): another program holds it, or rank 0 is stuck", port, e);
+		close(fd);
+		return 0;
 	}
 	if (got < sizeof(g) || dl_star_parse_greeting(g, sizeof(g), ROLE_STAR, n0) < 0) {
 		char text[24];
 		dl_wire_text(text, sizeof(text), g, got < 16 ? got : 16);
-		snprintf(err, errlen, "rendezvous at %s:%d: the program listening there is not a "
-			 "dljob rank 0 (it sent \"%s\"): another program holds MASTER_PORT?", host,
-			 port, text);
+		snprintf(err, errlen, "port %d: the program listening there is not a dljob rank 0 "
+			 "(it sent \"%s\"): another program holds it", port, text);
 		goto bad;
 	}
 	if (ring_fd) {
@@ -853,30 +841,105 @@ static int join_root(struct dl_star *st, const char *host, int port, int *ring_f
 	double hd = dl_now() + DL_HANDSHAKE_S;
 	if (dl_write_full(fd, hello, sizeof(hello), hd, e, sizeof(e)) < 0 ||
 	    dl_read_full(fd, proof, sizeof(proof), hd, &got, e, sizeof(e)) < 0) {
-		snprintf(err, errlen, "rendezvous at %s:%d: rank 0 refused rank %d's proof (%s): it "
-			 "is another step's rank 0, a stranger, or DLJOB_JOB_SECRET differs", host,
-			 port, st->rank, e);
+		snprintf(err, errlen, "port %d: the dljob rank 0 there refused rank %d's proof (%s): "
+			 "it is another step's rank 0, a stranger, or DLJOB_JOB_SECRET differs", port,
+			 st->rank, e);
 		goto bad;
 	}
 	if (dl_get32(proof) != STAR_MAGIC ||
 	    !dl_auth_check(&st->auth, "dljob star proof", mine, n0, ints, 1, NULL, 0, proof + 4)) {
-		snprintf(err, errlen, "rendezvous at %s:%d: the process there could not prove it "
-			 "knows the job secret: not this job's rank 0 (a stranger on MASTER_PORT?)",
-			 host, port);
+		snprintf(err, errlen, "port %d: the process there could not prove it knows the job "
+			 "secret: not this job's rank 0 (a stranger on MASTER_PORT?)", port);
 		goto bad;
 	}
-	return fd;
+	return 1;
 bad:
 	if (ring_fd && *ring_fd >= 0) {
 		close(*ring_fd);
 		*ring_fd = -1;
 	}
 	close(fd);
-	return -1;
+	return dl_stopped() ? -1 : 0;
+}
+
+/* A rank: find this job's rank 0 among the candidate ports and do the
+ * handshake.  Every rank tries the ports in the same order, round after
+ * round until the deadline (rank 0 may start late, or take a port that a
+ * finished step held a moment ago).  Returns the fd, or -1 with err naming
+ * what listened on MASTER_PORT itself. */
+static int join_root(struct dl_star *st, const char *host, int port, int nports, int *found,
+		     int *ring_fd, const char *node, double deadline, char *err, size_t errlen)
+{
+	struct addrinfo *res = NULL;
+	char e[256], he[640], first[640] = "nobody answered";
+	double pause = 0.01;
+	int fd = -1;
+
+	if (dl_resolve(host, &res, e, sizeof(e)) < 0) {
+		snprintf(err, errlen, "rank %d cannot reach rank 0: %s", st->rank, e);
+		return -1;
+	}
+	for (int round = 0;; round++) {
+		/* MASTER_PORT refused: nobody listens there, so rank 0 is most
+		 * likely not up yet (it would have taken it): the other ports are
+		 * swept only every 10th round (~1.5 s), so that a firewall that
+		 * drops them costs nothing in the usual start.  Anything else on
+		 * MASTER_PORT: every round. */
+		int sweep = round % 10 == 9;
+		for (int k = 0; k < nports && (k == 0 || sweep); k++) {
+			int retry, rc;
+			fd = dl_connect_once(res, port + k, deadline, &retry, e, sizeof(e));
+			if (fd < 0 && !retry) {
+				snprintf(err, errlen, "rank %d cannot reach rank 0: cannot connect to "
+					 "%s:%d: %s", st->rank, host, port + k, e);
+				goto out;
+			}
+			if (fd < 0) {
+				if (k == 0) {
+					snprintf(first, sizeof(first), "port %d: %s", port, e);
+					sweep |= strcmp(e, strerror(ECONNREFUSED)) != 0;
+				}
+				continue;
+			}
+			rc = handshake_root(st, fd, port + k, ring_fd, node, deadline, he, sizeof(he));
+			*found = port + k;
+			if (rc > 0)
+				goto out;
+			fd = -1;
+			if (rc < 0) {
+				snprintf(err, errlen, "%s", he);
+				goto out;
+			}
+			if (k == 0) {
+				snprintf(first, sizeof(first), "%s", he);
+				sweep = 1;
+			}
+		}
+		if (dl_stopped()) {
+			snprintf(err, errlen, "rank %d was stopped by signal %d while joining rank 0",
+				 st->rank, dl_stopped());
+			goto out;
+		}
+		if (dl_now() + pause > deadline)
+			break;
+		struct timespec ts = { 0, (long)(pause * 1e9) };
+		nanosleep(&ts, NULL);
+		if (pause < 0.2)
+			pause *= 2;
+	}
+	if (nports > 1)
+		snprintf(err, errlen, "rank %d found no rank 0 of this job at %s ports %d-%d before "
+			 "the timeout (%s)", st->rank, host, port, port + nports - 1, first);
+	else
+		snprintf(err, errlen, "rank %d found no rank 0 of this job at %s before the timeout "
+			 "(%s)", st->rank, host, first);
+out:
+	freeaddrinfo(res);
+	return fd;
 }
 
 int dl_star_open(struct dl_star *st, int rank, int size, int lfd, const char *host, int port,
-		 int *ring_fd, const char *node, const struct dl_auth *auth, double deadline,
+		 int nports, int *ring_fd, const char *node, const struct dl_auth *auth, double deadline,
 		 char *err, size_t errlen)
 {
 	void *p = NULL;
@@ -893,7 +956,7 @@ int dl_star_open(struct dl_star *st, int rank, int size, int lfd, const char *ho
 	if (rank == 0)
 		return open_root(st, lfd, ring_fd, node, deadline, err, errlen);
 
-	int fd = join_root(st, host, port, ring_fd, node, deadline, err, errlen);
+	int fd = join_root(st, host, port, nports, &port, ring_fd, node, deadline, err, errlen);
 	if (fd < 0)
 		return -1;
 	st->fd[0] = fd;

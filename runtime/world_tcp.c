@@ -1,5 +1,6 @@
 /* The TCP world: for srun without PMIx, or torchrun-style RANK/WORLD_SIZE/
- * MASTER_ADDR/MASTER_PORT.  Rank 0 listens on MASTER_PORT; everybody joins
+ * MASTER_ADDR/MASTER_PORT.  Rank 0 listens on MASTER_PORT (or, when it is
+ * taken, the next free one of DL_MASTER_PORT_TRIES ports); everybody joins
  * the star there (runtime/world_star.c), learning everybody's ring address,
  * and the collectives run on a ring (runtime/world_ring.c). */
 #include "config.h"
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "runtime/master.h"
 #include "runtime/world_int.h"
 
 struct tcp_world {
@@ -81,16 +83,31 @@ int dl_world_tcp_open(struct dl_world *w, const struct dl_world_env *env, double
 		return -1;
 	}
 	t->timeout_s = timeout_s;
-	/* Rank 0 takes MASTER_PORT first, on MASTER_ADDR's address only: a
-	 * port in use is this job's problem to report, not a reason to wait
-	 * (the others then meet the other program and say so). */
-	if (rank == 0 && (lfd = dl_listen_host(env->master_addr, env->master_port, e, sizeof(e))) < 0) {
-		snprintf(err, errlen, "rank 0 on %s: MASTER_ADDR=%s MASTER_PORT=%d: %s", env->node,
-			 env->master_addr, env->master_port, e);
-		goto out;
+	/* Rank 0 listens on MASTER_ADDR's address only, on the first free
+	 * candidate port: one taken by another job's step or any program is
+	 * skipped (the others try the same candidates in the same order and
+	 * know this job's rank 0 by its proof). */
+	int tries = dl_master_port_tries(env->master_port), port = env->master_port;
+	for (int k = 0; rank == 0 && lfd < 0; k++) {
+		if (k == tries) {
+			snprintf(err, errlen, "rank 0 on %s: MASTER_ADDR=%s: MASTER_PORT=%d and the "
+				 "next %d ports are all in use (%s)", env->node, env->master_addr,
+				 env->master_port, tries - 1, e);
+			goto out;
+		}
+		port = env->master_port + k;
+		lfd = dl_listen_host(env->master_addr, port, e, sizeof(e));
+		if (lfd == -1) {
+			snprintf(err, errlen, "rank 0 on %s: MASTER_ADDR=%s MASTER_PORT=%d: %s",
+				 env->node, env->master_addr, port, e);
+			goto out;
+		}
+		if (lfd >= 0 && k > 0)
+			fprintf(stderr, "dljob: note: rank 0 on %s: MASTER_PORT=%d is in use, so "
+				"the rendezvous is on port %d\n", env->node, env->master_port, port);
 	}
-	if (dl_star_open(&t->star, rank, size, lfd, env->master_addr, env->master_port, &rfd,
-			 env->node, &auth, deadline, e, sizeof(e)) < 0) {
+	if (dl_star_open(&t->star, rank, size, lfd, env->master_addr, env->master_port, tries,
+			 &rfd, env->node, &auth, deadline, e, sizeof(e)) < 0) {
 		snprintf(err, errlen, "%s", e);
 		goto out;
 	}

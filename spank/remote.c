@@ -415,7 +415,7 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 	const struct dl_opts *o = dl_opts();
 	uint32_t rank = 0, world = 0, nlocal = 0;
 	int local = 0;
-	char nodes[8192], master[256];
+	char nodes[8192], master[256], resv[256];
 
 	if (!st.active)
 		return 0;
@@ -443,10 +443,25 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 		dl_error(1, "cannot find the first node in SLURM_STEP_NODELIST='%s'", nodes);
 		return -1;
 	}
+	/* MASTER_PORT: the step's first reserved port (MpiParams=ports=...:
+	 * Slurm gives every step on a node its own), else one derived from the
+	 * ids, which another step may hold (dljob's runtime then moves on, a
+	 * PyTorch rank 0 fails with "address already in use"). */
+	int port = dl_master_port(st.job, st.step, a->port_lo, a->port_hi);
+	spank_err_t rc = spank_getenv(sp, "SLURM_STEP_RESV_PORTS", resv, sizeof(resv));
+	if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_NOEXIST) {
+		dl_error(1, "SLURM_STEP_RESV_PORTS cannot be read (%s)", spank_strerror(rc));
+		return -1;
+	}
+	if (rc == ESPANK_SUCCESS && resv[0] && (port = dl_resv_port_first(resv)) < 0) {
+		char q[256];
+		dl_error(1, "SLURM_STEP_RESV_PORTS='%s' is not a list of ports", dl_optval_escape(resv, q, sizeof(q)));
+		return -1;
+	}
 	if (setenv_u(sp, "RANK", rank) < 0 || setenv_u(sp, "LOCAL_RANK", (unsigned)local) < 0 ||
 	    setenv_u(sp, "WORLD_SIZE", world) < 0 || setenv_u(sp, "LOCAL_WORLD_SIZE", nlocal) < 0 ||
 	    spank_setenv(sp, "MASTER_ADDR", master, 1) != ESPANK_SUCCESS ||
-	    setenv_u(sp, "MASTER_PORT", (unsigned)dl_master_port(st.job, st.step, a->port_lo, a->port_hi)) < 0) {
+	    setenv_u(sp, "MASTER_PORT", (unsigned)port) < 0) {
 		dl_error(1, "cannot set the rank variables");
 		return -1;
 	}

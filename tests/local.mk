@@ -5,8 +5,8 @@ TESTS += tests/test_hardening.sh
 dist_check_SCRIPTS += tests/test_hardening.sh
 # The plugin's fuzz targets: built and run by make check-asan once
 # tests/fuzz/local.mk includes tests/fuzz/spank.mk.
-EXTRA_DIST += tests/fuzz/spank.mk tests/fuzz/fuzz_plugstack.c tests/fuzz/fuzz_options.c \
-	tests/fuzz/corpus/fuzz_plugstack tests/fuzz/corpus/fuzz_options
+EXTRA_DIST += tests/fuzz/spank.mk tests/fuzz/fuzz_plugstack.c tests/fuzz/fuzz_options.c tests/fuzz/fuzz_master.c \
+	tests/fuzz/corpus/fuzz_plugstack tests/fuzz/corpus/fuzz_options tests/fuzz/corpus/fuzz_master
 include tests/cluster/local.mk
 include tests/engine/ops.mk
 include tests/engine/model.mk

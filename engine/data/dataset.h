@@ -19,6 +19,10 @@ struct dl_data_options {
 	int cache_deferred;     /* 1: open only reads a cached index from cache_dir; the caller
 	                         * writes one later with dl_dataset_save_index (so a run that
 	                         * fails its checks writes nothing) */
+	const char *node_cache_dir; /* a directory of this user on this node (created 0700 if
+	                         * missing; not used unless it is this user's and closed to
+	                         * others) where fashion-mnist keeps its inflated .gz files,
+	                         * mapped by every later process (NULL: inflate every time) */
 };
 
 struct dl_dataset {

@@ -1,12 +1,26 @@
 /* fashion-mnist:DIR -- the IDX files of Fashion-MNIST (as Debian's
  * dataset-fashion-mnist ships them, gzip'd, or uncompressed).  Both splits are
- * read into memory at open (47 MB + 8 MB of uint8), so load() is a lookup.
+ * in memory from open on (47 MB + 8 MB of uint8), so load() is a lookup.
  * No augmentation by default; fashion-mnist+aug:DIR adds the usual random
- * crop (2 pixels of padding) and horizontal flip to the training split. */
+ * crop (2 pixels of padding) and horizontal flip to the training split.
+ *
+ * Inflating the .gz files costs ~0.15 CPU-s per process, most of a 1-task
+ * launch.  With opt->node_cache_dir (the runtime passes a private directory
+ * of this user on this node), a .gz is inflated once per node: the first
+ * process writes the plain IDX file there (under a lock, so the ranks of a
+ * node that start together inflate it once between them) and every process
+ * maps it read-only, touching only the pages of the samples it loads.  The
+ * directory must be owned by this user and closed to others (else it is not
+ * used); a cached file is named after the source's device, inode, size and
+ * mtime, must be a regular file of this user that nobody else may write, and
+ * is checked like the source (IDX header, exact size) before use. */
 #include "config.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 #include "engine/data/internal.h"
@@ -18,9 +32,18 @@
 #define IDX_IMAGES_MAGIC 2051
 #define IDX_LABELS_MAGIC 2049
 
+/* One IDX file's payload: malloc'ed, or inside a read-only mapping of a
+ * cached file (map, maplen: what to munmap). */
+struct idx_data {
+	uint8_t *data;
+	void *map;
+	size_t maplen;
+};
+
 struct fmnist_split {
-	uint8_t *pixels; /* (count, rows, cols) */
-	uint8_t *labels; /* (count) */
+	struct idx_data px, lb;
+	uint8_t *pixels; /* (count, rows, cols): px.data */
+	uint8_t *labels; /* (count): lb.data */
 	size_t count;
 };
 
@@ -74,12 +97,34 @@ static int read_exact(gzFile f, const char *path, void *buf, size_t len, const c
 	return 0;
 }
 
+/* Check an IDX header (hlen = 4 + 4 * ndim bytes): the magic, plausible
+ * dims; *total is the payload's size.  0, or -1 with err naming path. */
+static int idx_header(const unsigned char *hdr, const char *path, uint32_t magic, int ndim,
+                      uint32_t dims[3], size_t *total, char *err, size_t errlen)
+{
+	*total = 1;
+	if (be32(hdr) != magic) {
+		dl_errf(err, errlen, "%s: bad magic number %u (want %u for an IDX %s file)", path,
+		        be32(hdr), magic, ndim == 3 ? "image" : "label");
+		return -1;
+	}
+	for (int i = 0; i < ndim; i++) {
+		dims[i] = be32(hdr + 4 + 4 * i);
+		if (dims[i] == 0 || (i > 0 && dims[i] > 4096) || dims[0] > (1u << 28)) {
+			dl_errf(err, errlen, "%s: implausible dimension %d = %u in the IDX header", path, i, dims[i]);
+			return -1;
+		}
+		*total *= dims[i];
+	}
+	return 0;
+}
+
 /* Read one IDX file: magic, dims, payload. ndim is 3 for images, 1 for labels.
  * The payload buffer grows with what the file really holds (the header may
  * claim gigabytes in a few bytes, and a .gz's real size is only known by
- * reading it). */
+ * reading it).  *gz is set when the file was compressed. */
 static int read_idx(const char *path, uint32_t magic, int ndim, uint32_t dims[3],
-                    uint8_t **data, char *err, size_t errlen)
+                    uint8_t **data, int *gz, char *err, size_t errlen)
 {
 	unsigned char hdr[16];
 	size_t hlen = 4 + 4 * (size_t)ndim, total = 1, cap = 0, got = 0;
@@ -96,22 +141,13 @@ static int read_idx(const char *path, uint32_t magic, int ndim, uint32_t dims[3]
 		dl_errf(err, errlen, "%s: %s", path, errno ? strerror(errno) : "cannot open");
 		return -1;
 	}
+	(void)gzbuffer(f, 1u << 18); // 256 KiB reads instead of 8 KiB: ~15% faster inflate
 	if (read_exact(f, path, hdr, hlen, "the IDX header", 0, hlen, err, errlen) != 0)
 		goto out;
-	if (be32(hdr) != magic) {
-		dl_errf(err, errlen, "%s: bad magic number %u (want %u for an IDX %s file)", path,
-		        be32(hdr), magic, ndim == 3 ? "image" : "label");
+	if (idx_header(hdr, path, magic, ndim, dims, &total, err, errlen) != 0)
 		goto out;
-	}
-	for (int i = 0; i < ndim; i++) {
-		dims[i] = be32(hdr + 4 + 4 * i);
-		if (dims[i] == 0 || (i > 0 && dims[i] > 4096) || dims[0] > (1u << 28)) {
-			dl_errf(err, errlen, "%s: implausible dimension %d = %u in the IDX header", path, i, dims[i]);
-			goto out;
-		}
-		total *= dims[i];
-	}
-	if (gzdirect(f) && (uint64_t)st.st_size - hlen < total) { // uncompressed: its size is known
+	*gz = !gzdirect(f);
+	if (!*gz && (uint64_t)st.st_size - hlen < total) { // uncompressed: its size is known
 		dl_errf(err, errlen, "%s: truncated: the IDX header announces %zu bytes of %s, the file holds %llu",
 		        path, total, ndim == 3 ? "images" : "labels", (unsigned long long)st.st_size - hlen);
 		goto out;
@@ -142,8 +178,170 @@ out:
 	return rv;
 }
 
+/* ---- the per-node cache of inflated files ---------------------------------- */
+
+/* The cache directory, opened: 0700 and this user's, else -1 (not used). */
+static int cache_dir_open(const char *dir)
+{
+	struct stat st;
+	int dfd;
+
+	if (!dir || !*dir)
+		return -1;
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		return -1;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return -1;
+	if (fstat(dfd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+		close(dfd);
+		return -1;
+	}
+	return dfd;
+}
+
+/* The cached file named `name` in dfd, mapped: 0 with out set, -1 if it is
+ * missing or not usable (then out is untouched). */
+static int cache_map(int dfd, const char *name, const char *src, uint32_t magic, int ndim,
+                     uint32_t dims[3], struct idx_data *out)
+{
+	size_t hlen = 4 + 4 * (size_t)ndim, total;
+	char e[64];
+	struct stat st;
+	void *map;
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 022) != 0 || (uint64_t)st.st_size < hlen) {
+		close(fd);
+		return -1;
+	}
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED)
+		return -1;
+	if (idx_header(map, src, magic, ndim, dims, &total, e, sizeof e) != 0 ||
+	    (uint64_t)st.st_size != hlen + total) {
+		munmap(map, (size_t)st.st_size);
+		return -1;
+	}
+	out->map = map;
+	out->maplen = (size_t)st.st_size;
+	out->data = (uint8_t *)map + hlen;
+	return 0;
+}
+
+/* Write the inflated file (header + payload) as `name` in dfd, atomically:
+ * a private temporary file, renamed.  Best effort: a failure is said once
+ * on stderr and changes nothing else. */
+static void cache_write(int dfd, const char *dir, const char *name, uint32_t magic, int ndim,
+                        const uint32_t dims[3], const uint8_t *data, size_t total)
+{
+	unsigned char hdr[16];
+	size_t hlen = 4 + 4 * (size_t)ndim;
+	char tmp[128];
+	int fd;
+
+	for (int i = 0; i < 4; i++)
+		hdr[i] = (unsigned char)(magic >> (24 - 8 * i));
+	for (int d = 0; d < ndim; d++)
+		for (int i = 0; i < 4; i++)
+			hdr[4 + 4 * d + i] = (unsigned char)(dims[d] >> (24 - 8 * i));
+	snprintf(tmp, sizeof tmp, "%s.%ld.tmp", name, (long)getpid());
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto fail;
+	for (size_t off = 0, n = hlen + total; off < n;) {
+		const uint8_t *p = off < hlen ? hdr + off : data + (off - hlen);
+		size_t len = off < hlen ? hlen - off : n - off;
+		ssize_t w = write(fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			close(fd);
+			goto fail_unlink;
+		}
+		off += (size_t)w;
+	}
+	if (close(fd) != 0 || renameat(dfd, tmp, dfd, name) != 0)
+		goto fail_unlink;
+	return;
+fail_unlink:
+	(void)unlinkat(dfd, tmp, 0);
+fail:
+	fprintf(stderr, "dljob: data: cannot cache %s/%s: %s (continuing without)\n", dir, name,
+	        strerror(errno ? errno : EIO));
+}
+
+/* Read path into out: from the node cache when it holds it (a .gz inflated
+ * by an earlier process), else from path, caching it if it was a .gz.  The
+ * cache is keyed by the source's identity, so a changed file is a miss. */
+static int load_idx(const char *path, const char *cache, uint32_t magic, int ndim, uint32_t dims[3],
+                    struct idx_data *out, char *err, size_t errlen)
+{
+	char name[160] = "";
+	struct stat st;
+	int dfd = -1, lfd = -1, gz = 0, rv;
+
+	memset(out, 0, sizeof *out);
+	if (cache && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (dfd = cache_dir_open(cache)) >= 0) {
+		snprintf(name, sizeof name, "fmnist-%llx-%llx-%llx-%lld.%09ld.idx",
+		         (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+		         (unsigned long long)st.st_size, (long long)st.st_mtim.tv_sec,
+		         (long)st.st_mtim.tv_nsec);
+		if (cache_map(dfd, name, path, magic, ndim, dims, out) == 0)
+			goto done;
+		/* One process of the node inflates while the others wait (at
+		 * most 60 s: then each inflates on its own, as without cache). */
+		char lock[176];
+		snprintf(lock, sizeof lock, "%s.lock", name);
+		lfd = openat(dfd, lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		for (int t = 0; lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) != 0; t++) {
+			if (t == 6000) {
+				close(lfd);
+				lfd = -1;
+				break;
+			}
+			struct timespec ts = {0, 10000000};
+			nanosleep(&ts, NULL);
+		}
+		if (lfd >= 0 && cache_map(dfd, name, path, magic, ndim, dims, out) == 0)
+			goto done;
+	}
+	rv = read_idx(path, magic, ndim, dims, &out->data, &gz, err, errlen);
+	if (rv == 0 && gz && dfd >= 0) {
+		size_t total = 1;
+		for (int i = 0; i < ndim; i++)
+			total *= dims[i];
+		errno = 0;
+		cache_write(dfd, cache, name, magic, ndim, dims, out->data, total);
+	}
+	if (lfd >= 0)
+		close(lfd); // releases the lock
+	if (dfd >= 0)
+		close(dfd);
+	return rv;
+done:
+	if (lfd >= 0)
+		close(lfd);
+	close(dfd);
+	return 0;
+}
+
+static void idx_free(struct idx_data *d)
+{
+	if (d->map)
+		munmap(d->map, d->maplen);
+	else
+		free(d->data);
+	memset(d, 0, sizeof *d);
+}
+
 static int load_split(struct fmnist *fm, int s, const char *dir, const char *prefix,
-                      char *err, size_t errlen)
+                      const char *cache, char *err, size_t errlen)
 {
 	char ipath[4096], lpath[4096], base[64];
 	uint32_t idims[3], ldims[3];
@@ -160,10 +358,12 @@ static int load_split(struct fmnist *fm, int s, const char *dir, const char *pre
 		dl_errf(err, errlen, "%s/%s.gz: missing", dir, base);
 		return -1;
 	}
-	if (read_idx(ipath, IDX_IMAGES_MAGIC, 3, idims, &sp->pixels, err, errlen) != 0)
+	if (load_idx(ipath, cache, IDX_IMAGES_MAGIC, 3, idims, &sp->px, err, errlen) != 0)
 		return -1;
-	if (read_idx(lpath, IDX_LABELS_MAGIC, 1, ldims, &sp->labels, err, errlen) != 0)
+	sp->pixels = sp->px.data;
+	if (load_idx(lpath, cache, IDX_LABELS_MAGIC, 1, ldims, &sp->lb, err, errlen) != 0)
 		return -1;
+	sp->labels = sp->lb.data;
 	if (idims[0] != ldims[0]) {
 		dl_errf(err, errlen, "%s: %u labels but %s has %u images", lpath, ldims[0], ipath, idims[0]);
 		return -1;
@@ -248,8 +448,8 @@ static void fmnist_close(struct dl_dataset *ds)
 	struct fmnist *fm = ds->impl;
 	if (fm) {
 		for (int s = 0; s < 2; s++) {
-			free(fm->split[s].pixels);
-			free(fm->split[s].labels);
+			idx_free(&fm->split[s].px);
+			idx_free(&fm->split[s].lb);
 		}
 		free(fm);
 	}
@@ -279,8 +479,8 @@ int dl_fashion_mnist_open(const char *dir, int augment, const struct dl_data_opt
 		dl_errf(err, errlen, "fashion-mnist: no directory given (fashion-mnist:DIR)");
 		goto fail;
 	}
-	if (load_split(fm, 0, dir, "train", err, errlen) != 0 ||
-	    load_split(fm, 1, dir, "t10k", err, errlen) != 0)
+	if (load_split(fm, 0, dir, "train", opt->node_cache_dir, err, errlen) != 0 ||
+	    load_split(fm, 1, dir, "t10k", opt->node_cache_dir, err, errlen) != 0)
 		goto fail;
 	snprintf(ds->kind, sizeof ds->kind, "fashion-mnist");
 	ds->channels = 1;

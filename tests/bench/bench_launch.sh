@@ -6,15 +6,20 @@
 #   dljob world, TCP (srun --mpi=none)               tests/slurm/world_check
 #   dljob world, PMIx + TCP ring (DLJOB_COLLECTIVES=ring)
 #   dljob first step (resnet20, batch 8, real Fashion-MNIST from Debian's
-#            dataset-fashion-mnist, loading included; TCP and PMIx)
+#            dataset-fashion-mnist, loading included; TCP and PMIx), with the
+#            node's inflated copy cached by an earlier run (the usual case),
+#            and cold (TMPDIR, so the node cache, new for the run)
 #   PyTorch: import torch+torchvision, gloo init_process_group + allreduce,
 #            then one DDP step of the same model   tests/bench/bench_launch_torch.py
 # Run by hand from a build directory (needs root for the cluster):
 #   DLJOB_SRCDIR=/path/to/src DLJOB_BUILDDIR=$PWD bash $DLJOB_SRCDIR/tests/bench/bench_launch.sh [REPEATS]
+# (DLJOB_BIN: the dljob to time, default $DLJOB_BUILDDIR/dljob.)
 # Prints markdown tables (median of REPEATS runs, default 3), then the
 # allreduce time of resnet18's gradient for each collective implementation.
 set -u
 : "${DLJOB_SRCDIR:?set DLJOB_SRCDIR}" "${DLJOB_BUILDDIR:?set DLJOB_BUILDDIR}"
+DLJOB_BIN=${DLJOB_BIN:-$DLJOB_BUILDDIR/dljob}
+[ -x "$DLJOB_BIN" ] || { echo "no $DLJOB_BIN: build dljob first" >&2; exit 1; }
 REPEATS=${1:-3}
 TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
 # shellcheck source=tests/slurm/world_lib.sh
@@ -69,6 +74,14 @@ for n in 1 2 4; do
 			R[step.$mpi.$n]+="$(since "$WTMP/d" "^step 1/" "$t0") "
 			rm -rf "$WTMP/out"
 		done
+		# Cold: a new TMPDIR, so each node inflates the data once again.
+		cold=$(mktemp -d "$WTMP/cold.XXXXXX")
+		t0=$(now)
+		srun_n "$n" --mpi=none --export=ALL,TMPDIR="$cold" "$DLJOB_BIN" --model resnet20 \
+			--data /usr/share/datasets/fashion-mnist --batch 8 --steps 1 --eval 0 --print-every 1 \
+			--threads 1 --timeout 60 --out "$WTMP/out" 2>&1 | stamp_lines >"$WTMP/d"
+		R[step.cold.$n]+="$(since "$WTMP/d" "^step 1/" "$t0") "
+		rm -rf "$WTMP/out" "$cold"
 		t0=$(now)
 		srun_n "$n" --mpi=none --export=ALL,MASTER_PORT="$(free_port)" \
 			"$TORCH_PYTHON" "$DLJOB_SRCDIR/tests/bench/bench_launch_torch.py" --step >"$WTMP/t" 2>&1 ||
@@ -95,6 +108,7 @@ row "dljob world ready, TCP" ready.none
 row "torch+torchvision import, gloo init + allreduce" ready.torch
 row "dljob first step done (resnet20, b8, Fashion-MNIST loaded), PMIx" step.pmix
 row "dljob first step done (resnet20, b8, Fashion-MNIST loaded), TCP" step.none
+row "dljob first step done, TCP, node cache cold (inflated in the run)" step.cold
 row "torch DDP first step done (resnet20, b8, random 1x28x28)" step.torch
 
 # Allreduce of resnet18's gradient (11689512 floats), median of 5, 2 and 4

@@ -3,6 +3,7 @@
 TRAIN_TESTS = \
 	tests/engine/test_cli.sh \
 	tests/engine/test_index_cache.sh \
+	tests/engine/test_fmnist_cache.sh \
 	tests/engine/test_resume.sh \
 	tests/engine/test_resume_slurm.sh \
 	tests/engine/test_train_ddp.sh \

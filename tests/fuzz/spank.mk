@@ -16,3 +16,7 @@ tests_fuzz_fuzz_topology_SOURCES = tests/fuzz/fuzz_topology.c spank/mapping.c
 tests_fuzz_fuzz_topology_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 tests_fuzz_fuzz_topology_LDFLAGS = $(FUZZ_LINKFLAGS)
 tests_fuzz_fuzz_topology_LDADD = $(HWLOC_LIBS)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_master
+tests_fuzz_fuzz_master_SOURCES = tests/fuzz/fuzz_master.c runtime/master.c
+tests_fuzz_fuzz_master_LDFLAGS = $(FUZZ_LINKFLAGS)

@@ -1,7 +1,7 @@
 /* How the world decides to bootstrap, from the environment alone
  * (runtime/world_env.c): precedence PMIx > RANK/WORLD_SIZE > SLURM_* >
- * single, MASTER_ADDR from the step's first node, MASTER_PORT from the job
- * and step ids, one-line errors naming the bad variable; and the hostlist
+ * single, MASTER_ADDR from the step's first node, MASTER_PORT Slurm's
+ * reserved port or from the job and step ids, the candidate ports, one-line errors naming the bad variable; and the hostlist
  * parser on the forms Slurm writes. */
 #include "config.h"
 #include <stdio.h>
@@ -26,7 +26,7 @@ static const char *const vars[] = {
 	"DLJOB_WORLD", "PMIX_RANK", "PMIX_NAMESPACE", "RANK", "WORLD_SIZE", "MASTER_ADDR",
 	"MASTER_PORT", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
 	"SLURM_JOB_NODELIST", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURMD_NODENAME",
-	"DLJOB_JOB_SECRET",
+	"DLJOB_JOB_SECRET", "SLURM_STEP_RESV_PORTS",
 };
 
 /* Set the environment to exactly the NULL-terminated name=value list. */
@@ -94,6 +94,36 @@ int main(void)
 	setenv("SLURM_STEP_ID", "2", 1);
 	rc = dl_world_env(&e, err, sizeof(err));
 	CHECK(rc == 0 && e.master_port != port0, "the next step must get another port (%d)", e.master_port);
+
+	/* Slurm reserved ports for the step (MpiParams=ports=...): the first
+	 * one is MASTER_PORT, whatever the ids; the job key stays the ids'. */
+	setenv("SLURM_STEP_RESV_PORTS", "31001-31002", 1);
+	rc = dl_world_env(&e, err, sizeof(err));
+	CHECK(rc == 0 && e.master_port == 31001, "reserved ports: rc %d port %d (%s)", rc,
+	      e.master_port, err);
+	CHECK(strstr(e.jobkey, "12.2") != NULL, "reserved ports: job key '%s'", e.jobkey);
+	setenv("SLURM_STEP_RESV_PORTS", "31001-", 1);
+	rc = dl_world_env(&e, err, sizeof(err));
+	CHECK(rc < 0 && strstr(err, "SLURM_STEP_RESV_PORTS='31001-' is not a list of ports"),
+	      "bad reserved ports: rc %d (%s)", rc, err);
+	unsetenv("SLURM_STEP_RESV_PORTS");
+
+	/* The rendezvous's candidate ports stop at 65535. */
+	CHECK(dl_master_port_tries(29500) == DL_MASTER_PORT_TRIES && dl_master_port_tries(65535) == 1 &&
+	      dl_master_port_tries(65530) == 6, "candidate ports: %d %d %d", dl_master_port_tries(29500),
+	      dl_master_port_tries(65535), dl_master_port_tries(65530));
+	/* SLURM_STEP_RESV_PORTS as Slurm writes it, and what it must refuse. */
+	{
+		static const struct { const char *in; int want; } rp[] = {
+			{ "12000", 12000 }, { "12000-12001", 12000 }, { "12005,12000-12001", 12005 },
+			{ "1-65535", 1 }, { "", -1 }, { "0", -1 }, { "65536", -1 }, { "12001-12000", -1 },
+			{ "12000,", -1 }, { "12000-", -1 }, { "-1", -1 }, { " 12000", -1 }, { "12000x", -1 },
+			{ "99999999999999999999", -1 }, { "[12000-12001]", -1 },
+		};
+		for (size_t i = 0; i < sizeof(rp) / sizeof(rp[0]); i++)
+			CHECK(dl_resv_port_first(rp[i].in) == rp[i].want, "resv ports '%s': %d, want %d",
+			      rp[i].in, dl_resv_port_first(rp[i].in), rp[i].want);
+	}
 
 	/* torchrun style, with Slurm's ids around: RANK/MASTER_* win. */
 	env_set((const char *[]){ "RANK", "2", "WORLD_SIZE", "3", "MASTER_ADDR", "10.0.0.5",

@@ -3,7 +3,8 @@
 # findings 6-9): an impostor claiming a rank, a rogue rank 0 on MASTER_PORT,
 # strangers on the ring listeners, idle and partial connections, a member
 # with an out-of-range rank, a rank that dies between the table and the
-# ring, another program on MASTER_PORT, MASTER_ADDR spelled differently,
+# ring, another program on MASTER_PORT, three rendezvous on one
+# MASTER_PORT (issue 15), MASTER_ADDR spelled differently,
 # absurd world sizes and SIGTERM during the rendezvous.  Every honest rank
 # either finishes with exact sums (world_check checks every allreduce: no
 # stranger's byte reached them) or stops within a few seconds naming the
@@ -76,27 +77,25 @@ case_impostor() {
 	echo "impostor as rank 1: dropped, the job's sums are exact"
 }
 
-# 2. A rogue rank 0 holds MASTER_PORT first: the real rank 0 says the port
-# is taken, the others refuse the rogue (it cannot prove the secret).
+# 2. A rogue rank 0 holds MASTER_PORT first: the real rank 0 takes the
+# next port, the others refuse the rogue (it cannot prove the secret) and
+# find rank 0 there; the sums are exact.
 case_rogue0() {
 	local o port p0 p1 p2 ps ps1 ps2 t0 n r talk q0 q1
 	o=$WTMP/rogue port=$(free_port)
 	stranger "$o" rogue0 "$port"; ps=$!
-	sleep 0.5
+	wait_listen "$port"
 	t0=$SECONDS
 	rank 0 3 "$port" "$o" ""; p0=$!
 	rank 1 3 "$port" "$o" ""; p1=$!
 	rank 2 3 "$port" "$o" ""; p2=$!
 	wait_all 10 $p0 $p1 $p2
-	[ "${RCS[*]}" = "1 1 1" ] || fail "rogue rank 0: exit statuses ${RCS[*]}: $(all "$o")"
-	grep -q "MASTER_PORT=$port: cannot listen .*in use" "$o.0" || fail "rank 0 did not name the taken port: $(all "$o")"
-	for r in 1 2; do
-		grep -q "could not prove it knows the job secret" "$o.$r" ||
-			fail "rank $r did not refuse the rogue rank 0: $(all "$o")"
-	done
-	! grep -q OK "$o.1" "$o.2" || fail "a rank passed with a rogue rank 0"
+	ok_ranks "$o" 3
+	grep -q "MASTER_PORT=$port is in use, so the rendezvous is on port $((port + 1))" "$o.0" ||
+		fail "rank 0 did not say it moved to the next port: $(all "$o")"
+	grep -q "sent a forged proof" "$o.stranger" || fail "no rank met the rogue: $(all "$o")"
 	kill "$ps" 2>/dev/null
-	echo "rogue rank 0 on MASTER_PORT: refused by every rank, in $((SECONDS - t0)) s"
+	echo "rogue rank 0 on MASTER_PORT: passed over by every rank, job done in $((SECONDS - t0)) s"
 }
 
 # 3. Strangers connect to the ring listeners (before the ring is built, as
@@ -176,28 +175,98 @@ case_death() {
 }
 
 # 7. Another program holds MASTER_PORT (silent, or speaking another
-# protocol): rank 0 says so at once, the others within the handshake's 5 s.
+# protocol): rank 0 takes the next port, rank 1 passes the program over
+# (within the handshake's 5 s when it is silent) and the job runs.  When
+# all 16 candidate ports are held, rank 0 says so at once and rank 1, at its
+# timeout, names what holds MASTER_PORT.
 case_busy() {
 	local o port p0 p1 p2 ps ps1 ps2 t0 n r talk q0 q1
 	for talk in "" --talk; do
 		o=$WTMP/busy$talk port=$(free_port)
 		# shellcheck disable=SC2086 # $talk: no word or one
 		stranger "$o" busy "$port" $talk; ps=$!
-		sleep 0.5
+		wait_listen "$port"
 		t0=$SECONDS
 		rank 0 2 "$port" "$o" ""; p0=$!
 		rank 1 2 "$port" "$o" ""; p1=$!
-		wait_all 10 $p0 $p1
-		grep -q "in use" "$o.0" || fail "rank 0 did not name the busy port: $(all "$o")"
-		if [ -n "$talk" ]; then
-			grep -q "is not a dljob rank 0 (it sent \"SSH-2.0-OpenSSH_" "$o.1" ||
-				fail "rank 1 did not name the other program: $(all "$o")"
-		else
-			grep -q "sent no dljob greeting" "$o.1" || fail "rank 1 did not name the silent program: $(all "$o")"
-		fi
+		wait_all 12 $p0 $p1
+		ok_ranks "$o" 2
+		grep -q "MASTER_PORT=$port is in use" "$o.0" || fail "rank 0 did not name the busy port: $(all "$o")"
 		kill "$ps" 2>/dev/null
-		echo "MASTER_PORT held by another program${talk:+ (talking)}: named in $((SECONDS - t0)) s"
+		echo "MASTER_PORT held by another program${talk:+ (talking)}: passed over, job done in $((SECONDS - t0)) s"
 	done
+	o=$WTMP/allbusy port=$(free_port_range 16)
+	stranger "$o" busy "$port" --talk --count 16; ps=$!
+	wait_listen $((port + 15))
+	t0=$SECONDS
+	for r in 0 1; do
+		"${CLEAN_ENV[@]}" RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+			DLJOB_JOB_SECRET="$SECRET" "$WC" --timeout 3 --steps 1 >"$o.$r" 2>&1 &
+		BG_PIDS+=($!)
+		eval "q$r=$!"
+	done
+	# shellcheck disable=SC2154 # q0, q1 set by eval
+	wait_all 10 "$q0" "$q1"
+	[ "${RCS[*]}" = "1 1" ] || fail "all ports busy: exit statuses ${RCS[*]}: $(all "$o")"
+	grep -q "MASTER_PORT=$port and the next 15 ports are all in use" "$o.0" ||
+		fail "rank 0 did not say every candidate port is in use: $(all "$o")"
+	grep -q "rank 1 found no rank 0 of this job at 127.0.0.1 ports $port-$((port + 15)) before the timeout (port $port: the program listening there is not a dljob rank 0 (it sent \"SSH-2.0-OpenSSH_" "$o.1" ||
+		fail "rank 1 did not name the program on MASTER_PORT: $(all "$o")"
+	kill "$ps" 2>/dev/null
+	echo "all 16 candidate ports held: both ranks named it in $((SECONDS - t0)) s"
+}
+
+# 7a. Rank 0 took the next port because MASTER_PORT was held when it
+# started; the holder is gone when rank 1 comes, so MASTER_PORT refuses:
+# rank 1 still finds rank 0 (the other ports are swept every ~1.5 s).
+case_moved() {
+	local o port p0 p1 ps t0
+	o=$WTMP/moved port=$(free_port_range 16)
+	stranger "$o" busy "$port"; ps=$!
+	wait_listen "$port"
+	rank 0 2 "$port" "$o" ""; p0=$!
+	wait_listen $((port + 1))
+	kill "$ps"
+	wait "$ps" 2>/dev/null
+	t0=$SECONDS
+	rank 1 2 "$port" "$o" ""; p1=$!
+	wait_all 8 $p0 $p1
+	ok_ranks "$o" 2
+	echo "MASTER_PORT freed after rank 0 moved on: rank 1 found it in $((SECONDS - t0)) s"
+}
+
+# 7b. Two steps of one job (same secret) and a job with another secret, all
+# three with the same MASTER_PORT on one host, start together: each finds
+# its own rank 0 (the first step's on MASTER_PORT, the others on the next
+# ports), the sums are exact.
+case_collide() {
+	local o port r s pids=() t0
+	o=$WTMP/collide port=$(free_port_range 16)
+	OTHER=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+	# step rank: start rank R of step S (secret of step 2: another job's).
+	step_rank() {
+		local sec=$SECRET
+		[ "$1" = 2 ] && sec=$OTHER
+		"${CLEAN_ENV[@]}" RANK="$2" WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+			SLURM_JOB_ID=77 SLURM_STEP_ID="$1" DLJOB_JOB_SECRET="$sec" \
+			"$WC" --timeout 20 --steps 1 >"$o$1.$2" 2>&1 &
+		BG_PIDS+=($!)
+		pids+=($!)
+	}
+	t0=$SECONDS
+	step_rank 0 0
+	wait_listen "$port"
+	for r in 0 1 2; do step_rank 1 "$r"; done
+	for r in 0 1 2; do step_rank 2 "$r"; done
+	sleep 0.5
+	for r in 1 2; do step_rank 0 "$r"; done
+	wait_all 20 "${pids[@]}"
+	for s in 0 1 2; do
+		ok_ranks "$o$s" 3
+	done
+	grep -q "rendezvous is on port $((port + 1))" "$o"1.0 || fail "step 1 not on the next port: $(all "$o"1)"
+	grep -q "MASTER_PORT=$port is in use" "$o"2.0 || fail "job 2 took rank 0's port: $(all "$o"2)"
+	echo "three rendezvous on one MASTER_PORT: all done in $((SECONDS - t0)) s, sums exact"
 }
 
 # 8. MASTER_ADDR spelled localhost by rank 0 and 127.0.0.1 by the others:
@@ -287,7 +356,7 @@ case_nosecret() {
 
 # HOSTILE_CASES="impostor ring": run only those (to try one case on another
 # build); default: all.
-for c in ${HOSTILE_CASES:-impostor rogue0 ring idle range death busy spelling size sigterm trickle nosecret}; do
+for c in ${HOSTILE_CASES:-impostor rogue0 ring idle range death busy moved collide spelling size sigterm trickle nosecret}; do
 	"case_$c"
 done
 echo "PASS: hostile peers are dropped or named, honest ranks finish exactly"

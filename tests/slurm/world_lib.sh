@@ -53,6 +53,33 @@ free_port() {
 	return 1
 }
 
+# The first of N consecutive free TCP ports on this machine.
+free_port_range() {
+	local n=$1 p i k busy
+	for i in $(seq 1 200); do
+		p=$((20000 + RANDOM % 12000))
+		busy=
+		for k in $(seq 0 $((n - 1))); do
+			if ss -Htan "( sport = :$((p + k)) )" 2>/dev/null | grep -q .; then
+				busy=1
+				break
+			fi
+		done
+		[ -n "$busy" ] || { echo "$p"; return 0; }
+	done
+	return 1
+}
+
+# Wait (up to 10 s) until something listens on TCP port PORT.
+wait_listen() {
+	local i
+	for i in $(seq 1 100); do
+		ss -Hltn "( sport = :$1 )" 2>/dev/null | grep -q . && return 0
+		sleep 0.1
+	done
+	fail "nothing listens on port $1"
+}
+
 # check_ok FILE N METHOD [LOCAL_SIZE]: all N ranks came up with METHOD and
 # finished with every sum right.
 check_ok() {

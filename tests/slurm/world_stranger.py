@@ -11,8 +11,9 @@ Modes (every mode prints "stranger: ..." lines saying what happened):
       join as rank R; without --secret, with a random key (an impostor).
       --after-table exit: a rank of the job that dies after the table.
   rogue0 PORT          listen on 127.0.0.1:PORT as a fake rank 0.
-  busy PORT [--talk]   hold PORT: accept and stay silent (or say hello in
-                       another protocol), never close.
+  busy PORT [--talk] [--count N]
+                       hold PORT (and the N-1 ports after it): accept and stay
+                       silent (or say hello in another protocol), never close.
   idle HOST PORT --count N [--partial]
                        N connections that say nothing (or half a hello).
   member HOST PORT --secret HEX --trickle S
@@ -214,14 +215,16 @@ def mode_rogue0(a):
 
 
 def mode_busy(a):
-    ls = listener(a.port)
-    say("holding port", a.port)
+    import select
+    lss = [listener(a.port + k) for k in range(a.count)]
+    say("holding ports %d-%d" % (a.port, a.port + a.count - 1))
     conns = []
     while True:
-        c, _ = ls.accept()
-        conns.append(c)
-        if a.talk:
-            c.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+        for ls in select.select(lss, [], [])[0]:
+            c, _ = ls.accept()
+            conns.append(c)
+            if a.talk:
+                c.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
 
 
 def mode_idle(a):
@@ -295,6 +298,7 @@ def main():
     b = sub.add_parser("busy")
     b.add_argument("port", type=int)
     b.add_argument("--talk", action="store_true")
+    b.add_argument("--count", type=int, default=1)
     i = sub.add_parser("idle")
     i.add_argument("host")
     i.add_argument("port", type=int)

@@ -1,0 +1,33 @@
+/* fuzz_master: the parsers of runtime/master.c that read Slurm's variables
+ * in every task (and in the plugin, inside slurmstepd): SLURM_STEP_RESV_PORTS
+ * (dl_resv_port_first) and the step's node list (dl_hostlist_first).  Input:
+ * the variable's value (up to the first NUL).  Checks: a port is -1 or in
+ * 1-65535 and is the leading number of the input; a host name is
+ * NUL-terminated inside its buffer and not empty. */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/master.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *s = malloc(size + 1), host[64];
+	int port;
+
+	if (!s)
+		abort();
+	memcpy(s, data, size);
+	s[size] = '\0';
+	port = dl_resv_port_first(s);
+	if (port != -1 && (port < 1 || port > 65535 || atoi(s) != port))
+		abort();
+	memset(host, 'x', sizeof(host));
+	if (dl_hostlist_first(s, host, sizeof(host)) == 0 &&
+	    (strnlen(host, sizeof(host)) == sizeof(host) || !host[0]))
+		abort();
+	free(s);
+	return 0;
+}
