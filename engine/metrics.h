@@ -52,7 +52,8 @@ void dl_metrics_close(struct dl_metrics *m);
 
 /* A metrics.jsonl read back.  Records are in step order: a record whose
  * step is not after the one before it (a run resumed from an earlier
- * checkpoint) replaces the records from that step on.  Numbers written as
+ * checkpoint) replaces the records from that step on, except that an eval
+ * record may follow the training record of its step.  Numbers written as
  * null read as NaN. */
 struct dl_metrics_log {
 	struct dl_metrics_record *rec;

@@ -125,9 +125,15 @@ out:
 static int append(struct dl_metrics_log *log, const struct dl_metrics_record *r)
 {
 	/* A resumed run repeats the steps after its checkpoint: the new
-	 * records replace the old ones from that step on. */
-	while (log->n > 0 && log->rec[log->n - 1].step >= r->step)
+	 * records replace the old ones from that step on.  An eval record
+	 * right after the training record of the same step (the epoch's last
+	 * step was also a --print-every step) is not a repeat. */
+	while (log->n > 0) {
+		const struct dl_metrics_record *p = &log->rec[log->n - 1];
+		if (p->step < r->step || (p->step == r->step && r->has_eval && !p->has_eval))
+			break;
 		log->n--;
+	}
 	if (log->n == log->cap) {
 		size_t cap = log->cap ? 2 * log->cap : 64;
 		struct dl_metrics_record *p = realloc(log->rec, cap * sizeof(*p));
