@@ -86,7 +86,9 @@ static int parse_record(const char *text, size_t len, struct dl_metrics_record *
 		goto out;
 	}
 	memset(r, 0, sizeof(*r));
-	const double T = 1e9; /* seconds, rates: anything finite and sane */
+	/* Any finite non-negative value: a diverging run logs losses of 1e27
+	 * and more before it stops, and those are what the report must show. */
+	const double T = 1e300;
 	if (integer(o, "step", 1, LONG_MAX, &step, path, line, err, errlen) < 0 ||
 	    integer(o, "epoch", 1, INT_MAX, &epoch, path, line, err, errlen) < 0 ||
 	    integer(o, "bad_samples", 0, LLONG_MAX, &bad_samples, path, line, err, errlen) < 0 ||

@@ -80,6 +80,10 @@ check "JSON numbers are the hand-computed ones ($res)" test "$res" = ok
 check "Markdown run row of b4" grep -qF '| b4 | 4 | 40 | 11.00 | 360.0 | 90.0 | 28.00 (77.8%) | 4.00 (11.1%) | 4.00 (11.1%) | 12.00 | 60.00 | 7.00 | 20 | 11.00 | 40 | not reached | - |' rep.md
 check "Markdown scaling row of 4 ranks" grep -qF '| 4 | 1 | 360.0 | 90.0 | 81.8% | 3.27 | 7.00 | 3.14 | 11.00 | 3.82 | - (0/1 reached) | - |' rep.md
 check "Markdown variability of the 1-rank runs" grep -qF '| 1 | img/s | 2 | 110.00 | 100.00 | 120.00 | 12.9% |' rep.md
+# A diverging run logs huge losses before it stops: reported and drawn, not refused.
+mkdir div && sed 's/"loss":1.0/"loss":2.4e+27/' a1/metrics.jsonl >div/metrics.jsonl
+"$DLJOB_BIN" report --plot div.png div >div.md 2>div.err
+check "a run with loss 2.4e27 is reported ($(head -c 100 div.err))" test -s div.png
 "$DLJOB_BIN" report --target 0.3 --json - a1 a2 b4 >rep2.json 2>/dev/null
 check "--json - writes the JSON alone on stdout" "$py" -c "import json; json.load(open('rep2.json'))"
 res=$("$py" - rep.png <<'PY'
@@ -110,6 +114,7 @@ bad e_noranks 'e_noranks/metrics.jsonl:1: no \"ranks\"' "${good/,\"ranks\":1/}"$
 bad e_top1 'e_top1/metrics.jsonl:1: \"top1\": 150 is out of range' "${good/\}/,\"top1\":150,\"top5\":1\}}"$'\n'
 bad e_dup 'e_dup/metrics.jsonl:1: column' "${good/\}/,\"step\":3\}}"$'\n'
 bad e_type 'e_type/metrics.jsonl:1: \"loss\" is not a number' "${good/\"loss\":1.0/\"loss\":\"x\"}"$'\n'
+bad e_big 'e_big/metrics.jsonl:1: column' "${good/\"compute_s\":7.0/\"compute_s\":1e999}"$'\n'
 bad e_neg 'e_neg/metrics.jsonl:1: \"compute_s\": -7 is out of range' "${good/\"compute_s\":7.0/\"compute_s\":-7}"$'\n'
 bad e_step 'e_step/metrics.jsonl:1: \"step\" is not an integer' "${good/\"step\":10/\"step\":1.5}"$'\n'
 bad e_array 'e_array/metrics.jsonl:1: not a JSON object' '[1,2]'$'\n'
