@@ -431,15 +431,22 @@ int dl_report_main(int argc, char **argv)
 		print_markdown(stdout, &rep);
 	if (json_path) {
 		json_t *j = report_json(&rep);
-		int bad = !j;
-		if (j && strcmp(json_path, "-") == 0)
+		if (!j) {
+			/* jansson refuses strings that are not UTF-8 */
+			fprintf(stderr, "dljob report: cannot encode the report as JSON (out of memory, or a "
+			        "RUN_DIR name that is not UTF-8)\n");
+			goto out;
+		}
+		int bad;
+		errno = 0;
+		if (strcmp(json_path, "-") == 0)
 			bad = json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 || fputc('\n', stdout) == EOF;
-		else if (j)
+		else
 			bad = json_dump_file(j, json_path, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0;
 		json_decref(j);
 		if (bad) {
-			fprintf(stderr, "dljob report: writing JSON to %s failed: %s\n", json_path,
-			        errno ? strerror(errno) : "out of memory");
+			fprintf(stderr, "dljob report: cannot write %s: %s\n", json_path,
+			        errno ? strerror(errno) : "write error");
 			goto out;
 		}
 	}

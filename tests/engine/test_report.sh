@@ -125,6 +125,11 @@ printf '{"a":1\0}\n' >e_nul/metrics.jsonl
 check "a NUL byte is refused ($(cat e_nul.err))" grep -qF "e_nul/metrics.jsonl:1: NUL byte" e_nul.err
 "$DLJOB_BIN" report nowhere >/dev/null 2>nowhere.err
 check "a missing run directory is named ($(cat nowhere.err))" grep -qF "nowhere/metrics.jsonl: No such file" nowhere.err
+"$DLJOB_BIN" report --json nodir/x.json a1 >/dev/null 2>json.err
+check "an unwritable --json is named ($(cat json.err))" eval 'grep -qF "cannot write nodir/x.json: No such file" json.err'
+cp -r a1 "$(printf 'bad\xffname')"
+"$DLJOB_BIN" report --json x.json "$(printf 'bad\xffname')" >/dev/null 2>utf.err
+check "a run name that is not UTF-8 is refused for JSON ($(cat utf.err))" grep -qF "not UTF-8" utf.err
 for opts in "--target 0 a1" "--target 1.5 a1" "--target x a1" "" "--bogus a1"; do
 	# shellcheck disable=SC2086
 	"$DLJOB_BIN" report $opts >/dev/null 2>usage.err
