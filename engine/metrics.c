@@ -9,10 +9,10 @@
 
 #include "engine/metrics.h"
 
-int dl_metrics_open(struct dl_metrics *m, const char *dir, int truncate, char *err, size_t errlen)
+int dl_metrics_open(struct dl_metrics *m, const char *dir, long resumed_at, char *err, size_t errlen)
 {
 	char path[4096];
-	int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);
+	int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (resumed_at < 0 ? O_TRUNC : 0);
 	m->events.fd = -1;
 	int n = snprintf(path, sizeof(path), "%s/metrics.jsonl", dir);
 	if (n < 0 || (size_t)n >= sizeof(path)) {
@@ -24,7 +24,7 @@ int dl_metrics_open(struct dl_metrics *m, const char *dir, int truncate, char *e
 		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
 		return -1;
 	}
-	if (dl_events_open(&m->events, dir, err, errlen) < 0) {
+	if (dl_events_open(&m->events, dir, resumed_at, err, errlen) < 0) {
 		dl_metrics_close(m);
 		return -1;
 	}

@@ -40,9 +40,11 @@ struct dl_metrics_record {
 	uint64_t eval_samples;
 };
 
-/* Open DIR/metrics.jsonl for appending (truncate: start it afresh) and a
- * new TensorBoard event file in DIR.  Returns 0 or -1. */
-int dl_metrics_open(struct dl_metrics *m, const char *dir, int truncate, char *err, size_t errlen);
+/* Open DIR/metrics.jsonl and a new TensorBoard event file in DIR.  A
+ * fresh run (resumed_at -1) starts metrics.jsonl afresh; one resumed after
+ * step resumed_at appends to it (and marks the event file, see
+ * dl_events_open).  Returns 0 or -1. */
+int dl_metrics_open(struct dl_metrics *m, const char *dir, long resumed_at, char *err, size_t errlen);
 /* Append r as one line (a single write(2)), non-finite numbers as null, and
  * as one Event of scalars: train/loss, train/lr, train/img_per_s,
  * time/loader_stall_s, time/compute_s, time/comm_s, time/exposed_comm_s,

@@ -79,7 +79,7 @@ static int write_event(struct dl_events *e, const Tensorflow__Event *ev, char *e
 	return 0;
 }
 
-int dl_events_open(struct dl_events *e, const char *dir, char *err, size_t errlen)
+int dl_events_open(struct dl_events *e, const char *dir, long resumed_at, char *err, size_t errlen)
 {
 	char host[64], path[4096];
 	e->fd = -1;
@@ -105,11 +105,21 @@ int dl_events_open(struct dl_events *e, const char *dir, char *err, size_t errle
 	ev.wall_time = unix_now();
 	ev.what_case = TENSORFLOW__EVENT__WHAT_FILE_VERSION;
 	ev.file_version = (char *)"brain.Event:2";
-	if (write_event(e, &ev, err, errlen) < 0) {
-		dl_events_close(e);
-		return -1;
+	if (write_event(e, &ev, err, errlen) < 0)
+		goto fail;
+	if (resumed_at >= 0) {
+		Tensorflow__SessionLog log = TENSORFLOW__SESSION_LOG__INIT;
+		log.status = TENSORFLOW__SESSION_LOG__SESSION_STATUS__START;
+		ev.step = resumed_at + 1;
+		ev.what_case = TENSORFLOW__EVENT__WHAT_SESSION_LOG;
+		ev.session_log = &log;
+		if (write_event(e, &ev, err, errlen) < 0)
+			goto fail;
 	}
 	return 0;
+fail:
+	dl_events_close(e);
+	return -1;
 }
 
 int dl_events_scalars(struct dl_events *e, long step, const struct dl_event_scalar *v, size_t n, char *err,

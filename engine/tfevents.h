@@ -22,8 +22,11 @@ struct dl_event_scalar {
 
 /* Create DIR/events.out.tfevents.<unix seconds>.<host>.<pid> (never an
  * existing file) and write its first record (file_version "brain.Event:2").
- * Returns 0, or -1 with the reason in err. */
-int dl_events_open(struct dl_events *e, const char *dir, char *err, size_t errlen);
+ * A run resumed after step resumed_at (>= 0; -1 for a fresh run) adds a
+ * SessionLog START at step resumed_at + 1, so TensorBoard drops what an
+ * earlier file logged for the steps this run repeats.  Returns 0, or -1
+ * with the reason in err. */
+int dl_events_open(struct dl_events *e, const char *dir, long resumed_at, char *err, size_t errlen);
 
 /* One Event at `step` with a Summary of the n scalars; wall_time is now. */
 int dl_events_scalars(struct dl_events *e, long step, const struct dl_event_scalar *v, size_t n, char *err,

@@ -386,7 +386,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 
 	if (r->comm->rank == 0) {
 		/* A resumed run continues the same log; a fresh one starts it over. */
-		if (dl_metrics_open(&r->metrics, c->out_dir, !c->resume, err, errlen) < 0)
+		if (dl_metrics_open(&r->metrics, c->out_dir, c->resume ? r->pos.step : -1, err, errlen) < 0)
 			return -1;
 		fprintf(stderr, "dljob: %s, %zu weights, %s backend%s%s, %d rank%s x batch %d, %ld steps/epoch, "
 		        "%d epoch%s, peak lr %g\n", c->model, r->n_weights, r->backend,
@@ -539,8 +539,8 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 				                              : last_ips,
 				.loader_stall_s = ls.stall_seconds - stall_mark, .compute_s = ph_compute,
 				.comm_s = ph_comm, .exposed_comm_s = ph_exposed, .bad_samples = ls.bad_samples,
-				.wall_s = r.wall0 + (now - r.t_start), .ranks = comm->size, .has_eval = 1, .top1 = res[0], .top5 = res[1],
-				.eval_loss = res[2], .eval_samples = (uint64_t)res[3],
+				.wall_s = r.wall0 + (now - r.t_start), .ranks = comm->size, .has_eval = 1, .top1 = res[0],
+				.top5 = res[1], .eval_loss = res[2], .eval_samples = (uint64_t)res[3],
 			};
 			fprintf(stderr, "epoch %d/%d  eval top1 %.2f%%  top5 %.2f%%  loss %.4f  (%.0f samples, %.1f s)\n",
 			        r.pos.epoch, cfg->epochs, res[0], res[1], res[2], res[3], now - t_eval);

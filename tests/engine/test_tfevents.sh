@@ -6,6 +6,9 @@
 # length, data, masked CRC-32C of the data) must hold; the first event is the
 # file version; then one Event per metrics.jsonl record with the same step and
 # the same scalars.  The reader must also catch a flipped byte (so it can fail).
+# A run stopped at step 70 and resumed writes a second file that starts with a
+# SessionLog START at step 71 (TensorBoard then drops older events of the
+# steps it repeats); the two files together hold every record.
 # The run's plot OUT/metrics.png is a 1600x1000 PNG with the line drawn.
 . "$DLJOB_SRCDIR/tests/lib.sh"
 FMNIST=/usr/share/datasets/fashion-mnist
@@ -18,8 +21,9 @@ trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 1
 
 "$py" "$DLJOB_SRCDIR/tests/fmnist_subset.py" "$FMNIST" fm 2048 256 || { fail "fixture"; finish; }
-"$DLJOB_BIN" --model convnet --data fashion-mnist:fm --epochs 2 --batch 32 --lr 0.4 --print-every 8 \
-	--threads 1 --loader-threads 1 --out run >run.log 2>&1
+train=(--model convnet --data fashion-mnist:fm --epochs 2 --batch 32 --lr 0.4 --print-every 8
+       --threads 1 --loader-threads 1)
+"$DLJOB_BIN" "${train[@]}" --out run >run.log 2>&1
 check "2-epoch convnet run exits 0" test $? -eq 0
 n_ev=$(ls run/events.out.tfevents.* 2>/dev/null | wc -l)
 check "one event file in --out ($n_ev)" test "$n_ev" -eq 1
@@ -65,12 +69,20 @@ def records(raw):
         yield ev
         off += 16 + n
 
-events = list(records(open(sys.argv[1], "rb").read()))
-if len(sys.argv) > 3:
+if sys.argv[1] == "frame-only":
+    list(records(open(sys.argv[2], "rb").read()))
     sys.exit(0)
-assert events[0].WhichOneof("what") == "file_version" and events[0].file_version == "brain.Event:2", events[0]
-metrics = [json.loads(l) for l in open(sys.argv[2])]
-evs = events[1:]
+metrics = [json.loads(l) for l in open(sys.argv[1])]
+evs = []
+for i, path in enumerate(sys.argv[2:]):
+    events = list(records(open(path, "rb").read()))
+    assert events[0].WhichOneof("what") == "file_version" and events[0].file_version == "brain.Event:2", events[0]
+    if i > 0:  # a resumed run's file: START right after the step it resumed from
+        e = events[1]
+        assert e.WhichOneof("what") == "session_log" and e.session_log.status == tfevent_pb2.SessionLog.START, e
+        assert e.step == evs[-1].step + 1, (e.step, evs[-1].step)
+        events = events[1:]
+    evs += events[1:]
 assert len(evs) == len(metrics), (len(evs), len(metrics))
 now = time.time()
 tags = {"train/loss": ("loss", 1e-5, 0), "train/lr": ("lr", 1e-5, 0), "train/img_per_s": ("img_per_s", 1e-6, 0.051),
@@ -92,16 +104,28 @@ for ev, m in zip(evs, metrics):
         k, rel, ab = tags[t]
         assert abs(v - m[k]) <= rel * abs(m[k]) + ab + 1e-7 * abs(m[k]), (t, v, m[k])
 assert n_eval == 2, n_eval
-print("%d events, %d with eval, steps %d..%d" % (len(evs), n_eval, evs[0].step, evs[-1].step))
+print("%d file(s), %d events, %d with eval, steps %d..%d" % (len(sys.argv) - 2, len(evs), n_eval, evs[0].step,
+                                                            evs[-1].step))
 PY
 ev=$(ls run/events.out.tfevents.* 2>/dev/null | head -1)
-out=$("$py" reader.py "$ev" run/metrics.jsonl 2>&1)
+out=$("$py" reader.py run/metrics.jsonl "$ev" 2>&1)
 check "independent reader: framing, CRCs, steps and scalars match metrics.jsonl ($out)" test $? -eq 0
+
+# Stopped at step 70 (epoch 2 of 64-step epochs), then resumed to the end.
+"$DLJOB_BIN" "${train[@]}" --steps 70 --out res >res1.log 2>&1
+check "run stopped at step 70 exits 0" test $? -eq 0
+"$DLJOB_BIN" "${train[@]}" --resume --out res >res2.log 2>&1
+check "resumed run exits 0" test $? -eq 0
+mapfile -t evs < <(ls -tr res/events.out.tfevents.*)
+out=$("$py" reader.py res/metrics.jsonl "${evs[@]}" 2>&1)
+rc=$?
+check "resumed: ${#evs[@]} files, START at step 71, records all there ($out)" eval '[ ${#evs[@]} -eq 2 ] && [ $rc -eq 0 ]'
+
 # A flipped byte in the last record's data must be caught.
 cp "$ev" bad.tfevents
 size=$(stat -c %s bad.tfevents)
 printf '\xff' | dd of=bad.tfevents bs=1 seek=$((size - 10)) conv=notrunc status=none
-"$py" reader.py bad.tfevents run/metrics.jsonl frame-only >bad.out 2>&1
+"$py" reader.py frame-only bad.tfevents >bad.out 2>&1
 check "the reader catches a corrupted record ($(tail -1 bad.out))" grep -q "CRC" bad.out
 
 # The run's plot.
