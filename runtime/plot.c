@@ -88,7 +88,8 @@ static void fmt_tick(char *buf, size_t len, double v, double tick)
 static void panel(cairo_t *cr, double px, double py, double pw, double ph, int x, int y, double unit,
                   const char *unit_name, const struct dl_plot_series *s, size_t n)
 {
-	/* plot area inside the panel box: room for tick labels and axis labels */
+	/* plot area inside the panel box: room for the title, the tick labels
+	 * and the axis labels (ax0 and aw once the y tick labels are known) */
 	double ax0 = px + 95, ay0 = py + 40, aw = pw - 120, ah = ph - 110;
 	double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
 	char buf[128];
@@ -121,6 +122,20 @@ static void panel(cairo_t *cr, double px, double py, double pw, double ph, int x
 		axis_fit(&ya, fmin(0, ylo), yhi, 5);
 	else
 		axis_fit(&ya, fmax(0, ylo - 2), fmin(100, yhi + 2), 5);
+	/* the widest y tick label sets where the plot area begins */
+	double label_w = 0;
+	cairo_set_font_size(cr, 16);
+	for (int t = 0; t <= 1000; t++) {
+		double v = ya.lo + t * ya.tick;
+		cairo_text_extents_t te;
+		if (v > ya.hi + ya.tick * 1e-6)
+			break;
+		fmt_tick(buf, sizeof(buf), v, ya.tick);
+		cairo_text_extents(cr, buf, &te);
+		label_w = fmax(label_w, te.x_advance);
+	}
+	ax0 = px + 50 + fmin(label_w, pw / 3);
+	aw = pw - (ax0 - px) - 25;
 #define PX(v) (ax0 + ((v) - xa.lo) / (xa.hi - xa.lo) * aw)
 #define PY(v) (ay0 + ah - ((v) - ya.lo) / (ya.hi - ya.lo) * ah)
 	/* grid and tick labels */
