@@ -5,10 +5,12 @@ set -eu
 
 PKGS_BUILD="build-essential autoconf automake libtool pkg-config
   libslurm-dev slurm-wlm-plugins-dev libhwloc-dev hwloc libpmix-dev libsodium-dev
-  openmpi-bin libopenmpi-dev libdnnl-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev"
+  openmpi-bin libopenmpi-dev libdnnl-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
+  libjansson-dev libprotobuf-c-dev protobuf-c-compiler libcairo2-dev"
 PKGS_TEST="slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins
   dataset-fashion-mnist python3-torch python3-torchvision python3-numpy python3-pil
-  libjpeg-turbo-progs imagemagick python3-skimage python3-sklearn iproute2 util-linux"
+  libjpeg-turbo-progs imagemagick python3-skimage python3-sklearn iproute2 util-linux
+  protobuf-compiler python3-protobuf fonts-dejavu-core"
 # make check-asan: clang with the ASan/UBSan/libFuzzer runtimes, OpenMP for clang
 PKGS_ASAN="clang libclang-rt-14-dev libomp-dev"
 

@@ -9,15 +9,44 @@
 
 #include "engine/metrics.h"
 
-int dl_metrics_open(struct dl_metrics *m, const char *path, int truncate, char *err, size_t errlen)
+int dl_metrics_open(struct dl_metrics *m, const char *dir, long resumed_at, char *err, size_t errlen)
 {
-	int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);
+	char path[4096];
+	int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (resumed_at < 0 ? O_TRUNC : 0);
+	m->events.fd = -1;
+	int n = snprintf(path, sizeof(path), "%s/metrics.jsonl", dir);
+	if (n < 0 || (size_t)n >= sizeof(path)) {
+		snprintf(err, errlen, "output path too long: %s", dir);
+		return -1;
+	}
 	m->fd = open(path, flags, 0666);
 	if (m->fd < 0) {
 		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
 		return -1;
 	}
+	if (dl_events_open(&m->events, dir, resumed_at, err, errlen) < 0) {
+		dl_metrics_close(m);
+		return -1;
+	}
 	return 0;
+}
+
+static int write_events(struct dl_metrics *m, const struct dl_metrics_record *r, char *err, size_t errlen)
+{
+	struct dl_event_scalar v[] = {
+		{"train/loss", r->loss},
+		{"train/lr", r->lr},
+		{"train/img_per_s", r->img_per_s},
+		{"time/loader_stall_s", r->loader_stall_s},
+		{"time/compute_s", r->compute_s},
+		{"time/comm_s", r->comm_s},
+		{"time/exposed_comm_s", r->exposed_comm_s},
+		{"eval/top1", r->top1},
+		{"eval/top5", r->top5},
+		{"eval/loss", r->eval_loss},
+	};
+	size_t n = sizeof(v) / sizeof(v[0]) - (r->has_eval ? 0 : 3);
+	return dl_events_scalars(&m->events, r->step, v, n, err, errlen);
 }
 
 /* JSON has no NaN/Infinity: a diverged loss is written as null so every
@@ -55,6 +84,7 @@ int dl_metrics_write(struct dl_metrics *m, const struct dl_metrics_record *r, ch
 	PUT(put_num(line + n, sizeof(line) - n, "exposed_comm_s", r->exposed_comm_s, 1, 4));
 	PUT(snprintf(line + n, sizeof(line) - n, ",\"bad_samples\":%" PRIu64, r->bad_samples));
 	PUT(put_num(line + n, sizeof(line) - n, "wall_s", r->wall_s, 1, 3));
+	PUT(snprintf(line + n, sizeof(line) - n, ",\"ranks\":%d", r->ranks));
 	if (r->has_eval) {
 		PUT(put_num(line + n, sizeof(line) - n, "top1", r->top1, 1, 4));
 		PUT(put_num(line + n, sizeof(line) - n, "top5", r->top5, 1, 4));
@@ -76,7 +106,7 @@ int dl_metrics_write(struct dl_metrics *m, const struct dl_metrics_record *r, ch
 		}
 		done += (size_t)w;
 	}
-	return 0;
+	return write_events(m, r, err, errlen);
 too_long:
 	snprintf(err, errlen, "%s:%d: metrics record too long", __FILE__, __LINE__);
 	return -1;
@@ -87,4 +117,5 @@ void dl_metrics_close(struct dl_metrics *m)
 	if (m->fd >= 0)
 		close(m->fd);
 	m->fd = -1;
+	dl_events_close(&m->events);
 }

@@ -385,14 +385,8 @@ static int setup(struct run *r, char *err, size_t errlen)
 	}
 
 	if (r->comm->rank == 0) {
-		char path[4096];
-		int n = snprintf(path, sizeof(path), "%s/metrics.jsonl", c->out_dir);
-		if (n < 0 || (size_t)n >= sizeof(path)) {
-			snprintf(err, errlen, "output path too long: %s", c->out_dir);
-			return -1;
-		}
 		/* A resumed run continues the same log; a fresh one starts it over. */
-		if (dl_metrics_open(&r->metrics, path, !c->resume, err, errlen) < 0)
+		if (dl_metrics_open(&r->metrics, c->out_dir, c->resume ? r->pos.step : -1, err, errlen) < 0)
 			return -1;
 		fprintf(stderr, "dljob: %s, %zu weights, %s backend%s%s, %d rank%s x batch %d, %ld steps/epoch, "
 		        "%d epoch%s, peak lr %g\n", c->model, r->n_weights, r->backend,
@@ -447,6 +441,7 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 	r.cfg = cfg;
 	r.comm = comm;
 	r.metrics.fd = -1;
+	r.metrics.events.fd = -1;
 	r.t_start = now_s();
 	if (setup(&r, err, errlen) < 0)
 		goto out;
@@ -506,7 +501,7 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 					.lr = lr, .img_per_s = (double)(r.pos.step - mark_step) * r.pos.global_batch / (now - t_mark),
 					.loader_stall_s = ls.stall_seconds - stall_mark, .compute_s = ph_compute,
 					.comm_s = ph_comm, .exposed_comm_s = ph_exposed, .bad_samples = ls.bad_samples,
-					.wall_s = r.wall0 + (now - r.t_start),
+					.wall_s = r.wall0 + (now - r.t_start), .ranks = comm->size,
 				};
 				eta_s = t_train / (double)steps_here * (double)(r.total_steps - r.pos.step);
 				fmt_hms(eta, sizeof(eta), eta_s);
@@ -544,8 +539,8 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 				                              : last_ips,
 				.loader_stall_s = ls.stall_seconds - stall_mark, .compute_s = ph_compute,
 				.comm_s = ph_comm, .exposed_comm_s = ph_exposed, .bad_samples = ls.bad_samples,
-				.wall_s = r.wall0 + (now - r.t_start), .has_eval = 1, .top1 = res[0], .top5 = res[1],
-				.eval_loss = res[2], .eval_samples = (uint64_t)res[3],
+				.wall_s = r.wall0 + (now - r.t_start), .ranks = comm->size, .has_eval = 1, .top1 = res[0],
+				.top5 = res[1], .eval_loss = res[2], .eval_samples = (uint64_t)res[3],
 			};
 			fprintf(stderr, "epoch %d/%d  eval top1 %.2f%%  top5 %.2f%%  loss %.4f  (%.0f samples, %.1f s)\n",
 			        r.pos.epoch, cfg->epochs, res[0], res[1], res[2], res[3], now - t_eval);

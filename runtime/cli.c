@@ -22,6 +22,7 @@
 #include "engine/model.h"
 #include "runtime/cli.h"
 #include "runtime/optval.h"
+#include "runtime/plot.h"
 #include "runtime/world.h"
 
 #define DL_DEFAULT_DATA "fashion-mnist:/usr/share/datasets/fashion-mnist"
@@ -51,6 +52,7 @@ void dl_cli_usage(FILE *f)
 	"Usage: dljob [OPTION]...           train a ResNet (data-parallel under Slurm)\n"
 	"       dljob pack SRC DST [OPTION]...  pack an image folder into shards\n"
 	"       dljob topo --tasks N [--xml FILE] [--gpus LIST]  explain the node mapping\n"
+	"       dljob report RUN_DIR...         throughput, phases, scaling of runs (--help)\n"
 	"\n"
 	"Model and data:\n"
 	"  --model NAME           resnet18|34|50|101|152, resnet20|32|56, convnet (required)\n"
@@ -488,6 +490,11 @@ int dl_cli_train_main(int argc, char **argv)
 		dl_world_abort(&world, err);
 		goto out;
 	}
+	/* The picture of the run beside its metrics (also after a preemption:
+	 * it shows how far the run got).  Nothing depends on it: a failure is
+	 * only reported. */
+	if (world.comm.rank == 0 && dl_plot_run_dir(c->out_dir, err, sizeof(err)) < 0)
+		fprintf(stderr, "dljob: plotting the run: %s\n", err);
 	rv = DL_EXIT_OK;
 out:
 	if (world_open)

@@ -6,6 +6,7 @@
 #include "engine/data/pack.h"
 #include "runtime/cli.h"
 #include "runtime/topo.h"
+#include "runtime/report.h"
 
 int main(int argc, char **argv)
 {
@@ -14,5 +15,7 @@ int main(int argc, char **argv)
 		return dl_pack_main(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "topo") == 0)
 		return dl_topo_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "report") == 0)
+		return dl_report_main(argc - 1, argv + 1);
 	return dl_cli_train_main(argc, argv);
 }

@@ -76,7 +76,8 @@ grep -q "resumed from .* at step $stopped" rank0.log || fail "rank 0 did not res
 [ -s out/model.safetensors ] || fail "no weights after the resumed run"
 for f in out/*; do
 	case ${f#out/} in
-	metrics.jsonl | checkpoint.safetensors | checkpoint.prev.safetensors | model.safetensors) ;;
+	metrics.jsonl | metrics.png | events.out.tfevents.* | checkpoint.safetensors | checkpoint.prev.safetensors | \
+		model.safetensors) ;;
 	*) fail "unexpected file $f" ;;
 	esac
 done

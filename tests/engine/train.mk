@@ -5,7 +5,9 @@ TRAIN_TESTS = \
 	tests/engine/test_index_cache.sh \
 	tests/engine/test_fmnist_cache.sh \
 	tests/engine/test_resume.sh \
+	tests/engine/test_report.sh \
 	tests/engine/test_resume_slurm.sh \
+	tests/engine/test_tfevents.sh \
 	tests/engine/test_train_ddp.sh \
 	tests/engine/test_train_fmnist.sh \
 	tests/engine/test_train_u8.sh

@@ -366,6 +366,9 @@ build() {
 	conf+=(LDFLAGS="-L$V/lib -Wl,-rpath,$V/lib${C:+ -Wl,-rpath,$C/lib64}")
 	# Debian's multiarch headers (jconfig.h): gcc looks there for /usr/include only
 	conf+=(CPPFLAGS="-I$V/include/x86_64-linux-gnu")
+	# cairo.pc requires the -dev packages of X11, glib, freetype... that
+	# cairo.h does not include: name its flags instead
+	conf+=(CAIRO_CFLAGS="-I$V/include/cairo" CAIRO_LIBS="-lcairo")
 	# on make's command line too: configure sets NVCC_GENCODE itself, over the
 	# value it is given
 	local mk=()

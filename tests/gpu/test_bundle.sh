@@ -27,7 +27,8 @@ has() { echo "$list" | grep -q "^$1="; }
 lacks() { ! has "$1"; }
 for p in libdnnl-dev libdnnl2 libhwloc-dev libhwloc15 libpmix-dev libpmix2 libopenmpi-dev libopenmpi3 \
 	libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 zlib1g-dev zlib1g libslurm-dev \
-	libevent-core-2.1-7 pkgconf-bin libpkgconf3 make; do
+	libevent-core-2.1-7 libjansson-dev libjansson4 libprotobuf-c-dev libprotobuf-c1 libcairo2-dev libcairo2 \
+	pkgconf-bin libpkgconf3 make; do
 	check "closure holds $p" has $p
 done
 for p in libc6 libstdc++6 libgcc-s1 libfabric1 libucx0 libslurm38 gfortran-12; do

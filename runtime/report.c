@@ -1,0 +1,482 @@
+/* dljob report (runtime/report.h). */
+#include "config.h"
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cli.h"
+#include "runtime/optval.h"
+#include "runtime/plot.h"
+#include "runtime/report.h"
+
+void dl_stats_of(const double *v, size_t n, struct dl_stats *s)
+{
+	double sum = 0, sq = 0;
+	s->n = 0;
+	s->min = INFINITY;
+	s->max = -INFINITY;
+	for (size_t i = 0; i < n; i++)
+		if (isfinite(v[i])) {
+			s->n++;
+			sum += v[i];
+			s->min = fmin(s->min, v[i]);
+			s->max = fmax(s->max, v[i]);
+		}
+	if (s->n == 0) {
+		s->mean = s->min = s->max = s->cv = NAN;
+		return;
+	}
+	s->mean = sum / (double)s->n;
+	for (size_t i = 0; i < n; i++)
+		if (isfinite(v[i]))
+			sq += (v[i] - s->mean) * (v[i] - s->mean);
+	s->cv = s->n >= 2 && s->mean != 0 ? sqrt(sq / (double)(s->n - 1)) / s->mean : NAN;
+}
+
+static void run_numbers(struct dl_report_run *r, const double *targets, size_t n_targets)
+{
+	const struct dl_metrics_log *l = &r->log;
+	const struct dl_metrics_record *last = &l->rec[l->n - 1];
+	size_t n_train = 0, used = 0;
+	double ips = 0;
+
+	r->ranks = last->ranks;
+	r->steps = last->step;
+	r->wall_s = last->wall_s;
+	r->final_top1 = r->best_top1 = NAN;
+	for (size_t t = 0; t < n_targets; t++) {
+		r->tta_s[t] = NAN;
+		r->tta_step[t] = -1;
+	}
+	for (size_t k = 0; k < l->n; k++) {
+		const struct dl_metrics_record *e = &l->rec[k];
+		n_train += !e->has_eval && isfinite(e->img_per_s);
+		r->compute_s += isfinite(e->compute_s) ? e->compute_s : 0;
+		r->exposed_comm_s += isfinite(e->exposed_comm_s) ? e->exposed_comm_s : 0;
+		r->loader_stall_s += isfinite(e->loader_stall_s) ? e->loader_stall_s : 0;
+		r->comm_s += isfinite(e->comm_s) ? e->comm_s : 0;
+		if (e->has_eval && isfinite(e->top1)) {
+			r->final_top1 = e->top1;
+			r->best_top1 = isfinite(r->best_top1) ? fmax(r->best_top1, e->top1) : e->top1;
+			for (size_t t = 0; t < n_targets; t++)
+				if (r->tta_step[t] < 0 && e->top1 >= 100 * targets[t]) {
+					r->tta_s[t] = e->wall_s;
+					r->tta_step[t] = e->step;
+				}
+		}
+	}
+	size_t skip = n_train >= 2 ? 1 : 0, seen = 0;
+	for (size_t k = 0; k < l->n; k++) {
+		const struct dl_metrics_record *e = &l->rec[k];
+		if (e->has_eval || !isfinite(e->img_per_s))
+			continue;
+		if (seen++ < skip)
+			continue;
+		ips += e->img_per_s;
+		used++;
+	}
+	r->img_per_s = used ? ips / (double)used : NAN;
+	r->img_per_s_per_rank = r->img_per_s / r->ranks;
+	double step_s = r->compute_s + r->exposed_comm_s + r->loader_stall_s;
+	r->compute_share = step_s > 0 ? r->compute_s / step_s : NAN;
+	r->exposed_comm_share = step_s > 0 ? r->exposed_comm_s / step_s : NAN;
+	r->loader_stall_share = step_s > 0 ? r->loader_stall_s / step_s : NAN;
+}
+
+static int by_ranks(const void *a, const void *b)
+{
+	const struct dl_report_run *x = a, *y = b;
+	return (x->ranks > y->ranks) - (x->ranks < y->ranks);
+}
+
+int dl_report_build(struct dl_report *rep, const char *const *dirs, size_t n_dirs, const double *targets,
+                    size_t n_targets, char *err, size_t errlen)
+{
+	memset(rep, 0, sizeof(*rep));
+	if (n_targets > DL_REPORT_MAX_TARGETS) {
+		snprintf(err, errlen, "at most %d targets", DL_REPORT_MAX_TARGETS);
+		return -1;
+	}
+	rep->n_targets = n_targets;
+	memcpy(rep->targets, targets, n_targets * sizeof(*targets));
+	rep->runs = calloc(n_dirs ? n_dirs : 1, sizeof(*rep->runs));
+	rep->groups = calloc(n_dirs ? n_dirs : 1, sizeof(*rep->groups));
+	double *v = calloc(n_dirs ? n_dirs : 1, sizeof(*v));
+	if (!rep->runs || !rep->groups || !v) {
+		free(v);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < n_dirs; i++) {
+		char path[4096];
+		struct dl_report_run *r = &rep->runs[i];
+		int n = snprintf(path, sizeof(path), "%s/metrics.jsonl", dirs[i]);
+		if (n < 0 || (size_t)n >= sizeof(path)) {
+			free(v);
+			snprintf(err, errlen, "path too long: %s", dirs[i]);
+			return -1;
+		}
+		r->name = dirs[i];
+		if (dl_metrics_read(path, &r->log, err, errlen) < 0) {
+			free(v);
+			return -1;
+		}
+		rep->n_runs++;
+		run_numbers(r, targets, n_targets);
+	}
+	/* stable order within a rank count: the order given */
+	for (size_t i = 1; i < rep->n_runs; i++)
+		for (size_t j = i; j > 0 && by_ranks(&rep->runs[j - 1], &rep->runs[j]) > 0; j--) {
+			struct dl_report_run t = rep->runs[j];
+			rep->runs[j] = rep->runs[j - 1];
+			rep->runs[j - 1] = t;
+		}
+	for (size_t i = 0; i < rep->n_runs;) {
+		struct dl_report_group *g = &rep->groups[rep->n_groups++];
+		size_t j = i;
+		while (j < rep->n_runs && rep->runs[j].ranks == rep->runs[i].ranks)
+			j++;
+		g->ranks = rep->runs[i].ranks;
+		g->n_runs = j - i;
+#define STATS(field, dst)                                    \
+	do {                                                 \
+		for (size_t k = i; k < j; k++)               \
+			v[k - i] = rep->runs[k].field;       \
+		dl_stats_of(v, j - i, dst);                  \
+	} while (0)
+		STATS(img_per_s, &g->img_per_s);
+		STATS(final_top1, &g->final_top1);
+		for (size_t t = 0; t < n_targets; t++)
+			STATS(tta_s[t], &g->tta_s[t]);
+#undef STATS
+		g->img_per_s_per_rank = g->img_per_s.mean / g->ranks;
+		i = j;
+	}
+	const struct dl_report_group *base = &rep->groups[0];
+	for (size_t k = 0; k < rep->n_groups; k++) {
+		struct dl_report_group *g = &rep->groups[k];
+		g->scaling_efficiency = g->img_per_s_per_rank / base->img_per_s_per_rank;
+		g->throughput_speedup = g->img_per_s.mean / base->img_per_s.mean;
+		for (size_t t = 0; t < n_targets; t++)
+			g->learning_speedup[t] = g->tta_s[t].n == g->n_runs && base->tta_s[t].n == base->n_runs
+			                                 ? base->tta_s[t].mean / g->tta_s[t].mean
+			                                 : NAN;
+	}
+	free(v);
+	return 0;
+}
+
+void dl_report_free(struct dl_report *rep)
+{
+	for (size_t i = 0; i < rep->n_runs; i++)
+		dl_metrics_log_free(&rep->runs[i].log);
+	free(rep->runs);
+	free(rep->groups);
+	memset(rep, 0, sizeof(*rep));
+}
+
+/* ---- output ------------------------------------------------------------- */
+
+/* "%.*f" or "-" for a number that is not defined. */
+static const char *fnum(char *buf, size_t len, double v, int prec)
+{
+	if (!isfinite(v))
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.*f", prec, v);
+	return buf;
+}
+
+static const char *pct(char *buf, size_t len, double share)
+{
+	if (!isfinite(share))
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.1f%%", 100 * share);
+	return buf;
+}
+
+/* A run name in a Markdown cell: '|' and newlines would break the table. */
+static void md_name(FILE *f, const char *s)
+{
+	for (; *s; s++)
+		if (*s == '|' || *s == '\\' || *s == '`' || *s == '*' || *s == '_')
+			fprintf(f, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fputc('?', f);
+		else
+			fputc(*s, f);
+}
+
+static void print_markdown(FILE *f, const struct dl_report *rep)
+{
+	char a[64], b[64], c[64], d[64];
+
+	fprintf(f, "## Runs\n\n| run | ranks | steps | wall (s) | img/s | img/s per rank | compute (s) | exposed comm (s) "
+	           "| loader stall (s) | comm, overlapped (s) | final top-1 (%%)");
+	for (size_t t = 0; t < rep->n_targets; t++)
+		fprintf(f, " | time to %g%% (s) | step", 100 * rep->targets[t]);
+	fprintf(f, " |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:");
+	for (size_t t = 0; t < rep->n_targets; t++)
+		fprintf(f, "|--:|--:");
+	fprintf(f, "|\n");
+	for (size_t i = 0; i < rep->n_runs; i++) {
+		const struct dl_report_run *r = &rep->runs[i];
+		fprintf(f, "| ");
+		md_name(f, r->name);
+		fprintf(f, " | %d | %ld | %s | %s | ", r->ranks, r->steps, fnum(a, sizeof(a), r->wall_s, 2),
+		        fnum(b, sizeof(b), r->img_per_s, 1));
+		fprintf(f, "%s | %s (%s) | ", fnum(a, sizeof(a), r->img_per_s_per_rank, 1),
+		        fnum(b, sizeof(b), r->compute_s, 2), pct(c, sizeof(c), r->compute_share));
+		fprintf(f, "%s (%s) | ", fnum(a, sizeof(a), r->exposed_comm_s, 2), pct(b, sizeof(b), r->exposed_comm_share));
+		fprintf(f, "%s (%s) | %s | %s", fnum(a, sizeof(a), r->loader_stall_s, 2),
+		        pct(b, sizeof(b), r->loader_stall_share), fnum(c, sizeof(c), r->comm_s, 2),
+		        fnum(d, sizeof(d), r->final_top1, 2));
+		for (size_t t = 0; t < rep->n_targets; t++) {
+			if (r->tta_step[t] >= 0)
+				fprintf(f, " | %s | %ld", fnum(a, sizeof(a), r->tta_s[t], 2), r->tta_step[t]);
+			else
+				fprintf(f, " | not reached | -");
+		}
+		fprintf(f, " |\n");
+	}
+
+	fprintf(f, "\n## Scaling (relative to %d rank%s)\n\n| ranks | runs | img/s | img/s per rank | scaling efficiency "
+	           "| throughput speed-up", rep->groups[0].ranks, rep->groups[0].ranks == 1 ? "" : "s");
+	for (size_t t = 0; t < rep->n_targets; t++)
+		fprintf(f, " | time to %g%% (s) | learning speed-up", 100 * rep->targets[t]);
+	fprintf(f, " |\n|--:|--:|--:|--:|--:|--:");
+	for (size_t t = 0; t < rep->n_targets; t++)
+		fprintf(f, "|--:|--:");
+	fprintf(f, "|\n");
+	for (size_t k = 0; k < rep->n_groups; k++) {
+		const struct dl_report_group *g = &rep->groups[k];
+		fprintf(f, "| %d | %zu | %s | %s | ", g->ranks, g->n_runs, fnum(a, sizeof(a), g->img_per_s.mean, 1),
+		        fnum(b, sizeof(b), g->img_per_s_per_rank, 1));
+		fprintf(f, "%s | %s", pct(a, sizeof(a), g->scaling_efficiency), fnum(b, sizeof(b), g->throughput_speedup, 2));
+		for (size_t t = 0; t < rep->n_targets; t++) {
+			fprintf(f, " | %s", fnum(a, sizeof(a), g->tta_s[t].mean, 2));
+			if (g->tta_s[t].n < g->n_runs)
+				fprintf(f, " (%zu/%zu reached)", g->tta_s[t].n, g->n_runs);
+			fprintf(f, " | %s", fnum(b, sizeof(b), g->learning_speedup[t], 2));
+		}
+		fprintf(f, " |\n");
+	}
+
+	int any = 0;
+	for (size_t k = 0; k < rep->n_groups; k++)
+		any |= rep->groups[k].n_runs >= 2;
+	if (!any)
+		return;
+	fprintf(f, "\n## Variability of repeated runs\n\n| ranks | measure | runs | mean | min | max | CV |\n"
+	           "|--:|---|--:|--:|--:|--:|--:|\n");
+	for (size_t k = 0; k < rep->n_groups; k++) {
+		const struct dl_report_group *g = &rep->groups[k];
+		if (g->n_runs < 2)
+			continue;
+		for (size_t m = 0; m < 2 + rep->n_targets; m++) {
+			const struct dl_stats *s = m == 0 ? &g->img_per_s : m == 1 ? &g->final_top1 : &g->tta_s[m - 2];
+			char what[64];
+			if (m == 0)
+				snprintf(what, sizeof(what), "img/s");
+			else if (m == 1)
+				snprintf(what, sizeof(what), "final top-1 (%%)");
+			else
+				snprintf(what, sizeof(what), "time to %g%% (s)", 100 * rep->targets[m - 2]);
+			fprintf(f, "| %d | %s | %zu | %s | ", g->ranks, what, s->n, fnum(a, sizeof(a), s->mean, 2));
+			fprintf(f, "%s | %s | %s |\n", fnum(a, sizeof(a), s->min, 2), fnum(b, sizeof(b), s->max, 2),
+			        pct(c, sizeof(c), s->cv));
+		}
+	}
+}
+
+/* A JSON number, null where not defined. */
+static json_t *jnum(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *jstats(const struct dl_stats *s)
+{
+	return json_pack("{s:I,s:o,s:o,s:o,s:o}", "n", (json_int_t)s->n, "mean", jnum(s->mean), "min", jnum(s->min),
+	                 "max", jnum(s->max), "cv", jnum(s->cv));
+}
+
+static json_t *report_json(const struct dl_report *rep)
+{
+	json_t *root = json_object(), *targets = json_array(), *runs = json_array(), *groups = json_array();
+	if (!root || !targets || !runs || !groups)
+		goto fail;
+	json_object_set_new(root, "targets", targets);
+	json_object_set_new(root, "runs", runs);
+	json_object_set_new(root, "groups", groups);
+	for (size_t t = 0; t < rep->n_targets; t++)
+		json_array_append_new(targets, json_real(rep->targets[t]));
+	for (size_t i = 0; i < rep->n_runs; i++) {
+		const struct dl_report_run *r = &rep->runs[i];
+		json_t *tta = json_array();
+		for (size_t t = 0; tta && t < rep->n_targets; t++)
+			json_array_append_new(tta, json_pack("{s:f,s:o,s:o}", "target", rep->targets[t], "wall_s",
+			                                     jnum(r->tta_s[t]), "step",
+			                                     r->tta_step[t] >= 0 ? json_integer(r->tta_step[t]) : json_null()));
+		json_t *phases = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "compute_s", jnum(r->compute_s),
+		                           "exposed_comm_s", jnum(r->exposed_comm_s), "loader_stall_s",
+		                           jnum(r->loader_stall_s), "comm_s", jnum(r->comm_s), "compute_share",
+		                           jnum(r->compute_share), "exposed_comm_share", jnum(r->exposed_comm_share),
+		                           "loader_stall_share", jnum(r->loader_stall_share));
+		json_t *o = json_pack("{s:s,s:i,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "run", r->name, "ranks", r->ranks,
+		                      "records", (json_int_t)r->log.n, "steps", (json_int_t)r->steps, "wall_s",
+		                      jnum(r->wall_s), "img_per_s", jnum(r->img_per_s), "img_per_s_per_rank",
+		                      jnum(r->img_per_s_per_rank), "phases", phases ? phases : json_null(),
+		                      "final_top1", jnum(r->final_top1), "best_top1", jnum(r->best_top1),
+		                      "time_to_accuracy", tta ? tta : json_null());
+		if (!o || json_array_append_new(runs, o) < 0)
+			goto fail;
+	}
+	for (size_t k = 0; k < rep->n_groups; k++) {
+		const struct dl_report_group *g = &rep->groups[k];
+		json_t *tta = json_array();
+		for (size_t t = 0; tta && t < rep->n_targets; t++)
+			json_array_append_new(tta, json_pack("{s:f,s:o,s:o}", "target", rep->targets[t], "wall_s",
+			                                     jstats(&g->tta_s[t]), "learning_speedup",
+			                                     jnum(g->learning_speedup[t])));
+		json_t *o = json_pack("{s:i,s:I,s:o,s:o,s:o,s:o,s:o,s:o}", "ranks", g->ranks, "runs",
+		                      (json_int_t)g->n_runs, "img_per_s", jstats(&g->img_per_s), "img_per_s_per_rank",
+		                      jnum(g->img_per_s_per_rank), "scaling_efficiency", jnum(g->scaling_efficiency),
+		                      "throughput_speedup", jnum(g->throughput_speedup), "final_top1",
+		                      jstats(&g->final_top1), "time_to_accuracy", tta ? tta : json_null());
+		if (!o || json_array_append_new(groups, o) < 0)
+			goto fail;
+	}
+	return root;
+fail:
+	json_decref(root);
+	return NULL;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	"Usage: dljob report [OPTION]... RUN_DIR...\n"
+	"Summarize runs from their RUN_DIR/metrics.jsonl: throughput, time per phase,\n"
+	"time to accuracy; across rank counts scaling efficiency and learning speed-up;\n"
+	"variability of repeated runs.  Markdown tables on stdout.\n"
+	"\n"
+	"  --target X     time to reach top-1 >= X (a fraction, e.g. 0.85); repeatable\n"
+	"  --json FILE    also write the numbers as JSON to FILE ('-': stdout, no Markdown)\n"
+	"  --plot FILE    also draw loss and top-1 against step and wall time (PNG)\n"
+	"  --help         this text\n");
+}
+
+int dl_report_main(int argc, char **argv)
+{
+	enum { OPT_TARGET = 256, OPT_JSON, OPT_PLOT, OPT_HELP };
+	static const struct option opts[] = {
+		{"target", required_argument, NULL, OPT_TARGET},
+		{"json", required_argument, NULL, OPT_JSON},
+		{"plot", required_argument, NULL, OPT_PLOT},
+		{"help", no_argument, NULL, OPT_HELP},
+		{NULL, 0, NULL, 0},
+	};
+	double targets[DL_REPORT_MAX_TARGETS];
+	size_t n_targets = 0;
+	const char *json_path = NULL, *plot_path = NULL;
+	char err[512];
+	int opt, rv = DL_EXIT_ERROR;
+	struct dl_report rep;
+	struct dl_plot_series *series = NULL;
+	char (*labels)[128] = NULL;
+
+	memset(&rep, 0, sizeof(rep));
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		switch (opt) {
+		case OPT_TARGET:
+			if (n_targets == DL_REPORT_MAX_TARGETS) {
+				fprintf(stderr, "dljob report: at most %d --target\n", DL_REPORT_MAX_TARGETS);
+				return DL_EXIT_USAGE;
+			}
+			if (dl_optval_double("target", optarg, 0, 1, 1, 0, &targets[n_targets], err, sizeof(err)) < 0) {
+				fprintf(stderr, "dljob report: --target '%s': a fraction of correct answers in (0, 1], "
+				        "e.g. 0.85\n", optarg);
+				return DL_EXIT_USAGE;
+			}
+			n_targets++;
+			break;
+		case OPT_JSON: json_path = optarg; break;
+		case OPT_PLOT: plot_path = optarg; break;
+		case OPT_HELP: usage(stdout); return DL_EXIT_OK;
+		case ':':
+			fprintf(stderr, "dljob report: option '%s' needs a value\n", argv[optind - 1]);
+			return DL_EXIT_USAGE;
+		default:
+			fprintf(stderr, "dljob report: unknown option '%s' (see dljob report --help)\n", argv[optind - 1]);
+			return DL_EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "dljob report: no RUN_DIR given (see dljob report --help)\n");
+		return DL_EXIT_USAGE;
+	}
+	if (dl_report_build(&rep, (const char *const *)argv + optind, (size_t)(argc - optind), targets, n_targets, err,
+	                    sizeof(err)) < 0) {
+		fprintf(stderr, "dljob report: %s\n", err);
+		goto out;
+	}
+	if (!json_path || strcmp(json_path, "-") != 0)
+		print_markdown(stdout, &rep);
+	if (json_path) {
+		json_t *j = report_json(&rep);
+		if (!j) {
+			/* jansson refuses strings that are not UTF-8 */
+			fprintf(stderr, "dljob report: cannot encode the report as JSON (out of memory, or a "
+			        "RUN_DIR name that is not UTF-8)\n");
+			goto out;
+		}
+		int bad;
+		errno = 0;
+		if (strcmp(json_path, "-") == 0)
+			bad = json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 || fputc('\n', stdout) == EOF;
+		else
+			bad = json_dump_file(j, json_path, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0;
+		json_decref(j);
+		if (bad) {
+			fprintf(stderr, "dljob report: cannot write %s: %s\n", json_path,
+			        errno ? strerror(errno) : "write error");
+			goto out;
+		}
+	}
+	if (plot_path) {
+		series = calloc(rep.n_runs, sizeof(*series));
+		labels = calloc(rep.n_runs, sizeof(*labels));
+		if (!series || !labels) {
+			fprintf(stderr, "dljob report: out of memory\n");
+			goto out;
+		}
+		for (size_t i = 0; i < rep.n_runs; i++) {
+			snprintf(labels[i], sizeof(labels[i]), "%.100s (%d rank%s)", rep.runs[i].name, rep.runs[i].ranks,
+			         rep.runs[i].ranks == 1 ? "" : "s");
+			series[i] = (struct dl_plot_series){.label = labels[i], .log = &rep.runs[i].log};
+		}
+		char title[64];
+		snprintf(title, sizeof(title), "dljob report: %zu run%s", rep.n_runs, rep.n_runs == 1 ? "" : "s");
+		if (dl_plot_png(plot_path, title, series, rep.n_runs, err, sizeof(err)) < 0) {
+			fprintf(stderr, "dljob report: %s\n", err);
+			goto out;
+		}
+	}
+	if (fflush(stdout) == EOF) {
+		fprintf(stderr, "dljob report: writing stdout: %s\n", strerror(errno));
+		goto out;
+	}
+	rv = DL_EXIT_OK;
+out:
+	free(series);
+	free(labels);
+	dl_report_free(&rep);
+	return rv;
+}
