@@ -156,6 +156,8 @@ rt=$(sed -n 's/.*runtime=\([^ ]*\).*/\1/p' <<<"$args")
 check "its plugin path $so is the installed dljob.so" test "$so" = "/usr/lib/$arch/slurm-wlm/dljob.so" -a -f "$so"
 check "its runtime= $rt is the installed dljob" test "$rt" = /usr/bin/dljob -a -x "$rt"
 check "dljob --version runs" /usr/bin/dljob --version
+check "the installed dljob.so and dljob are hardened (tests/test_hardening.sh)" \
+	env DLJOB_SPANK="$so" DLJOB_BIN="$rt" bash "$src/tests/test_hardening.sh"
 for m in /usr/share/man/man1/dljob.1.gz /usr/share/man/man8/spank-dljob.8.gz; do
 	check "$m renders" bash -c "man -l '$m' 2>&1 >/dev/null | grep -q . && exit 1; man -l '$m' | grep -q -i dljob"
 done
@@ -236,7 +238,10 @@ check "the plugin RPM requires slurm = $slurm_up: $(grep slurm <<<"$req" | tr '\
 check "the plugin RPM requires the runtime of the same build" grep -q -x "dljob(x86-64) = $version-1" <<<"$req"
 check "the snippet is %config(noreplace)" \
 	bash -c "rpm -qp --configfiles '$rpm_pl' 2>/dev/null | grep -qx /etc/slurm/plugstack.conf.d/dljob.conf"
-mkdir -p rpmroot && (cd rpmroot && rpm2cpio "$rpm_pl" | cpio -idm --quiet) || stop "cannot unpack $rpm_pl"
+mkdir -p rpmroot && (cd rpmroot && rpm2cpio "$rpm_pl" | cpio -idm --quiet && rpm2cpio "$rpm_rt" | cpio -idm --quiet) ||
+	stop "cannot unpack $rpm_pl and $rpm_rt"
+check "the RPMs' dljob.so and dljob are hardened (tests/test_hardening.sh)" \
+	env DLJOB_SPANK=rpmroot/usr/lib64/slurm/dljob.so DLJOB_BIN=rpmroot/usr/bin/dljob bash "$src/tests/test_hardening.sh"
 check "the RPM's snippet is disabled and names /usr/lib64/slurm/dljob.so and runtime=/usr/bin/dljob" \
 	bash -c "! grep -q -v -E '^[[:space:]]*(#|\$)' rpmroot/etc/slurm/plugstack.conf.d/dljob.conf &&
 		grep -q '^#required /usr/lib64/slurm/dljob.so runtime=/usr/bin/dljob ' rpmroot/etc/slurm/plugstack.conf.d/dljob.conf"
