@@ -84,6 +84,9 @@ for p in $PKGS; do
 done
 work=$(mktemp -d /tmp/dljob-pkg.XXXXXX) || { fail "mktemp"; report; exit 1; }
 trap cleanup EXIT
+# Killed (a CI timeout, ^C): still stop the cluster and purge.  The
+# timeouts below run in the foreground so that srun gets the signal too.
+trap 'fail "interrupted"; exit 1' INT TERM HUP
 cd "$work" || stop "cd $work"
 
 version=$(basename "$tarball" .tar.gz); version=${version#dljob-}
@@ -184,7 +187,7 @@ export SLURM_TIMELIMIT=10
 # runtime: dljob on PATH is /usr/bin/dljob, which the plugin accepts only
 # if it is that default.
 cluster_plugstack "$(sed 's|runtime=[^ ]*||' <<<"$args")" || stop "cluster_plugstack"
-out=$(timeout 60 srun -N1 -n1 --dl-job=resnet20 dljob --version 2>&1)
+out=$(timeout --foreground 60 srun -N1 -n1 --dl-job=resnet20 dljob --version 2>&1)
 check "without runtime=, the plugin's default runtime is /usr/bin/dljob: $(tail -2 <<<"$out" | tr '\n' ' ')" \
 	grep -q "^dljob $version" <<<"$out"
 cluster_plugstack "$args" || stop "cluster_plugstack"
@@ -194,7 +197,7 @@ out_dir=$work/quickstart
 t0=$(date +%s)
 # As contrib/quickstart.sh: both "nodes" are this host, so Open MPI's
 # shared-memory transport would fail across them; TCP instead.
-OMPI_MCA_btl=self,tcp timeout 900 srun -N2 -n2 --mpi=pmix --dl-job=resnet20 --dl-data="$DATA" \
+OMPI_MCA_btl=self,tcp timeout --foreground 900 srun -N2 -n2 --mpi=pmix --dl-job=resnet20 --dl-data="$DATA" \
 	--dl-epochs=1 --dl-out="$out_dir" dljob >quickstart.log 2>&1
 rc=$?
 tail -5 quickstart.log
