@@ -127,7 +127,7 @@ check "the plugin depends on the Slurm it was built against, $slurm_up (Depends:
 check "the plugin depends on the runtime of the same build" grep -q -F "dljob (= $chv)" <<<"$dep"
 slurm_inst=$(dpkg-query -W -f='${Version}' slurm-wlm-basic-plugins)
 check "the installed slurm-wlm-basic-plugins $slurm_inst satisfies it" \
-	dpkg --compare-versions "$slurm_inst" lt "$slurm_next~"
+	bash -c "dpkg --compare-versions '$slurm_inst' ge '$slurm_up' && dpkg --compare-versions '$slurm_inst' lt '$slurm_next~'"
 check "/etc/slurm/plugstack.conf.d/dljob.conf is a conffile (kept on upgrade, removed on purge)" \
 	bash -c "dpkg-deb -I '$deb_pl' conffiles | grep -qx /etc/slurm/plugstack.conf.d/dljob.conf"
 for d in "$deb_rt" "$deb_pl"; do
@@ -171,8 +171,9 @@ step "private cluster with the installed plugin"
 	stop "no Fashion-MNIST in $DATA (apt install dataset-fashion-mnist)"
 # The snippet's line as an admin enables it, with this machine's data.
 args=$(sed -e "s|data_allow=[^ ]*|data_allow=$DATA|" -e "s|default_data=[^ ]*|default_data=$DATA|" <<<"$args")
-# Nothing from a build tree: the installed dljob is the one on PATH.
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# Nothing from a build tree or /usr/local: the installed dljob is the one
+# on the tasks' PATH.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 unset DLJOB_BIN DLJOB_BUILDDIR
 export DLJOB_SPANK=$so DLJOB_PLUGSTACK_ARGS=$args
 # shellcheck source=../cluster/cluster.sh
