@@ -13,12 +13,15 @@ PKGS_TEST="slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins
   protobuf-compiler python3-protobuf fonts-dejavu-core"
 # make check-asan: clang with the ASan/UBSan/libFuzzer runtimes, OpenMP for clang
 PKGS_ASAN="clang libclang-rt-14-dev libomp-dev"
+# make check-packages: dpkg-buildpackage (debhelper), lintian, rpmbuild (rpm), unpacking
+# an RPM (rpm2cpio, cpio), rendering the installed man pages (man-db)
+PKGS_PACKAGES="dpkg-dev debhelper fakeroot lintian rpm rpm2cpio cpio man-db"
 
 APT="apt-get -o DPkg::Lock::Timeout=600 -y -q"
 export DEBIAN_FRONTEND=noninteractive
 
 missing=""
-for p in $PKGS_BUILD $PKGS_TEST $PKGS_ASAN; do
+for p in $PKGS_BUILD $PKGS_TEST $PKGS_ASAN $PKGS_PACKAGES; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
 		missing="$missing $p"
 done

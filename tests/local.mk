@@ -16,3 +16,4 @@ include tests/slurm/spank.mk
 include tests/slurm/world.mk
 include tests/slurm/dataparallel.mk
 include tests/gpu/local.mk
+include tests/packages/local.mk
