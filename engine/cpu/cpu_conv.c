@@ -81,13 +81,15 @@ fail:
 
 /* oneDNN picks the blocked layouts (format any) for dst and weights, and for
  * src too when the caller leaves it open; diffs use the forward layouts, so
- * activations stay blocked through the whole network. */
+ * activations stay blocked through the whole network.  The weight memories
+ * come in cpu_conv_finish, once acc_init has said whether backward-data
+ * reads them. */
 int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_t *src_md,
 		  int n, int ci, int h, int w, int co, int k, int stride, int pad,
 		  int need_bwd_data)
 {
 	int ho = (h + 2 * pad - k) / stride + 1, wo = (w + 2 * pad - k) / stride + 1;
-	dnnl_memory_desc_t src_any, w_any, dst_any, w_plain_md, dw_any;
+	dnnl_memory_desc_t src_any, w_any, dst_any, dw_any;
 	dnnl_dims_t strides = { stride, stride }, pl = { pad, pad };
 	/* Right padding that makes oneDNN's output side equal torch's floor. */
 	dnnl_dims_t pr = { (ho - 1) * stride + k - h - pad, (wo - 1) * stride + k - w - pad };
@@ -110,7 +112,7 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	    cpu_md4_dt(c, &dst_any, n, co, ho, wo, c->act_dt, dnnl_format_tag_any) < 0 ||
 	    cpu_md_dt(c, &w_any, 4, wdims, c->act_dt, dnnl_format_tag_any) < 0 ||
 	    cpu_md(c, &dw_any, 4, wdims, dnnl_format_tag_any) < 0 ||
-	    cpu_md(c, &w_plain_md, 4, wdims, dnnl_oihw) < 0)
+	    cpu_md(c, &l->wt.plain_md, 4, wdims, dnnl_oihw) < 0)
 		goto fail;
 	if (!(fpd = conv_pass_pd(c, PASS_FWD, &alg, src_md ? src_md : &src_any, &w_any, &dst_any,
 				 strides, pl, pr, NULL)))
@@ -118,13 +120,8 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	l->winograd = alg == dnnl_convolution_winograd;
 	l->src_md = *cpu_query(fpd, dnnl_query_src_md);
 	l->dst_md = *cpu_query(fpd, dnnl_query_dst_md);
-	const dnnl_memory_desc_t *wf_md = cpu_query(fpd, dnnl_query_weights_md);
+	l->wt.fwd_md = *cpu_query(fpd, dnnl_query_weights_md);
 	if (cpu_prim_make(c, &l->fwd, fpd) < 0)
-		goto fail;
-	l->w_plain = cpu_mem(c, &w_plain_md, NULL);
-	CHECK(l->w_plain, "%s", c->err);
-	if ((l->w_fwd_plain = cpu_mem_or_alias(c, wf_md, &w_plain_md, l->w_plain, &w_plain_md, wf_md,
-						  &l->w_fwd, &l->w_to_fwd)) < 0)
 		goto fail;
 
 	/* The backward passes follow the forward's algorithm, each falling
@@ -134,21 +131,15 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 				  strides, pl, pr, fpd)) ||
 	    cpu_prim_make(c, &l->bwd_w, bwpd) < 0)
 		goto fail;
-	const dnnl_memory_desc_t *dw_md = cpu_query(bwpd, dnnl_query_diff_weights_md);
-	CHECK(l->dw_plain = cpu_mem(c, &w_plain_md, NULL), "%s", c->err);
-	if ((l->dw_plain_direct = cpu_mem_or_alias(c, dw_md, &w_plain_md, l->dw_plain, dw_md, &w_plain_md,
-						      &l->dw_blk, &l->dw_to_plain)) < 0)
-		goto fail;
+	l->wt.dw_md = *cpu_query(bwpd, dnnl_query_diff_weights_md);
 
 	if (need_bwd_data) {
 		if (!(bdpd = conv_pass_pd(c, PASS_BWD_DATA, &alg_d, &l->src_md, &w_any, &l->dst_md,
 					  strides, pl, pr, fpd)) ||
 		    cpu_prim_make(c, &l->bwd_data, bdpd) < 0)
 			goto fail;
-		const dnnl_memory_desc_t *wb_md = cpu_query(bdpd, dnnl_query_weights_md);
-		if ((l->w_bwd_same = cpu_mem_or_alias(c, wb_md, wf_md, l->w_fwd, &w_plain_md, wb_md,
-							 &l->w_bwd, &l->w_to_bwd)) < 0)
-			goto fail;
+		l->wt.bwd_md = *cpu_query(bdpd, dnnl_query_weights_md);
+		l->wt.has_bwd = 1;
 	}
 	return 0;
 fail:
@@ -166,16 +157,12 @@ fail:
 int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int ci, int co, int k, int stride,
 		      int pad, int accumulate)
 {
-	dnnl_memory_desc_t w_any, wt_md;
+	dnnl_memory_desc_t w_any;
 	dnnl_convolution_desc_t d;
 	dnnl_primitive_attr_t attr = NULL;
 	dnnl_post_ops_t po = NULL;
 	dnnl_primitive_desc_t pd = NULL;
 	dnnl_dims_t one = { 1, 1 }, pads = { pad, pad }, wdims = { ci, co, k, k };
-	/* 1x1: W^T[i][o] is W[o][i], the caller's plain (Co,Ci,1,1) array
-	 * read with the first two strides swapped.  k x k: an own plain copy,
-	 * turned each step (flip_weights). */
-	dnnl_dims_t wt_strides = { 1, ci, 1, 1 };
 	dnnl_alg_kind_t alg = l->winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
 	int rv = -1;
 
@@ -193,10 +180,6 @@ int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int ci, int co, int
 	if (!accumulate && (k == 1 || l->winograd))
 		return 0;
 	if (cpu_md(c, &w_any, 4, wdims, dnnl_format_tag_any) < 0)
-		goto fail;
-	if (k == 1)
-		DN(dnnl_memory_desc_init_by_strides(&wt_md, 4, wdims, dnnl_f32, wt_strides));
-	else if (cpu_md(c, &wt_md, 4, wdims, dnnl_oihw) < 0)
 		goto fail;
 	DN(dnnl_primitive_attr_clone(&attr, c->attr));
 	if (accumulate) {
@@ -225,11 +208,7 @@ int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int ci, int co, int
 	}
 	if (cpu_prim_make(c, &l->acc_fwd, pd) < 0)
 		goto fail;
-	const dnnl_memory_desc_t *wa_md = cpu_query(pd, dnnl_query_weights_md);
-	CHECK((l->w_plain_t = cpu_mem(c, &wt_md, NULL)) && (l->w_acc = cpu_mem(c, wa_md, NULL)),
-	      "%s", c->err);
-	if (cpu_reorder_make(c, &l->w_to_acc, &wt_md, wa_md) < 0)
-		goto fail;
+	l->wa_md = *cpu_query(pd, dnnl_query_weights_md);
 	l->acc = 1;
 	l->acc_k = k;
 	l->acc_ci = ci;
@@ -243,26 +222,43 @@ fail:
 	return rv;
 }
 
-int cpu_conv_resident(struct cpu_ctx *c, struct cpu_conv *l)
+int cpu_conv_finish(struct cpu_ctx *c, struct cpu_conv *l, int resident_ok)
 {
-	const dnnl_memory_desc_t *wf, *dw;
-	l->resident = 0;
-	if (l->winograd == 2 || l->acc || l->w_fwd_plain || l->dw_plain_direct ||
-	    (l->has_bwd_data && !l->w_bwd_same))
+	if (l->winograd == 2)
 		return 0;
-	if (dnnl_memory_get_memory_desc(l->w_fwd, &wf) != dnnl_success ||
-	    dnnl_memory_get_memory_desc(l->dw_blk, &dw) != dnnl_success) {
-		cpu_errf(c, "%s:%d: cannot read a convolution's weight layouts", __FILE__, __LINE__);
-		return -1;
+	int r = cpu_weights_finish(c, &l->wt, resident_ok, l->acc);
+	if (r < 0 || !l->acc)
+		return r;
+	/* The acc path's weights: W^T (Ci,Co,k,k), reordered into w_acc. */
+	dnnl_memory_desc_t wt_md;
+	if (l->acc_k == 1) {
+		/* W^T[i][o] is W[o][i]: the caller's array in res_md with the
+		 * first two axes swapped, blocked or not. */
+		static const int swap01[4] = { 1, 0, 2, 3 };
+		DN(dnnl_memory_desc_permute_axes(&wt_md, &l->wt.res_md, swap01));
+		if (!(l->w_t = cpu_view(c, &wt_md)))
+			return -1;
+	} else {
+		/* Turned by flip_weights from plain weights: resident ones are
+		 * unblocked first. */
+		dnnl_dims_t tdims = { l->acc_ci, l->acc_co, l->acc_k, l->acc_k };
+		if (cpu_md(c, &wt_md, 4, tdims, dnnl_oihw) < 0 || !(l->w_t = cpu_tmp_mem(c, &wt_md, CPU_TMP_W1)))
+			return -1;
+		if (l->wt.resident &&
+		    (!(l->w_unblk = cpu_tmp_mem(c, &l->wt.plain_md, CPU_TMP_W0)) ||
+		     cpu_reorder_make(c, &l->w_to_unblk, &l->wt.res_md, &l->wt.plain_md) < 0))
+			return -1;
 	}
-	/* Plain blocked f32 only (not a kernel-specific format such as
-	 * Winograd's transformed weights): SGD, LARS norms and the layout
-	 * check across ranks read it as an array of floats with zero padding. */
-	if (wf->data_type != dnnl_f32 || wf->format_kind != dnnl_blocked || !cpu_md_eq(wf, dw))
-		return 0;
-	l->res_md = *wf;
-	l->resident = 1;
-	return 1;
+	if (cpu_md_eq(&wt_md, &l->wa_md)) {
+		l->w_acc = l->w_t;
+		return r;
+	}
+	if (!(l->w_acc = cpu_tmp_mem(c, &l->wa_md, CPU_TMP_W0)) ||
+	    cpu_reorder_make(c, &l->w_to_acc, &wt_md, &l->wa_md) < 0)
+		return -1;
+	return r;
+fail:
+	return -1;
 }
 
 /* wt (Ci,Co,k,k) = W (Co,Ci,k,k) transposed and turned by 180 degrees. */
@@ -278,21 +274,6 @@ static void flip_weights(const float *w, float *wt, int co, int ci, int k)
 		}
 }
 
-/* The plain weight memory points at the caller's array for the reorder, so
- * a step never copies weights twice. */
-static int load_weights(struct cpu_ctx *c, struct cpu_conv *l, const float *w, int bwd)
-{
-	if (bwd ? l->w_bwd_same : l->w_fwd_plain) {
-		if (!bwd && cpu_set_handle(c, l->w_plain, w) < 0)
-			return -1;
-		return 0;
-	}
-	if (cpu_set_handle(c, l->w_plain, w) < 0)
-		return -1;
-	return cpu_reorder(c, bwd ? &l->w_to_bwd : &l->w_to_fwd, l->w_plain,
-			   bwd ? l->w_bwd : l->w_fwd);
-}
-
 int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 			  dnnl_memory_t src, dnnl_memory_t dst)
 {
@@ -300,11 +281,36 @@ int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 		cpu_wino_forward(&l->wg, w, cpu_handle(src), cpu_handle(dst));
 		return 0;
 	}
-	if (l->resident ? cpu_set_handle(c, l->w_fwd, w) < 0 : load_weights(c, l, w, 0) < 0)
+	if (cpu_weights_load_fwd(c, &l->wt, w) < 0)
 		return -1;
-	dnnl_exec_arg_t a[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_WEIGHTS, l->w_fwd },
+	dnnl_exec_arg_t a[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_WEIGHTS, l->wt.fwd },
 				{ DNNL_ARG_DST, dst } };
 	return cpu_exec(c, &l->fwd, 3, a);
+}
+
+/* The acc path's backward-data: diff_src (+)= conv(diff_dst, W^T turned). */
+static int acc_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, dnnl_memory_t diff_dst,
+		    dnnl_memory_t diff_src)
+{
+	if (l->acc_k == 1) {
+		if (cpu_set_handle(c, l->w_t, w) < 0)
+			return -1;
+	} else {
+		if (l->w_to_unblk.p) {
+			if (cpu_set_handle(c, l->wt.user, w) < 0 ||
+			    cpu_reorder(c, &l->w_to_unblk, l->wt.user, l->w_unblk) < 0)
+				return -1;
+			w = cpu_handle(l->w_unblk);
+		}
+		flip_weights(w, cpu_handle(l->w_t), l->acc_co, l->acc_ci, l->acc_k);
+	}
+	/* Counted once per backward-data, as the layout change it stands for. */
+	c->wreorders[CPU_WREORDER_BWD] += l->w_to_unblk.p || l->w_to_acc.p;
+	if (l->w_to_acc.p && cpu_reorder(c, &l->w_to_acc, l->w_t, l->w_acc) < 0)
+		return -1;
+	dnnl_exec_arg_t af[] = { { DNNL_ARG_SRC, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_acc },
+				 { DNNL_ARG_DST, diff_src } };
+	return cpu_exec(c, &l->acc_fwd, 3, af);
 }
 
 int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, float *dw,
@@ -317,54 +323,23 @@ int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w
 					       l->wino_acc);
 		return 0;
 	}
-	if (l->resident) {
-		/* Weights and their gradient both in res_md, the caller's arrays:
-		 * no reorder either way; backward-data reads the forward layout. */
-		if (cpu_set_handle(c, l->dw_blk, dw) < 0 || cpu_set_handle(c, l->w_fwd, w) < 0)
-			return -1;
-		dnnl_exec_arg_t rw[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_DIFF_DST, diff_dst },
-					 { DNNL_ARG_DIFF_WEIGHTS, l->dw_blk } };
-		if (cpu_exec(c, &l->bwd_w, 3, rw) < 0)
-			return -1;
-		if (!diff_src || !l->has_bwd_data)
-			return 0;
-		dnnl_exec_arg_t rd[] = { { DNNL_ARG_DIFF_DST, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_fwd },
-					 { DNNL_ARG_DIFF_SRC, diff_src } };
-		return cpu_exec(c, &l->bwd_data, 3, rd);
-	}
-	/* Weight grads go straight into the caller's plain array: either
-	 * oneDNN writes it directly or the reorder out of the blocked diff does. */
-	if (cpu_set_handle(c, l->dw_plain, dw) < 0)
+	/* The weight gradient straight into the caller's array where oneDNN
+	 * writes its layout, else through a reorder. */
+	if (cpu_weights_dw_begin(c, &l->wt, dw) < 0)
 		return -1;
 	dnnl_exec_arg_t aw[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_DIFF_DST, diff_dst },
-				 { DNNL_ARG_DIFF_WEIGHTS, l->dw_blk } };
-	if (cpu_exec(c, &l->bwd_w, 3, aw) < 0)
-		return -1;
-	if (!l->dw_plain_direct && cpu_reorder(c, &l->dw_to_plain, l->dw_blk, l->dw_plain) < 0)
+				 { DNNL_ARG_DIFF_WEIGHTS, l->wt.dw } };
+	if (cpu_exec(c, &l->bwd_w, 3, aw) < 0 || cpu_weights_dw_end(c, &l->wt) < 0)
 		return -1;
 	if (!diff_src || !l->has_bwd_data)
 		return 0;
-	if (l->acc) {
-		if (l->acc_k == 1) {
-			if (cpu_set_handle(c, l->w_plain_t, w) < 0)
-				return -1;
-		} else {
-			flip_weights(w, cpu_handle(l->w_plain_t), l->acc_co, l->acc_ci, l->acc_k);
-		}
-		if (cpu_reorder(c, &l->w_to_acc, l->w_plain_t, l->w_acc) < 0)
-			return -1;
-		dnnl_exec_arg_t af[] = { { DNNL_ARG_SRC, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_acc },
-					 { DNNL_ARG_DST, diff_src } };
-		return cpu_exec(c, &l->acc_fwd, 3, af);
-	}
-	/* When bwd-data reads the forward weight layout, forward's reorder of
-	 * this step's weights is reused (weights do not change between a
-	 * step's forward and backward); otherwise reorder into bwd's layout. */
-	if (!l->w_bwd_same && load_weights(c, l, w, 1) < 0)
+	if (l->acc)
+		return acc_exec(c, l, w, diff_dst, diff_src);
+	/* Where backward-data reads the forward's layout, the forward's
+	 * weights of this step serve (they do not change in between). */
+	if (cpu_weights_load_bwd(c, &l->wt, w) < 0)
 		return -1;
-	if (l->w_bwd_same && l->w_fwd_plain && cpu_set_handle(c, l->w_plain, w) < 0)
-		return -1;
-	dnnl_exec_arg_t ad[] = { { DNNL_ARG_DIFF_DST, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_bwd },
+	dnnl_exec_arg_t ad[] = { { DNNL_ARG_DIFF_DST, diff_dst }, { DNNL_ARG_WEIGHTS, l->wt.bwd },
 				 { DNNL_ARG_DIFF_SRC, diff_src } };
 	return cpu_exec(c, &l->bwd_data, 3, ad);
 }
