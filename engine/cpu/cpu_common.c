@@ -90,6 +90,7 @@ void cpu_ctx_destroy(struct cpu_ctx *c)
 	for (int i = 0; i < c->n_bufs; i++)
 		free(c->bufs[i]);
 	free(c->bufs);
+	free(c->owned);
 	free(c->prims);
 	free(c->pds);
 	free(c->mems);
@@ -145,8 +146,12 @@ dnnl_memory_t cpu_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, void *han
 		dnnl_memory_destroy(m);
 		return NULL;
 	}
-	if (!handle) /* fresh allocations start at zero, not garbage */
+	if (!handle) { /* fresh allocations start at zero, not garbage */
 		memset(cpu_handle(m), 0, dnnl_memory_desc_get_size(md));
+		if (PUSH(owned, m) < 0)
+			return NULL;
+		c->owned_sorted = 0;
+	}
 	return m;
 fail:
 	return NULL;
@@ -192,8 +197,22 @@ dnnl_memory_t cpu_tmp_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, enum 
 	return m;
 }
 
+static int cmp_ptr(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t) * (const dnnl_memory_t *)a, y = (uintptr_t) * (const dnnl_memory_t *)b;
+	return (x > y) - (x < y);
+}
+
 int cpu_set_handle(struct cpu_ctx *c, dnnl_memory_t m, const void *handle)
 {
+	if (!c->owned_sorted) {
+		if (c->n_owned)
+			qsort(c->owned, c->n_owned, sizeof(*c->owned), cmp_ptr);
+		c->owned_sorted = 1;
+	}
+	CHECK(!c->n_owned || !bsearch(&m, c->owned, c->n_owned, sizeof(*c->owned), cmp_ptr),
+	      "%s:%d: internal error: a memory with a buffer of its own is re-pointed (make it a cpu_view)",
+	      __FILE__, __LINE__);
 	/* oneDNN takes void *; inputs we pass this way are only read. */
 	DN(dnnl_memory_set_data_handle(m, (void *)(uintptr_t)handle));
 	return 0;

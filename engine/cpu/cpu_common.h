@@ -48,6 +48,13 @@ struct cpu_ctx {
 	/* Plain buffers of the own kernels (cpu_alloc). */
 	void **bufs;
 	int n_bufs, cap_bufs;
+	/* Memories with a buffer of their own (cpu_mem with no handle), sorted
+	 * by address when owned_sorted: cpu_set_handle refuses to re-point
+	 * them (oneDNN would free the buffer at that call, after it had counted
+	 * in the peak RSS since set-up, or keep it for good if the call never
+	 * comes: what cpu_view is for). */
+	dnnl_memory_t *owned;
+	int n_owned, cap_owned, owned_sorted;
 	/* Memories that live in a shared buffer (scratchpads, temporaries):
 	 * their handle is set once the largest size is known. */
 	dnnl_memory_t *scratch_mems;
@@ -117,6 +124,8 @@ void *cpu_alloc(struct cpu_ctx *c, size_t bytes);
 /* Memory over the shared temporary `which` (enum cpu_tmp; contents live
  * until the next use). */
 dnnl_memory_t cpu_tmp_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, enum cpu_tmp which);
+/* Point a view (cpu_view, cpu_mem over a caller's buffer) at handle; -1
+ * (an internal error) for a memory with a buffer of its own. */
 int cpu_set_handle(struct cpu_ctx *c, dnnl_memory_t m, const void *handle);
 void *cpu_handle(dnnl_memory_t m);
 
