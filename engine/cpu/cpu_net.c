@@ -55,7 +55,7 @@ struct dl_backend {
 	int *pool_busy, n_pool; /* pool_busy: how many live diffs use the buffer */
 	int *dval_zero;          /* values nobody reads: their diff is zero */
 	struct cpu_node *nodes;
-	int *param_used;
+	int *param_used; /* per param, how many nodes read it */
 	/* Resident weights (cpu_weights_finish): per param, the weights in
 	 * the layer's blocked layout res_md (wres NULL: plain, g's array), how
 	 * many floats that layout holds, and views + reorders between it and
@@ -413,7 +413,7 @@ static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_b
 			    (d->kind == DL_NODE_FC && d->param[j] >= 0)) {
 				CHECK(d->param[j] >= 0 && d->param[j] < g->n_params,
 				      "cpu backend: node %d has bad param index %d", i, d->param[j]);
-				b->param_used[d->param[j]] = 1;
+				b->param_used[d->param[j]]++;
 			}
 		if (d->kind == DL_NODE_BN)
 			CHECK(d->buffer[0] >= 0 && d->buffer[0] < g->n_buffers && d->buffer[1] >= 0 &&
@@ -535,7 +535,9 @@ static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_b
 		int p = d->param[0];
 		struct dl_tensor_f32 *t = &g->params[p];
 		dnnl_memory_desc_t plain;
-		CHECK(!b->wres[p], "cpu backend: param %s is the weight of two layers", t->name);
+		CHECK(b->param_used[p] == 1,
+		      "cpu backend: weight %s is read by %d layers, so it cannot live in one layer's layout",
+		      t->name, b->param_used[p]);
 		CHECK(dnnl_memory_desc_get_size(&wt->plain_md) == t->count * sizeof(float),
 		      "%s:%d: weight %s: %zu floats, the layer takes %zu", __FILE__, __LINE__, t->name, t->count,
 		      dnnl_memory_desc_get_size(&wt->plain_md) / sizeof(float));
