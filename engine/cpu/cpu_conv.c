@@ -146,6 +146,66 @@ fail:
 	return -1;
 }
 
+/* Turning k x k weights by 180 degrees in a blocked layout: element
+ * (a, b, r, s) sits at base0[a] + base1[b] + r * s2 + s * s3 when neither
+ * spatial dim is blocked and dims 0 and 1 are blocked once at most (an
+ * index's outer block times its stride plus its place inside its inner
+ * block times the sizes of the inner blocks within it), so the turn swaps
+ * (r, s) with (k-1-r, k-1-s) behind each base. */
+static int turnable(const dnnl_memory_desc_t *md)
+{
+	const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
+	int seen[2] = { 0, 0 };
+	if (md->format_kind != dnnl_blocked || md->ndims != 4 || md->data_type != dnnl_f32)
+		return 0;
+	for (int i = 0; i < bd->inner_nblks; i++) {
+		if (bd->inner_idxs[i] > 1 || seen[bd->inner_idxs[i]]++)
+			return 0;
+	}
+	return 1;
+}
+
+static int turn_plan(struct cpu_ctx *c, struct cpu_turn *t, const dnnl_memory_desc_t *md)
+{
+	const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
+	dnnl_dim_t blk[2] = { 1, 1 }, mul[2] = { 0, 0 }, inner = 1;
+	for (int i = bd->inner_nblks - 1; i >= 0; i--) { /* innermost first */
+		blk[bd->inner_idxs[i]] = bd->inner_blks[i];
+		mul[bd->inner_idxs[i]] = inner;
+		inner *= bd->inner_blks[i];
+	}
+	t->n[0] = md->padded_dims[0];
+	t->n[1] = md->padded_dims[1];
+	t->s2 = bd->strides[2];
+	t->s3 = bd->strides[3];
+	if (!(t->base[0] = cpu_alloc(c, (size_t)(t->n[0] + t->n[1]) * sizeof(dnnl_dim_t))))
+		return -1;
+	t->base[1] = t->base[0] + t->n[0];
+	for (int d = 0; d < 2; d++)
+		for (dnnl_dim_t x = 0; x < t->n[d]; x++)
+			t->base[d][x] = (d ? 0 : md->offset0) + x / blk[d] * bd->strides[d] + x % blk[d] * mul[d];
+	return 0;
+}
+
+/* w (in the planned layout) turned by 180 degrees in place. */
+static void turn(const struct cpu_turn *t, float *w, int k)
+{
+	dnnl_dim_t half = k * k / 2;
+#pragma omp parallel for schedule(static)
+	for (dnnl_dim_t a = 0; a < t->n[0]; a++)
+		for (dnnl_dim_t b = 0; b < t->n[1]; b++) {
+			float *p = w + t->base[0][a] + t->base[1][b];
+			for (dnnl_dim_t j = 0; j < half; j++) {
+				dnnl_dim_t r = j / k, q = j % k;
+				float *x = p + r * t->s2 + q * t->s3;
+				float *y = p + (k - 1 - r) * t->s2 + (k - 1 - q) * t->s3;
+				float v = *x;
+				*x = *y;
+				*y = v;
+			}
+		}
+}
+
 /* Backward-data of a stride-1 convolution is itself a forward convolution:
  * for 1x1, dx[i] = sum_o W[o][i] dy[o] at every pixel; for a k x k kernel
  * with pad (k-1)/2, dx = conv(dy, W') with the same pad, where
@@ -206,13 +266,16 @@ int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int ci, int co, int
 		rv = 0;
 		goto fail;
 	}
+	/* k > 1: the weights are turned in that layout (turn_plan). */
+	l->wa_md = *cpu_query(pd, dnnl_query_weights_md);
+	if (k > 1 && !turnable(&l->wa_md)) {
+		rv = 0;
+		goto fail;
+	}
 	if (cpu_prim_make(c, &l->acc_fwd, pd) < 0)
 		goto fail;
-	l->wa_md = *cpu_query(pd, dnnl_query_weights_md);
 	l->acc = 1;
 	l->acc_k = k;
-	l->acc_ci = ci;
-	l->acc_co = co;
 	rv = 1;
 fail:
 	if (po)
@@ -229,49 +292,25 @@ int cpu_conv_finish(struct cpu_ctx *c, struct cpu_conv *l, int resident_ok)
 	int r = cpu_weights_finish(c, &l->wt, resident_ok, l->acc);
 	if (r < 0 || !l->acc)
 		return r;
-	/* The acc path's weights: W^T (Ci,Co,k,k), reordered into w_acc. */
+	/* The acc path's weights: W^T[i][o] is W[o][i], the caller's array in
+	 * res_md (blocked or not) with the first two axes swapped. */
+	static const int swap01[4] = { 1, 0, 2, 3 };
 	dnnl_memory_desc_t wt_md;
-	if (l->acc_k == 1) {
-		/* W^T[i][o] is W[o][i]: the caller's array in res_md with the
-		 * first two axes swapped, blocked or not. */
-		static const int swap01[4] = { 1, 0, 2, 3 };
-		DN(dnnl_memory_desc_permute_axes(&wt_md, &l->wt.res_md, swap01));
-		if (!(l->w_t = cpu_view(c, &wt_md)))
-			return -1;
-	} else {
-		/* Turned by flip_weights from plain weights: resident ones are
-		 * unblocked first. */
-		dnnl_dims_t tdims = { l->acc_ci, l->acc_co, l->acc_k, l->acc_k };
-		if (cpu_md(c, &wt_md, 4, tdims, dnnl_oihw) < 0 || !(l->w_t = cpu_tmp_mem(c, &wt_md, CPU_TMP_W1)))
-			return -1;
-		if (l->wt.resident &&
-		    (!(l->w_unblk = cpu_tmp_mem(c, &l->wt.plain_md, CPU_TMP_W0)) ||
-		     cpu_reorder_make(c, &l->w_to_unblk, &l->wt.res_md, &l->wt.plain_md) < 0))
-			return -1;
-	}
-	if (cpu_md_eq(&wt_md, &l->wa_md)) {
+	DN(dnnl_memory_desc_permute_axes(&wt_md, &l->wt.res_md, swap01));
+	if (!(l->w_t = cpu_view(c, &wt_md)))
+		return -1;
+	/* k > 1 turns them in place: never in the caller's array. */
+	if (l->acc_k == 1 && cpu_md_eq(&wt_md, &l->wa_md)) {
 		l->w_acc = l->w_t;
 		return r;
 	}
 	if (!(l->w_acc = cpu_tmp_mem(c, &l->wa_md, CPU_TMP_W0)) ||
-	    cpu_reorder_make(c, &l->w_to_acc, &wt_md, &l->wa_md) < 0)
+	    cpu_reorder_make(c, &l->w_to_acc, &wt_md, &l->wa_md) < 0 ||
+	    (l->acc_k > 1 && turn_plan(c, &l->turn, &l->wa_md) < 0))
 		return -1;
 	return r;
 fail:
 	return -1;
-}
-
-/* wt (Ci,Co,k,k) = W (Co,Ci,k,k) transposed and turned by 180 degrees. */
-static void flip_weights(const float *w, float *wt, int co, int ci, int k)
-{
-	int kk = k * k;
-	for (int o = 0; o < co; o++)
-		for (int i = 0; i < ci; i++) {
-			const float *src = w + ((size_t)o * ci + i) * kk;
-			float *dst = wt + ((size_t)i * co + o) * kk;
-			for (int r = 0; r < kk; r++)
-				dst[r] = src[kk - 1 - r];
-		}
 }
 
 int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
@@ -292,22 +331,15 @@ int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 static int acc_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, dnnl_memory_t diff_dst,
 		    dnnl_memory_t diff_src)
 {
-	if (l->acc_k == 1) {
-		if (cpu_set_handle(c, l->w_t, w) < 0)
-			return -1;
-	} else {
-		if (l->w_to_unblk.p) {
-			if (cpu_set_handle(c, l->wt.user, w) < 0 ||
-			    cpu_reorder(c, &l->w_to_unblk, l->wt.user, l->w_unblk) < 0)
-				return -1;
-			w = cpu_handle(l->w_unblk);
-		}
-		flip_weights(w, cpu_handle(l->w_t), l->acc_co, l->acc_ci, l->acc_k);
-	}
-	/* Counted once per backward-data, as the layout change it stands for. */
-	c->wreorders[CPU_WREORDER_BWD] += l->w_to_unblk.p || l->w_to_acc.p;
-	if (l->w_to_acc.p && cpu_reorder(c, &l->w_to_acc, l->w_t, l->w_acc) < 0)
+	if (cpu_set_handle(c, l->w_t, w) < 0)
 		return -1;
+	if (l->w_to_acc.p) {
+		c->wreorders[CPU_WREORDER_BWD]++;
+		if (cpu_reorder(c, &l->w_to_acc, l->w_t, l->w_acc) < 0)
+			return -1;
+	}
+	if (l->acc_k > 1)
+		turn(&l->turn, cpu_handle(l->w_acc), l->acc_k);
 	dnnl_exec_arg_t af[] = { { DNNL_ARG_SRC, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_acc },
 				 { DNNL_ARG_DST, diff_src } };
 	return cpu_exec(c, &l->acc_fwd, 3, af);

@@ -53,14 +53,19 @@ struct cpu_conv {
 	/* acc (cpu_conv_acc_init): backward-data runs as a forward
 	 * convolution of diff_dst with the transposed (k > 1: also turned)
 	 * weights, adding into diff_src through a sum post-op where the value
-	 * already holds another reader's gradient.  1x1: w_t is the caller's
-	 * weights viewed with the first two axes swapped; k x k: the weights
-	 * (unblocked into w_unblk first if resident) turned into w_t; either
-	 * reordered into w_acc, acc_fwd's layout (wa_md). */
-	int acc, acc_k, acc_ci, acc_co;
+	 * already holds another reader's gradient.  w_t is the caller's
+	 * weights viewed with the first two axes swapped, reordered into w_acc
+	 * (acc_fwd's layout wa_md; w_t itself if that is the same), where k > 1
+	 * turns them in place (turn: the offset of (i, o, 0, 0) in wa_md is
+	 * base[0][i] + base[1][o]; the spatial strides). */
+	int acc, acc_k;
 	dnnl_memory_desc_t wa_md;
-	struct cpu_prim acc_fwd, w_to_unblk, w_to_acc;
-	dnnl_memory_t w_unblk, w_t, w_acc;
+	struct cpu_prim acc_fwd, w_to_acc;
+	dnnl_memory_t w_t, w_acc;
+	struct cpu_turn {
+		dnnl_dim_t n[2], s2, s3; /* padded dims 0 and 1, spatial strides */
+		dnnl_dim_t *base[2];
+	} turn;
 	/* winograd == 2: cpu_wino's kernels instead of oneDNN primitives, on
 	 * plain weights; wino_acc: its backward-data adds into diff_src. */
 	struct cpu_wino wg;

@@ -350,8 +350,11 @@ static void train_steps(struct dl_graph *gr, struct dl_graph *gc, const float *x
 		failures++;
 		goto out;
 	}
+	/* On the weights of three steps: the stepped tolerance (bf16: 30 random
+	 * runs gave up to 0.022, one seed 0.036; held to TOL, 1 run in ~20
+	 * failed). */
 	float el = (float)er.loss_sum, ec32 = (float)ec.loss_sum;
-	check("eval_step loss sum", &ec32, &el, 1);
+	check("after 3 steps eval_step loss sum", &ec32, &el, 1);
 	printf("%-4s eval_step top1 %d/%d top5 %d/%d\n", er.top1 == ec.top1 || NET_BF16 ? "ok" : "FAIL", ec.top1,
 	       er.top1, ec.top5, er.top5);
 	failures += !(er.top1 == ec.top1 || NET_BF16);
