@@ -4,8 +4,8 @@
 
 /* A memory for layout md standing in for the caller's view `user` (layout
  * res): user itself where they agree (*reorder untouched), else a buffer
- * (own: one of the layer's own, else the shared temporary tmp) and the
- * reorder from -> to between them. */
+ * (own: one of the layer's own, else the shared temporary tmp) and in
+ * *reorder the reorder from it into res (into_user) or from res into it. */
 static dnnl_memory_t pass_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md,
 			      const dnnl_memory_desc_t *res, dnnl_memory_t user, int own,
 			      enum cpu_tmp tmp, int into_user, struct cpu_prim *reorder)
