@@ -36,12 +36,12 @@ int cpu_bn_init(struct cpu_ctx *c, struct cpu_bn *l, const dnnl_memory_desc_t *m
 	    !(fepd = cpu_pd(c, &fe, NULL, NULL)) || cpu_prim_make(c, &l->fwd_eval, fepd) < 0 ||
 	    !(bpd = cpu_pd(c, &bd, NULL, ftpd)) || cpu_prim_make(c, &l->bwd, bpd) < 0)
 		goto fail;
-	CHECK((l->scale = cpu_mem(c, &cmd, NULL)) && (l->shift = cpu_mem(c, &cmd, NULL)) &&
-		      (l->mean = cpu_mem(c, &cmd, NULL)) && (l->var = cpu_mem(c, &cmd, NULL)) &&
-		      (l->run_mean = cpu_mem(c, &cmd, NULL)) &&
-		      (l->run_var = cpu_mem(c, &cmd, NULL)) &&
-		      (l->dscale = cpu_mem(c, &cmd, NULL)) && (l->dshift = cpu_mem(c, &cmd, NULL)),
-	      "%s", c->err);
+	/* Views of the caller's arrays, but the batch statistics. */
+	if (!(l->scale = cpu_view(c, &cmd)) || !(l->shift = cpu_view(c, &cmd)) ||
+	    !(l->mean = cpu_mem(c, &cmd, NULL)) || !(l->var = cpu_mem(c, &cmd, NULL)) ||
+	    !(l->run_mean = cpu_view(c, &cmd)) || !(l->run_var = cpu_view(c, &cmd)) ||
+	    !(l->dscale = cpu_view(c, &cmd)) || !(l->dshift = cpu_view(c, &cmd)))
+		goto fail;
 	l->ws = NULL;
 	if (relu)
 		CHECK(l->ws = cpu_mem(c, cpu_query(ftpd, dnnl_query_workspace_md), NULL), "%s",

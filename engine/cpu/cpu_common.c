@@ -58,16 +58,22 @@ fail:
 int cpu_ctx_finalize(struct cpu_ctx *c)
 {
 	free(c->scratch);
-	free(c->tmp);
 	/* 64-byte alignment for the AVX-512 kernels; never a zero-sized request. */
 	c->scratch = aligned_alloc(64, (c->scratch_size + 64) / 64 * 64);
-	c->tmp = aligned_alloc(64, (c->tmp_size + 64) / 64 * 64);
-	CHECK(c->scratch && c->tmp, "cpu backend: out of memory for %zu bytes of scratchpad",
-	      c->scratch_size + c->tmp_size);
+	CHECK(c->scratch, "cpu backend: out of memory for %zu bytes of scratchpad", c->scratch_size);
 	for (int i = 0; i < c->n_scratch_mems; i++)
 		DN(dnnl_memory_set_data_handle(c->scratch_mems[i], c->scratch));
-	for (int i = 0; i < c->n_tmp_mems; i++)
-		DN(dnnl_memory_set_data_handle(c->tmp_mems[i], c->tmp));
+	for (int t = 0; t < CPU_N_TMP; t++) {
+		struct cpu_shared *s = &c->tmp[t];
+		free(s->buf);
+		s->buf = NULL;
+		if (!s->n_mems)
+			continue;
+		s->buf = aligned_alloc(64, (s->size + 64) / 64 * 64);
+		CHECK(s->buf, "cpu backend: out of memory for a %zu-byte temporary", s->size);
+		for (int i = 0; i < s->n_mems; i++)
+			DN(dnnl_memory_set_data_handle(s->mems[i], s->buf));
+	}
 	return 0;
 fail:
 	return -1;
@@ -84,13 +90,16 @@ void cpu_ctx_destroy(struct cpu_ctx *c)
 	for (int i = 0; i < c->n_bufs; i++)
 		free(c->bufs[i]);
 	free(c->bufs);
+	free(c->owned);
 	free(c->prims);
 	free(c->pds);
 	free(c->mems);
 	free(c->scratch_mems);
-	free(c->tmp_mems);
 	free(c->scratch);
-	free(c->tmp);
+	for (int t = 0; t < CPU_N_TMP; t++) {
+		free(c->tmp[t].mems);
+		free(c->tmp[t].buf);
+	}
 	if (c->attr)
 		dnnl_primitive_attr_destroy(c->attr);
 	if (c->strm)
@@ -137,24 +146,15 @@ dnnl_memory_t cpu_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, void *han
 		dnnl_memory_destroy(m);
 		return NULL;
 	}
-	if (!handle) /* fresh allocations start at zero, not garbage */
+	if (!handle) { /* fresh allocations start at zero, not garbage */
 		memset(cpu_handle(m), 0, dnnl_memory_desc_get_size(md));
+		if (PUSH(owned, m) < 0)
+			return NULL;
+		c->owned_sorted = 0;
+	}
 	return m;
 fail:
 	return NULL;
-}
-
-int cpu_mem_or_alias(struct cpu_ctx *c, const dnnl_memory_desc_t *md, const dnnl_memory_desc_t *alias_md,
-		     dnnl_memory_t alias, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
-		     dnnl_memory_t *out, struct cpu_prim *reorder)
-{
-	if (cpu_md_eq(md, alias_md)) {
-		*out = alias;
-		return 1;
-	}
-	if (!(*out = cpu_mem(c, md, NULL)))
-		return -1;
-	return cpu_reorder_make(c, reorder, from, to) < 0 ? -1 : 0;
 }
 
 void *cpu_alloc(struct cpu_ctx *c, size_t bytes)
@@ -173,25 +173,46 @@ void *cpu_alloc(struct cpu_ctx *c, size_t bytes)
 	return p;
 }
 
-dnnl_memory_t cpu_tmp_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md)
+dnnl_memory_t cpu_view(struct cpu_ctx *c, const dnnl_memory_desc_t *md)
 {
 	dnnl_memory_t m = NULL;
-	size_t sz = dnnl_memory_desc_get_size(md);
 	DN(dnnl_memory_create(&m, md, c->eng, DNNL_MEMORY_NONE));
 	if (PUSH(mems, m) < 0) {
 		dnnl_memory_destroy(m);
 		return NULL;
 	}
-	if (PUSH(tmp_mems, m) < 0)
-		return NULL;
-	c->tmp_size = sz > c->tmp_size ? sz : c->tmp_size;
 	return m;
 fail:
 	return NULL;
 }
 
+dnnl_memory_t cpu_tmp_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, enum cpu_tmp which)
+{
+	struct cpu_shared *s = &c->tmp[which];
+	size_t sz = dnnl_memory_desc_get_size(md);
+	dnnl_memory_t m = cpu_view(c, md);
+	if (!m || push(c, (void ***)&s->mems, &s->n_mems, &s->cap_mems, m) < 0)
+		return NULL;
+	s->size = sz > s->size ? sz : s->size;
+	return m;
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t) * (const dnnl_memory_t *)a, y = (uintptr_t) * (const dnnl_memory_t *)b;
+	return (x > y) - (x < y);
+}
+
 int cpu_set_handle(struct cpu_ctx *c, dnnl_memory_t m, const void *handle)
 {
+	if (!c->owned_sorted) {
+		if (c->n_owned)
+			qsort(c->owned, c->n_owned, sizeof(*c->owned), cmp_ptr);
+		c->owned_sorted = 1;
+	}
+	CHECK(!c->n_owned || !bsearch(&m, c->owned, c->n_owned, sizeof(*c->owned), cmp_ptr),
+	      "%s:%d: internal error: a memory with a buffer of its own is re-pointed (make it a cpu_view)",
+	      __FILE__, __LINE__);
 	/* oneDNN takes void *; inputs we pass this way are only read. */
 	DN(dnnl_memory_set_data_handle(m, (void *)(uintptr_t)handle));
 	return 0;

@@ -8,6 +8,24 @@
 #include <stddef.h>
 #include <oneapi/dnnl/dnnl.h>
 
+/* The shared temporaries (cpu_tmp_mem).  Each holds a value only from the
+ * call that writes it to the next primitive that reads it, inside one
+ * layer's pass: a diff on its way into an accumulating sink (DIFF), a
+ * layer's weights or weight gradient in the layout one pass wants (W0, W1:
+ * two, for a pass that needs two at once). */
+enum cpu_tmp { CPU_TMP_DIFF, CPU_TMP_W0, CPU_TMP_W1, CPU_N_TMP };
+
+/* Weight reorders by pass: into the forward's layout, into backward-data's
+ * (the conv's acc path included), of the weight gradient into the caller's. */
+enum cpu_wreorder { CPU_WREORDER_FWD, CPU_WREORDER_BWD, CPU_WREORDER_DW, CPU_N_WREORDER };
+
+struct cpu_shared {
+	dnnl_memory_t *mems;
+	int n_mems, cap_mems;
+	size_t size;
+	void *buf;
+};
+
 struct cpu_ctx {
 	dnnl_engine_t eng;
 	dnnl_stream_t strm;
@@ -30,16 +48,22 @@ struct cpu_ctx {
 	/* Plain buffers of the own kernels (cpu_alloc). */
 	void **bufs;
 	int n_bufs, cap_bufs;
-	/* Memories that live in a shared buffer (scratchpads, diff temporaries):
+	/* Memories with a buffer of their own (cpu_mem with no handle), sorted
+	 * by address when owned_sorted: cpu_set_handle refuses to re-point
+	 * them (oneDNN would free the buffer at that call, after it had counted
+	 * in the peak RSS since set-up, or keep it for good if the call never
+	 * comes: what cpu_view is for). */
+	dnnl_memory_t *owned;
+	int n_owned, cap_owned, owned_sorted;
+	/* Memories that live in a shared buffer (scratchpads, temporaries):
 	 * their handle is set once the largest size is known. */
 	dnnl_memory_t *scratch_mems;
 	int n_scratch_mems, cap_scratch_mems;
 	size_t scratch_size;
 	void *scratch;
-	dnnl_memory_t *tmp_mems;
-	int n_tmp_mems, cap_tmp_mems;
-	size_t tmp_size;
-	void *tmp;
+	struct cpu_shared tmp[CPU_N_TMP];
+	/* Weight reorders run so far (enum cpu_wreorder), for tests. */
+	long wreorders[CPU_N_WREORDER];
 	char err[256];
 };
 
@@ -88,13 +112,20 @@ int cpu_md_dt(struct cpu_ctx *c, dnnl_memory_desc_t *md, int ndims, const dnnl_d
 	      dnnl_data_type_t dt, dnnl_format_tag_t tag);
 int cpu_md4_dt(struct cpu_ctx *c, dnnl_memory_desc_t *md, int n, int ch, int h, int w,
 	       dnnl_data_type_t dt, dnnl_format_tag_t tag);
-/* Memory owned by oneDNN (handle NULL: allocate) or over a caller's buffer. */
+/* Memory owned by oneDNN (handle NULL: allocate, zeroed) or over a caller's buffer. */
 dnnl_memory_t cpu_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, void *handle);
-/* Memory over the shared diff temporary (contents live until the next use). */
+/* Memory with no buffer: a view whose handle the caller sets (cpu_set_handle)
+ * before every use, e.g. onto the caller's weight arrays.  Nothing is
+ * allocated for it. */
+dnnl_memory_t cpu_view(struct cpu_ctx *c, const dnnl_memory_desc_t *md);
 /* A zeroed, 64-byte aligned buffer the ctx frees at destroy; NULL (with
  * ctx->err set) when out of memory. */
 void *cpu_alloc(struct cpu_ctx *c, size_t bytes);
-dnnl_memory_t cpu_tmp_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md);
+/* Memory over the shared temporary `which` (enum cpu_tmp; contents live
+ * until the next use). */
+dnnl_memory_t cpu_tmp_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, enum cpu_tmp which);
+/* Point a view (cpu_view, cpu_mem over a caller's buffer) at handle; -1
+ * (an internal error) for a memory with a buffer of its own. */
 int cpu_set_handle(struct cpu_ctx *c, dnnl_memory_t m, const void *handle);
 void *cpu_handle(dnnl_memory_t m);
 
@@ -110,13 +141,5 @@ int cpu_exec(struct cpu_ctx *c, struct cpu_prim *p, int nargs, const dnnl_exec_a
 int cpu_reorder(struct cpu_ctx *c, struct cpu_prim *p, dnnl_memory_t src, dnnl_memory_t dst);
 const dnnl_memory_desc_t *cpu_query(const_dnnl_primitive_desc_t pd, dnnl_query_t what);
 int cpu_md_eq(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b);
-/* A memory in the layout md that oneDNN chose for a primitive, standing for
- * `alias` (layout alias_md): alias itself when the layouts agree (returns 1),
- * else a new memory in *out plus the reorder from -> to that fills or
- * empties it (returns 0); -1 on error.  Reorders happen only where layouts
- * really differ. */
-int cpu_mem_or_alias(struct cpu_ctx *c, const dnnl_memory_desc_t *md, const dnnl_memory_desc_t *alias_md,
-		     dnnl_memory_t alias, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
-		     dnnl_memory_t *out, struct cpu_prim *reorder);
 
 #endif

@@ -81,13 +81,15 @@ fail:
 
 /* oneDNN picks the blocked layouts (format any) for dst and weights, and for
  * src too when the caller leaves it open; diffs use the forward layouts, so
- * activations stay blocked through the whole network. */
+ * activations stay blocked through the whole network.  The weight memories
+ * come in cpu_conv_finish, once acc_init has said whether backward-data
+ * reads them. */
 int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_t *src_md,
 		  int n, int ci, int h, int w, int co, int k, int stride, int pad,
 		  int need_bwd_data)
 {
 	int ho = (h + 2 * pad - k) / stride + 1, wo = (w + 2 * pad - k) / stride + 1;
-	dnnl_memory_desc_t src_any, w_any, dst_any, w_plain_md, dw_any;
+	dnnl_memory_desc_t src_any, w_any, dst_any, dw_any;
 	dnnl_dims_t strides = { stride, stride }, pl = { pad, pad };
 	/* Right padding that makes oneDNN's output side equal torch's floor. */
 	dnnl_dims_t pr = { (ho - 1) * stride + k - h - pad, (wo - 1) * stride + k - w - pad };
@@ -110,7 +112,7 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	    cpu_md4_dt(c, &dst_any, n, co, ho, wo, c->act_dt, dnnl_format_tag_any) < 0 ||
 	    cpu_md_dt(c, &w_any, 4, wdims, c->act_dt, dnnl_format_tag_any) < 0 ||
 	    cpu_md(c, &dw_any, 4, wdims, dnnl_format_tag_any) < 0 ||
-	    cpu_md(c, &w_plain_md, 4, wdims, dnnl_oihw) < 0)
+	    cpu_md(c, &l->wt.plain_md, 4, wdims, dnnl_oihw) < 0)
 		goto fail;
 	if (!(fpd = conv_pass_pd(c, PASS_FWD, &alg, src_md ? src_md : &src_any, &w_any, &dst_any,
 				 strides, pl, pr, NULL)))
@@ -118,13 +120,8 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	l->winograd = alg == dnnl_convolution_winograd;
 	l->src_md = *cpu_query(fpd, dnnl_query_src_md);
 	l->dst_md = *cpu_query(fpd, dnnl_query_dst_md);
-	const dnnl_memory_desc_t *wf_md = cpu_query(fpd, dnnl_query_weights_md);
+	l->wt.fwd_md = *cpu_query(fpd, dnnl_query_weights_md);
 	if (cpu_prim_make(c, &l->fwd, fpd) < 0)
-		goto fail;
-	l->w_plain = cpu_mem(c, &w_plain_md, NULL);
-	CHECK(l->w_plain, "%s", c->err);
-	if ((l->w_fwd_plain = cpu_mem_or_alias(c, wf_md, &w_plain_md, l->w_plain, &w_plain_md, wf_md,
-						  &l->w_fwd, &l->w_to_fwd)) < 0)
 		goto fail;
 
 	/* The backward passes follow the forward's algorithm, each falling
@@ -134,25 +131,79 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 				  strides, pl, pr, fpd)) ||
 	    cpu_prim_make(c, &l->bwd_w, bwpd) < 0)
 		goto fail;
-	const dnnl_memory_desc_t *dw_md = cpu_query(bwpd, dnnl_query_diff_weights_md);
-	CHECK(l->dw_plain = cpu_mem(c, &w_plain_md, NULL), "%s", c->err);
-	if ((l->dw_plain_direct = cpu_mem_or_alias(c, dw_md, &w_plain_md, l->dw_plain, dw_md, &w_plain_md,
-						      &l->dw_blk, &l->dw_to_plain)) < 0)
-		goto fail;
+	l->wt.dw_md = *cpu_query(bwpd, dnnl_query_diff_weights_md);
 
 	if (need_bwd_data) {
 		if (!(bdpd = conv_pass_pd(c, PASS_BWD_DATA, &alg_d, &l->src_md, &w_any, &l->dst_md,
 					  strides, pl, pr, fpd)) ||
 		    cpu_prim_make(c, &l->bwd_data, bdpd) < 0)
 			goto fail;
-		const dnnl_memory_desc_t *wb_md = cpu_query(bdpd, dnnl_query_weights_md);
-		if ((l->w_bwd_same = cpu_mem_or_alias(c, wb_md, wf_md, l->w_fwd, &w_plain_md, wb_md,
-							 &l->w_bwd, &l->w_to_bwd)) < 0)
-			goto fail;
+		l->wt.bwd_md = *cpu_query(bdpd, dnnl_query_weights_md);
+		l->wt.has_bwd = 1;
 	}
 	return 0;
 fail:
 	return -1;
+}
+
+/* Turning k x k weights by 180 degrees in a blocked layout: element
+ * (a, b, r, s) sits at base0[a] + base1[b] + r * s2 + s * s3 when neither
+ * spatial dim is blocked and dims 0 and 1 are blocked once at most (an
+ * index's outer block times its stride plus its place inside its inner
+ * block times the sizes of the inner blocks within it), so the turn swaps
+ * (r, s) with (k-1-r, k-1-s) behind each base. */
+static int turnable(const dnnl_memory_desc_t *md)
+{
+	const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
+	int seen[2] = { 0, 0 };
+	if (md->format_kind != dnnl_blocked || md->ndims != 4 || md->data_type != dnnl_f32)
+		return 0;
+	for (int i = 0; i < bd->inner_nblks; i++) {
+		if (bd->inner_idxs[i] > 1 || seen[bd->inner_idxs[i]]++)
+			return 0;
+	}
+	return 1;
+}
+
+static int turn_plan(struct cpu_ctx *c, struct cpu_turn *t, const dnnl_memory_desc_t *md)
+{
+	const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
+	dnnl_dim_t blk[2] = { 1, 1 }, mul[2] = { 0, 0 }, inner = 1;
+	for (int i = bd->inner_nblks - 1; i >= 0; i--) { /* innermost first */
+		blk[bd->inner_idxs[i]] = bd->inner_blks[i];
+		mul[bd->inner_idxs[i]] = inner;
+		inner *= bd->inner_blks[i];
+	}
+	t->n[0] = md->padded_dims[0];
+	t->n[1] = md->padded_dims[1];
+	t->s2 = bd->strides[2];
+	t->s3 = bd->strides[3];
+	if (!(t->base[0] = cpu_alloc(c, (size_t)(t->n[0] + t->n[1]) * sizeof(dnnl_dim_t))))
+		return -1;
+	t->base[1] = t->base[0] + t->n[0];
+	for (int d = 0; d < 2; d++)
+		for (dnnl_dim_t x = 0; x < t->n[d]; x++)
+			t->base[d][x] = (d ? 0 : md->offset0) + x / blk[d] * bd->strides[d] + x % blk[d] * mul[d];
+	return 0;
+}
+
+/* w (in the planned layout) turned by 180 degrees in place. */
+static void turn(const struct cpu_turn *t, float *w, int k)
+{
+	dnnl_dim_t half = k * k / 2;
+#pragma omp parallel for schedule(static)
+	for (dnnl_dim_t a = 0; a < t->n[0]; a++)
+		for (dnnl_dim_t b = 0; b < t->n[1]; b++) {
+			float *p = w + t->base[0][a] + t->base[1][b];
+			for (dnnl_dim_t j = 0; j < half; j++) {
+				dnnl_dim_t r = j / k, q = j % k;
+				float *x = p + r * t->s2 + q * t->s3;
+				float *y = p + (k - 1 - r) * t->s2 + (k - 1 - q) * t->s3;
+				float v = *x;
+				*x = *y;
+				*y = v;
+			}
+		}
 }
 
 /* Backward-data of a stride-1 convolution is itself a forward convolution:
@@ -166,16 +217,12 @@ fail:
 int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int ci, int co, int k, int stride,
 		      int pad, int accumulate)
 {
-	dnnl_memory_desc_t w_any, wt_md;
+	dnnl_memory_desc_t w_any;
 	dnnl_convolution_desc_t d;
 	dnnl_primitive_attr_t attr = NULL;
 	dnnl_post_ops_t po = NULL;
 	dnnl_primitive_desc_t pd = NULL;
 	dnnl_dims_t one = { 1, 1 }, pads = { pad, pad }, wdims = { ci, co, k, k };
-	/* 1x1: W^T[i][o] is W[o][i], the caller's plain (Co,Ci,1,1) array
-	 * read with the first two strides swapped.  k x k: an own plain copy,
-	 * turned each step (flip_weights). */
-	dnnl_dims_t wt_strides = { 1, ci, 1, 1 };
 	dnnl_alg_kind_t alg = l->winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
 	int rv = -1;
 
@@ -193,10 +240,6 @@ int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int ci, int co, int
 	if (!accumulate && (k == 1 || l->winograd))
 		return 0;
 	if (cpu_md(c, &w_any, 4, wdims, dnnl_format_tag_any) < 0)
-		goto fail;
-	if (k == 1)
-		DN(dnnl_memory_desc_init_by_strides(&wt_md, 4, wdims, dnnl_f32, wt_strides));
-	else if (cpu_md(c, &wt_md, 4, wdims, dnnl_oihw) < 0)
 		goto fail;
 	DN(dnnl_primitive_attr_clone(&attr, c->attr));
 	if (accumulate) {
@@ -223,17 +266,16 @@ int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int ci, int co, int
 		rv = 0;
 		goto fail;
 	}
-	if (cpu_prim_make(c, &l->acc_fwd, pd) < 0)
+	/* k > 1: the weights are turned in that layout (turn_plan). */
+	l->wa_md = *cpu_query(pd, dnnl_query_weights_md);
+	if (k > 1 && !turnable(&l->wa_md)) {
+		rv = 0;
 		goto fail;
-	const dnnl_memory_desc_t *wa_md = cpu_query(pd, dnnl_query_weights_md);
-	CHECK((l->w_plain_t = cpu_mem(c, &wt_md, NULL)) && (l->w_acc = cpu_mem(c, wa_md, NULL)),
-	      "%s", c->err);
-	if (cpu_reorder_make(c, &l->w_to_acc, &wt_md, wa_md) < 0)
+	}
+	if (cpu_prim_make(c, &l->acc_fwd, pd) < 0)
 		goto fail;
 	l->acc = 1;
 	l->acc_k = k;
-	l->acc_ci = ci;
-	l->acc_co = co;
 	rv = 1;
 fail:
 	if (po)
@@ -243,54 +285,32 @@ fail:
 	return rv;
 }
 
-int cpu_conv_resident(struct cpu_ctx *c, struct cpu_conv *l)
+int cpu_conv_finish(struct cpu_ctx *c, struct cpu_conv *l, int resident_ok)
 {
-	const dnnl_memory_desc_t *wf, *dw;
-	l->resident = 0;
-	if (l->winograd == 2 || l->acc || l->w_fwd_plain || l->dw_plain_direct ||
-	    (l->has_bwd_data && !l->w_bwd_same))
+	if (l->winograd == 2)
 		return 0;
-	if (dnnl_memory_get_memory_desc(l->w_fwd, &wf) != dnnl_success ||
-	    dnnl_memory_get_memory_desc(l->dw_blk, &dw) != dnnl_success) {
-		cpu_errf(c, "%s:%d: cannot read a convolution's weight layouts", __FILE__, __LINE__);
+	int r = cpu_weights_finish(c, &l->wt, resident_ok, l->acc);
+	if (r < 0 || !l->acc)
+		return r;
+	/* The acc path's weights: W^T[i][o] is W[o][i], the caller's array in
+	 * res_md (blocked or not) with the first two axes swapped. */
+	static const int swap01[4] = { 1, 0, 2, 3 };
+	dnnl_memory_desc_t wt_md;
+	DN(dnnl_memory_desc_permute_axes(&wt_md, &l->wt.res_md, swap01));
+	if (!(l->w_t = cpu_view(c, &wt_md)))
 		return -1;
+	/* k > 1 turns them in place: never in the caller's array. */
+	if (l->acc_k == 1 && cpu_md_eq(&wt_md, &l->wa_md)) {
+		l->w_acc = l->w_t;
+		return r;
 	}
-	/* Plain blocked f32 only (not a kernel-specific format such as
-	 * Winograd's transformed weights): SGD, LARS norms and the layout
-	 * check across ranks read it as an array of floats with zero padding. */
-	if (wf->data_type != dnnl_f32 || wf->format_kind != dnnl_blocked || !cpu_md_eq(wf, dw))
-		return 0;
-	l->res_md = *wf;
-	l->resident = 1;
-	return 1;
-}
-
-/* wt (Ci,Co,k,k) = W (Co,Ci,k,k) transposed and turned by 180 degrees. */
-static void flip_weights(const float *w, float *wt, int co, int ci, int k)
-{
-	int kk = k * k;
-	for (int o = 0; o < co; o++)
-		for (int i = 0; i < ci; i++) {
-			const float *src = w + ((size_t)o * ci + i) * kk;
-			float *dst = wt + ((size_t)i * co + o) * kk;
-			for (int r = 0; r < kk; r++)
-				dst[r] = src[kk - 1 - r];
-		}
-}
-
-/* The plain weight memory points at the caller's array for the reorder, so
- * a step never copies weights twice. */
-static int load_weights(struct cpu_ctx *c, struct cpu_conv *l, const float *w, int bwd)
-{
-	if (bwd ? l->w_bwd_same : l->w_fwd_plain) {
-		if (!bwd && cpu_set_handle(c, l->w_plain, w) < 0)
-			return -1;
-		return 0;
-	}
-	if (cpu_set_handle(c, l->w_plain, w) < 0)
+	if (!(l->w_acc = cpu_tmp_mem(c, &l->wa_md, CPU_TMP_W0)) ||
+	    cpu_reorder_make(c, &l->w_to_acc, &wt_md, &l->wa_md) < 0 ||
+	    (l->acc_k > 1 && turn_plan(c, &l->turn, &l->wa_md) < 0))
 		return -1;
-	return cpu_reorder(c, bwd ? &l->w_to_bwd : &l->w_to_fwd, l->w_plain,
-			   bwd ? l->w_bwd : l->w_fwd);
+	return r;
+fail:
+	return -1;
 }
 
 int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
@@ -300,11 +320,29 @@ int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 		cpu_wino_forward(&l->wg, w, cpu_handle(src), cpu_handle(dst));
 		return 0;
 	}
-	if (l->resident ? cpu_set_handle(c, l->w_fwd, w) < 0 : load_weights(c, l, w, 0) < 0)
+	if (cpu_weights_load_fwd(c, &l->wt, w) < 0)
 		return -1;
-	dnnl_exec_arg_t a[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_WEIGHTS, l->w_fwd },
+	dnnl_exec_arg_t a[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_WEIGHTS, l->wt.fwd },
 				{ DNNL_ARG_DST, dst } };
 	return cpu_exec(c, &l->fwd, 3, a);
+}
+
+/* The acc path's backward-data: diff_src (+)= conv(diff_dst, W^T turned). */
+static int acc_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, dnnl_memory_t diff_dst,
+		    dnnl_memory_t diff_src)
+{
+	if (cpu_set_handle(c, l->w_t, w) < 0)
+		return -1;
+	if (l->w_to_acc.p) {
+		c->wreorders[CPU_WREORDER_BWD]++;
+		if (cpu_reorder(c, &l->w_to_acc, l->w_t, l->w_acc) < 0)
+			return -1;
+	}
+	if (l->acc_k > 1)
+		turn(&l->turn, cpu_handle(l->w_acc), l->acc_k);
+	dnnl_exec_arg_t af[] = { { DNNL_ARG_SRC, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_acc },
+				 { DNNL_ARG_DST, diff_src } };
+	return cpu_exec(c, &l->acc_fwd, 3, af);
 }
 
 int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, float *dw,
@@ -317,54 +355,23 @@ int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w
 					       l->wino_acc);
 		return 0;
 	}
-	if (l->resident) {
-		/* Weights and their gradient both in res_md, the caller's arrays:
-		 * no reorder either way; backward-data reads the forward layout. */
-		if (cpu_set_handle(c, l->dw_blk, dw) < 0 || cpu_set_handle(c, l->w_fwd, w) < 0)
-			return -1;
-		dnnl_exec_arg_t rw[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_DIFF_DST, diff_dst },
-					 { DNNL_ARG_DIFF_WEIGHTS, l->dw_blk } };
-		if (cpu_exec(c, &l->bwd_w, 3, rw) < 0)
-			return -1;
-		if (!diff_src || !l->has_bwd_data)
-			return 0;
-		dnnl_exec_arg_t rd[] = { { DNNL_ARG_DIFF_DST, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_fwd },
-					 { DNNL_ARG_DIFF_SRC, diff_src } };
-		return cpu_exec(c, &l->bwd_data, 3, rd);
-	}
-	/* Weight grads go straight into the caller's plain array: either
-	 * oneDNN writes it directly or the reorder out of the blocked diff does. */
-	if (cpu_set_handle(c, l->dw_plain, dw) < 0)
+	/* The weight gradient straight into the caller's array where oneDNN
+	 * writes its layout, else through a reorder. */
+	if (cpu_weights_dw_begin(c, &l->wt, dw) < 0)
 		return -1;
 	dnnl_exec_arg_t aw[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_DIFF_DST, diff_dst },
-				 { DNNL_ARG_DIFF_WEIGHTS, l->dw_blk } };
-	if (cpu_exec(c, &l->bwd_w, 3, aw) < 0)
-		return -1;
-	if (!l->dw_plain_direct && cpu_reorder(c, &l->dw_to_plain, l->dw_blk, l->dw_plain) < 0)
+				 { DNNL_ARG_DIFF_WEIGHTS, l->wt.dw } };
+	if (cpu_exec(c, &l->bwd_w, 3, aw) < 0 || cpu_weights_dw_end(c, &l->wt) < 0)
 		return -1;
 	if (!diff_src || !l->has_bwd_data)
 		return 0;
-	if (l->acc) {
-		if (l->acc_k == 1) {
-			if (cpu_set_handle(c, l->w_plain_t, w) < 0)
-				return -1;
-		} else {
-			flip_weights(w, cpu_handle(l->w_plain_t), l->acc_co, l->acc_ci, l->acc_k);
-		}
-		if (cpu_reorder(c, &l->w_to_acc, l->w_plain_t, l->w_acc) < 0)
-			return -1;
-		dnnl_exec_arg_t af[] = { { DNNL_ARG_SRC, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_acc },
-					 { DNNL_ARG_DST, diff_src } };
-		return cpu_exec(c, &l->acc_fwd, 3, af);
-	}
-	/* When bwd-data reads the forward weight layout, forward's reorder of
-	 * this step's weights is reused (weights do not change between a
-	 * step's forward and backward); otherwise reorder into bwd's layout. */
-	if (!l->w_bwd_same && load_weights(c, l, w, 1) < 0)
+	if (l->acc)
+		return acc_exec(c, l, w, diff_dst, diff_src);
+	/* Where backward-data reads the forward's layout, the forward's
+	 * weights of this step serve (they do not change in between). */
+	if (cpu_weights_load_bwd(c, &l->wt, w) < 0)
 		return -1;
-	if (l->w_bwd_same && l->w_fwd_plain && cpu_set_handle(c, l->w_plain, w) < 0)
-		return -1;
-	dnnl_exec_arg_t ad[] = { { DNNL_ARG_DIFF_DST, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_bwd },
+	dnnl_exec_arg_t ad[] = { { DNNL_ARG_DIFF_DST, diff_dst }, { DNNL_ARG_WEIGHTS, l->wt.bwd },
 				 { DNNL_ARG_DIFF_SRC, diff_src } };
 	return cpu_exec(c, &l->bwd_data, 3, ad);
 }

@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <string.h>
+
 #include "engine/cpu/cpu_layers.h"
 
 /* Inner product reading the pooled features in their blocked layout; the
@@ -7,12 +9,13 @@
 int cpu_fc_init(struct cpu_ctx *c, struct cpu_fc *l, const dnnl_memory_desc_t *src_md, int n,
 		int ch, int h, int w, int k, int has_bias, int need_bwd_data)
 {
-	dnnl_memory_desc_t w_any, w_plain_md, b_md;
+	dnnl_memory_desc_t w_any, b_md;
 	dnnl_dims_t wdims = { k, ch, h, w }, bdims = { k }, ddims = { n, k };
 	dnnl_inner_product_desc_t fd, bdd, bwd;
 	dnnl_primitive_desc_t fpd, bdpd, bwpd;
 	dnnl_memory_desc_t src_f32_md;
 
+	memset(l, 0, sizeof(*l));
 	l->has_bias = has_bias;
 	l->cvt = src_md->data_type != dnnl_f32;
 	if (l->cvt) {
@@ -28,39 +31,29 @@ int cpu_fc_init(struct cpu_ctx *c, struct cpu_fc *l, const dnnl_memory_desc_t *s
 	}
 	l->has_bwd_data = need_bwd_data;
 	if (cpu_md(c, &w_any, 4, wdims, dnnl_format_tag_any) < 0 ||
-	    cpu_md(c, &w_plain_md, 4, wdims, dnnl_oihw) < 0 || cpu_md(c, &b_md, 1, bdims, dnnl_x) < 0 ||
+	    cpu_md(c, &l->wt.plain_md, 4, wdims, dnnl_oihw) < 0 || cpu_md(c, &b_md, 1, bdims, dnnl_x) < 0 ||
 	    cpu_md(c, &l->dst_md, 2, ddims, dnnl_nc) < 0)
 		goto fail;
 	DN(dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, src_md, &w_any,
 						has_bias ? &b_md : NULL, &l->dst_md));
 	if (!(fpd = cpu_pd(c, &fd, NULL, NULL)) || cpu_prim_make(c, &l->fwd, fpd) < 0)
 		goto fail;
-	const dnnl_memory_desc_t *wf_md = cpu_query(fpd, dnnl_query_weights_md);
-	CHECK(l->w_plain = cpu_mem(c, &w_plain_md, NULL), "%s", c->err);
-	if ((l->w_fwd_plain = cpu_mem_or_alias(c, wf_md, &w_plain_md, l->w_plain, &w_plain_md, wf_md,
-						  &l->w_fwd, &l->w_to_fwd)) < 0)
+	l->wt.fwd_md = *cpu_query(fpd, dnnl_query_weights_md);
+	if (!(l->bias = cpu_view(c, &b_md)) || !(l->dbias = cpu_view(c, &b_md)))
 		goto fail;
-	CHECK((l->bias = cpu_mem(c, &b_md, NULL)) && (l->dbias = cpu_mem(c, &b_md, NULL)), "%s",
-	      c->err);
 
 	DN(dnnl_inner_product_backward_weights_desc_init(&bwd, src_md, &w_any,
 							 has_bias ? &b_md : NULL, &l->dst_md));
 	if (!(bwpd = cpu_pd(c, &bwd, NULL, fpd)) || cpu_prim_make(c, &l->bwd_w, bwpd) < 0)
 		goto fail;
-	const dnnl_memory_desc_t *dw_md = cpu_query(bwpd, dnnl_query_diff_weights_md);
-	CHECK(l->dw_plain = cpu_mem(c, &w_plain_md, NULL), "%s", c->err);
-	if ((l->dw_plain_direct = cpu_mem_or_alias(c, dw_md, &w_plain_md, l->dw_plain, dw_md, &w_plain_md,
-						      &l->dw_blk, &l->dw_to_plain)) < 0)
-		goto fail;
+	l->wt.dw_md = *cpu_query(bwpd, dnnl_query_diff_weights_md);
 
 	if (need_bwd_data) {
 		DN(dnnl_inner_product_backward_data_desc_init(&bdd, src_md, &w_any, &l->dst_md));
 		if (!(bdpd = cpu_pd(c, &bdd, NULL, fpd)) || cpu_prim_make(c, &l->bwd_data, bdpd) < 0)
 			goto fail;
-		const dnnl_memory_desc_t *wb_md = cpu_query(bdpd, dnnl_query_weights_md);
-		if ((l->w_bwd_same = cpu_mem_or_alias(c, wb_md, wf_md, l->w_fwd, &w_plain_md, wb_md,
-							 &l->w_bwd, &l->w_to_bwd)) < 0)
-			goto fail;
+		l->wt.bwd_md = *cpu_query(bdpd, dnnl_query_weights_md);
+		l->wt.has_bwd = 1;
 	}
 	return 0;
 fail:
@@ -70,9 +63,7 @@ fail:
 int cpu_fc_forward_exec(struct cpu_ctx *c, struct cpu_fc *l, const float *w, const float *b,
 			dnnl_memory_t src, dnnl_memory_t dst)
 {
-	if (cpu_set_handle(c, l->w_plain, w) < 0)
-		return -1;
-	if (!l->w_fwd_plain && cpu_reorder(c, &l->w_to_fwd, l->w_plain, l->w_fwd) < 0)
+	if (cpu_weights_load_fwd(c, &l->wt, w) < 0)
 		return -1;
 	if (l->has_bias && cpu_set_handle(c, l->bias, b) < 0)
 		return -1;
@@ -82,7 +73,7 @@ int cpu_fc_forward_exec(struct cpu_ctx *c, struct cpu_fc *l, const float *w, con
 		src = l->src_f32;
 	}
 	dnnl_exec_arg_t a[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_DST, dst },
-				{ DNNL_ARG_WEIGHTS, l->w_fwd }, { DNNL_ARG_BIAS, l->bias } };
+				{ DNNL_ARG_WEIGHTS, l->wt.fwd }, { DNNL_ARG_BIAS, l->bias } };
 	return cpu_exec(c, &l->fwd, l->has_bias ? 4 : 3, a);
 }
 
@@ -90,7 +81,7 @@ int cpu_fc_backward_exec(struct cpu_ctx *c, struct cpu_fc *l, const float *w, fl
 			 float *db, dnnl_memory_t src, dnnl_memory_t diff_dst,
 			 dnnl_memory_t diff_src)
 {
-	if (cpu_set_handle(c, l->dw_plain, dw) < 0)
+	if (cpu_weights_dw_begin(c, &l->wt, dw) < 0)
 		return -1;
 	if (l->has_bias && cpu_set_handle(c, l->dbias, db) < 0)
 		return -1;
@@ -98,18 +89,14 @@ int cpu_fc_backward_exec(struct cpu_ctx *c, struct cpu_fc *l, const float *w, fl
 	if (l->cvt)
 		src = l->src_f32;
 	dnnl_exec_arg_t aw[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_DIFF_DST, diff_dst },
-				 { DNNL_ARG_DIFF_WEIGHTS, l->dw_blk }, { DNNL_ARG_DIFF_BIAS, l->dbias } };
-	if (cpu_exec(c, &l->bwd_w, l->has_bias ? 4 : 3, aw) < 0)
-		return -1;
-	if (!l->dw_plain_direct && cpu_reorder(c, &l->dw_to_plain, l->dw_blk, l->dw_plain) < 0)
+				 { DNNL_ARG_DIFF_WEIGHTS, l->wt.dw }, { DNNL_ARG_DIFF_BIAS, l->dbias } };
+	if (cpu_exec(c, &l->bwd_w, l->has_bias ? 4 : 3, aw) < 0 || cpu_weights_dw_end(c, &l->wt) < 0)
 		return -1;
 	if (!diff_src || !l->has_bwd_data)
 		return 0;
-	if (cpu_set_handle(c, l->w_plain, w) < 0)
+	if (cpu_weights_load_bwd(c, &l->wt, w) < 0)
 		return -1;
-	if (!l->w_bwd_same && cpu_reorder(c, &l->w_to_bwd, l->w_plain, l->w_bwd) < 0)
-		return -1;
-	dnnl_exec_arg_t ad[] = { { DNNL_ARG_DIFF_DST, diff_dst }, { DNNL_ARG_WEIGHTS, l->w_bwd },
+	dnnl_exec_arg_t ad[] = { { DNNL_ARG_DIFF_DST, diff_dst }, { DNNL_ARG_WEIGHTS, l->wt.bwd },
 				 { DNNL_ARG_DIFF_SRC, l->cvt ? l->dsrc_f32 : diff_src } };
 	if (cpu_exec(c, &l->bwd_data, 3, ad) < 0)
 		return -1;

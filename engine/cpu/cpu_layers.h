@@ -1,38 +1,75 @@
 /* oneDNN layers: one struct per op family, built once for a batch size and
  * an input memory desc (usually a blocked layout chosen by the producer),
- * executed on caller-owned memories.  Params cross in plain torchvision
- * layouts (float arrays) and are reordered at the edges. */
+ * executed on caller-owned memories.  Weights cross as float arrays in the
+ * layout the layer settled (cpu_weights: its forward's blocked layout, or
+ * torchvision's plain one); other params (BN, bias) as plain arrays. */
 #ifndef DLJOB_ENGINE_CPU_CPU_LAYERS_H
 #define DLJOB_ENGINE_CPU_CPU_LAYERS_H
 
 #include "engine/cpu/cpu_common.h"
 #include "engine/cpu/cpu_wino.h"
 
+/* A layer's weights (conv or FC) as its passes take them.  The caller
+ * holds the weights w and their gradient dw in one layout, res_md: the
+ * forward's own blocked layout if the layer is resident, else torchvision's
+ * plain one.  Where a pass wants another layout, a reorder fills a buffer:
+ * the forward's weights persist from forward to backward (backward-data may
+ * read them), the others live in the ctx's shared temporaries only for the
+ * pass.  Nothing is allocated for a layout that is the caller's. */
+struct cpu_weights {
+	/* As oneDNN chose them: forward weights, weight gradient, backward-data
+	 * weights (set by the layer's init; bwd_md only with backward-data). */
+	dnnl_memory_desc_t plain_md, fwd_md, dw_md, bwd_md;
+	int has_bwd;
+	/* cpu_weights_finish: */
+	int resident;
+	dnnl_memory_desc_t res_md;
+	dnnl_memory_t user, duser;  /* views of the caller's w and dw (res_md) */
+	dnnl_memory_t fwd, dw, bwd; /* the passes' memories (user / duser where the layout agrees) */
+	struct cpu_prim to_fwd, dw_to_user, to_bwd; /* p NULL: not needed */
+};
+/* Settle res_md and make the memories and reorders (before
+ * cpu_ctx_finalize).  resident_ok: the caller can keep w, dw (and its
+ * optimizer state) in a blocked layout; the layer is resident iff the
+ * forward's weights are blocked f32 and not plain (a weight gradient in
+ * another layout is reordered into res_md).  bwd_off: backward-data does
+ * not read fwd/bwd (the conv's acc path).  Returns 1 (resident), 0, -1. */
+int cpu_weights_finish(struct cpu_ctx *c, struct cpu_weights *wt, int resident_ok, int bwd_off);
+/* w (res_md) into wt->fwd for the forward. */
+int cpu_weights_load_fwd(struct cpu_ctx *c, struct cpu_weights *wt, const float *w);
+/* w (res_md) into wt->bwd for backward-data (after this step's forward). */
+int cpu_weights_load_bwd(struct cpu_ctx *c, struct cpu_weights *wt, const float *w);
+/* Before backward-weights: it writes wt->dw; after: into dw (res_md). */
+int cpu_weights_dw_begin(struct cpu_ctx *c, struct cpu_weights *wt, float *dw);
+int cpu_weights_dw_end(struct cpu_ctx *c, struct cpu_weights *wt);
+
 /* Convolution without bias.  src (N,Ci,H,W) -> dst (N,Co,Ho,Wo), weight (Co,Ci,k,k). */
 struct cpu_conv {
 	dnnl_memory_desc_t src_md, dst_md; /* as executed (src fixed by caller or chosen) */
 	struct cpu_prim fwd, bwd_data, bwd_w;
-	struct cpu_prim w_to_fwd, w_to_bwd, dw_to_plain;
-	int w_fwd_plain, w_bwd_same, dw_plain_direct, has_bwd_data;
+	int has_bwd_data;
 	int winograd; /* the forward runs direct (0), oneDNN's Winograd (1) or cpu_wino's (2) */
-	dnnl_memory_t w_plain, w_fwd, w_bwd, dw_plain, dw_blk;
+	struct cpu_weights wt;
 	/* acc (cpu_conv_acc_init): backward-data runs as a forward
 	 * convolution of diff_dst with the transposed (k > 1: also turned)
 	 * weights, adding into diff_src through a sum post-op where the value
-	 * already holds another reader's gradient. */
-	int acc, acc_k, acc_ci, acc_co;
+	 * already holds another reader's gradient.  w_t is the caller's
+	 * weights viewed with the first two axes swapped, reordered into w_acc
+	 * (acc_fwd's layout wa_md; w_t itself if that is the same), where k > 1
+	 * turns them in place (turn: the offset of (i, o, 0, 0) in wa_md is
+	 * base[0][i] + base[1][o]; the spatial strides). */
+	int acc, acc_k;
+	dnnl_memory_desc_t wa_md;
 	struct cpu_prim acc_fwd, w_to_acc;
-	dnnl_memory_t w_plain_t, w_acc;
-	/* winograd == 2: cpu_wino's kernels instead of oneDNN primitives;
-	 * wino_acc: its backward-data adds into diff_src. */
+	dnnl_memory_t w_t, w_acc;
+	struct cpu_turn {
+		dnnl_dim_t n[2], s2, s3; /* padded dims 0 and 1, spatial strides */
+		dnnl_dim_t *base[2];
+	} turn;
+	/* winograd == 2: cpu_wino's kernels instead of oneDNN primitives, on
+	 * plain weights; wino_acc: its backward-data adds into diff_src. */
 	struct cpu_wino wg;
 	int wino_acc;
-	/* resident (cpu_conv_resident): the caller keeps the weights, their
-	 * gradient and momentum in the forward's blocked layout res_md; the
-	 * exec calls then take w and dw in that layout and skip the weight
-	 * and weight-gradient reorders. */
-	int resident;
-	dnnl_memory_desc_t res_md;
 };
 /* src_md NULL: let oneDNN choose the input layout (read it from l->src_md). */
 int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_t *src_md,
@@ -46,20 +83,17 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
  * error. */
 int cpu_conv_acc_init(struct cpu_ctx *c, struct cpu_conv *l, int ci, int co, int k, int stride,
 		      int pad, int accumulate);
-/* Whether the layer can take its weights resident in one blocked layout
- * (call after cpu_conv_acc_init): an f32 oneDNN convolution whose forward
- * weights are blocked, whose weight gradient has that same layout, and
- * whose backward-data reads it too (not the transposed-weights trick).  If
- * so, switches the layer to it (l->resident, l->res_md) and returns 1;
- * else 0 (plain weights, reordered inside each step). */
-int cpu_conv_resident(struct cpu_ctx *c, struct cpu_conv *l);
-/* Reorders the plain weights in (resident: w is already in l->res_md) and
- * runs the convolution. */
+/* Last of the set-up calls (after cpu_conv_acc_init, before
+ * cpu_ctx_finalize): the weight memories (cpu_weights_finish).  With
+ * resident_ok the layer takes w and dw in l->wt.res_md if it can (returns
+ * 1); cpu_wino's layers take plain weights, which is their layout. */
+int cpu_conv_finish(struct cpu_ctx *c, struct cpu_conv *l, int resident_ok);
+/* Runs the convolution on the weights w (in l->wt.res_md). */
 int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 			  dnnl_memory_t src, dnnl_memory_t dst);
-/* dw (plain, overwritten; resident: in l->res_md) from src and diff_dst;
- * diff_src (if non-NULL and the layer was built with need_bwd_data) from
- * diff_dst and w. */
+/* dw (overwritten) from src and diff_dst; diff_src (if non-NULL and the
+ * layer was built with need_bwd_data) from diff_dst and w.  w and dw in
+ * l->wt.res_md; w is the one this step's forward ran on. */
 int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, float *dw,
 			   dnnl_memory_t src, dnnl_memory_t diff_dst, dnnl_memory_t diff_src);
 
@@ -166,15 +200,16 @@ struct cpu_fc {
 	dnnl_memory_desc_t dst_md;
 	int has_bias, has_bwd_data;
 	struct cpu_prim fwd, bwd_data, bwd_w;
-	struct cpu_prim w_to_fwd, w_to_bwd, dw_to_plain;
-	int w_fwd_plain, w_bwd_same, dw_plain_direct;
-	dnnl_memory_t w_plain, w_fwd, w_bwd, dw_plain, dw_blk, bias, dbias;
+	struct cpu_weights wt;
+	dnnl_memory_t bias, dbias;
 	/* A non-f32 src (bf16 mode) is converted to f32 at the edge, and
 	 * diff_src back, so the classifier and the logits stay f32. */
 	int cvt;
 	struct cpu_prim src_to_f32, dsrc_from_f32;
 	dnnl_memory_t src_f32, dsrc_f32;
 };
+/* Then cpu_weights_finish(c, &l->wt, resident_ok, 0) before cpu_ctx_finalize;
+ * w and dw below are in l->wt.res_md. */
 int cpu_fc_init(struct cpu_ctx *c, struct cpu_fc *l, const dnnl_memory_desc_t *src_md, int n,
 		int ch, int h, int w, int k, int has_bias, int need_bwd_data);
 int cpu_fc_forward_exec(struct cpu_ctx *c, struct cpu_fc *l, const float *w, const float *b,

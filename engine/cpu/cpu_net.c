@@ -55,12 +55,13 @@ struct dl_backend {
 	int *pool_busy, n_pool; /* pool_busy: how many live diffs use the buffer */
 	int *dval_zero;          /* values nobody reads: their diff is zero */
 	struct cpu_node *nodes;
-	int *param_used;
-	/* Resident conv weights (cpu_conv_resident): per param, the weights
-	 * in the layer's blocked layout (NULL: plain, g's array), how many
-	 * floats that layout holds, and memories + reorders between it and
+	int *param_used; /* per param, how many nodes read it */
+	/* Resident weights (cpu_weights_finish): per param, the weights in
+	 * the layer's blocked layout res_md (wres NULL: plain, g's array), how
+	 * many floats that layout holds, and views + reorders between it and
 	 * torchvision's plain layout for the boundaries (state in/out, tests). */
 	float **wres;
+	dnnl_memory_desc_t *res_md;
 	size_t *res_count;
 	dnnl_memory_t *res_plain, *res_blk;
 	struct cpu_prim *res_in, *res_out;
@@ -122,7 +123,8 @@ static void cpu_destroy(struct dl_backend *b)
 	free(b->dval_zero);
 	free(b->nodes);
 	free(b->param_used);
-	free(b->wres); /* the buffers are the layers' (oneDNN memories of the ctx) */
+	free(b->wres); /* the buffers are the ctx's (cpu_alloc) */
+	free(b->res_md);
 	free(b->res_count);
 	free(b->res_plain);
 	free(b->res_blk);
@@ -147,7 +149,8 @@ static int sink_init(struct dl_backend *b, struct grad_sink *s, int v, int direc
 	if (!direct) {
 		dnnl_binary_desc_t bd;
 		dnnl_primitive_desc_t pd;
-		CHECK(s->tmp = cpu_tmp_mem(c, md), "%s", c->err);
+		if (!(s->tmp = cpu_tmp_mem(c, md, CPU_TMP_DIFF)))
+			goto fail;
 		DN(dnnl_binary_desc_init(&bd, dnnl_binary_add, md, md, md));
 		if (!(pd = cpu_pd(c, &bd, NULL, NULL)) || cpu_prim_make(c, &s->acc, pd) < 0)
 			goto fail;
@@ -378,6 +381,7 @@ static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_b
 	b->param_used = calloc(g->n_params + 1, sizeof(int));
 	b->wres = calloc(g->n_params + 1, sizeof(float *));
 	b->res_count = calloc(g->n_params + 1, sizeof(size_t));
+	b->res_md = calloc(g->n_params + 1, sizeof(*b->res_md));
 	b->res_plain = calloc(g->n_params + 1, sizeof(dnnl_memory_t));
 	b->res_blk = calloc(g->n_params + 1, sizeof(dnnl_memory_t));
 	b->res_in = calloc(g->n_params + 1, sizeof(struct cpu_prim));
@@ -388,7 +392,7 @@ static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_b
 	b->pool_size = calloc(g->n_values, sizeof(size_t));
 	b->pool_busy = calloc(g->n_values, sizeof(int));
 	b->dval_zero = calloc(g->n_values, sizeof(int));
-	CHECK(b->wres && b->res_count && b->res_plain && b->res_blk && b->res_in && b->res_out,
+	CHECK(b->wres && b->res_md && b->res_count && b->res_plain && b->res_blk && b->res_in && b->res_out,
 	      "cpu backend: out of memory");
 	CHECK(b->vmd && b->vmd_set && b->val && b->dval && b->nodes && b->param_used && seen &&
 		      slot && b->pool && b->pool_size && b->pool_busy && b->dval_zero,
@@ -409,7 +413,7 @@ static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_b
 			    (d->kind == DL_NODE_FC && d->param[j] >= 0)) {
 				CHECK(d->param[j] >= 0 && d->param[j] < g->n_params,
 				      "cpu backend: node %d has bad param index %d", i, d->param[j]);
-				b->param_used[d->param[j]] = 1;
+				b->param_used[d->param[j]]++;
 			}
 		if (d->kind == DL_NODE_BN)
 			CHECK(d->buffer[0] >= 0 && d->buffer[0] < g->n_buffers && d->buffer[1] >= 0 &&
@@ -453,7 +457,8 @@ static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_b
 		CHECK(b->vmd_set[g->input], "cpu backend: nothing reads the input");
 		if (cpu_md4(c, &plain, n, s->c, s->h, s->w, dnnl_nchw) < 0)
 			goto fail;
-		CHECK(b->in_user = cpu_mem(c, &plain, NULL), "%s", c->err);
+		if (!(b->in_user = cpu_view(c, &plain)))
+			goto fail;
 		/* Always our own copy (a plain copy when the stem reads NCHW):
 		 * backward reads the image again, and the caller may reuse its
 		 * batch buffer once forward has returned. */
@@ -514,34 +519,36 @@ static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_b
 		}
 		b->pool_busy[slot[d->out]]--;
 	}
-	/* Convolution weights that can stay in their blocked layout between
-	 * steps, with their gradient and momentum in it too. */
+	/* Weights that can stay in their forward's blocked layout between
+	 * steps (f32 convolutions and the FC), with their gradient and momentum
+	 * in it too; the layers' weight memories. */
 	for (int i = 0; i < g->n_nodes; i++) {
 		const struct dl_node *d = &g->nodes[i];
-		if (d->kind != DL_NODE_CONV)
-			continue;
-		int r = cpu_conv_resident(c, &b->nodes[i].conv);
+		struct cpu_weights *wt = d->kind == DL_NODE_FC ? &b->nodes[i].fc.wt : &b->nodes[i].conv.wt;
+		int r = d->kind == DL_NODE_CONV ? cpu_conv_finish(c, &b->nodes[i].conv, 1) :
+			d->kind == DL_NODE_FC	? cpu_weights_finish(c, wt, 1, 0) :
+						  0;
 		if (r < 0)
 			goto fail;
 		if (r == 0)
 			continue;
 		int p = d->param[0];
 		struct dl_tensor_f32 *t = &g->params[p];
-		const dnnl_memory_desc_t *md = &b->nodes[i].conv.res_md;
 		dnnl_memory_desc_t plain;
-		dnnl_dims_t dims = { t->dims[0], t->dims[1], t->dims[2], t->dims[3] };
-		CHECK(t->ndim == 4, "%s:%d: conv weight %s is not 4-d", __FILE__, __LINE__, t->name);
-		b->res_count[p] = dnnl_memory_desc_get_size(md) / sizeof(float);
-		/* The layer's own blocked weight buffer becomes the master copy:
-		 * no memory beyond what the per-step reorder used to fill. */
-		if (cpu_md(c, &plain, 4, dims, dnnl_oihw) < 0)
-			goto fail;
-		b->wres[p] = cpu_handle(b->nodes[i].conv.w_fwd);
-		CHECK(b->wres[p], "%s:%d: conv %s has no weight buffer", __FILE__, __LINE__, t->name);
-		CHECK((b->res_plain[p] = cpu_mem(c, &plain, t->data)) && (b->res_blk[p] = cpu_mem(c, md, b->wres[p])),
-		      "%s", c->err);
-		if (cpu_reorder_make(c, &b->res_in[p], &plain, md) < 0 ||
-		    cpu_reorder_make(c, &b->res_out[p], md, &plain) < 0)
+		CHECK(b->param_used[p] == 1,
+		      "cpu backend: weight %s is read by %d layers, so it cannot live in one layer's layout",
+		      t->name, b->param_used[p]);
+		CHECK(dnnl_memory_desc_get_size(&wt->plain_md) == t->count * sizeof(float),
+		      "%s:%d: weight %s: %zu floats, the layer takes %zu", __FILE__, __LINE__, t->name, t->count,
+		      dnnl_memory_desc_get_size(&wt->plain_md) / sizeof(float));
+		plain = wt->plain_md;
+		b->res_count[p] = dnnl_memory_desc_get_size(&wt->res_md) / sizeof(float);
+		b->res_md[p] = wt->res_md;
+		/* The master copy, in the layer's layout (zero padding included). */
+		if (!(b->wres[p] = cpu_alloc(c, b->res_count[p] * sizeof(float))) ||
+		    !(b->res_plain[p] = cpu_view(c, &plain)) || !(b->res_blk[p] = cpu_view(c, &wt->res_md)) ||
+		    cpu_reorder_make(c, &b->res_in[p], &plain, &wt->res_md) < 0 ||
+		    cpu_reorder_make(c, &b->res_out[p], &wt->res_md, &plain) < 0)
 			goto fail;
 	}
 	if (cpu_ctx_finalize(c) < 0)
@@ -591,10 +598,7 @@ static int same_layouts(struct dl_backend *b, struct dl_comm *comm)
 	for (int p = 0; p < b->g->n_params; p++) {
 		if (!b->wres[p])
 			continue;
-		const dnnl_memory_desc_t *md = &b->nodes[0].conv.res_md;
-		for (int i = 0; i < b->g->n_nodes; i++)
-			if (b->g->nodes[i].kind == DL_NODE_CONV && b->g->nodes[i].param[0] == p)
-				md = &b->nodes[i].conv.res_md;
+		const dnnl_memory_desc_t *md = &b->res_md[p];
 		const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
 		any = 1;
 		MIX(p);
@@ -769,6 +773,12 @@ const float *dl_cpu_logits(struct dl_backend *b)
 int dl_cpu_resident(const struct dl_backend *b, int p)
 {
 	return b->wres[p] != NULL;
+}
+
+void dl_cpu_weight_reorders(const struct dl_backend *b, long out[3])
+{
+	for (int i = 0; i < 3; i++)
+		out[i] = b->c.wreorders[i];
 }
 
 int dl_cpu_grad(struct dl_backend *b, int p, float *out)

@@ -17,7 +17,7 @@ struct io {
 static int io_make(struct cpu_ctx *c, struct io *t, const dnnl_memory_desc_t *plain_md,
 		   const dnnl_memory_desc_t *blk_md)
 {
-	if (!(t->plain = cpu_mem(c, plain_md, NULL)) || !(t->blk = cpu_mem(c, blk_md, NULL)) ||
+	if (!(t->plain = cpu_view(c, plain_md)) || !(t->blk = cpu_mem(c, blk_md, NULL)) ||
 	    cpu_reorder_make(c, &t->to_blk, plain_md, blk_md) < 0 ||
 	    cpu_reorder_make(c, &t->to_plain, blk_md, plain_md) < 0)
 		return -1;
@@ -88,7 +88,7 @@ static int conv_run(enum conv_mode mode, const float *x, const float *w, const f
 		      "conv %d->%d k%d s%d p%d: no accumulating backward-data", ci, co, k, stride,
 		      pad);
 	}
-	if (cpu_ctx_finalize(c) < 0)
+	if (cpu_conv_finish(c, &l, 0) < 0 || cpu_ctx_finalize(c) < 0)
 		goto out;
 	size_t wcount = (size_t)co * ci * k * k;
 	if (winograd)
@@ -395,8 +395,8 @@ int cpu_fc(const float *x, const float *w, const float *b, const float *dy, floa
 	if (cpu_ctx_init(c) < 0 || cpu_md4(c, &p, n, ch, 1, 1, dnnl_nchw) < 0 ||
 	    blocked(c, &bl, n, ch, 1, 1) < 0 || cpu_fc_init(c, &l, &bl, n, ch, 1, 1, k, 1, 1) < 0 ||
 	    io_make(c, &tx, &p, &bl) < 0 || io_make(c, &tdx, &p, &bl) < 0 ||
-	    !(ym = cpu_mem(c, &l.dst_md, NULL)) || !(dym = cpu_mem(c, &l.dst_md, NULL)) ||
-	    cpu_ctx_finalize(c) < 0)
+	    cpu_weights_finish(c, &l.wt, 0, 0) < 0 || !(ym = cpu_view(c, &l.dst_md)) ||
+	    !(dym = cpu_view(c, &l.dst_md)) || cpu_ctx_finalize(c) < 0)
 		goto out;
 	if (cpu_set_handle(c, ym, y) < 0 || cpu_set_handle(c, dym, dy) < 0 || io_in(c, &tx, x) < 0 ||
 	    cpu_fc_forward_exec(c, &l, w, b, tx.blk, ym) < 0 ||

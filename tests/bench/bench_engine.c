@@ -9,7 +9,9 @@
  * untimed ones), min/max, images per CPU-second of the process, and peak
  * RSS (getrusage, KiB).  BENCH_PRECISION=bf16 in the environment: the
  * backend's bf16 mixed precision, as --precision bf16;
- * BENCH_CONV_ALGO=auto|direct|winograd: as --conv-algo. */
+ * BENCH_CONV_ALGO=auto|direct|winograd: as --conv-algo; BENCH_RSS=1: also
+ * VmRSS and VmHWM (/proc/self/status) after create and after each step, on
+ * stderr, to see where the peak is reached. */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,21 @@ static double clock_s(clockid_t id)
 	struct timespec ts;
 	clock_gettime(id, &ts);
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* "label: VmRSS ... VmHWM ..." from /proc/self/status on stderr. */
+static void print_rss(const char *label, int i)
+{
+	char line[256];
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f)
+		return;
+	fprintf(stderr, "%s %d:", label, i);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmRSS:", 6) || !strncmp(line, "VmHWM:", 6))
+			fprintf(stderr, " %.*s", (int)strcspn(line, "\n"), line);
+	fprintf(stderr, "\n");
+	fclose(f);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -75,8 +92,13 @@ int main(int argc, char **argv)
 			 prec ? prec : "");
 		goto fail;
 	}
+	int rss = getenv("BENCH_RSS") != NULL;
+	if (rss)
+		print_rss("before create", 0);
 	if (!(b = ops->create(&g, n, &bo, err, sizeof(err))))
 		goto fail;
+	if (rss)
+		print_rss("after create", 0);
 	struct dl_batch in = {.x = x, .labels = y};
 	double cpu0 = 0;
 	for (int i = 0; i < warmup + steps; i++) {
@@ -94,6 +116,8 @@ int main(int argc, char **argv)
 		}
 		if (i >= warmup)
 			t[i - warmup] = clock_s(CLOCK_MONOTONIC) - t0;
+		if (rss)
+			print_rss("after step", i);
 	}
 	// CPU time of the whole process over the timed steps: less sensitive than
 	// wall time to other jobs sharing the cores

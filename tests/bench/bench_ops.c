@@ -4,8 +4,9 @@
  *   tests/bench/bench_ops [BATCH [REPS]]
  *
  * One line per shape: GFLOP/s of forward, backward-data, backward-weights
- * (2*N*Co*Ho*Wo*Ci*k*k flops each; the backward-weights time includes the
- * reorder of the blocked diff into the plain torch-layout grad), then the
+ * (2*N*Co*Ho*Wo*Ci*k*k flops each; the weights and their gradient resident
+ * in the forward's layout as the network keeps them, so backward-data
+ * includes the reorder into its own layout where it reads another), then the
  * same per CPU-second used, which stays meaningful on a busy machine
  * (with OMP_NUM_THREADS=1 it is the per-core rate; one core of this
  * AMD EPYC peaks at about 116 GFLOP/s fp32: 512-bit FMAs issue at the 256-bit
@@ -57,17 +58,24 @@ static int bench(const struct shape *sh, int n, int reps)
 	dnnl_memory_desc_t blk;
 	dnnl_memory_t src, dst, dsrc, ddst;
 	int rv = -1, ho = (sh->h + 2 * sh->p - sh->k) / sh->s + 1;
-	size_t wc = (size_t)sh->co * sh->ci * sh->k * sh->k;
-	float *w = calloc(wc, sizeof(float)), *dw = calloc(wc, sizeof(float));
+	size_t wc = 0;
+	float *w = NULL, *dw = NULL;
 	if (cpu_ctx_init(c) < 0)
 		goto out;
+	if (cpu_md4(c, &blk, n, sh->ci, sh->h, sh->h, dnnl_nChw16c) < 0 ||
+	    cpu_conv_init(c, &l, sh->ci == 3 ? NULL : &blk, n, sh->ci, sh->h, sh->h, sh->co, sh->k,
+			  sh->s, sh->p, sh->ci != 3) < 0 ||
+	    cpu_conv_finish(c, &l, 1) < 0)
+		goto out;
+	/* Weights in the layout the layer keeps them in (padding included),
+	 * 64-byte aligned as the backend's (oneDNN's Winograd kernels fault on
+	 * less). */
+	wc = dnnl_memory_desc_get_size(&l.wt.res_md) / sizeof(float);
+	w = aligned_alloc(64, (wc * sizeof(float) + 63) / 64 * 64);
+	dw = aligned_alloc(64, (wc * sizeof(float) + 63) / 64 * 64);
 	CHECK(w && dw, "out of memory");
 	for (size_t i = 0; i < wc; i++)
 		w[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
-	if (cpu_md4(c, &blk, n, sh->ci, sh->h, sh->h, dnnl_nChw16c) < 0 ||
-	    cpu_conv_init(c, &l, sh->ci == 3 ? NULL : &blk, n, sh->ci, sh->h, sh->h, sh->co, sh->k,
-			  sh->s, sh->p, sh->ci != 3) < 0)
-		goto out;
 	CHECK((src = cpu_mem(c, &l.src_md, NULL)) && (dst = cpu_mem(c, &l.dst_md, NULL)) &&
 		      (dsrc = cpu_mem(c, &l.src_md, NULL)) && (ddst = cpu_mem(c, &l.dst_md, NULL)),
 	      "%s", c->err);

@@ -350,8 +350,11 @@ static void train_steps(struct dl_graph *gr, struct dl_graph *gc, const float *x
 		failures++;
 		goto out;
 	}
+	/* On the weights of three steps: the stepped tolerance (bf16: 30 random
+	 * runs gave up to 0.022, one seed 0.036; held to TOL, 1 run in ~20
+	 * failed). */
 	float el = (float)er.loss_sum, ec32 = (float)ec.loss_sum;
-	check("eval_step loss sum", &ec32, &el, 1);
+	check("after 3 steps eval_step loss sum", &ec32, &el, 1);
 	printf("%-4s eval_step top1 %d/%d top5 %d/%d\n", er.top1 == ec.top1 || NET_BF16 ? "ok" : "FAIL", ec.top1,
 	       er.top1, ec.top5, er.top5);
 	failures += !(er.top1 == ec.top1 || NET_BF16);
@@ -390,18 +393,22 @@ int main(void)
 		printf("FAIL cpu create: %s\n", err);
 		return 1;
 	}
-	/* fp32: some convolution weights stay blocked between steps (their
-	 * gradients and the updates below go through that layout). */
-	int n_res = 0;
+	/* fp32: the weights whose forward takes a blocked layout stay in it
+	 * between steps (their gradients and the updates below go through that
+	 * layout); here the stem's and the FC's (oneDNN runs the 24-channel
+	 * layers on plain weights).  bf16: the conv weights are converted every
+	 * step, only the f32 FC can stay. */
+	int n_res = 0, n_res_conv = 0;
 	for (int p = 0; p < gc.n_params; p++)
 		if (dl_cpu_resident(bc, p)) {
 			printf("     resident weights: %s\n", gc.params[p].name);
 			n_res++;
+			n_res_conv += gc.params[p].ndim == 4;
 		}
-	printf("%-4s %d resident conv weights (%s)\n", NET_BF16 || n_res > 0 ? "ok" : "FAIL", n_res,
-	       NET_BF16 ? "bf16: none expected" : "fp32: some expected");
-	failures += !NET_BF16 && n_res == 0;
-	failures += NET_BF16 && n_res != 0;
+	int res_ok = NET_BF16 ? n_res_conv == 0 : n_res_conv > 0 && n_res > n_res_conv;
+	printf("%-4s %d resident weights, %d of convolutions (%s)\n", res_ok ? "ok" : "FAIL", n_res,
+	       n_res_conv, NET_BF16 ? "bf16: no conv expected" : "fp32: conv and FC expected");
+	failures += !res_ok;
 	size_t nx = (size_t)N * 3 * 20 * 20;
 	float *x = test_alloc(nx * 4), *dl = test_alloc(N * K * 4);
 	char what[128];
@@ -447,6 +454,14 @@ int main(void)
 			check(what, gc.buffers[p].data, gr.buffers[p].data, gr.buffers[p].count);
 		}
 	}
+	/* No weight reorder into a forward layout in fp32: every layer reads
+	 * its resident weights or plain ones.  bf16 converts each conv's. */
+	long wr[3];
+	dl_cpu_weight_reorders(bc, wr);
+	int wr_ok = NET_BF16 ? wr[0] >= 2 * N_CONV : wr[0] == 0;
+	printf("%-4s weight reorders over 2 steps: %ld forward (%s), %ld backward-data, %ld gradient\n",
+	       wr_ok ? "ok" : "FAIL", wr[0], NET_BF16 ? "bf16: 2 per conv" : "fp32: none", wr[1], wr[2]);
+	failures += !wr_ok;
 	if (gr.bn_batches_tracked != 2 || gc.bn_batches_tracked != 2) {
 		printf("FAIL bn_batches_tracked ref %lld cpu %lld, want 2\n",
 		       (long long)gr.bn_batches_tracked, (long long)gc.bn_batches_tracked);
