@@ -8,6 +8,7 @@ dist_check_SCRIPTS += tests/test_hardening.sh
 EXTRA_DIST += tests/fuzz/spank.mk tests/fuzz/fuzz_plugstack.c tests/fuzz/fuzz_options.c \
 	tests/fuzz/corpus/fuzz_plugstack tests/fuzz/corpus/fuzz_options
 include tests/cluster/local.mk
+include tests/current/local.mk
 include tests/engine/ops.mk
 include tests/engine/model.mk
 include tests/engine/train.mk
