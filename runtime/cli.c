@@ -164,7 +164,15 @@ char **dl_cli_plugin_argv(int argc, char **argv, int *nargc, int *nfixed)
 			v[n++] = val;
 			*nfixed += 2;
 		}
-	for (int i = 1; i < argc; i++)
+	/* Slurm 23.11 and later: the plugin prepended this runtime to the
+	 * task's command line, so argv[1] is the user's word "dljob" (checked
+	 * by the plugin), not an argument. */
+	int first = 1;
+	const char *pre = getenv("DLJOB_PREPENDED");
+
+	if (getenv("DLJOB_MODEL") && pre && !strcmp(pre, "1") && argc > 1)
+		first = 2;
+	for (int i = first; i < argc; i++)
 		v[n++] = argv[i];
 	v[n] = NULL;
 	*nargc = n;

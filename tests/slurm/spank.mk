@@ -31,3 +31,10 @@ TESTS += tests/slurm/test_spank_units
 check_LTLIBRARIES += tests/slurm/marker_spank.la
 tests_slurm_marker_spank_la_SOURCES = tests/slurm/marker_spank.c
 tests_slurm_marker_spank_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/tests/slurm
+# A stand-in for pyxis (--container-image: image environment, own mount
+# namespace), listed before or after dljob.so (test_spank_container.sh).
+check_LTLIBRARIES += tests/slurm/container_spank.la
+tests_slurm_container_spank_la_SOURCES = tests/slurm/container_spank.c
+tests_slurm_container_spank_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/tests/slurm
+TESTS += tests/slurm/test_spank_container.sh
+dist_check_SCRIPTS += tests/slurm/test_spank_container.sh

@@ -1,0 +1,86 @@
+/* A SPANK plugin for the tests only: a stand-in for pyxis, NOT pyxis.  It
+ * plays the two parts of pyxis that matter to dljob, in its task_init:
+ *   --container-image=DIR (pyxis's option name; DIR stands for the image):
+ *   - the "image's environment", DIR/environment (NAME=VALUE lines), is set
+ *     over the task's (pyxis imports the container's environment with
+ *     overwrite, as NGC images' NCCL_* and enroot's 50-slurm-pytorch hook's
+ *     MASTER_PORT reach tasks), and DIR/bin goes first on PATH (an image
+ *     with its own programs);
+ *   - the task moves to a new mount namespace (pyxis joins the
+ *     container's), which is what tells dljob that a container plugin has
+ *     already run for the task.
+ * No image, no rootfs, no enroot: paths are the host's.  Listed before or
+ * after dljob.so in the test's plugstack.conf (tests/slurm/test_spank_container.sh). */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <slurm/spank.h>
+
+SPANK_PLUGIN(dljob_test_container, 1);
+
+static int opt_cb(int val, const char *optarg, int remote)
+{
+	(void)val;
+	(void)optarg;
+	(void)remote;
+	return 0;
+}
+
+static struct spank_option image_opt = {
+	"container-image", "DIR", "test stand-in for pyxis: DIR/environment, DIR/bin", 1, 0, opt_cb
+};
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (spank_option_register(sp, &image_opt) != ESPANK_SUCCESS) {
+		slurm_error("dljob_test_container: cannot register --container-image");
+		return -1;
+	}
+	return 0;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	char *dir = NULL, path[4096], line[4096], old[8192], val[12288];
+	FILE *f;
+	struct stat sb;
+
+	(void)ac;
+	(void)av;
+	if (spank_option_getopt(sp, &image_opt, &dir) != ESPANK_SUCCESS || !dir || !dir[0])
+		return 0;
+	snprintf(path, sizeof(path), "%s/environment", dir);
+	if ((f = fopen(path, "re"))) {
+		while (fgets(line, sizeof(line), f)) {
+			char *eq = strchr(line, '=');
+
+			line[strcspn(line, "\n")] = '\0';
+			if (!eq)
+				continue;
+			*eq = '\0';
+			if (spank_setenv(sp, line, eq + 1, 1) != ESPANK_SUCCESS) {
+				slurm_error("dljob_test_container: cannot set %s", line);
+				fclose(f);
+				return -1;
+			}
+		}
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "%s/bin", dir);
+	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+		if (spank_getenv(sp, "PATH", old, sizeof(old)) != ESPANK_SUCCESS)
+			old[0] = '\0';
+		snprintf(val, sizeof(val), "%s%s%s", path, old[0] ? ":" : "", old);
+		spank_setenv(sp, "PATH", val, 1);
+	}
+	if (unshare(CLONE_NEWNS) < 0) {
+		slurm_error("dljob_test_container: unshare(CLONE_NEWNS): %m");
+		return -1;
+	}
+	return 0;
+}
