@@ -424,8 +424,20 @@ static int prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_
 			 dl_optval_escape(path, q, sizeof(q)), o->job);
 		return -1;
 	}
+	/* The directory checked against data_allow, for the runtime to
+	 * compare with the one it opens (runtime/cli.c check_data_id). */
+	struct stat data_sb;
+	char data_id[64];
+
+	if (stat(o->data, &data_sb) < 0) {
+		dl_error(1, "--dl-data=%s: %s", o->data, strerror(errno));
+		return -1;
+	}
+	snprintf(data_id, sizeof(data_id), "%llu:%llu", (unsigned long long)data_sb.st_dev,
+		 (unsigned long long)data_sb.st_ino);
 	if (spank_setenv(sp, "DLJOB_MODEL", o->job, 1) != ESPANK_SUCCESS ||
 	    spank_setenv(sp, "DLJOB_DATA", o->data, 1) != ESPANK_SUCCESS ||
+	    spank_setenv(sp, "DLJOB_DATA_ID", data_id, 1) != ESPANK_SUCCESS ||
 	    spank_setenv(sp, "DLJOB_OUT", st.out, 1) != ESPANK_SUCCESS ||
 	    (o->epochs[0] && spank_setenv(sp, "DLJOB_EPOCHS", o->epochs, 1) != ESPANK_SUCCESS) ||
 	    (o->batch[0] && spank_setenv(sp, "DLJOB_BATCH", o->batch, 1) != ESPANK_SUCCESS) ||
@@ -550,7 +562,7 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 	/* Only the plugin sets these, and only in model mode. */
 	for (const char *const *v = (const char *const[]){ "DLJOB_MODEL", "DLJOB_DATA", "DLJOB_EPOCHS",
 			"DLJOB_BATCH", "DLJOB_LR", "DLJOB_OUT", "DLJOB_GPU", "DLJOB_GPU_BUSID", "DLJOB_PREPENDED",
-			NULL }; *v; v++)
+			"DLJOB_DATA_ID", NULL }; *v; v++)
 		spank_unsetenv(sp, *v);
 	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS ||

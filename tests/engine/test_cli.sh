@@ -181,5 +181,25 @@ if [ $rc -ne 0 ] || [ ! -s out/model.safetensors ]; then
 	echo "FAIL: --data $fm (plain directory): rc=$rc"; cat stderr; fails=$((fails + 1))
 fi
 
+# DLJOB_DATA_ID: the directory the plugin checked against data_allow; the
+# runtime refuses to open another one at that path (a container mount).
+id=$(stat -L -c '%d:%i' "$fm")
+other=$(stat -L -c '%d:%i' "$(dirname "$fm")")
+for g in "$other|not the directory that srun --dl-data named" "1:x|DLJOB_DATA_ID='1:x' is not DEV:INO" "$id|"; do
+	rm -rf out
+	DLJOB_MODEL=resnet20 DLJOB_DATA=$fm DLJOB_OUT=out DLJOB_BATCH=16 DLJOB_DATA_ID="${g%%|*}" "$bin" --steps 1 \
+		--eval 0 --threads 1 >stdout 2>stderr
+	rc=$?
+	if [ -z "${g#*|}" ]; then
+		if [ $rc -ne 0 ]; then echo "FAIL: DLJOB_DATA_ID of --data refused: $(cat stderr)"; fails=$((fails + 1))
+		else echo "ok: DLJOB_DATA_ID of the --data directory accepted"; fi
+	elif [ $rc -ne 1 ] || ! grep -qF "${g#*|}" stderr || [ -e out/model.safetensors ]; then
+		echo "FAIL: DLJOB_DATA_ID=${g%%|*}: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
+	else
+		echo "ok: DLJOB_DATA_ID=${g%%|*} refused: $(cat stderr)"
+	fi
+done
+rm -rf out
+
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 exit 0

@@ -8,7 +8,9 @@
  *     with its own programs);
  *   - the task moves to a new mount namespace (pyxis joins the
  *     container's), which is what tells dljob that a container plugin has
- *     already run for the task.
+ *     already run for the task;
+ *   --container-mounts=SRC:DST (one pair): SRC is bind-mounted over DST in
+ *     that namespace (a user's own container mount).
  * No image, no rootfs, no enroot: paths are the host's.  Listed before or
  * after dljob.so in the test's plugstack.conf (tests/slurm/test_spank_container.sh). */
 #define _GNU_SOURCE
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <slurm/spank.h>
 
@@ -33,12 +36,17 @@ static struct spank_option image_opt = {
 	"container-image", "DIR", "test stand-in for pyxis: DIR/environment, DIR/bin", 1, 0, opt_cb
 };
 
+static struct spank_option mounts_opt = {
+	"container-mounts", "SRC:DST", "test stand-in for pyxis: bind-mount SRC over DST", 1, 0, opt_cb
+};
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
 	(void)ac;
 	(void)av;
-	if (spank_option_register(sp, &image_opt) != ESPANK_SUCCESS) {
-		slurm_error("dljob_test_container: cannot register --container-image");
+	if (spank_option_register(sp, &image_opt) != ESPANK_SUCCESS ||
+	    spank_option_register(sp, &mounts_opt) != ESPANK_SUCCESS) {
+		slurm_error("dljob_test_container: cannot register its options");
 		return -1;
 	}
 	return 0;
@@ -81,6 +89,19 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	if (unshare(CLONE_NEWNS) < 0) {
 		slurm_error("dljob_test_container: unshare(CLONE_NEWNS): %m");
 		return -1;
+	}
+	if (spank_option_getopt(sp, &mounts_opt, &dir) == ESPANK_SUCCESS && dir && strchr(dir, ':')) {
+		char src[4096];
+		const char *dst = strchr(dir, ':') + 1;
+
+		snprintf(src, sizeof(src), "%.*s", (int)(dst - 1 - dir), dir);
+		/* Private first: nothing mounted here may reach the host's
+		 * namespace. */
+		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		    mount(src, dst, NULL, MS_BIND, NULL) < 0) {
+			slurm_error("dljob_test_container: mount %s over %s: %m", src, dst);
+			return -1;
+		}
 	}
 	return 0;
 }

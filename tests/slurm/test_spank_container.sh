@@ -118,4 +118,25 @@ $(diff want_user.txt got.txt)"
 		fail "$o: the runtime's arguments: $got"
 	echo "ok   $o, Slurm $maj.$min: model mode in a container runs the site's runtime with dljob's variables"
 done
+
+# data_allow where the data is opened: with dljob listed first (Slurm
+# 23.11+) the plugin checks --dl-data on the node and the real runtime,
+# inside the "container", refuses a directory that a user's container mount
+# put over that path (with the container plugin first, dljob only ever sees
+# the mounted directory: not enforceable, spank-dljob(8) CONTAINERS).
+if [ $prepend = 1 ]; then
+	[ -x "${DLJOB_BIN:-}" ] || fail "DLJOB_BIN=${DLJOB_BIN:-} is not built"
+	args="runtime=$DLJOB_BIN data_allow=$WORK/data"
+	order dljob-first
+	mkdir -p private && echo secret >private/secret || fail "private"
+	srun -w n1 -n1 --container-image="$WORK/img" --container-mounts="$WORK/private:$WORK/data/x" \
+		--dl-job=resnet20 --dl-data=data/x --dl-out=run dljob >out.txt 2>err.txt &&
+		fail "the runtime trained on a directory mounted over --dl-data"
+	grep -qF "dljob: --data $WORK/data/x: not the directory that srun --dl-data named and the plugin checked (data_allow)" err.txt ||
+		fail "no clear refusal of the mounted-over data: $(cat err.txt)"
+	srun -w n1 -n1 --container-image="$WORK/img" --dl-job=resnet20 --dl-data=data/x --dl-out=run dljob >out.txt 2>err.txt
+	grep -q "not the directory" err.txt && fail "the unmounted --dl-data was refused: $(cat err.txt)"
+	grep -qF "dljob: --data $WORK/data/x:" err.txt || fail "the runtime did not open the (empty) data: $(cat err.txt)"
+	echo "ok   dljob-first, Slurm $maj.$min: the runtime refuses a directory mounted over --dl-data in the container"
+fi
 nodes_idle
