@@ -413,7 +413,14 @@ static int prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_
 	char path[8192];
 
 	if (stat(a->runtime, &rt) < 0) {
-		dl_error(1, "cannot run the runtime %s: %s", a->runtime, strerror(errno));
+		/* A container plugin listed before dljob has moved the task:
+		 * the runtime must be mounted into the container. */
+		if (task_moved())
+			dl_error(1, "cannot run the runtime %s inside the container: %s; mount its installation "
+				 "into the container at the same path (an enroot mounts.d entry, or "
+				 "--container-mounts)", a->runtime, strerror(errno));
+		else
+			dl_error(1, "cannot run the runtime %s: %s", a->runtime, strerror(errno));
 		return -1;
 	}
 	if (!command_is_runtime(sp, &rt, path, sizeof(path))) {

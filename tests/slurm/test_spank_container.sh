@@ -119,6 +119,17 @@ $(diff want_user.txt got.txt)"
 	echo "ok   $o, Slurm $maj.$min: model mode in a container runs the site's runtime with dljob's variables"
 done
 
+# A runtime that is not mounted into the container (the container plugin
+# runs first, so dljob checks inside it): one line naming the fix.
+order container-first
+mkdir -p empty && rm -f log/* || fail "mkdir empty"
+srun -w n1 -n1 --container-image="$WORK/img" --container-mounts="$WORK/empty:$(dirname "$fake")" \
+	--dl-job=resnet20 --dl-data=data/x dljob >out.txt 2>err.txt && fail "ran without the runtime in the container"
+grep -qF "dljob: cannot run the runtime $fake inside the container: No such file or directory; mount its installation into the container at the same path" err.txt ||
+	fail "no clear message for a runtime missing in the container: $(cat err.txt)"
+[ -z "$(ls log)" ] || fail "something ran: $(ls log)"
+echo "ok   container-first, Slurm $maj.$min: a runtime missing in the container is named with the mount to add"
+
 # data_allow where the data is opened: with dljob listed first (Slurm
 # 23.11+) the plugin checks --dl-data on the node and the real runtime,
 # inside the "container", refuses a directory that a user's container mount
