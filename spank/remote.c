@@ -484,9 +484,16 @@ static int prepend_argv(spank_t sp, const struct dl_args *a, int model, int late
 		for (const char *const *v = task_vars; *v; v++) {
 			char val[4096];
 			size_t n;
+			spank_err_t e = spank_getenv(sp, *v, val, sizeof(val));
 
-			if (spank_getenv(sp, *v, val, sizeof(val)) != ESPANK_SUCCESS)
+			if (e == ESPANK_ENV_NOEXIST)
 				continue;
+			if (e != ESPANK_SUCCESS) {
+				dl_error(1, "cannot read back %s to re-assert it after the container plugin: %s",
+					 *v, spank_strerror(e));
+				rc = -1;
+				goto out;
+			}
 			n = strlen(*v) + 1 + strlen(val) + 1;
 			if (!(owned[nowned] = malloc(n))) {
 				dl_error(1, "out of memory at %s:%d", __FILE__, __LINE__);
