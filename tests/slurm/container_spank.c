@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <slurm/spank.h>
 
 SPANK_PLUGIN(dljob_test_container, 1);
@@ -86,8 +87,10 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 		snprintf(val, sizeof(val), "%s%s%s", path, old[0] ? ":" : "", old);
 		spank_setenv(sp, "PATH", val, 1);
 	}
-	if (unshare(CLONE_NEWNS) < 0) {
-		slurm_error("dljob_test_container: unshare(CLONE_NEWNS): %m");
+	/* An ordinary user's task needs a user namespace for its own mount
+	 * namespace, as pyxis joins the container's user namespace first. */
+	if (unshare(geteuid() == 0 ? CLONE_NEWNS : CLONE_NEWUSER | CLONE_NEWNS) < 0) {
+		slurm_error("dljob_test_container: unshare: %m");
 		return -1;
 	}
 	if (spank_option_getopt(sp, &mounts_opt, &dir) == ESPANK_SUCCESS && dir && strchr(dir, ':')) {

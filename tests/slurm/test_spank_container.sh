@@ -119,6 +119,25 @@ $(diff want_user.txt got.txt)"
 	echo "ok   $o, Slurm $maj.$min: model mode in a container runs the site's runtime with dljob's variables"
 done
 
+# The same as an ordinary user (nobody): the stand-in then makes a user
+# namespace for its mount namespace, as pyxis joins the container's.
+chmod 755 "$WORK" && chmod -R a+rX "$WORK/img" && mkdir -p "$WORK/u" && chmod 777 "$WORK/u" || fail "chmod"
+as_user() { (cd "$WORK/u" && setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME="$WORK/u" "$@"); }
+order dljob-first
+[ "$(as_user srun -w n1 -n1 id -u 2>&1)" = "$(id -u nobody)" ] || fail "tasks as nobody: $(as_user srun -w n1 -n1 id -u 2>&1)"
+as_user bash -c "$(declare -f run_env); probe='$probe' port_re='$port_re'; run_env" >want_nobody.txt 2>&1 ||
+	fail "srun as nobody: $(cat want_nobody.txt)"
+grep -q '^1 RANK=1$' want_nobody.txt || fail "as nobody, without a container: $(cat want_nobody.txt)"
+for o in container-first dljob-first; do
+	order $o
+	[ $o = dljob-first ] && [ $prepend = 0 ] && continue
+	as_user bash -c "$(declare -f run_env); probe='$probe' port_re='$port_re'; run_env --container-image='$WORK/img'" \
+		>got.txt 2>&1 || fail "$o as nobody: $(cat got.txt)"
+	diff want_nobody.txt got.txt >/dev/null || fail "$o as nobody: the image's variables reached the task:
+$(diff want_nobody.txt got.txt)"
+	echo "ok   $o, Slurm $maj.$min, as an ordinary user: env mode in a container gets dljob's variables"
+done
+
 # A runtime that is not mounted into the container (the container plugin
 # runs first, so dljob checks inside it): one line naming the fix.
 order container-first
