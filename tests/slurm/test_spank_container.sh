@@ -138,6 +138,22 @@ $(diff want_nobody.txt got.txt)"
 	echo "ok   $o, Slurm $maj.$min, as an ordinary user: env mode in a container gets dljob's variables"
 done
 
+# A dataset that exists only inside the container (here: under a mount
+# the container plugin makes): srun leaves it to the task, which checks it
+# inside the container (container plugin first).  Without a container
+# option srun still refuses a missing directory.
+mkdir -p imgroot/data/x vol img2 && rm -f log/* || fail "mkdir imgroot"
+args="runtime=$fake topology=$T/2s-8gpu-4hca.xml data_allow=$WORK"
+order container-first
+out=$(srun -w n1 -n1 --dl-job=resnet20 --dl-data="$WORK/vol/data/x" dljob 2>&1) && fail "srun accepted a missing --dl-data"
+grep -qF "dljob: --dl-data=$WORK/vol/data/x: No such file or directory" <<<"$out" || fail "missing --dl-data: $out"
+srun -w n1 -n1 --container-image="$WORK/img2" --container-mounts="$WORK/imgroot:$WORK/vol" \
+	--dl-job=resnet20 --dl-data="$WORK/vol/data/x" dljob >out.txt 2>err.txt ||
+	fail "a dataset that exists only in the container was refused: $(cat err.txt)"
+grep -qx "arg4=$WORK/vol/data/x" log/rank0.0 || fail "the runtime's --data: $(grep '^arg' log/rank0.0)"
+echo "ok   container-first, Slurm $maj.$min: a --dl-data that exists only in the container is accepted"
+args="runtime=$fake topology=$T/2s-8gpu-4hca.xml data_allow=$WORK/data"
+
 # A runtime that is not mounted into the container (the container plugin
 # runs first, so dljob checks inside it): one line naming the fix.
 order container-first
