@@ -10,12 +10,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "spank/slurm_api.h"
 
@@ -371,6 +373,74 @@ static int task_moved(void)
 	return now.st_dev != st.mntns.st_dev || now.st_ino != st.mntns.st_ino;
 }
 
+/* Inside a container (a container plugin listed before dljob moved the
+ * task): whether the runtime can be loaded there.  Its dynamic loader is
+ * asked to list the runtime's libraries without running it
+ * (LD_TRACE_LOADED_OBJECTS=1, what ldd does), as the task's user, in the
+ * task's namespaces.  0 with missing[0] == '\0' when all are found; else
+ * missing names what is not (libraries, or the ELF interpreter).  -1 only
+ * when the check itself could not run (then nothing is said). */
+static int runtime_loadable(const char *runtime, char *missing, size_t len)
+{
+	int fd[2], status = 0;
+	char out[16384];
+	size_t got = 0;
+	pid_t pid;
+
+	missing[0] = '\0';
+	if (pipe2(fd, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		close(fd[0]);
+		close(fd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		char *const argv[] = { (char *)runtime, NULL };
+		char *const envp[] = { "LD_TRACE_LOADED_OBJECTS=1", NULL };
+
+		if (dup2(fd[1], 1) < 0 || (null >= 0 && (dup2(null, 0) < 0 || dup2(null, 2) < 0)))
+			_exit(126);
+		execve(runtime, argv, envp);
+		_exit(errno == ENOENT ? 127 : 126);
+	}
+	close(fd[1]);
+	for (;;) {
+		ssize_t n = read(fd[0], out + got, sizeof(out) - 1 - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (got == sizeof(out) - 1)
+			break;
+	}
+	close(fd[0]);
+	out[got] = '\0';
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !got) {
+		snprintf(missing, len, "its interpreter (the dynamic loader, or a script's #! program)");
+		return 0;
+	}
+	/* "\tlibfoo.so.1 => not found" */
+	for (char *save = NULL, *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *arrow = strstr(line, " => not found");
+		size_t used = strlen(missing);
+
+		if (!arrow)
+			continue;
+		*arrow = '\0';
+		line += strspn(line, " \t");
+		snprintf(missing + used, len - used, "%s%s", used ? ", " : "", line);
+	}
+	return 0;
+}
+
 /* Whether the task's command names the site's runtime: the same file
  * (device and inode, whatever name or link led to it), found the way
  * slurmstepd will find it; with spank_prepend_task_argv also the word
@@ -422,6 +492,16 @@ static int prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_
 		else
 			dl_error(1, "cannot run the runtime %s: %s", a->runtime, strerror(errno));
 		return -1;
+	}
+	if (task_moved()) {
+		char missing[1024];
+
+		if (runtime_loadable(a->runtime, missing, sizeof(missing)) == 0 && missing[0]) {
+			dl_error(1, "cannot run the runtime %s inside the container: %s not found there; mount "
+				 "the runtime's libraries into the container (an enroot mounts.d entry, or "
+				 "--container-mounts)", a->runtime, missing);
+			return -1;
+		}
 	}
 	if (!command_is_runtime(sp, &rt, path, sizeof(path))) {
 		char q[256];

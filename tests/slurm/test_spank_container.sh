@@ -165,6 +165,21 @@ grep -qF "dljob: cannot run the runtime $fake inside the container: No such file
 [ -z "$(ls log)" ] || fail "something ran: $(ls log)"
 echo "ok   container-first, Slurm $maj.$min: a runtime missing in the container is named with the mount to add"
 
+# A runtime whose library is not mounted into the container: its loader,
+# asked by dljob inside the container, names the library.
+needs=$DLJOB_BUILDDIR/tests/slurm/needs_lib
+[ -x "$needs" ] || fail "$needs is not built"
+args="runtime=$needs data_allow=$WORK/data"
+order container-first
+srun -w n1 -n1 --container-image="$WORK/img2" --container-mounts="$WORK/empty:$DLJOB_BUILDDIR/tests/slurm/.libs" \
+	--dl-job=resnet20 --dl-data=data/x dljob >out.txt 2>err.txt && fail "ran without the runtime's library"
+grep -qF "dljob: cannot run the runtime $needs inside the container: libdljob_testdep.so not found there; mount the runtime's libraries" err.txt ||
+	fail "no clear message for a library missing in the container: $(cat err.txt)"
+srun -w n1 -n1 --container-image="$WORK/img2" --dl-job=resnet20 --dl-data=data/x dljob >out.txt 2>err.txt
+grep -q "not found there" err.txt && fail "a loadable runtime was refused: $(cat err.txt)"
+echo "ok   container-first, Slurm $maj.$min: a library of the runtime missing in the container is named"
+args="runtime=$fake topology=$T/2s-8gpu-4hca.xml data_allow=$WORK/data"
+
 # data_allow where the data is opened: with dljob listed first (Slurm
 # 23.11+) the plugin checks --dl-data on the node and the real runtime,
 # inside the "container", refuses a directory that a user's container mount
