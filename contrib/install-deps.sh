@@ -13,12 +13,14 @@ PKGS_TEST="slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins
 PKGS_ASAN="clang libclang-rt-14-dev libomp-dev"
 # make check-slurm-current: Slurm 24.11 built from Debian's source tarball
 PKGS_SLURM_CURRENT="curl libmunge-dev"
+# make install-relocatable (tests/test_relocatable.sh)
+PKGS_RELOC="patchelf"
 
 APT="apt-get -o DPkg::Lock::Timeout=600 -y -q"
 export DEBIAN_FRONTEND=noninteractive
 
 missing=""
-for p in $PKGS_BUILD $PKGS_TEST $PKGS_ASAN $PKGS_SLURM_CURRENT; do
+for p in $PKGS_BUILD $PKGS_TEST $PKGS_ASAN $PKGS_SLURM_CURRENT $PKGS_RELOC; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
 		missing="$missing $p"
 done

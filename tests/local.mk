@@ -3,6 +3,9 @@ EXTRA_DIST += tests/cluster/cluster.sh tests/lib.sh tests/tiny_imagefolder.py
 # Build hardening of dljob.so and dljob (configure.ac HARDEN_*).
 TESTS += tests/test_hardening.sh
 dist_check_SCRIPTS += tests/test_hardening.sh
+# make install-relocatable: the runtime in a root with glibc only.
+TESTS += tests/test_relocatable.sh
+dist_check_SCRIPTS += tests/test_relocatable.sh
 # The plugin's fuzz targets: built and run by make check-asan once
 # tests/fuzz/local.mk includes tests/fuzz/spank.mk.
 EXTRA_DIST += tests/fuzz/spank.mk tests/fuzz/fuzz_plugstack.c tests/fuzz/fuzz_options.c \
