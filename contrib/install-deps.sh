@@ -16,12 +16,16 @@ PKGS_ASAN="clang libclang-rt-14-dev libomp-dev"
 # make check-packages: dpkg-buildpackage (debhelper), lintian, rpmbuild (rpm), unpacking
 # an RPM (rpm2cpio, cpio), rendering the installed man pages (man-db)
 PKGS_PACKAGES="dpkg-dev debhelper fakeroot lintian rpm rpm2cpio cpio man-db"
+# make check-slurm-current: Slurm 24.11 built from Debian's source tarball
+PKGS_SLURM_CURRENT="curl libmunge-dev"
+# make install-relocatable (tests/test_relocatable.sh)
+PKGS_RELOC="patchelf"
 
 APT="apt-get -o DPkg::Lock::Timeout=600 -y -q"
 export DEBIAN_FRONTEND=noninteractive
 
 missing=""
-for p in $PKGS_BUILD $PKGS_TEST $PKGS_ASAN $PKGS_PACKAGES; do
+for p in $PKGS_BUILD $PKGS_TEST $PKGS_ASAN $PKGS_PACKAGES $PKGS_SLURM_CURRENT $PKGS_RELOC; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
 		missing="$missing $p"
 done

@@ -167,7 +167,15 @@ char **dl_cli_plugin_argv(int argc, char **argv, int *nargc, int *nfixed)
 			v[n++] = val;
 			*nfixed += 2;
 		}
-	for (int i = 1; i < argc; i++)
+	/* Slurm 23.11 and later: the plugin prepended this runtime to the
+	 * task's command line, so argv[1] is the user's word "dljob" (checked
+	 * by the plugin), not an argument. */
+	int first = 1;
+	const char *pre = getenv("DLJOB_PREPENDED");
+
+	if (getenv("DLJOB_MODEL") && pre && !strcmp(pre, "1") && argc > 1)
+		first = 2;
+	for (int i = first; i < argc; i++)
 		v[n++] = argv[i];
 	v[n] = NULL;
 	*nargc = n;
@@ -381,6 +389,37 @@ static int install_stop_handlers(char *err, size_t errlen)
 	return 0;
 }
 
+/* Model mode: DLJOB_DATA_ID ("DEV:INO", decimal) is the directory the
+ * plugin checked against data_allow where it ran (on the node, unless a
+ * container plugin ran before it).  The directory opened here, possibly
+ * inside a container, must be that one: a bind mount of it keeps its
+ * device and inode, another directory mounted over its path does not
+ * (spank-dljob(8), CONTAINERS). */
+static int check_data_id(const char *data, char *err, size_t errlen)
+{
+	const char *id = getenv("DLJOB_DATA_ID");
+	unsigned long long dev, ino;
+	char *end;
+	struct stat sb;
+
+	if (!id)
+		return 0;
+	errno = 0;
+	dev = strtoull(id, &end, 10);
+	if (end == id || *end != ':' || errno)
+		return fail(err, errlen, "DLJOB_DATA_ID='%.40s' is not DEV:INO", id);
+	id = end + 1;
+	ino = strtoull(id, &end, 10);
+	if (end == id || *end || errno)
+		return fail(err, errlen, "DLJOB_DATA_ID='%.40s' is not DEV:INO", getenv("DLJOB_DATA_ID"));
+	if (stat(data, &sb) < 0)
+		return fail(err, errlen, "%s", strerror(errno));
+	if ((unsigned long long)sb.st_dev != dev || (unsigned long long)sb.st_ino != ino)
+		return fail(err, errlen, "not the directory that srun --dl-data named and the plugin checked "
+			    "(data_allow): another directory is mounted over that path here (a container mount?)");
+	return 0;
+}
+
 int dl_cli_train_main(int argc, char **argv)
 {
 	struct dl_cli *cli;
@@ -438,6 +477,10 @@ int dl_cli_train_main(int argc, char **argv)
 		.threads = c->loader_threads,
 		.max_bad_fraction = 0.01,
 	};
+	if (getenv("DLJOB_MODEL") && check_data_id(c->data, err, sizeof(err)) < 0) {
+		fprintf(stderr, "dljob: --data %s: %s\n", c->data, err);
+		goto out;
+	}
 	if (dl_dataset_open(c->data, &dopt, &ds, err, sizeof(err)) < 0) {
 		fprintf(stderr, "dljob: --data %s: %s\n", c->data, err);
 		goto out;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "spank/plugin.h"
 
@@ -54,6 +55,30 @@ static int set_secret(void)
 	return 0;
 }
 
+/* Whether the step runs in a container (pyxis's --container-image or
+ * --container-name, from whichever plugin registers them).  Before the
+ * plugins' init_post_opt, Slurm puts every option given into this
+ * process's environment as _SLURM_SPANK_OPTION_<plugin>_<option>. */
+static int container_in_use(void)
+{
+	static const char prefix[] = "_SLURM_SPANK_OPTION_";
+	static const char *const opts[] = { "_container_image=", "_container_name=" };
+
+	for (char **e = environ; e && *e; e++) {
+		const char *eq;
+
+		if (strncmp(*e, prefix, sizeof(prefix) - 1) != 0 || !(eq = strchr(*e, '=')))
+			continue;
+		for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+			size_t n = strlen(opts[i]);
+
+			if ((size_t)(eq + 1 - *e) >= n && strncmp(eq + 1 - n, opts[i], n) == 0)
+				return 1;
+		}
+	}
+	return 0;
+}
+
 int dl_local_post_opt(spank_t sp, const struct dl_args *a, const char *args_err)
 {
 	struct dl_opts *o = dl_opts();
@@ -66,7 +91,10 @@ int dl_local_post_opt(spank_t sp, const struct dl_args *a, const char *args_err)
 		dl_error(0, "%s", args_err);
 		return -1;
 	}
-	if (dl_opts_check(o, err, sizeof(err)) < 0 || dl_opts_check_data(o, a, 1, err, sizeof(err)) < 0) {
+	/* In a container the data directory may exist only there (an image's
+	 * or a mount's): the task checks it (spank-dljob(8), CONTAINERS). */
+	if (dl_opts_check(o, err, sizeof(err)) < 0 ||
+	    (!container_in_use() && dl_opts_check_data(o, a, 1, err, sizeof(err)) < 0)) {
 		dl_error(0, "%s", err);
 		return -1;
 	}

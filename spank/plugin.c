@@ -8,11 +8,16 @@
 #include "config.h"
 
 #include <stdio.h>
-#include <slurm/spank.h>
+#include "spank/slurm_api.h"
 
 #include "spank/plugin.h"
 
 SPANK_PLUGIN(dljob, 1);
+
+/* Slurm loads a SPANK plugin only under the major.minor release it was
+ * built for (plugin_version, from SPANK_PLUGIN): one dljob.so per release.
+ * This line (in slurmd's log at debug level) says which. */
+static const char built_for[] = "dljob: built for Slurm " DLJOB_SLURM_VERSION;
 
 /* plugstack.conf arguments, parsed once per process in slurm_spank_init.  A
  * bad argument is kept as an error for the steps that use dljob rather than
@@ -31,6 +36,7 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 {
 	if (!plugin_context())
 		return 0;
+	slurm_debug("%s", built_for);
 	args_err[0] = '\0';
 	if (dl_args_parse(&args, ac, av, args_err, sizeof(args_err)) < 0 && !args_err[0])
 		snprintf(args_err, sizeof(args_err), "invalid plugstack.conf arguments");

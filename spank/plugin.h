@@ -6,7 +6,7 @@
 
 #include <limits.h>
 #include <stddef.h>
-#include <slurm/spank.h>
+#include "spank/slurm_api.h"
 
 #include "runtime/optval.h"
 

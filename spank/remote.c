@@ -10,15 +10,16 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
-#include <slurm/slurm.h>
-#include <slurm/spank.h>
+#include "spank/slurm_api.h"
 
 #include "spank/mapping.h"
 #include "runtime/master.h"
@@ -37,7 +38,28 @@ static struct {
 	struct dl_map_plan *plan;  /* the node's plan, computed once (user_init); NULL: no mapping */
 	char map_err[DL_ERR_LEN];
 	char err[DL_ERR_LEN];      /* the step's options are wrong: fail every task */
+	/* The user's own NCCL_IB_HCA / NCCL_SOCKET_IFNAME: what the step's
+	 * environment held in user_init, before any task (and so before a
+	 * container plugin's task_init put an image's values there). */
+	int user_nic_set[2];
+	char user_nic[2][512];
+	int have_mntns;
+	struct stat mntns;         /* slurmstepd's mount namespace (user_init) */
 } st;
+
+/* The NIC variables: the user's value wins, else dljob's, never an image's. */
+static const char *const nic_vars[2] = { "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME" };
+
+#if DL_HAVE_PREPEND_ARGV
+/* What dljob sets in a task and re-asserts after a container plugin that
+ * runs later (prepend_argv): every variable an image could also set.
+ * DLJOB_JOB_SECRET is not among them (it would show in the task's argv). */
+static const char *const task_vars[] = {
+	"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+	"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "DLJOB_GPU", "DLJOB_GPU_BUSID", "DLJOB_NUMA",
+	"DLJOB_CPUS", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", NULL,
+};
+#endif
 
 int dl_remote_post_opt(spank_t sp, const struct dl_args *a, const char *args_err)
 {
@@ -116,6 +138,10 @@ int dl_remote_user_init(spank_t sp, const struct dl_args *a)
 
 	if (!st.active || st.err[0])
 		return 0;
+	for (int i = 0; i < 2; i++)
+		st.user_nic_set[i] = spank_getenv(sp, nic_vars[i], st.user_nic[i], sizeof(st.user_nic[i])) ==
+			ESPANK_SUCCESS && !dl_optval_has_ctl(st.user_nic[i]);
+	st.have_mntns = stat("/proc/self/ns/mnt", &st.mntns) == 0;
 	read_step_gpus(sp);
 	/* The admin's topology= must load, whatever the step's --dl-bind: a
 	 * wrong file fails the step with the key named, never silently. */
@@ -305,14 +331,20 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 		goto out;
 	}
 	hwloc_bitmap_list_snprintf(bound, sizeof(bound), cpus);
-	if (t->hca[0]) {
-		snprintf(buf, sizeof(buf), "=%s", t->hca);
-		spank_setenv(sp, "NCCL_IB_HCA", buf, 0);   /* the user's own choice wins */
-	}
-	if (t->ifname[0]) {
-		snprintf(buf, sizeof(buf), "=%s", t->ifname);
-		spank_setenv(sp, "NCCL_SOCKET_IFNAME", buf, 0);
-	}
+	if (a->nic)
+		for (int i = 0; i < 2; i++) {
+			const char *mine = i == 0 ? t->hca : t->ifname;
+
+			/* The user's own choice wins (dl_remote_task_init
+			 * re-asserts it), then dljob's; an image's never. */
+			if (st.user_nic_set[i])
+				continue;
+			snprintf(buf, sizeof(buf), "=%s", mine);
+			if (mine[0])
+				spank_setenv(sp, nic_vars[i], buf, 1);
+			else
+				spank_unsetenv(sp, nic_vars[i]);
+		}
 	if (t->busid[0])
 		spank_setenv(sp, "DLJOB_GPU_BUSID", t->busid, 1);
 	spank_setenv(sp, "DLJOB_NUMA", t->numa, 1);
@@ -377,20 +409,169 @@ static int task_command(spank_t sp, char *path, size_t len, struct stat *sb)
 	return -1;
 }
 
-/* Model mode: Slurm runs the task's command after the rest of its task
- * set-up, so that command must be the site's runtime (the same file: device
- * and inode, whatever name or link led to it).  The checked values go to
- * it as DLJOB_*; it takes them as its --model, --data, ... options. */
+/* Whether the step uses a container plugin: pyxis's --container-image or
+ * --container-name (slurmstepd knows every plugin's options, and SPANK
+ * looks them up by name).  The option structs must outlive the lookup:
+ * SPANK keeps a pointer to them. */
+static int container_requested(spank_t sp)
+{
+	static struct spank_option opts[] = {
+		{ "container-image", "IMAGE", "", 1, 0, NULL },
+		{ "container-name", "NAME", "", 1, 0, NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		char *arg = NULL;
+
+		if (spank_option_getopt(sp, &opts[i], &arg) == ESPANK_SUCCESS)
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether a plugin listed before dljob has already moved this task into
+ * another mount namespace (pyxis joins the container's in its task_init):
+ * the task's is no longer the one slurmstepd had in user_init. */
+static int task_moved(void)
+{
+	struct stat now;
+
+	if (!st.have_mntns || stat("/proc/self/ns/mnt", &now) < 0)
+		return 0;
+	return now.st_dev != st.mntns.st_dev || now.st_ino != st.mntns.st_ino;
+}
+
+/* Inside a container (a container plugin listed before dljob moved the
+ * task): whether the runtime can be loaded there.  Its dynamic loader is
+ * asked to list the runtime's libraries without running it
+ * (LD_TRACE_LOADED_OBJECTS=1, what ldd does), as the task's user, in the
+ * task's namespaces.  0 with missing[0] == '\0' when all are found; else
+ * missing names what is not (libraries, or the ELF interpreter).  -1 only
+ * when the check itself could not run (then nothing is said). */
+static int runtime_loadable(const char *runtime, char *missing, size_t len)
+{
+	int fd[2], status = 0;
+	char out[16384];
+	size_t got = 0;
+	pid_t pid;
+
+	missing[0] = '\0';
+	if (pipe2(fd, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		close(fd[0]);
+		close(fd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		char *const argv[] = { (char *)runtime, NULL };
+		char *const envp[] = { "LD_TRACE_LOADED_OBJECTS=1", NULL };
+
+		if (dup2(fd[1], 1) < 0 || (null >= 0 && (dup2(null, 0) < 0 || dup2(null, 2) < 0)))
+			_exit(126);
+		execve(runtime, argv, envp);
+		_exit(errno == ENOENT ? 127 : 126);
+	}
+	close(fd[1]);
+	for (;;) {
+		ssize_t n = read(fd[0], out + got, sizeof(out) - 1 - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (got == sizeof(out) - 1)
+			break;
+	}
+	close(fd[0]);
+	out[got] = '\0';
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !got) {
+		snprintf(missing, len, "its interpreter (the dynamic loader, or a script's #! program)");
+		return 0;
+	}
+	/* "\tlibfoo.so.1 => not found" */
+	for (char *save = NULL, *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *arrow = strstr(line, " => not found");
+		size_t used = strlen(missing);
+
+		if (!arrow)
+			continue;
+		*arrow = '\0';
+		line += strspn(line, " \t");
+		snprintf(missing + used, len - used, "%s%s", used ? ", " : "", line);
+	}
+	return 0;
+}
+
+/* Whether the task's command names the site's runtime: the same file
+ * (device and inode, whatever name or link led to it), found the way
+ * slurmstepd will find it; with spank_prepend_task_argv also the word
+ * "dljob" itself, since Slurm then runs runtime= whatever the word finds
+ * (in a container, possibly nothing, or the image's own dljob). */
+static int command_is_runtime(spank_t sp, const struct stat *rt, char *path, size_t len)
+{
+	struct stat cmd;
+
+	if (task_command(sp, path, len, &cmd) == 0 && cmd.st_dev == rt->st_dev && cmd.st_ino == rt->st_ino)
+		return 1;
+#if DL_HAVE_PREPEND_ARGV
+	{
+		char **argv = NULL;
+		int argc = 0;
+		const char *base;
+
+		if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 && argv && argv[0]) {
+			base = strrchr(argv[0], '/');
+			base = base ? base + 1 : argv[0];
+			if (strcmp(base, "dljob") == 0)
+				return 1;
+		}
+	}
+#endif
+	return 0;
+}
+
+/* Model mode: the task's command must name the site's runtime.  Up to
+ * Slurm 23.02, Slurm runs that command (found in the task's PATH) after
+ * the rest of its task set-up; from 23.11 on, dljob prepends runtime= to
+ * the command line (spank_prepend_task_argv), so Slurm execs exactly the
+ * site's runtime, after every plugin, in whatever namespace they left the
+ * task (a container), and the user's word "dljob" becomes its argv[1]
+ * (DLJOB_PREPENDED=1 tells the runtime to skip it).  The checked values go
+ * to it as DLJOB_*; it takes them as its --model, --data, ... options. */
 static int prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_opts *o)
 {
-	struct stat rt, cmd;
+	struct stat rt;
 	char path[8192];
 
 	if (stat(a->runtime, &rt) < 0) {
-		dl_error(1, "cannot run the runtime %s: %s", a->runtime, strerror(errno));
+		/* A container plugin listed before dljob has moved the task:
+		 * the runtime must be mounted into the container. */
+		if (task_moved())
+			dl_error(1, "cannot run the runtime %s inside the container: %s; mount its installation "
+				 "into the container at the same path (an enroot mounts.d entry, or "
+				 "--container-mounts)", a->runtime, strerror(errno));
+		else
+			dl_error(1, "cannot run the runtime %s: %s", a->runtime, strerror(errno));
 		return -1;
 	}
-	if (task_command(sp, path, sizeof(path), &cmd) < 0 || cmd.st_dev != rt.st_dev || cmd.st_ino != rt.st_ino) {
+	if (task_moved()) {
+		char missing[1024];
+
+		if (runtime_loadable(a->runtime, missing, sizeof(missing)) == 0 && missing[0]) {
+			dl_error(1, "cannot run the runtime %s inside the container: %s not found there; mount "
+				 "the runtime's libraries into the container (an enroot mounts.d entry, or "
+				 "--container-mounts)", a->runtime, missing);
+			return -1;
+		}
+	}
+	if (!command_is_runtime(sp, &rt, path, sizeof(path))) {
 		char q[256];
 
 		dl_error(1, "--dl-job=%s runs the site's runtime: the command must be dljob (%s), not '%s' "
@@ -398,16 +579,131 @@ static int prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_
 			 dl_optval_escape(path, q, sizeof(q)), o->job);
 		return -1;
 	}
+	/* The directory checked against data_allow, for the runtime to
+	 * compare with the one it opens (runtime/cli.c check_data_id). */
+	struct stat data_sb;
+	char data_id[64];
+
+	if (stat(o->data, &data_sb) < 0) {
+		dl_error(1, "--dl-data=%s: %s", o->data, strerror(errno));
+		return -1;
+	}
+	snprintf(data_id, sizeof(data_id), "%llu:%llu", (unsigned long long)data_sb.st_dev,
+		 (unsigned long long)data_sb.st_ino);
 	if (spank_setenv(sp, "DLJOB_MODEL", o->job, 1) != ESPANK_SUCCESS ||
 	    spank_setenv(sp, "DLJOB_DATA", o->data, 1) != ESPANK_SUCCESS ||
+	    spank_setenv(sp, "DLJOB_DATA_ID", data_id, 1) != ESPANK_SUCCESS ||
 	    spank_setenv(sp, "DLJOB_OUT", st.out, 1) != ESPANK_SUCCESS ||
 	    (o->epochs[0] && spank_setenv(sp, "DLJOB_EPOCHS", o->epochs, 1) != ESPANK_SUCCESS) ||
 	    (o->batch[0] && spank_setenv(sp, "DLJOB_BATCH", o->batch, 1) != ESPANK_SUCCESS) ||
-	    (o->lr[0] && spank_setenv(sp, "DLJOB_LR", o->lr, 1) != ESPANK_SUCCESS)) {
+	    (o->lr[0] && spank_setenv(sp, "DLJOB_LR", o->lr, 1) != ESPANK_SUCCESS) ||
+	    (DL_HAVE_PREPEND_ARGV && spank_setenv(sp, "DLJOB_PREPENDED", "1", 1) != ESPANK_SUCCESS)) {
 		dl_error(1, "cannot set the DLJOB_* variables for the runtime");
 		return -1;
 	}
 	return 0;
+}
+
+#if DL_HAVE_PREPEND_ARGV
+/* Prepend to the task's command line: runtime= in model mode, and, when a
+ * container plugin runs after dljob (late), first "/usr/bin/env
+ * NAME=VALUE..." with dljob's values of task_vars, so they replace what
+ * the plugin put in the task's environment from the image (pyxis sets the
+ * image's variables over the task's).  /usr/bin/env is the image's. */
+static int prepend_argv(spank_t sp, const struct dl_args *a, int model, int late)
+{
+	const char *argv[2 * (sizeof(task_vars) / sizeof(task_vars[0])) + 4];
+	char *owned[sizeof(task_vars) / sizeof(task_vars[0])];
+	int argc = 0, nowned = 0, rc = 0;
+
+	if (late) {
+		argv[argc++] = "/usr/bin/env";
+		/* NIC variables dljob leaves unset must not come from the
+		 * image either (options before the assignments). */
+		for (int i = 0; i < 2; i++) {
+			char tmp[8];
+
+			if (a->nic && !st.user_nic_set[i] &&
+			    spank_getenv(sp, nic_vars[i], tmp, sizeof(tmp)) == ESPANK_ENV_NOEXIST) {
+				argv[argc++] = "-u";
+				argv[argc++] = nic_vars[i];
+			}
+		}
+		for (const char *const *v = task_vars; *v; v++) {
+			char val[4096];
+			size_t n;
+			spank_err_t e = spank_getenv(sp, *v, val, sizeof(val));
+
+			if (e == ESPANK_ENV_NOEXIST)
+				continue;
+			if (e != ESPANK_SUCCESS) {
+				dl_error(1, "cannot read back %s to re-assert it after the container plugin: %s",
+					 *v, spank_strerror(e));
+				rc = -1;
+				goto out;
+			}
+			n = strlen(*v) + 1 + strlen(val) + 1;
+			if (!(owned[nowned] = malloc(n))) {
+				dl_error(1, "out of memory at %s:%d", __FILE__, __LINE__);
+				rc = -1;
+				goto out;
+			}
+			snprintf(owned[nowned], n, "%s=%s", *v, val);
+			argv[argc++] = owned[nowned++];
+		}
+	}
+	if (model)
+		argv[argc++] = a->runtime;
+	argv[argc] = NULL;
+	if (argc > 0 && spank_prepend_task_argv(sp, argc, argv) != ESPANK_SUCCESS) {
+		dl_error(1, "cannot prepend %s to the task's command line", argv[0]);
+		rc = -1;
+	}
+out:
+	for (int i = 0; i < nowned; i++)
+		free(owned[i]);
+	return rc;
+}
+#endif
+
+/* With a container plugin listed after dljob.so, that plugin's task_init
+ * runs after dljob's: it puts the image's variables over dljob's and moves
+ * the task into the container.  From Slurm 23.11 on, dljob then re-asserts
+ * its values when the task starts (prepend_argv); before, the step is
+ * refused with the fix. */
+static int container_after_dljob(spank_t sp, const struct dl_args *a, const struct dl_opts *o, int model)
+{
+	char **argv = NULL;
+	int argc = 0;
+
+	if (!container_requested(sp) || task_moved()) {
+#if DL_HAVE_PREPEND_ARGV
+		return model ? prepend_argv(sp, a, 1, 0) : 0;
+#else
+		return 0;
+#endif
+	}
+#if DL_HAVE_PREPEND_ARGV
+	/* env takes a first word with '=' for one more assignment. */
+	if (!model && spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 && argv &&
+	    argv[0] && strchr(argv[0], '=')) {
+		char q[256];
+
+		dl_error(1, "--dl-job=env in a container: the command '%s' holds '='",
+			 dl_optval_escape(argv[0], q, sizeof(q)));
+		return -1;
+	}
+	return prepend_argv(sp, a, model, 1);
+#else
+	(void)argc;
+	(void)argv;
+	dl_error(1, "--dl-job=%s with a container (--container-image/--container-name): the container "
+		 "plugin is listed after dljob.so in plugstack.conf, so it would replace dljob's %s; "
+		 "list dljob.so after it (pyxis), or use Slurm 23.11 or later (this dljob.so is built "
+		 "for Slurm %s)", o->job, model ? "runtime check and variables" : "variables",
+		 DLJOB_SLURM_VERSION);
+	return -1;
+#endif
 }
 
 int dl_remote_task_init(spank_t sp, const struct dl_args *a)
@@ -427,7 +723,8 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 	}
 	/* Only the plugin sets these, and only in model mode. */
 	for (const char *const *v = (const char *const[]){ "DLJOB_MODEL", "DLJOB_DATA", "DLJOB_EPOCHS",
-			"DLJOB_BATCH", "DLJOB_LR", "DLJOB_OUT", "DLJOB_GPU", "DLJOB_GPU_BUSID", NULL }; *v; v++)
+			"DLJOB_BATCH", "DLJOB_LR", "DLJOB_OUT", "DLJOB_GPU", "DLJOB_GPU_BUSID", "DLJOB_PREPENDED",
+			"DLJOB_DATA_ID", NULL }; *v; v++)
 		spank_unsetenv(sp, *v);
 	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS ||
@@ -466,7 +763,12 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 		return -1;
 	}
 	map_task(sp, a, o, rank, (unsigned)local, nlocal);
-	if (!dl_opts_is_env(o))
-		return prepare_runtime(sp, a, o);
-	return 0;
+	/* The user's own NIC choice, over whatever a container plugin that
+	 * ran before dljob put there from an image. */
+	for (int i = 0; i < 2; i++)
+		if (st.user_nic_set[i])
+			spank_setenv(sp, nic_vars[i], st.user_nic[i], 1);
+	if (!dl_opts_is_env(o) && prepare_runtime(sp, a, o) < 0)
+		return -1;
+	return container_after_dljob(sp, a, o, !dl_opts_is_env(o));
 }

@@ -3,11 +3,15 @@ EXTRA_DIST += tests/cluster/cluster.sh tests/lib.sh tests/tiny_imagefolder.py te
 # Build hardening of dljob.so and dljob (configure.ac HARDEN_*).
 TESTS += tests/test_hardening.sh
 dist_check_SCRIPTS += tests/test_hardening.sh
+# make install-relocatable: the runtime in a root with glibc only.
+TESTS += tests/test_relocatable.sh
+dist_check_SCRIPTS += tests/test_relocatable.sh
 # The plugin's fuzz targets: built and run by make check-asan once
 # tests/fuzz/local.mk includes tests/fuzz/spank.mk.
 EXTRA_DIST += tests/fuzz/spank.mk tests/fuzz/fuzz_plugstack.c tests/fuzz/fuzz_options.c tests/fuzz/fuzz_master.c \
 	tests/fuzz/corpus/fuzz_plugstack tests/fuzz/corpus/fuzz_options tests/fuzz/corpus/fuzz_master
 include tests/cluster/local.mk
+include tests/current/local.mk
 include tests/engine/ops.mk
 include tests/engine/model.mk
 include tests/engine/train.mk

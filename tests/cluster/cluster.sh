@@ -18,7 +18,10 @@
 #     tests/cluster/cluster.sh stop DIR
 #
 # Needs root (slurmd), and Debian's slurmctld, slurmd, slurm-client, munge.
-# Environment: DLJOB_SPANK (dljob.so to load; default: none loaded),
+# Environment: DLJOB_SLURM_PREFIX (run the Slurm installed there, its bin/
+# and sbin/ first on PATH, e.g. the one make check-slurm-current builds;
+# default: Debian's; make check sets it from configure --with-slurm=DIR),
+# DLJOB_SPANK (dljob.so to load; default: none loaded),
 # DLJOB_PLUGSTACK_ARGS (its plugstack arguments), CLUSTER_GPUS (per node, 4),
 # CLUSTER_CGROUP=1 (task/cgroup + proctrack/cgroup on cgroup v1 with
 # ConstrainDevices=yes; needs the v1 devices controller at /sys/fs/cgroup),
@@ -51,8 +54,21 @@ _cluster_free_ports() {
 	echo "${got[@]}"
 }
 
+# Another Slurm than Debian's: its commands first on PATH (slurmctld and
+# slurmd load their plugins from that installation's own plugin directory).
+if [ -n "${DLJOB_SLURM_PREFIX-}" ]; then
+	case ":$PATH:" in
+	*":$DLJOB_SLURM_PREFIX/bin:$DLJOB_SLURM_PREFIX/sbin:"*) ;;
+	*) export PATH="$DLJOB_SLURM_PREFIX/bin:$DLJOB_SLURM_PREFIX/sbin:$PATH" ;;
+	esac
+fi
+
 _cluster_need() {
 	local c
+	if [ -n "${DLJOB_SLURM_PREFIX-}" ] && [ ! -x "$DLJOB_SLURM_PREFIX/sbin/slurmd" ]; then
+		_cluster_log "DLJOB_SLURM_PREFIX=$DLJOB_SLURM_PREFIX has no sbin/slurmd"
+		return 1
+	fi
 	for c in munged mungekey slurmctld slurmd srun sinfo scontrol ss; do
 		command -v "$c" >/dev/null 2>&1 || {
 			_cluster_log "missing command '$c': run contrib/install-deps.sh (Debian packages munge slurmctld slurmd slurm-client iproute2)"
@@ -301,7 +317,7 @@ _cluster_start_once() {
 		_cluster_log "nodes not idle: $(sinfo -h -N -o '%N %T %E' 2>&1)"
 		return 1
 	fi
-	_cluster_log "up in $d (ctld :$pc, n1 :$p1, n2 :$p2)"
+	_cluster_log "up in $d (Slurm $(slurmd -V 2>/dev/null | sed 's/^slurm //'), ctld :$pc, n1 :$p1, n2 :$p2)"
 }
 
 # Make one allocation (salloc arguments, default both nodes) and export

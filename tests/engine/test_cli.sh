@@ -117,6 +117,25 @@ else
 	echo "ok: model mode takes --model/--data/--out/--epochs/--batch/--lr from DLJOB_*"
 fi
 rm -rf out
+# Slurm 23.11+: the plugin prepends the runtime (DLJOB_PREPENDED=1), so the
+# user's word "dljob" is argv[1] and is skipped; without DLJOB_PREPENDED it
+# is an unexpected argument.
+DLJOB_MODEL=resnet20 DLJOB_DATA=$syn DLJOB_OUT=out DLJOB_EPOCHS=1 DLJOB_BATCH=16 DLJOB_LR=0.1 DLJOB_PREPENDED=1 \
+	"$bin" dljob --backend ref --steps 1 --eval 0 --threads 1 2>stderr
+rc=$?
+if [ $rc -ne 0 ] || [ ! -s out/model.safetensors ]; then
+	echo "FAIL: model mode with the runtime prepended: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
+else
+	echo "ok: model mode with the runtime prepended skips the user's word dljob"
+fi
+rm -rf out
+DLJOB_MODEL=resnet20 DLJOB_DATA=$syn DLJOB_OUT=out "$bin" dljob --steps 1 >stdout 2>stderr
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "unexpected argument 'dljob'" stderr || [ -e out ]; then
+	echo "FAIL: a stray word without DLJOB_PREPENDED: rc=$rc: $(cat stderr)"; fails=$((fails + 1)); rm -rf out
+else
+	echo "ok: without DLJOB_PREPENDED the word dljob is an unexpected argument"
+fi
 for g in "DLJOB_GPU=x|DLJOB_GPU='x' is not a device index" "DLJOB_GPU=-1|DLJOB_GPU='-1'" \
          "DLJOB_GPU_BUSID=0000:5f:00|DLJOB_GPU_BUSID is not a PCI bus id"; do
 	env "${g%%|*}" "$bin" --model resnet20 --data $syn --out out >stdout 2>stderr
@@ -161,6 +180,26 @@ rc=$?
 if [ $rc -ne 0 ] || [ ! -s out/model.safetensors ]; then
 	echo "FAIL: --data $fm (plain directory): rc=$rc"; cat stderr; fails=$((fails + 1))
 fi
+
+# DLJOB_DATA_ID: the directory the plugin checked against data_allow; the
+# runtime refuses to open another one at that path (a container mount).
+id=$(stat -L -c '%d:%i' "$fm")
+other=$(stat -L -c '%d:%i' "$(dirname "$fm")")
+for g in "$other|not the directory that srun --dl-data named" "1:x|DLJOB_DATA_ID='1:x' is not DEV:INO" "$id|"; do
+	rm -rf out
+	DLJOB_MODEL=resnet20 DLJOB_DATA=$fm DLJOB_OUT=out DLJOB_BATCH=16 DLJOB_DATA_ID="${g%%|*}" "$bin" --steps 1 \
+		--eval 0 --threads 1 >stdout 2>stderr
+	rc=$?
+	if [ -z "${g#*|}" ]; then
+		if [ $rc -ne 0 ]; then echo "FAIL: DLJOB_DATA_ID of --data refused: $(cat stderr)"; fails=$((fails + 1))
+		else echo "ok: DLJOB_DATA_ID of the --data directory accepted"; fi
+	elif [ $rc -ne 1 ] || ! grep -qF "${g#*|}" stderr || [ -e out/model.safetensors ]; then
+		echo "FAIL: DLJOB_DATA_ID=${g%%|*}: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
+	else
+		echo "ok: DLJOB_DATA_ID=${g%%|*} refused: $(cat stderr)"
+	fi
+done
+rm -rf out
 
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 exit 0

@@ -35,3 +35,19 @@ TESTS += tests/slurm/test_spank_units
 check_LTLIBRARIES += tests/slurm/marker_spank.la
 tests_slurm_marker_spank_la_SOURCES = tests/slurm/marker_spank.c
 tests_slurm_marker_spank_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/tests/slurm
+# A stand-in for pyxis (--container-image: image environment, own mount
+# namespace), listed before or after dljob.so (test_spank_container.sh).
+check_LTLIBRARIES += tests/slurm/container_spank.la
+tests_slurm_container_spank_la_SOURCES = tests/slurm/container_spank.c
+tests_slurm_container_spank_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/tests/slurm
+TESTS += tests/slurm/test_spank_container.sh
+dist_check_SCRIPTS += tests/slurm/test_spank_container.sh
+# A program that needs a shared library of the build tree (RUNPATH), whose
+# library test_spank_container.sh hides from the "container".
+check_LTLIBRARIES += tests/slurm/libdljob_testdep.la
+tests_slurm_libdljob_testdep_la_SOURCES = tests/slurm/testdep.c
+tests_slurm_libdljob_testdep_la_LDFLAGS = -avoid-version -shared -rpath /nowhere
+check_PROGRAMS += tests/slurm/needs_lib
+tests_slurm_needs_lib_SOURCES = tests/slurm/needs_lib.c
+tests_slurm_needs_lib_LDADD = tests/slurm/libdljob_testdep.la
+tests_slurm_needs_lib_LDFLAGS = -no-install

@@ -11,6 +11,11 @@
 # the real runtime does after a checkpoint.
 log=${FAKE_RUNTIME_LOG:?}/rank${RANK:-unset}.${SLURM_RESTART_COUNT:-0}
 plugin=()
+# Slurm 23.11+: the plugin prepended the runtime, and $1 is the user's word
+# "dljob" (runtime/cli.c dl_cli_plugin_argv skips it the same way).
+if [ -n "${DLJOB_MODEL-}" ] && [ "${DLJOB_PREPENDED-}" = 1 ] && [ $# -gt 0 ]; then
+	shift
+fi
 if [ -n "${DLJOB_MODEL-}" ]; then
 	for kv in MODEL:--model DATA:--data EPOCHS:--epochs BATCH:--batch LR:--lr OUT:--out; do
 		v=DLJOB_${kv%%:*}

@@ -4,11 +4,18 @@
 # exactly
 #   --model M --data D [--epochs E] [--batch B] [--lr L] --out O
 # (from the plugin's DLJOB_* variables) and the rank variables; its output
-# and exit code reach srun.  Any other command is refused.
+# and exit code reach srun.  Any other command is refused.  Up to Slurm
+# 23.02 Slurm runs the command as found on PATH (argv0 is the link on PATH);
+# from 23.11 on the plugin prepends runtime= and Slurm runs exactly that
+# file (argv0 is runtime=, and the user's word dljob is skipped).
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
 spank_cluster_up
 cd "$WORK" || fail "cd $WORK"
 fake=$DLJOB_SRCDIR/tests/slurm/test_spank_fake_runtime.sh
+read -r maj min < <(srun --version | sed -n 's/^slurm[^ ]* \([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
+[ -n "$maj" ] || fail "cannot read srun --version"
+argv0=$WORK/bin/dljob
+[ $((maj * 100 + min)) -ge 2311 ] && argv0=$fake
 mkdir -p data/fmnist log || fail mkdir
 export FAKE_RUNTIME_LOG=$WORK/log
 
@@ -19,7 +26,7 @@ srun -N2 -n2 --dl-job=resnet20 --dl-data=data/fmnist --dl-epochs=3 --dl-batch=16
 for r in 0 1; do
 	f=log/rank$r.0
 	[ -f "$f" ] || fail "rank $r did not run the runtime"
-	want="argv0=$WORK/bin/dljob
+	want="argv0=$argv0
 arg1=--model
 arg2=resnet20
 arg3=--data

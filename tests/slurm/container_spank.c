@@ -1,0 +1,110 @@
+/* A SPANK plugin for the tests only: a stand-in for pyxis, NOT pyxis.  It
+ * plays the two parts of pyxis that matter to dljob, in its task_init:
+ *   --container-image=DIR (pyxis's option name; DIR stands for the image):
+ *   - the "image's environment", DIR/environment (NAME=VALUE lines), is set
+ *     over the task's (pyxis imports the container's environment with
+ *     overwrite, as NGC images' NCCL_* and enroot's 50-slurm-pytorch hook's
+ *     MASTER_PORT reach tasks), and DIR/bin goes first on PATH (an image
+ *     with its own programs);
+ *   - the task moves to a new mount namespace (pyxis joins the
+ *     container's), which is what tells dljob that a container plugin has
+ *     already run for the task;
+ *   --container-mounts=SRC:DST (one pair): SRC is bind-mounted over DST in
+ *     that namespace (a user's own container mount).
+ * No image, no rootfs, no enroot: paths are the host's.  Listed before or
+ * after dljob.so in the test's plugstack.conf (tests/slurm/test_spank_container.sh). */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <slurm/spank.h>
+
+SPANK_PLUGIN(dljob_test_container, 1);
+
+static int opt_cb(int val, const char *optarg, int remote)
+{
+	(void)val;
+	(void)optarg;
+	(void)remote;
+	return 0;
+}
+
+static struct spank_option image_opt = {
+	"container-image", "DIR", "test stand-in for pyxis: DIR/environment, DIR/bin", 1, 0, opt_cb
+};
+
+static struct spank_option mounts_opt = {
+	"container-mounts", "SRC:DST", "test stand-in for pyxis: bind-mount SRC over DST", 1, 0, opt_cb
+};
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (spank_option_register(sp, &image_opt) != ESPANK_SUCCESS ||
+	    spank_option_register(sp, &mounts_opt) != ESPANK_SUCCESS) {
+		slurm_error("dljob_test_container: cannot register its options");
+		return -1;
+	}
+	return 0;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	char *dir = NULL, path[4096], line[4096], old[8192], val[12288];
+	FILE *f;
+	struct stat sb;
+
+	(void)ac;
+	(void)av;
+	if (spank_option_getopt(sp, &image_opt, &dir) != ESPANK_SUCCESS || !dir || !dir[0])
+		return 0;
+	snprintf(path, sizeof(path), "%s/environment", dir);
+	if ((f = fopen(path, "re"))) {
+		while (fgets(line, sizeof(line), f)) {
+			char *eq = strchr(line, '=');
+
+			line[strcspn(line, "\n")] = '\0';
+			if (!eq)
+				continue;
+			*eq = '\0';
+			if (spank_setenv(sp, line, eq + 1, 1) != ESPANK_SUCCESS) {
+				slurm_error("dljob_test_container: cannot set %s", line);
+				fclose(f);
+				return -1;
+			}
+		}
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "%s/bin", dir);
+	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+		if (spank_getenv(sp, "PATH", old, sizeof(old)) != ESPANK_SUCCESS)
+			old[0] = '\0';
+		snprintf(val, sizeof(val), "%s%s%s", path, old[0] ? ":" : "", old);
+		spank_setenv(sp, "PATH", val, 1);
+	}
+	/* An ordinary user's task needs a user namespace for its own mount
+	 * namespace, as pyxis joins the container's user namespace first. */
+	if (unshare(geteuid() == 0 ? CLONE_NEWNS : CLONE_NEWUSER | CLONE_NEWNS) < 0) {
+		slurm_error("dljob_test_container: unshare: %m");
+		return -1;
+	}
+	if (spank_option_getopt(sp, &mounts_opt, &dir) == ESPANK_SUCCESS && dir && strchr(dir, ':')) {
+		char src[4096];
+		const char *dst = strchr(dir, ':') + 1;
+
+		snprintf(src, sizeof(src), "%.*s", (int)(dst - 1 - dir), dir);
+		/* Private first: nothing mounted here may reach the host's
+		 * namespace. */
+		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		    mount(src, dst, NULL, MS_BIND, NULL) < 0) {
+			slurm_error("dljob_test_container: mount %s over %s: %m", src, dst);
+			return -1;
+		}
+	}
+	return 0;
+}
