@@ -4,7 +4,7 @@
 set -eu
 
 PKGS_BUILD="build-essential autoconf automake libtool pkg-config
-  libslurm-dev slurm-wlm-plugins-dev libhwloc-dev hwloc libpmix-dev libsodium-dev
+  libslurm-dev slurm-wlm-plugins-dev libhwloc-dev hwloc libpmix-dev libsodium-dev libjansson-dev
   openmpi-bin libopenmpi-dev libdnnl-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev"
 PKGS_TEST="slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins
   dataset-fashion-mnist python3-torch python3-torchvision python3-numpy python3-pil

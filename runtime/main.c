@@ -5,11 +5,14 @@
 
 #include "engine/data/pack.h"
 #include "runtime/cli.h"
+#include "runtime/eval.h"
 
 int main(int argc, char **argv)
 {
 	/* `dljob pack SRC DST ...`: the packer parses its own options. */
 	if (argc > 1 && strcmp(argv[1], "pack") == 0)
 		return dl_pack_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "eval") == 0)
+		return dl_eval_main(argc - 1, argv + 1);
 	return dl_cli_train_main(argc, argv);
 }

@@ -21,6 +21,6 @@ check_PROGRAMS += tests/engine/test_checkpoint_parse
 TESTS += tests/engine/test_checkpoint_parse
 tests_engine_test_checkpoint_parse_SOURCES = tests/engine/test_checkpoint_parse.c tests/data/check.h \
 	engine/checkpoint.c engine/safetensors.c engine/optim.c
-tests_engine_test_checkpoint_parse_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+tests_engine_test_checkpoint_parse_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(JANSSON_CFLAGS)
 tests_engine_test_checkpoint_parse_LDFLAGS = $(OPENMP_CFLAGS)
-tests_engine_test_checkpoint_parse_LDADD = -lm
+tests_engine_test_checkpoint_parse_LDADD = $(JANSSON_LIBS) -lm
