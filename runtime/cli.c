@@ -159,7 +159,7 @@ int dl_cli_parse_norm(const char *s, struct dl_data_options *o, char *err, size_
 		double x = strtod(p, &end);
 		char want = i == 5 ? '\0' : i == 2 ? ':' : ',';
 		if (end == p || *end != want || errno || !(x > -1e3 && x < 1e3) || (i >= 3 && !(x > 0)) ||
-		    strchr("xXnNiI", p[strspn(p, " +-.0123456789")]) != NULL)
+		    (p[strspn(p, " +-.0123456789")] && strchr("xXnNiI", p[strspn(p, " +-.0123456789")])))
 			return fail(err, errlen, "--normalize: '%s' is not imagenet, none or MR,MG,MB:SR,SG,SB (std > 0)",
 				    s);
 		v[i] = (float)x;

@@ -9,6 +9,12 @@ tests_engine_test_gradcheck_SOURCES = tests/engine/test_gradcheck.c
 tests_engine_test_gradcheck_LDADD = engine/libdlengine.la -lm
 dist_check_SCRIPTS += tests/engine/test_torchvision.py
 TESTS += tests/engine/test_model tests/engine/test_gradcheck tests/engine/test_torchvision.py
+# Interop (issue 16): dljob eval against torchvision's evaluation of a
+# torchvision-trained resnet18, --init and fine-tuning with --init-head new,
+# on the photos in tests/data/photos (where they come from: SOURCES.md there)
+dist_check_SCRIPTS += tests/engine/test_interop.py
+TESTS += tests/engine/test_interop.py
+EXTRA_DIST += tests/data/photos
 # Throughput benchmark, built by make check but run by hand: tests/bench/bench_engine.sh
 check_PROGRAMS += tests/bench/bench_engine
 tests_bench_bench_engine_SOURCES = tests/bench/bench_engine.c
