@@ -10,7 +10,7 @@
  * agree, in the same collective, on the step after which to stop on
  * SIGTERM/SIGUSR1, so nobody is left waiting in a collective for a peer
  * that already left.  Host copies of the state happen only at the
- * boundaries: checkpoints, the exported weights, --resume. */
+ * boundaries: checkpoints, the exported weights, --resume, --init. */
 #include "config.h"
 #include <errno.h>
 #include <math.h>
