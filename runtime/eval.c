@@ -47,8 +47,16 @@ struct eval_run {
 	struct dl_backend *be;
 	struct dl_loader *loader;
 	int *pred;
-	double *acc;           /* top1, top5, loss sum, samples, then the K x K confusion counts */
+	/* top1, top5, loss sum, samples; then per class (K each) samples and
+	 * correct; then, with have_conf, the K x K confusion counts (rows: true
+	 * class) */
+	double *acc;
+	int have_conf;
 };
+
+/* Past this many classes the confusion matrix (K^2 counts, reduced over the
+ * ranks) is left out; per-class accuracy stays. */
+#define EVAL_MAX_CONF_CLASSES 2048
 
 static void eval_usage(FILE *f)
 {
@@ -185,11 +193,24 @@ static const char *class_name(const struct dl_dataset *ds, int c, char *buf, siz
 	return buf;
 }
 
+/* class_name for the terminal: control bytes as '?' (a directory name is
+ * the user's, not ours to send to a terminal), at most len-1 bytes. */
+static const char *class_label(const struct dl_dataset *ds, int c, char *buf, size_t len)
+{
+	char nb[32];
+	const char *name = class_name(ds, c, nb, sizeof(nb));
+	size_t i = 0;
+	for (; name[i] && i + 1 < len; i++)
+		buf[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
+	buf[i] = 0;
+	return buf;
+}
+
 /* The results as one JSON document (rank 0); NULL when out of memory. */
 static json_t *results_json(const struct eval_opts *o, const struct eval_run *r, const char *backend, int ranks)
 {
 	int K = r->g.num_classes;
-	const double *acc = r->acc, *conf = r->acc + 4;
+	const double *acc = r->acc, *cls_n = r->acc + 4, *cls_ok = cls_n + K, *conf = cls_ok + K;
 	char nb[32], norm[160];
 	struct dl_data_options dn = o->norm;
 	const float *m = r->ds->u8_mean, *s = r->ds->u8_std;
@@ -210,22 +231,26 @@ static json_t *results_json(const struct eval_opts *o, const struct eval_run *r,
 				 "normalize", norm, "backend", backend, "ranks", ranks, "samples", (int)acc[3],
 				 "top1", acc[3] > 0 ? acc[0] / acc[3] : 0.0, "top5", acc[3] > 0 ? acc[1] / acc[3] : 0.0,
 				 "loss", acc[3] > 0 ? acc[2] / acc[3] : 0.0, "correct", (int)acc[0]);
-	json_t *classes = json_array(), *per = json_array(), *cm = json_array();
+	json_t *classes = json_array(), *per = json_array(), *cm = r->have_conf ? json_array() : json_null();
 	int oom = !root || !classes || !per || !cm;
 	for (int t = 0; t < K && !oom; t++) {
-		double n = 0;
-		json_t *row = json_array();
-		oom |= !row;
-		for (int p = 0; p < K && !oom; p++) {
-			n += conf[(size_t)t * K + p];
-			oom |= json_array_append_new(row, json_integer((json_int_t)conf[(size_t)t * K + p])) != 0;
+		if (r->have_conf) {
+			json_t *row = json_array();
+			oom |= !row;
+			for (int p = 0; p < K && !oom; p++)
+				oom |= json_array_append_new(row, json_integer((json_int_t)conf[(size_t)t * K + p])) != 0;
+			oom |= json_array_append_new(cm, row) != 0;
 		}
-		oom |= json_array_append_new(cm, row) != 0;
-		const char *name = class_name(r->ds, t, nb, sizeof(nb));
-		oom |= json_array_append_new(classes, json_string(name)) != 0;
-		json_t *pc = json_pack("{s:s, s:i, s:i, s:f}", "class", name, "samples", (int)n, "correct",
-				       (int)conf[(size_t)t * K + t], "accuracy", n > 0 ? conf[(size_t)t * K + t] / n : 0.0);
-		oom |= json_array_append_new(per, pc) != 0;
+		/* a directory name that is not UTF-8 cannot be a JSON string:
+		 * the class number instead */
+		json_t *name = json_string(class_name(r->ds, t, nb, sizeof(nb)));
+		if (!name) {
+			snprintf(nb, sizeof(nb), "%d", t);
+			name = json_string(nb);
+		}
+		json_t *pc = json_pack("{s:O, s:i, s:i, s:f}", "class", name, "samples", (int)cls_n[t], "correct",
+				       (int)cls_ok[t], "accuracy", cls_n[t] > 0 ? cls_ok[t] / cls_n[t] : 0.0);
+		oom |= json_array_append_new(classes, name) != 0 || json_array_append_new(per, pc) != 0;
 	}
 	oom = oom || json_object_set(root, "classes", classes) || json_object_set(root, "per_class", per) ||
 	      json_object_set(root, "confusion", cm);
@@ -242,7 +267,7 @@ static json_t *results_json(const struct eval_opts *o, const struct eval_run *r,
 static void print_table(FILE *f, const struct eval_opts *o, const struct eval_run *r, const json_t *res)
 {
 	int K = r->g.num_classes;
-	const double *acc = r->acc, *conf = r->acc + 4;
+	const double *acc = r->acc, *cls_n = r->acc + 4, *cls_ok = cls_n + K, *conf = cls_ok + K;
 	char nb[32];
 	fprintf(f, "model %s  weights %s\ndata %s (%s split, %d samples, %dx%d, normalize %s)\n", o->model, o->weights,
 		o->data, o->split == DL_SPLIT_TRAIN ? "train" : "val", (int)acc[3], r->ds->height, r->ds->width,
@@ -250,23 +275,22 @@ static void print_table(FILE *f, const struct eval_opts *o, const struct eval_ru
 	fprintf(f, "top-1 %.2f%% (%d/%d)  top-5 %.2f%%  loss %.4f\n", acc[3] > 0 ? 100 * acc[0] / acc[3] : 0.0,
 		(int)acc[0], (int)acc[3], acc[3] > 0 ? 100 * acc[1] / acc[3] : 0.0, acc[3] > 0 ? acc[2] / acc[3] : 0.0);
 	fprintf(f, "\n%-24s %8s %8s %9s\n", "class", "samples", "correct", "accuracy");
-	for (int t = 0; t < K; t++) {
-		double n = 0;
-		for (int p = 0; p < K; p++)
-			n += conf[(size_t)t * K + p];
-		fprintf(f, "%-24.24s %8d %8d %8.2f%%\n", class_name(r->ds, t, nb, sizeof(nb)), (int)n,
-			(int)conf[(size_t)t * K + t], n > 0 ? 100 * conf[(size_t)t * K + t] / n : 0.0);
-	}
+	for (int t = 0; t < K; t++)
+		fprintf(f, "%-24.24s %8d %8d %8.2f%%\n", class_label(r->ds, t, nb, sizeof(nb)), (int)cls_n[t],
+			(int)cls_ok[t], cls_n[t] > 0 ? 100 * cls_ok[t] / cls_n[t] : 0.0);
 	if (K > 20) {
-		fprintf(f, "\n(confusion matrix of %d classes: in the JSON, --json)\n", K);
+		if (r->have_conf)
+			fprintf(f, "\n(confusion matrix of %d classes: in the JSON, --json)\n", K);
+		else
+			fprintf(f, "\n(no confusion matrix past %d classes)\n", EVAL_MAX_CONF_CLASSES);
 		return;
 	}
 	fprintf(f, "\nconfusion (rows: true class, columns: predicted)\n%-12s", "");
 	for (int p = 0; p < K; p++)
-		fprintf(f, " %7.7s", class_name(r->ds, p, nb, sizeof(nb)));
+		fprintf(f, " %7.7s", class_label(r->ds, p, nb, sizeof(nb)));
 	fprintf(f, "\n");
 	for (int t = 0; t < K; t++) {
-		fprintf(f, "%-12.12s", class_name(r->ds, t, nb, sizeof(nb)));
+		fprintf(f, "%-12.12s", class_label(r->ds, t, nb, sizeof(nb)));
 		for (int p = 0; p < K; p++)
 			fprintf(f, " %7d", (int)conf[(size_t)t * K + p]);
 		fprintf(f, "\n");
@@ -313,7 +337,9 @@ static int eval_run(const struct eval_opts *o, struct eval_run *r, char *err, si
 		return -1;
 	size_t K = (size_t)r->g.num_classes;
 	r->pred = calloc((size_t)o->batch, sizeof(int));
-	r->acc = calloc(4 + K * K, sizeof(double));
+	r->have_conf = K <= EVAL_MAX_CONF_CLASSES;
+	size_t n_acc = 4 + 2 * K + (r->have_conf ? K * K : 0);
+	r->acc = calloc(n_acc, sizeof(double));
 	if (!r->pred || !r->acc)
 		return efail(err, errlen, "out of memory for a %zu x %zu confusion matrix", K, K);
 	if (dl_loader_start_epoch(r->loader, 0, 0, err, errlen) < 0)
@@ -336,15 +362,20 @@ static int eval_run(const struct eval_opts *o, struct eval_run *r, char *err, si
 		r->acc[1] += er.top5;
 		r->acc[2] += er.loss_sum;
 		r->acc[3] += n;
-		for (int i = 0; i < n; i++)
-			r->acc[4 + (size_t)y[i] * K + (size_t)r->pred[i]] += 1;
+		double *cls_n = r->acc + 4, *cls_ok = cls_n + K, *conf = cls_ok + K;
+		for (int i = 0; i < n; i++) {
+			cls_n[y[i]] += 1;
+			cls_ok[y[i]] += r->pred[i] == y[i];
+			if (r->have_conf)
+				conf[(size_t)y[i] * K + (size_t)r->pred[i]] += 1;
+		}
 	}
 	struct dl_loader_stats ls;
 	dl_loader_get_stats(r->loader, &ls);
 	if (ls.bad_samples && comm->rank == 0)
 		fprintf(stderr, "dljob: eval: %llu unreadable samples were replaced by others (see above)\n",
 			(unsigned long long)ls.bad_samples);
-	if (comm->allreduce_sum_f64(comm, r->acc, 4 + K * K, err, errlen) < 0)
+	if (comm->allreduce_sum_f64(comm, r->acc, n_acc, err, errlen) < 0)
 		return -1;
 	if (comm->rank != 0)
 		return 0;

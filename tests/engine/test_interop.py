@@ -15,7 +15,8 @@
     another mean/std on both sides (recorded in the JSON).
  3. `dljob eval` under 2 ranks (TCP rendezvous, as srun's env mode starts
     them) gives the same counts as 1 rank; on packed shards the same as on
-    the folder; on Fashion-MNIST IDX data it runs.
+    the folder; on Fashion-MNIST IDX data it runs; past 2048 classes it
+    leaves the confusion matrix out.
  4. --init with that file: strict, every missing/unexpected/mis-shaped
     tensor named; `--init-head new` fine-tunes it on 2 classes (the photos
     regrouped) and after 30 steps beats the same run from scratch.
@@ -227,6 +228,17 @@ def main():
         fj = json.loads(r.stdout)
         check(fj["dataset"] == "fashion-mnist" and fj["samples"] == 10000 and len(fj["confusion"]) == 10
               and sum(map(sum, fj["confusion"])) == 10000, "Fashion-MNIST IDX data: 10000 images, 10x10 confusion")
+        # past 2048 classes: per-class accuracy, no K x K confusion matrix
+        big = os.path.join(tmp, "big")
+        syn = "synthetic:1,8,8,2049,100"
+        dljob(["--model", "resnet20", "--backend", "cpu", "--data", syn, "--epochs", "1", "--steps", "1", "--batch",
+               "8", "--eval", "0", "--threads", "2", "--out", big])
+        r = dljob(["eval", "--model", "resnet20", "--weights", os.path.join(big, "model.safetensors"), "--data", syn,
+                   "--backend", "cpu", "--threads", "2", "--batch", "4", "--json", "-"])
+        bj = json.loads(r.stdout)
+        check(bj["confusion"] is None and len(bj["per_class"]) == 2049
+              and sum(p["samples"] for p in bj["per_class"]) == bj["samples"] == 4,
+              f"2049 classes: no confusion matrix, {len(bj['per_class'])} per-class entries over {bj['samples']} samples")
 
         # 4. --init: strict, then fine-tuning with a new head
         sd = {k: v.clone() for k, v in model.state_dict().items()}
