@@ -159,8 +159,9 @@ struct dl_backend_ops {
 			  struct dl_step_result *res);
 	/* Eval-mode forward (BN running statistics) on the resident weights
 	 * and the loss/top-k counts over rows [0, n_valid), 0 <= n_valid <= n.
+	 * pred (may be NULL): each valid row's predicted class (dl_argmax_rows).
 	 * No reduction across ranks (the caller sums the counts). */
-	int (*eval_step)(struct dl_backend *b, const struct dl_batch *in, int n_valid,
+	int (*eval_step)(struct dl_backend *b, const struct dl_batch *in, int n_valid, int *pred,
 			 struct dl_eval_result *res);
 	/* Copy the training state out, in torchvision layouts (float32): g's
 	 * params and buffers (the g given to create), g->bn_batches_tracked,

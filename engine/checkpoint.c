@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,5 +188,214 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 out:
 	free(extra);
 	dl_safetensors_close(st);
+	return rv;
+}
+
+/* ---- --init ---- */
+
+/* One value of a tensor entry as float: F32, F64, F16 or BF16. */
+static float entry_value(const struct dl_st_entry *e, size_t j)
+{
+	const unsigned char *p = e->data;
+	switch (e->dtype) {
+	case DL_ST_F32: {
+		float f;
+		memcpy(&f, p + 4 * j, 4);
+		return f;
+	}
+	case DL_ST_F64: {
+		double d;
+		memcpy(&d, p + 8 * j, 8);
+		return (float)d;
+	}
+	case DL_ST_BF16: {
+		uint32_t u = (uint32_t)(p[2 * j] | p[2 * j + 1] << 8) << 16;
+		float f;
+		memcpy(&f, &u, 4);
+		return f;
+	}
+	default: { /* DL_ST_F16 */
+		unsigned h = (unsigned)(p[2 * j] | p[2 * j + 1] << 8), ex = (h >> 10) & 31, m = h & 1023;
+		float v = ex == 0 ? ldexpf((float)m, -24) : ex == 31 ? (m ? NAN : INFINITY)
+			: ldexpf((float)(m | 1024), (int)ex - 25);
+		return h & 0x8000 ? -v : v;
+	}
+	}
+}
+
+/* The problems found, as one line: "missing: a, b; unexpected: c". */
+struct problems {
+	char missing[1024], unexpected[1024], shape[1024];
+	int n_missing, n_unexpected, n_shape, head_shape;
+};
+
+static void add_name(char *list, size_t len, int *count, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void add_name(char *list, size_t len, int *count, const char *fmt, ...)
+{
+	char item[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(item, sizeof(item), fmt, ap);
+	va_end(ap);
+	size_t used = strlen(list);
+	/* keep room for ", ..." so a long list still says it goes on */
+	if (used + strlen(item) + 8 < len)
+		snprintf(list + used, len - used, "%s%s", *count ? ", " : "", item);
+	else if (!strstr(list, ", ..."))
+		snprintf(list + used, len - used, ", ...");
+	(*count)++;
+}
+
+/* A file's name shown in a message: printable, at most 80 characters. */
+static const char *printable(const char *s, char *buf, size_t len)
+{
+	size_t i = 0;
+	for (; s[i] && i + 4 < len && i < 80; i++)
+		buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+	if (s[i])
+		buf[i++] = '.', buf[i++] = '.', buf[i++] = '.';
+	buf[i] = 0;
+	return buf;
+}
+
+static void dims_str(char *buf, size_t len, int ndim, const int64_t *d64, const int *d32)
+{
+	size_t o = (size_t)snprintf(buf, len, "[");
+	for (int i = 0; i < ndim && o < len; i++)
+		o += (size_t)snprintf(buf + o, len - o, "%s%lld", i ? "," : "", d64 ? (long long)d64[i] : (long long)d32[i]);
+	if (o < len)
+		snprintf(buf + o, len - o, "]");
+}
+
+/* Is name "<bn>.num_batches_tracked" for a BN layer of g? */
+static int is_bn_counter(const struct dl_graph *g, const char *name)
+{
+	static const char suf[] = ".num_batches_tracked";
+	size_t L = strlen(name), S = sizeof(suf) - 1;
+	if (L <= S || strcmp(name + L - S, suf) != 0)
+		return 0;
+	for (int i = 0; i < g->n_buffers; i++) {
+		const char *b = g->buffers[i].name, *m = strstr(b, ".running_mean");
+		if (m && (size_t)(m - b) == L - S && strncmp(b, name, L - S) == 0 && m[13] == 0)
+			return 1;
+	}
+	return 0;
+}
+
+int dl_weights_init(const char *path, struct dl_graph *g, int new_head, char *err, size_t errlen)
+{
+	struct problems *pr = calloc(1, sizeof(*pr));
+	struct dl_safetensors *st = NULL;
+	const struct dl_tensor_f32 *head[2] = {NULL, NULL};
+	char nb[96], a[96], b[96];
+	int rv = -1;
+
+	if (!pr) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return -1;
+	}
+	if (!(st = dl_safetensors_open(path, err, errlen)))
+		goto out;
+	for (int i = 0; i < g->n_nodes; i++)
+		if (g->nodes[i].kind == DL_NODE_FC) {
+			head[0] = &g->params[g->nodes[i].param[0]];
+			head[1] = &g->params[g->nodes[i].param[1]];
+		}
+	const char *fmt = dl_safetensors_meta(st, "format"), *model = dl_safetensors_meta(st, "model");
+	int is_ckpt = fmt && strcmp(fmt, DL_CKPT_FORMAT) == 0;
+	if (model && strcmp(model, g->model) != 0) {
+		snprintf(err, errlen, "%s holds a %s, not a %s", path, printable(model, nb, sizeof(nb)), g->model);
+		goto out;
+	}
+	/* every tensor of the model: present, same shape, a float type */
+	int nt = g->n_params + g->n_buffers;
+	for (int i = 0; i < nt; i++) {
+		struct dl_tensor_f32 *t = i < g->n_params ? &g->params[i] : &g->buffers[i - g->n_params];
+		int is_head = t == head[0] || t == head[1];
+		if (is_head && new_head)
+			continue;
+		const struct dl_st_entry *e = dl_safetensors_find(st, t->name);
+		if (!e) {
+			add_name(pr->missing, sizeof(pr->missing), &pr->n_missing, "%s", t->name);
+			continue;
+		}
+		int same = e->ndim == t->ndim;
+		for (int d = 0; same && d < t->ndim; d++)
+			same = e->dims[d] == t->dims[d];
+		if (!same) {
+			dims_str(a, sizeof(a), e->ndim, e->dims, NULL);
+			dims_str(b, sizeof(b), t->ndim, NULL, t->dims);
+			add_name(pr->shape, sizeof(pr->shape), &pr->n_shape, "%s %s (model %s)", t->name, a, b);
+			pr->head_shape |= is_head;
+			continue;
+		}
+		if (e->dtype != DL_ST_F32 && e->dtype != DL_ST_F64 && e->dtype != DL_ST_F16 && e->dtype != DL_ST_BF16) {
+			add_name(pr->shape, sizeof(pr->shape), &pr->n_shape, "%s (not a float type)", t->name);
+			continue;
+		}
+	}
+	/* every tensor of the file: one of the model's (or what the model
+	 * has without keeping it as a tensor) */
+	for (size_t i = 0; i < dl_safetensors_count(st); i++) {
+		const struct dl_st_entry *e = dl_safetensors_entry(st, i);
+		int known = 0;
+		for (int k = 0; k < nt && !known; k++)
+			known = strcmp(e->name, k < g->n_params ? g->params[k].name : g->buffers[k - g->n_params].name) == 0;
+		if (known)
+			continue;
+		if (is_bn_counter(g, e->name)) {
+			if (e->dtype != DL_ST_I64 || e->count != 1)
+				add_name(pr->shape, sizeof(pr->shape), &pr->n_shape, "%s (not one I64)",
+					 printable(e->name, nb, sizeof(nb)));
+			continue;
+		}
+		size_t L = strlen(e->name);
+		if (is_ckpt && L > 16 && strcmp(e->name + L - 16, ".momentum_buffer") == 0)
+			continue; /* the optimizer starts fresh */
+		add_name(pr->unexpected, sizeof(pr->unexpected), &pr->n_unexpected, "%s", printable(e->name, nb, sizeof(nb)));
+	}
+	if (pr->n_missing || pr->n_unexpected || pr->n_shape) {
+		const struct {
+			const char *what, *list;
+			int n;
+		} part[] = {{"missing", pr->missing, pr->n_missing}, {"unexpected", pr->unexpected, pr->n_unexpected},
+			    {"mis-shaped", pr->shape, pr->n_shape}};
+		snprintf(err, errlen, "%s does not fit %s with %d classes:", path, g->model, g->num_classes);
+		for (size_t i = 0, sep = 0; i < 3; i++)
+			if (part[i].n && strlen(err) + 32 < errlen) {
+				snprintf(err + strlen(err), errlen - strlen(err), "%s %d %s: %s", sep++ ? ";" : "", part[i].n,
+					 part[i].what, part[i].list);
+			}
+		if (pr->head_shape && !new_head && strlen(err) + 70 < errlen)
+			snprintf(err + strlen(err), errlen - strlen(err),
+				 "; --init-head new starts a new classifier for another class count");
+		goto out;
+	}
+	/* all checked: copy */
+	for (int i = 0; i < nt; i++) {
+		struct dl_tensor_f32 *t = i < g->n_params ? &g->params[i] : &g->buffers[i - g->n_params];
+		if ((t == head[0] || t == head[1]) && new_head)
+			continue;
+		const struct dl_st_entry *e = dl_safetensors_find(st, t->name);
+		if (e->dtype == DL_ST_F32)
+			memcpy(t->data, e->data, t->count * 4);
+		else
+			for (size_t j = 0; j < t->count; j++)
+				t->data[j] = entry_value(e, j);
+	}
+	g->bn_batches_tracked = 0;
+	for (size_t i = 0; i < dl_safetensors_count(st); i++) {
+		const struct dl_st_entry *e = dl_safetensors_entry(st, i);
+		if (is_bn_counter(g, e->name)) {
+			int64_t v;
+			memcpy(&v, e->data, 8);
+			g->bn_batches_tracked = v < 0 ? 0 : v;
+			break;
+		}
+	}
+	rv = 0;
+out:
+	dl_safetensors_close(st);
+	free(pr);
 	return rv;
 }

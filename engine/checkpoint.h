@@ -46,4 +46,18 @@ int dl_checkpoint_find(const char *dir, char *path, size_t len);
 int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_state *o,
                        struct dl_ckpt_state *s, char *err, size_t errlen);
 
+/* --init: the weights of a model to start from.  PATH is a safetensors
+ * file with torchvision state_dict names: what torchvision's
+ * model.state_dict() saved with safetensors gives, dljob's model.safetensors
+ * or one of its checkpoints.  Loads g's params and BN running statistics
+ * (F32, F64, F16 or BF16 data) and num_batches_tracked; a checkpoint's
+ * momentum buffers and position are ignored (optimizer and schedule start
+ * fresh).  Strict: every tensor of g must be in the file with its shape and
+ * every tensor of the file must be one of g's; otherwise err names each
+ * missing, unexpected and mis-shaped tensor (as many as fit).
+ * new_head = 1: the classifier (the FC layer's weight and bias) keeps g's
+ * fresh initialisation and the file's, whatever its class count, is not
+ * used (fine-tuning on other classes).  Returns 0, or -1 with err. */
+int dl_weights_init(const char *path, struct dl_graph *g, int new_head, char *err, size_t errlen);
+
 #endif

@@ -1,5 +1,5 @@
 # engine/: the training library.  Sources are added by engine/ref, engine/cpu,
 # engine/model.mk, engine/train.mk and engine/cuda fragments.
 engine_libdlengine_la_SOURCES += engine/backend.c engine/comm_async.h engine/comm_async.c
-engine_libdlengine_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
-engine_libdlengine_la_LIBADD += $(DNNL_LIBS) $(OPENMP_CFLAGS) -lm
+engine_libdlengine_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(JANSSON_CFLAGS)
+engine_libdlengine_la_LIBADD += $(DNNL_LIBS) $(JANSSON_LIBS) $(OPENMP_CFLAGS) -lm

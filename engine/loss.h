@@ -12,4 +12,8 @@
 double dl_softmax_xent(const float *logits, const int *labels, int n, int k, float label_smoothing,
                        float *dlogits, int *top1_correct, int *top5_correct);
 
+/* pred[i] = the index of the largest of logits row i (n,k); the first
+ * one on ties, as torch.argmax. */
+void dl_argmax_rows(const float *logits, int n, int k, int *pred);
+
 #endif

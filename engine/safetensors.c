@@ -1,18 +1,22 @@
 #include "config.h"
 
-/* safetensors reader/writer.  The reader loads the whole file and parses the
- * header with a small JSON parser that accepts exactly what the format
- * allows (objects, arrays, strings, integers). */
+/* safetensors reader/writer.  The reader loads the whole file; its header
+ * is untrusted JSON and is parsed by jansson (duplicate keys refused), then
+ * every entry is checked against the file: known dtype, non-negative
+ * integer dims whose byte count does not overflow, data_offsets inside the
+ * data section spanning exactly those bytes, no two tensors overlapping,
+ * __metadata__ an object of strings.  The writer builds its header with
+ * jansson too. */
 
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <jansson.h>
 
 #include "engine/file.h"
 #include "engine/safetensors.h"
@@ -26,72 +30,11 @@ struct dl_safetensors {
 	unsigned char *file;   /* whole file */
 	size_t size;
 	size_t data_start;     /* 8 + header length */
-	size_t n, cap;
-	struct dl_st_entry *entries;
-	char **names;          /* owned copies of entries[i].name */
-	size_t n_meta, cap_meta;
-	char **meta_keys, **meta_vals;
+	json_t *root;          /* the parsed header: owns the names and metadata */
+	json_t *meta;          /* root's __metadata__ (borrowed), or NULL */
+	size_t n;
+	struct dl_st_entry *entries; /* names point into root */
 };
-
-/* ---- growable string buffer for the writer ---- */
-
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	int oom;
-};
-
-static void sb_put(struct sbuf *s, const char *data, size_t n)
-{
-	if (s->oom)
-		return;
-	if (s->len + n + 1 > s->cap) {
-		size_t ncap = s->cap ? s->cap * 2 : 4096;
-		while (ncap < s->len + n + 1)
-			ncap *= 2;
-		char *np = realloc(s->p, ncap);
-		if (!np) {
-			s->oom = 1;
-			return;
-		}
-		s->p = np;
-		s->cap = ncap;
-	}
-	memcpy(s->p + s->len, data, n);
-	s->len += n;
-	s->p[s->len] = 0;
-}
-
-static void sb_printf(struct sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(struct sbuf *s, const char *fmt, ...)
-{
-	char tmp[256];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(tmp)) {
-		s->oom = 1;
-		return;
-	}
-	sb_put(s, tmp, (size_t)n);
-}
-
-static void sb_json_string(struct sbuf *s, const char *str)
-{
-	sb_put(s, "\"", 1);
-	for (const unsigned char *c = (const unsigned char *)str; *c; c++) {
-		if (*c == '"' || *c == '\\') {
-			char e[2] = {'\\', (char)*c};
-			sb_put(s, e, 2);
-		} else if (*c < 0x20) {
-			sb_printf(s, "\\u%04x", *c);
-		} else {
-			sb_put(s, (const char *)c, 1);
-		}
-	}
-	sb_put(s, "\"", 1);
-}
 
 static int write_all(int fd, const void *buf, size_t n)
 {
@@ -109,50 +52,74 @@ static int write_all(int fd, const void *buf, size_t n)
 	return 0;
 }
 
-static int metadata_check(const char *json, const char *path, char *err, size_t errlen);
+/* The header for tensors and scalars at consecutive offsets, padded with
+ * spaces so that 8 + its length is a multiple of 8 (the data is then
+ * aligned).  NULL with err on a bad metadata_json or no memory; free(). */
+static char *header_build(const char *path, struct dl_tensor_f32 *const *tensors, size_t n,
+			  const struct dl_st_scalar *scalars, size_t n_scalars, const char *metadata_json,
+			  size_t *hlen, char *err, size_t errlen)
+{
+	json_t *root = json_object(), *meta = NULL;
+	char *text = NULL, *h = NULL;
+	size_t off = 0;
+	int oom = !root;
+
+	if (metadata_json && *metadata_json) {
+		/* a malformed __metadata__ would make the whole file unreadable:
+		 * refuse it here */
+		json_error_t je;
+		meta = json_loads(metadata_json, JSON_REJECT_DUPLICATES, &je);
+		const char *key;
+		json_t *v;
+		int bad = !meta || !json_is_object(meta);
+		if (!bad)
+			json_object_foreach(meta, key, v) bad |= !json_is_string(v);
+		if (bad) {
+			snprintf(err, errlen, "%s: bad safetensors header: __metadata__ must be one object of strings%s%s",
+				 path, meta ? "" : ": ", meta ? "" : je.text);
+			goto out;
+		}
+		oom |= json_object_set(root, "__metadata__", meta) != 0;
+	}
+	for (size_t i = 0; i < n + n_scalars && !oom; i++) {
+		const struct dl_tensor_f32 *t = i < n ? tensors[i] : NULL;
+		size_t nbytes = t ? t->count * 4 : 8;
+		json_t *shape = json_array();
+		for (int d = 0; t && shape && d < t->ndim; d++)
+			oom |= json_array_append_new(shape, json_integer(t->dims[d])) != 0;
+		json_t *e = json_pack("{s:s, s:o, s:[I,I]}", "dtype", t ? "F32" : "I64", "shape", shape,
+				      "data_offsets", (json_int_t)off, (json_int_t)(off + nbytes));
+		oom |= !shape || !e || json_object_set_new(root, t ? t->name : scalars[i - n].name, e) != 0;
+		off += nbytes;
+	}
+	if (!oom)
+		text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!text || !(h = malloc(strlen(text) + 8))) {
+		snprintf(err, errlen, "%s: out of memory building the header", path);
+		goto out;
+	}
+	*hlen = strlen(text);
+	memcpy(h, text, *hlen);
+	while (*hlen % 8 != 0) /* 8 + header is then 8-aligned, so the data is too */
+		h[(*hlen)++] = ' ';
+out:
+	free(text);
+	json_decref(meta);
+	json_decref(root);
+	return h;
+}
 
 int dl_safetensors_write_ex(const char *path, struct dl_tensor_f32 *const *tensors, size_t n,
                             const struct dl_st_scalar *scalars, size_t n_scalars,
                             const char *metadata_json, char *err, size_t errlen)
 {
 	int rv = -1, fd = -1;
-	struct sbuf h = {0};
 	char *tmp = NULL, *dircopy = NULL;
-	size_t off = 0;
+	size_t hl = 0;
+	char *h = header_build(path, tensors, n, scalars, n_scalars, metadata_json, &hl, err, errlen);
 
-	// a malformed __metadata__ would make the whole file unreadable: refuse it
-	if (metadata_json && *metadata_json && metadata_check(metadata_json, path, err, errlen))
+	if (!h)
 		return -1;
-	sb_put(&h, "{", 1);
-	if (metadata_json && *metadata_json) {
-		sb_put(&h, "\"__metadata__\":", 15);
-		sb_put(&h, metadata_json, strlen(metadata_json));
-		sb_put(&h, ",", 1);
-	}
-	for (size_t i = 0; i < n; i++) {
-		const struct dl_tensor_f32 *t = tensors[i];
-		sb_json_string(&h, t->name);
-		sb_put(&h, ":{\"dtype\":\"F32\",\"shape\":[", 25);
-		for (int d = 0; d < t->ndim; d++)
-			sb_printf(&h, "%s%d", d ? "," : "", t->dims[d]);
-		sb_printf(&h, "],\"data_offsets\":[%zu,%zu]},", off, off + t->count * 4);
-		off += t->count * 4;
-	}
-	for (size_t i = 0; i < n_scalars; i++) {
-		sb_json_string(&h, scalars[i].name);
-		sb_printf(&h, ":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[%zu,%zu]},", off, off + 8);
-		off += 8;
-	}
-	if (h.len > 1)
-		h.len--; // drop the trailing comma
-	sb_put(&h, "}", 1);
-	while (h.len % 8 != 0) // 8 + header is then 8-aligned, so the data is too
-		sb_put(&h, " ", 1);
-	if (h.oom) {
-		snprintf(err, errlen, "%s: out of memory building the header", path);
-		goto out;
-	}
-
 	size_t plen = strlen(path) + 32;
 	tmp = malloc(plen);
 	dircopy = strdup(path);
@@ -166,8 +133,8 @@ int dl_safetensors_write_ex(const char *path, struct dl_tensor_f32 *const *tenso
 		snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
 		goto out;
 	}
-	uint64_t hlen = h.len;
-	if (write_all(fd, &hlen, 8) || write_all(fd, h.p, h.len))
+	uint64_t hlen = hl;
+	if (write_all(fd, &hlen, 8) || write_all(fd, h, hl))
 		goto werr;
 	for (size_t i = 0; i < n; i++)
 		if (write_all(fd, tensors[i]->data, tensors[i]->count * 4))
@@ -204,7 +171,7 @@ werr:
 out:
 	if (fd >= 0)
 		close(fd);
-	free(h.p);
+	free(h);
 	free(tmp);
 	free(dircopy);
 	return rv;
@@ -216,188 +183,7 @@ int dl_safetensors_write(const char *path, struct dl_tensor_f32 *const *tensors,
 	return dl_safetensors_write_ex(path, tensors, n, NULL, 0, metadata_json, err, errlen);
 }
 
-/* ---- reader: a JSON parser for the header ---- */
-
-struct parser {
-	const char *p, *end;
-	const char *path;
-	char *err;
-	size_t errlen;
-	int failed;
-};
-
-static int perr(struct parser *ps, const char *what)
-{
-	if (!ps->failed)
-		snprintf(ps->err, ps->errlen, "%s: bad safetensors header: %s", ps->path, what);
-	ps->failed = 1;
-	return -1;
-}
-
-static void ws(struct parser *ps)
-{
-	while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\n' || *ps->p == '\r' || *ps->p == '\t'))
-		ps->p++;
-}
-
-static int expect(struct parser *ps, char c)
-{
-	ws(ps);
-	if (ps->p >= ps->end || *ps->p != c) {
-		char msg[32];
-		snprintf(msg, sizeof(msg), "expected '%c'", c);
-		return perr(ps, msg);
-	}
-	ps->p++;
-	return 0;
-}
-
-static int peek(struct parser *ps, char c)
-{
-	ws(ps);
-	return ps->p < ps->end && *ps->p == c;
-}
-
-/* Parse a JSON string into a malloc'd C string (\uXXXX kept to ASCII/UTF-8 BMP). */
-static char *parse_string(struct parser *ps)
-{
-	if (expect(ps, '"'))
-		return NULL;
-	size_t cap = 64, len = 0;
-	char *s = malloc(cap);
-	if (!s) {
-		perr(ps, "out of memory");
-		return NULL;
-	}
-	while (ps->p < ps->end && *ps->p != '"') {
-		char buf[4];
-		size_t nb = 1;
-		char c = *ps->p++;
-		if (c == '\\') {
-			if (ps->p >= ps->end)
-				break;
-			c = *ps->p++;
-			switch (c) {
-			case 'n': buf[0] = '\n'; break;
-			case 't': buf[0] = '\t'; break;
-			case 'r': buf[0] = '\r'; break;
-			case 'b': buf[0] = '\b'; break;
-			case 'f': buf[0] = '\f'; break;
-			case 'u': {
-				if (ps->end - ps->p < 4) {
-					free(s);
-					perr(ps, "truncated \\u escape");
-					return NULL;
-				}
-				char hex[5] = {ps->p[0], ps->p[1], ps->p[2], ps->p[3], 0};
-				ps->p += 4;
-				unsigned v = (unsigned)strtoul(hex, NULL, 16);
-				if (v < 0x80) {
-					buf[0] = (char)v;
-				} else if (v < 0x800) {
-					buf[0] = (char)(0xc0 | (v >> 6));
-					buf[1] = (char)(0x80 | (v & 0x3f));
-					nb = 2;
-				} else {
-					buf[0] = (char)(0xe0 | (v >> 12));
-					buf[1] = (char)(0x80 | ((v >> 6) & 0x3f));
-					buf[2] = (char)(0x80 | (v & 0x3f));
-					nb = 3;
-				}
-				break;
-			}
-			default: buf[0] = c; break;
-			}
-		} else {
-			buf[0] = c;
-		}
-		if (len + nb + 1 > cap) {
-			cap *= 2;
-			char *ns = realloc(s, cap);
-			if (!ns) {
-				free(s);
-				perr(ps, "out of memory");
-				return NULL;
-			}
-			s = ns;
-		}
-		memcpy(s + len, buf, nb);
-		len += nb;
-	}
-	if (ps->p >= ps->end) {
-		free(s);
-		perr(ps, "unterminated string");
-		return NULL;
-	}
-	ps->p++;
-	s[len] = 0;
-	return s;
-}
-
-/* A JSON integer, read only up to ps->end (the header is not terminated:
- * the tensor data follows it). */
-static int parse_int(struct parser *ps, int64_t *v)
-{
-	ws(ps);
-	const char *p = ps->p;
-	int neg = p < ps->end && *p == '-';
-	uint64_t x = 0;
-	p += neg;
-	if (p >= ps->end || *p < '0' || *p > '9')
-		return perr(ps, "expected an integer");
-	for (; p < ps->end && *p >= '0' && *p <= '9'; p++) {
-		unsigned d = (unsigned)(*p - '0');
-		if (x > ((uint64_t)INT64_MAX - d) / 10)
-			return perr(ps, "integer out of range");
-		x = x * 10 + d;
-	}
-	ps->p = p;
-	*v = neg ? -(int64_t)x : (int64_t)x;
-	return 0;
-}
-
-/* Skip any JSON value (for fields we do not use). */
-static int skip_value(struct parser *ps, int depth)
-{
-	ws(ps);
-	if (depth > 32 || ps->p >= ps->end)
-		return perr(ps, "value nested too deep or truncated");
-	char c = *ps->p;
-	if (c == '"') {
-		char *s = parse_string(ps);
-		free(s);
-		return s ? 0 : -1;
-	}
-	if (c == '{' || c == '[') {
-		char close = c == '{' ? '}' : ']';
-		ps->p++;
-		if (peek(ps, close)) {
-			ps->p++;
-			return 0;
-		}
-		for (;;) {
-			if (c == '{') {
-				char *k = parse_string(ps);
-				if (!k)
-					return -1;
-				free(k);
-				if (expect(ps, ':'))
-					return -1;
-			}
-			if (skip_value(ps, depth + 1))
-				return -1;
-			if (peek(ps, ',')) {
-				ps->p++;
-				continue;
-			}
-			return expect(ps, close);
-		}
-	}
-	// number, true, false, null
-	while (ps->p < ps->end && *ps->p != ',' && *ps->p != '}' && *ps->p != ']')
-		ps->p++;
-	return 0;
-}
+/* ---- reader: the header is untrusted JSON, parsed by jansson ---- */
 
 static enum dl_st_dtype dtype_parse(const char *s, size_t *size)
 {
@@ -418,196 +204,163 @@ static enum dl_st_dtype dtype_parse(const char *s, size_t *size)
 	return DL_ST_OTHER;
 }
 
-static int parse_metadata(struct parser *ps, struct dl_safetensors *st)
+/* A JSON integer in [0, INT64_MAX] (jansson refuses integers past long
+ * long; a real such as 1.0 is not an integer here). */
+static int json_nonneg(const json_t *v, int64_t *out)
 {
-	if (expect(ps, '{'))
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
 		return -1;
-	if (peek(ps, '}')) {
-		ps->p++;
-		return 0;
-	}
-	for (;;) {
-		char *k = parse_string(ps);
-		if (!k)
-			return -1;
-		if (expect(ps, ':')) {
-			free(k);
-			return -1;
-		}
-		char *v = NULL;
-		if (peek(ps, '"')) {
-			v = parse_string(ps);
-		} else {
-			// not a string (the format says strings, but be lenient): keep its text
-			const char *b = ps->p;
-			if (skip_value(ps, 1) == 0)
-				v = strndup(b, (size_t)(ps->p - b));
-		}
-		if (!v) {
-			free(k);
-			return perr(ps, "bad __metadata__ value");
-		}
-		if (st->n_meta == st->cap_meta) {
-			size_t nc = st->cap_meta ? st->cap_meta * 2 : 8;
-			char **nk = realloc(st->meta_keys, nc * sizeof(char *));
-			if (nk)
-				st->meta_keys = nk;
-			char **nv = realloc(st->meta_vals, nc * sizeof(char *));
-			if (nv)
-				st->meta_vals = nv;
-			if (!nk || !nv) {
-				free(k);
-				free(v);
-				return perr(ps, "out of memory");
-			}
-			st->cap_meta = nc;
-		}
-		st->meta_keys[st->n_meta] = k;
-		st->meta_vals[st->n_meta++] = v;
-		if (peek(ps, ',')) {
-			ps->p++;
-			continue;
-		}
-		return expect(ps, '}');
-	}
+	*out = (int64_t)json_integer_value(v);
+	return 0;
 }
 
-/* 0 if json is one object of string values and nothing else. */
-static int metadata_check(const char *json, const char *path, char *err, size_t errlen)
+/* Printable form of a name from the file, for messages: at most 64
+ * characters, control bytes as '?'. */
+static const char *shown(const char *name, char *buf, size_t len)
 {
-	struct dl_safetensors tmp = {0};
-	struct parser ps = {.p = json, .end = json + strlen(json), .path = path, .err = err, .errlen = errlen};
-	int r = parse_metadata(&ps, &tmp);
-	ws(&ps);
-	if (r == 0 && ps.p != ps.end)
-		r = perr(&ps, "trailing text after the __metadata__ object");
-	for (size_t i = 0; i < tmp.n_meta; i++) {
-		free(tmp.meta_keys[i]);
-		free(tmp.meta_vals[i]);
-	}
-	free(tmp.meta_keys);
-	free(tmp.meta_vals);
-	return r;
+	size_t i = 0;
+	for (; name[i] && i + 4 < len && i < 64; i++)
+		buf[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
+	if (name[i])
+		buf[i++] = '.', buf[i++] = '.', buf[i++] = '.';
+	buf[i] = 0;
+	return buf;
 }
 
-static int parse_entry(struct parser *ps, struct dl_safetensors *st, char *name)
+/* One tensor entry {"dtype", "shape", "data_offsets"} into e; its bytes
+ * must lie inside the data section and be exactly what dtype and shape
+ * need.  off_out: [begin, end) relative to the data section. */
+static int entry_parse(const struct dl_safetensors *st, const char *name, const json_t *v,
+		       struct dl_st_entry *e, size_t off_out[2], char *err, size_t errlen)
 {
-	struct dl_st_entry e = {.name = name, .dtype = DL_ST_OTHER};
-	int have_dtype = 0, have_shape = 0, have_off = 0;
+	char nb[80];
+	const json_t *dt = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape"),
+		     *offs = json_object_get(v, "data_offsets");
 	size_t esize = 0;
-	int64_t off[2] = {0, 0};
-	if (expect(ps, '{'))
-		return -1;
-	while (!peek(ps, '}')) {
-		char *k = parse_string(ps);
-		if (!k || expect(ps, ':')) {
-			free(k);
-			return -1;
-		}
-		int r = 0;
-		if (strcmp(k, "dtype") == 0) {
-			char *d = parse_string(ps);
-			if (!d)
-				r = -1;
-			else
-				e.dtype = dtype_parse(d, &esize), have_dtype = esize > 0;
-			free(d);
-		} else if (strcmp(k, "shape") == 0 || strcmp(k, "data_offsets") == 0) {
-			int is_shape = k[0] == 's', cnt = 0;
-			r = expect(ps, '[');
-			while (r == 0 && !peek(ps, ']')) {
-				int64_t v;
-				if ((r = parse_int(ps, &v)))
-					break;
-				if (is_shape ? cnt >= 8 : cnt >= 2) {
-					r = perr(ps, "too many dimensions or offsets");
-					break;
-				}
-				if (v < 0) {
-					r = perr(ps, "negative shape or offset");
-					break;
-				}
-				if (is_shape)
-					e.dims[cnt++] = v;
-				else
-					off[cnt++] = v;
-				if (peek(ps, ','))
-					ps->p++;
-			}
-			if (r == 0)
-				r = expect(ps, ']');
-			if (is_shape)
-				e.ndim = cnt, have_shape = 1;
-			else
-				have_off = cnt == 2;
-		} else {
-			r = skip_value(ps, 1);
-		}
-		free(k);
-		if (r)
-			return -1;
-		if (peek(ps, ','))
-			ps->p++;
-	}
-	ps->p++;
-	if (!have_dtype || !have_shape || !have_off) {
-		snprintf(ps->err, ps->errlen, "%s: tensor %s: missing or unknown dtype, shape or data_offsets", ps->path,
-		         name);
-		ps->failed = 1;
+	int64_t off[2];
+
+	memset(e, 0, sizeof(*e));
+	e->name = name;
+	if (!json_is_object(v) || !json_is_string(dt) || !json_is_array(shape) || !json_is_array(offs)) {
+		snprintf(err, errlen, "%s: tensor %s: missing or malformed dtype, shape or data_offsets", st->path,
+			 shown(name, nb, sizeof(nb)));
 		return -1;
 	}
+	e->dtype = dtype_parse(json_string_value(dt), &esize);
+	if (esize == 0) {
+		snprintf(err, errlen, "%s: tensor %s: unknown dtype", st->path, shown(name, nb, sizeof(nb)));
+		return -1;
+	}
+	if (json_array_size(shape) > 8) {
+		snprintf(err, errlen, "%s: tensor %s: more than 8 dimensions", st->path, shown(name, nb, sizeof(nb)));
+		return -1;
+	}
+	e->ndim = (int)json_array_size(shape);
 	/* the shape's bytes must be what data_offsets span; a product that
 	 * overflows (say [2^62,4] of F32 claiming 0 bytes) is refused */
 	size_t nbytes = esize;
-	e.count = 1;
-	for (int i = 0; i < e.ndim; i++) {
-		if (__builtin_mul_overflow(e.count, (size_t)e.dims[i], &e.count) ||
-		    __builtin_mul_overflow(nbytes, (size_t)e.dims[i], &nbytes)) {
-			snprintf(ps->err, ps->errlen, "%s: tensor %s: shape too large (its size overflows)", ps->path,
-			         name);
-			ps->failed = 1;
+	e->count = 1;
+	for (int i = 0; i < e->ndim; i++) {
+		if (json_nonneg(json_array_get(shape, (size_t)i), &e->dims[i]) < 0) {
+			snprintf(err, errlen, "%s: tensor %s: a dimension is not a non-negative integer", st->path,
+				 shown(name, nb, sizeof(nb)));
+			return -1;
+		}
+		if ((uint64_t)e->dims[i] > SIZE_MAX ||
+		    __builtin_mul_overflow(e->count, (size_t)e->dims[i], &e->count) ||
+		    __builtin_mul_overflow(nbytes, (size_t)e->dims[i], &nbytes)) {
+			snprintf(err, errlen, "%s: tensor %s: shape too large (its size overflows)", st->path,
+				 shown(name, nb, sizeof(nb)));
 			return -1;
 		}
 	}
 	size_t data_len = st->size - st->data_start;
-	if (off[1] < off[0] || (uint64_t)off[1] > data_len || (uint64_t)(off[1] - off[0]) != nbytes) {
-		snprintf(ps->err, ps->errlen, "%s: tensor %s: data_offsets [%lld,%lld] do not fit its shape or the file",
-		         ps->path, name, (long long)off[0], (long long)off[1]);
-		ps->failed = 1;
+	if (json_array_size(offs) != 2 || json_nonneg(json_array_get(offs, 0), &off[0]) < 0 ||
+	    json_nonneg(json_array_get(offs, 1), &off[1]) < 0 || off[1] < off[0] ||
+	    (uint64_t)off[1] > data_len || (uint64_t)(off[1] - off[0]) != nbytes) {
+		snprintf(err, errlen, "%s: tensor %s: data_offsets do not fit its shape (%zu bytes) or the file (%zu "
+			 "bytes of data)", st->path, shown(name, nb, sizeof(nb)), nbytes, data_len);
 		return -1;
 	}
-	e.data = st->file + st->data_start + off[0];
-	if (st->n == st->cap) {
-		size_t nc = st->cap ? st->cap * 2 : 64;
-		struct dl_st_entry *ne = realloc(st->entries, nc * sizeof(*ne));
-		if (!ne)
-			return perr(ps, "out of memory");
-		st->entries = ne;
-		char **nn = realloc(st->names, nc * sizeof(*nn));
-		if (!nn)
-			return perr(ps, "out of memory");
-		st->names = nn;
-		st->cap = nc;
-	}
-	st->names[st->n] = name;
-	st->entries[st->n++] = e;
+	e->data = st->file + st->data_start + (size_t)off[0];
+	off_out[0] = (size_t)off[0];
+	off_out[1] = (size_t)off[1];
 	return 0;
+}
+
+static int cmp_span(const void *a, const void *b)
+{
+	const size_t *x = a, *y = b;
+	return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+/* Parse the header of the file image in st: every entry checked against
+ * the file, no two tensors' bytes overlapping. */
+static int header_parse(struct dl_safetensors *st, char *err, size_t errlen)
+{
+	json_error_t je;
+	const char *key;
+	json_t *v;
+	size_t (*spans)[2] = NULL, n = 0;
+	int rv = -1;
+
+	st->root = json_loadb((const char *)st->file + 8, st->data_start - 8, JSON_REJECT_DUPLICATES, &je);
+	if (!st->root) {
+		snprintf(err, errlen, "%s: bad safetensors header: %s (at byte %d of the header)", st->path, je.text,
+			 je.position);
+		return -1;
+	}
+	if (!json_is_object(st->root)) {
+		snprintf(err, errlen, "%s: bad safetensors header: not a JSON object", st->path);
+		return -1;
+	}
+	size_t cap = json_object_size(st->root);
+	st->entries = calloc(cap ? cap : 1, sizeof(*st->entries));
+	spans = calloc(cap ? cap : 1, sizeof(*spans));
+	if (!st->entries || !spans) {
+		snprintf(err, errlen, "%s: out of memory for %zu header entries", st->path, cap);
+		goto out;
+	}
+	json_object_foreach(st->root, key, v) {
+		if (strcmp(key, "__metadata__") == 0) {
+			const char *mk;
+			json_t *mv;
+			int bad = !json_is_object(v);
+			if (!bad)
+				json_object_foreach(v, mk, mv) bad |= !json_is_string(mv);
+			if (bad) {
+				snprintf(err, errlen, "%s: bad safetensors header: __metadata__ is not an object of strings",
+					 st->path);
+				goto out;
+			}
+			st->meta = v;
+			continue;
+		}
+		if (entry_parse(st, key, v, &st->entries[st->n], spans[n], err, errlen) < 0)
+			goto out;
+		if (st->entries[st->n].count > 0) /* empty tensors take no bytes */
+			n++;
+		st->n++;
+	}
+	qsort(spans, n, sizeof(*spans), cmp_span);
+	for (size_t i = 1; i < n; i++)
+		if (spans[i][0] < spans[i - 1][1]) {
+			snprintf(err, errlen, "%s: bad safetensors header: two tensors share bytes %zu..%zu of the data",
+				 st->path, spans[i][0], spans[i - 1][1]);
+			goto out;
+		}
+	rv = 0;
+out:
+	free(spans);
+	return rv;
 }
 
 void dl_safetensors_close(struct dl_safetensors *st)
 {
 	if (!st)
 		return;
-	for (size_t i = 0; i < st->n; i++)
-		free(st->names[i]);
-	for (size_t i = 0; i < st->n_meta; i++) {
-		free(st->meta_keys[i]);
-		free(st->meta_vals[i]);
-	}
-	free(st->names);
+	json_decref(st->root);
 	free(st->entries);
-	free(st->meta_keys);
-	free(st->meta_vals);
 	free(st->file);
 	free(st->path);
 	free(st);
@@ -630,7 +383,7 @@ struct dl_safetensors *dl_safetensors_open(const char *path, char *err, size_t e
 		snprintf(err, errlen, "%s: not a safetensors file (only %zu bytes)", path, st->size);
 		goto fail;
 	}
-	st->file = malloc(st->size + 1);
+	st->file = malloc(st->size);
 	if (!st->file) {
 		snprintf(err, errlen, "%s: out of memory reading %zu bytes", path, st->size);
 		goto fail;
@@ -645,7 +398,6 @@ struct dl_safetensors *dl_safetensors_open(const char *path, char *err, size_t e
 		}
 		got += (size_t)r;
 	}
-	st->file[st->size] = 0;
 	close(fd);
 	fd = -1;
 	uint64_t hlen;
@@ -656,34 +408,8 @@ struct dl_safetensors *dl_safetensors_open(const char *path, char *err, size_t e
 		goto fail;
 	}
 	st->data_start = 8 + (size_t)hlen;
-	struct parser ps = {.p = (const char *)st->file + 8, .end = (const char *)st->file + 8 + hlen,
-	                    .path = path, .err = err, .errlen = errlen};
-	if (expect(&ps, '{'))
+	if (header_parse(st, err, errlen) < 0)
 		goto fail;
-	while (!peek(&ps, '}')) {
-		char *name = parse_string(&ps);
-		if (!name)
-			goto fail;
-		if (expect(&ps, ':')) {
-			free(name);
-			goto fail;
-		}
-		if (strcmp(name, "__metadata__") == 0) {
-			free(name);
-			if (parse_metadata(&ps, st))
-				goto fail;
-		} else if (parse_entry(&ps, st, name)) {
-			if (st->n == 0 || st->names[st->n - 1] != name)
-				free(name);
-			goto fail;
-		}
-		if (peek(&ps, ','))
-			ps.p++;
-		else if (!peek(&ps, '}')) {
-			perr(&ps, "expected ',' or '}'");
-			goto fail;
-		}
-	}
 	return st;
 fail:
 	if (fd >= 0)
@@ -712,10 +438,7 @@ const struct dl_st_entry *dl_safetensors_find(const struct dl_safetensors *st, c
 
 const char *dl_safetensors_meta(const struct dl_safetensors *st, const char *key)
 {
-	for (size_t i = 0; i < st->n_meta; i++)
-		if (strcmp(st->meta_keys[i], key) == 0)
-			return st->meta_vals[i];
-	return NULL;
+	return st->meta ? json_string_value(json_object_get(st->meta, key)) : NULL;
 }
 
 static void shape_str(char *buf, size_t len, int ndim, const int64_t *dims)

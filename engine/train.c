@@ -10,7 +10,7 @@
  * agree, in the same collective, on the step after which to stop on
  * SIGTERM/SIGUSR1, so nobody is left waiting in a collective for a peer
  * that already left.  Host copies of the state happen only at the
- * boundaries: checkpoints, the exported weights, --resume. */
+ * boundaries: checkpoints, the exported weights, --resume, --init. */
 #include "config.h"
 #include <errno.h>
 #include <math.h>
@@ -36,7 +36,7 @@
 void dl_train_config_defaults(struct dl_train_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->backend = "auto"; /* cuda with a visible GPU, else cpu (resolve_backend) */
+	c->backend = "auto"; /* cuda with a visible GPU, else cpu (dl_backend_resolve) */
 	c->epochs = 90;
 	c->batch = 128;
 	c->lr = 0.1;
@@ -140,7 +140,7 @@ static int evaluate(struct run *r, int do_eval, int *stop, double res[4], char *
 			/* Only the first n rows are real samples (short last batch). */
 			struct dl_batch in = batch_of(r);
 			struct dl_eval_result er;
-			if (r->ops->eval_step(r->be, &in, n, &er) < 0) {
+			if (r->ops->eval_step(r->be, &in, n, NULL, &er) < 0) {
 				snprintf(err, errlen, "eval: %s", r->ops->error(r->be));
 				return -1;
 			}
@@ -213,7 +213,7 @@ static int export_weights(struct run *r, char *err, size_t errlen)
 
 /* "auto": the plugin runs the same command line on GPU and CPU nodes, so
  * use the GPU wherever this dljob was built for one and one is visible. */
-static const char *resolve_backend(const char *name)
+const char *dl_backend_resolve(const char *name)
 {
 	if (strcmp(name, "auto") != 0)
 		return name;
@@ -261,7 +261,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 	 * normalization on the CPU) and the dataset can give them; the ring
 	 * then lives in the backend's host memory (pinned).  The backend
 	 * itself is created below, after resume. */
-	r->backend = resolve_backend(c->backend);
+	r->backend = dl_backend_resolve(c->backend);
 	r->ops = dl_backend_find(r->backend);
 	if (!r->ops) {
 		snprintf(err, errlen, "backend '%s' is not built in", r->backend);
@@ -382,6 +382,23 @@ static int setup(struct run *r, char *err, size_t errlen)
 		snprintf(err, errlen, "loading the checkpoint into the %s backend: %s", r->backend,
 			 r->ops->error(r->be));
 		return -1;
+	}
+	/* --init: the weights into g, then into the backend (momentum zero,
+	 * no step taken); every rank reads the file, so all start equal. */
+	if (c->init && !c->resume) {
+		char ierr[4096];
+		if (dl_weights_init(c->init, &r->g, c->init_head_new, ierr, sizeof(ierr)) < 0) {
+			snprintf(err, errlen, "--init: %s", ierr);
+			return -1;
+		}
+		if (r->ops->state_in(r->be, NULL) < 0) {
+			snprintf(err, errlen, "loading --init %s into the %s backend: %s", c->init, r->backend,
+				 r->ops->error(r->be));
+			return -1;
+		}
+		if (r->comm->rank == 0)
+			fprintf(stderr, "dljob: initialised from %s%s\n", c->init,
+				c->init_head_new ? " (new classifier)" : "");
 	}
 
 	if (r->comm->rank == 0) {

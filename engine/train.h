@@ -34,6 +34,9 @@ struct dl_train_config {
 	int threads;              /* compute threads (0: leave the runtime's default) */
 	int loader_threads;       /* data worker threads (0: the loader decides) */
 	const char *resume;       /* NULL: fresh run; "": newest checkpoint in out_dir; else a path */
+	const char *init;         /* NULL, or weights to start from (dl_weights_init: torchvision names;
+	                           * optimizer and position start fresh); not with resume */
+	int init_head_new;        /* with init: keep the fresh classifier (another class count) */
 	int image_size;           /* input side for JPEG data (0: the dataset's native size) */
 	long max_steps;           /* stop after this many optimizer steps in total (0: no limit) */
 	int eval;                 /* evaluate on the held-out split after every epoch */
@@ -50,6 +53,10 @@ struct dl_train_config {
 /* dl_train() results besides -1 (error, message in err). */
 #define DL_TRAIN_DONE 0
 #define DL_TRAIN_PREEMPTED 1
+
+/* A backend name as given ("auto": "cuda" where this dljob was built for
+ * CUDA and a GPU is visible, else "cpu"; other names unchanged). */
+const char *dl_backend_resolve(const char *name);
 
 /* Fill cfg with the defaults the command line documents. */
 void dl_train_config_defaults(struct dl_train_config *cfg);

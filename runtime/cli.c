@@ -53,6 +53,7 @@ void dl_cli_usage(FILE *f)
 	"       dljob pack SRC DST [OPTION]...  pack an image folder into shards\n"
 	"       dljob topo --tasks N [--xml FILE] [--gpus LIST]  explain the node mapping\n"
 	"       dljob report RUN_DIR...         throughput, phases, scaling of runs (--help)\n"
+	"       dljob eval --model M --weights PATH [OPTION]...  evaluate weights (dljob eval --help)\n"
 	"\n"
 	"Model and data:\n"
 	"  --model NAME           resnet18|34|50|101|152, resnet20|32|56, convnet (required)\n"
@@ -60,6 +61,11 @@ void dl_cli_usage(FILE *f)
 	"                         (default " DL_DEFAULT_DATA ")\n"
 	"  --synthetic            same as --data synthetic\n"
 	"  --image-size N         input side for JPEG data (default: 224; 0: native)\n"
+	"  --normalize N          JPEG data: imagenet (default), none, or MR,MG,MB:SR,SG,SB\n"
+	"                         (per-channel mean and std of x/255)\n"
+	"  --init PATH            start from these weights (safetensors, torchvision names;\n"
+	"                         strict: every missing, unexpected or mis-shaped tensor named)\n"
+	"  --init-head load|new   new: a fresh classifier, for another class count (default load)\n"
 	"Optimization:\n"
 	"  --epochs N             passes over the training split (default 90)\n"
 	"  --batch N              samples per process per step (default 128)\n"
@@ -96,7 +102,8 @@ enum {
 	OPT_MODEL = 256, OPT_DATA, OPT_SYNTHETIC, OPT_IMAGE_SIZE, OPT_EPOCHS, OPT_BATCH, OPT_LR,
 	OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_NESTEROV, OPT_WD, OPT_LS, OPT_LARS, OPT_ZIR,
 	OPT_SEED, OPT_OUT, OPT_RESUME, OPT_STEPS, OPT_EVAL, OPT_PRINT, OPT_BACKEND, OPT_THREADS,
-	OPT_LTHREADS, OPT_TIMEOUT, OPT_HELP, OPT_PRECISION, OPT_CONV_ALGO, OPT_VERSION,
+	OPT_LTHREADS, OPT_TIMEOUT, OPT_HELP, OPT_PRECISION, OPT_CONV_ALGO, OPT_VERSION, OPT_INIT, OPT_INIT_HEAD,
+	OPT_NORMALIZE,
 };
 
 static const struct option long_opts[] = {
@@ -129,8 +136,50 @@ static const struct option long_opts[] = {
 	{"conv-algo", required_argument, NULL, OPT_CONV_ALGO},
 	{"help", no_argument, NULL, OPT_HELP},
 	{"version", no_argument, NULL, OPT_VERSION},
+	{"init", required_argument, NULL, OPT_INIT},
+	{"init-head", required_argument, NULL, OPT_INIT_HEAD},
+	{"normalize", required_argument, NULL, OPT_NORMALIZE},
 	{NULL, 0, NULL, 0},
 };
+
+int dl_cli_parse_norm(const char *s, struct dl_data_options *o, char *err, size_t errlen)
+{
+	float v[6];
+	const char *p = s;
+	if (strcmp(s, "imagenet") == 0) {
+		o->have_norm = 0;
+		return 0;
+	}
+	if (strcmp(s, "none") == 0) {
+		o->have_norm = 1;
+		for (int c = 0; c < 3; c++)
+			o->mean[c] = 0, o->std[c] = 1;
+		return 0;
+	}
+	for (int i = 0; i < 6; i++) {
+		char *end;
+		errno = 0;
+		double x = strtod(p, &end);
+		char want = i == 5 ? '\0' : i == 2 ? ':' : ',';
+		if (end == p || *end != want || errno || !(x > -1e3 && x < 1e3) || (i >= 3 && !(x > 0)) ||
+		    (p[strspn(p, " +-.0123456789")] && strchr("xXnNiI", p[strspn(p, " +-.0123456789")])))
+			return fail(err, errlen, "--normalize: '%s' is not imagenet, none or MR,MG,MB:SR,SG,SB (std > 0)",
+				    s);
+		v[i] = (float)x;
+		p = end + (i < 5);
+	}
+	o->have_norm = 1;
+	memcpy(o->mean, v, sizeof(o->mean));
+	memcpy(o->std, v + 3, sizeof(o->std));
+	return 0;
+}
+
+void dl_cli_norm_str(const struct dl_data_options *o, char *buf, size_t len)
+{
+	const float *m = o->have_norm ? o->mean : (const float[3]){0.485f, 0.456f, 0.406f};
+	const float *s = o->have_norm ? o->std : (const float[3]){0.229f, 0.224f, 0.225f};
+	snprintf(buf, len, "%g,%g,%g:%g,%g,%g", m[0], m[1], m[2], s[0], s[1], s[2]);
+}
 
 /* The --dl-* values the plugin passes to the runtime under srun
  * --dl-job=MODEL, as the options they stand for (see dl_cli_plugin_argv). */
@@ -322,6 +371,17 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, char *er
 		case OPT_TIMEOUT:
 			rv = dl_optval_double("timeout", optarg, DL_TIMEOUT_MIN, 0, DL_TIMEOUT_MAX, 0, &cli->timeout_s, err, errlen);
 			break;
+		case OPT_INIT:
+			if (*optarg == '\0')
+				rv = fail(err, errlen, "--init: empty path");
+			c->init = optarg;
+			break;
+		case OPT_INIT_HEAD:
+			if (strcmp(optarg, "load") && strcmp(optarg, "new"))
+				rv = fail(err, errlen, "--init-head: '%s' is not load or new", optarg);
+			c->init_head_new = strcmp(optarg, "new") == 0;
+			break;
+		case OPT_NORMALIZE: rv = dl_cli_parse_norm(optarg, &cli->norm, err, errlen); break;
 		case OPT_HELP: cli->help = 1; break;
 		case OPT_VERSION: cli->version = 1; break;
 		case ':':
@@ -346,6 +406,11 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, char *er
 		return fail(err, errlen, "--model is required (e.g. --model resnet50)");
 	if (!dl_model_known(c->model))
 		return fail(err, errlen, "--model: unknown model '%s' (known: %s)", c->model, dl_model_names());
+	if (c->init && c->resume)
+		return fail(err, errlen, "--init and --resume exclude each other (--resume continues a run, --init "
+			    "starts one from weights)");
+	if (c->init_head_new && !c->init)
+		return fail(err, errlen, "--init-head needs --init");
 	if (c->warmup_epochs > c->epochs)
 		return fail(err, errlen, "--warmup-epochs: %g is longer than --epochs %d", c->warmup_epochs, c->epochs);
 	return plugin_gpu(&c->gpu, err, errlen);
@@ -428,7 +493,7 @@ int dl_cli_train_main(int argc, char **argv)
 	struct dl_dataset *ds = NULL;
 	struct dl_world world;
 	int world_open = 0, created_out = 0;
-	char err[512];
+	char err[4608];
 	int rv = DL_EXIT_ERROR;
 
 	cli = calloc(1, sizeof(*cli));
@@ -476,11 +541,14 @@ int dl_cli_train_main(int argc, char **argv)
 		.cache_deferred = 1,
 		.threads = c->loader_threads,
 		.max_bad_fraction = 0.01,
+		.have_norm = cli->norm.have_norm,
 	};
 	if (getenv("DLJOB_MODEL") && check_data_id(c->data, err, sizeof(err)) < 0) {
 		fprintf(stderr, "dljob: --data %s: %s\n", c->data, err);
 		goto out;
 	}
+	memcpy(dopt.mean, cli->norm.mean, sizeof(dopt.mean));
+	memcpy(dopt.std, cli->norm.std, sizeof(dopt.std));
 	if (dl_dataset_open(c->data, &dopt, &ds, err, sizeof(err)) < 0) {
 		fprintf(stderr, "dljob: --data %s: %s\n", c->data, err);
 		goto out;
@@ -488,6 +556,10 @@ int dl_cli_train_main(int argc, char **argv)
 	c->dataset = ds;
 	if (c->resume && *c->resume && access(c->resume, R_OK) < 0) {
 		fprintf(stderr, "dljob: --resume: cannot read %s: %s\n", c->resume, strerror(errno));
+		goto out;
+	}
+	if (c->init && access(c->init, R_OK) < 0) {
+		fprintf(stderr, "dljob: --init: cannot read %s: %s\n", c->init, strerror(errno));
 		goto out;
 	}
 	char ckpt[4096];
@@ -502,6 +574,7 @@ int dl_cli_train_main(int argc, char **argv)
 	if (!c->resume && restarts && atoi(restarts) > 0 && dl_checkpoint_find(c->out_dir, ckpt, sizeof(ckpt)) == 0) {
 		fprintf(stderr, "dljob: requeued job (SLURM_RESTART_COUNT=%s): resuming from %s\n", restarts, ckpt);
 		c->resume = "";
+		c->init = NULL; /* the checkpoint already holds what --init gave */
 	}
 	if (c->batch > 0 && ds->count[DL_SPLIT_TRAIN] < (size_t)c->batch) {
 		fprintf(stderr, "dljob: --batch %d is larger than the training split of --data %s (%zu samples)\n",

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include "engine/data/dataset.h"
 #include "engine/train.h"
 
 /* Exit statuses of dljob. */
@@ -18,6 +19,7 @@ struct dl_cli {
 	double timeout_s;     /* bootstrap/collective timeout */
 	int help;             /* --help was given: print usage, do nothing else */
 	int version;          /* --version was given (anywhere): print it, do nothing else */
+	struct dl_data_options norm; /* --normalize (only have_norm, mean, std) */
 	char out_buf[4096];   /* storage for the default output directory */
 };
 
@@ -36,6 +38,12 @@ char **dl_cli_plugin_argv(int argc, char **argv, int *nargc, int *nfixed);
  * option in err.  Only parses and range-checks: nothing is opened or
  * created. */
 int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, char *err, size_t errlen);
+
+/* --normalize VALUE ("imagenet", "none" or "MR,MG,MB:SR,SG,SB") into
+ * o->have_norm, mean, std.  Returns 0, or -1 with err. */
+int dl_cli_parse_norm(const char *s, struct dl_data_options *o, char *err, size_t errlen);
+/* The normalization o stands for, as "MR,MG,MB:SR,SG,SB". */
+void dl_cli_norm_str(const struct dl_data_options *o, char *buf, size_t len);
 
 /* Print the option summary to f. */
 void dl_cli_usage(FILE *f);

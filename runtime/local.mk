@@ -1,6 +1,7 @@
 # runtime/: the dljob executable (options, engine driver).  World/bootstrap
 # sources are in runtime/world.mk.
-dljob_SOURCES += runtime/main.c runtime/cli.h runtime/cli.c runtime/optval.h runtime/optval.c
+dljob_SOURCES += runtime/main.c runtime/cli.h runtime/cli.c runtime/optval.h runtime/optval.c \
+	runtime/eval.h runtime/eval.c
 # `dljob topo`: the plugin's own mapping code (one copy, spank/mapping.c).
 dljob_SOURCES += runtime/topo.h runtime/topo.c spank/mapping.h spank/mapping.c
 # dljob report and the run plot

@@ -7,6 +7,7 @@
 #include "runtime/cli.h"
 #include "runtime/topo.h"
 #include "runtime/report.h"
+#include "runtime/eval.h"
 
 int main(int argc, char **argv)
 {
@@ -17,5 +18,7 @@ int main(int argc, char **argv)
 		return dl_topo_main(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "report") == 0)
 		return dl_report_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "eval") == 0)
+		return dl_eval_main(argc - 1, argv + 1);
 	return dl_cli_train_main(argc, argv);
 }

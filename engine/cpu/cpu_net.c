@@ -923,7 +923,7 @@ static int cpu_train_step(struct dl_backend *b, const struct dl_batch *in, doubl
 				      sizeof(b->err));
 }
 
-static int cpu_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid,
+static int cpu_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, int *pred,
 			 struct dl_eval_result *res)
 {
 	memset(res, 0, sizeof(*res));
@@ -935,6 +935,8 @@ static int cpu_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_
 		return -1;
 	res->loss_sum = dl_softmax_xent(dl_cpu_logits(b), in->labels, n_valid, b->g->num_classes, 0.0f, NULL,
 					&res->top1, &res->top5) * n_valid;
+	if (pred)
+		dl_argmax_rows(dl_cpu_logits(b), n_valid, b->g->num_classes, pred);
 	return 0;
 }
 

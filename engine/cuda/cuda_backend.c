@@ -758,9 +758,10 @@ static int ops_train_step(struct dl_backend *b, const struct dl_batch *in, doubl
 	return dlc_train_step(b, in, lr, stop_request, res);
 }
 
-static int ops_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, struct dl_eval_result *res)
+static int ops_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, int *pred,
+			 struct dl_eval_result *res)
 {
-	return dlc_eval_step(b, in, n_valid, res);
+	return dlc_eval_step(b, in, n_valid, pred, res);
 }
 
 static int ops_last_step_out(struct dl_backend *b, float *logits)

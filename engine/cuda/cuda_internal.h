@@ -200,7 +200,7 @@ int dlc_record(struct dl_backend *b, cudaEvent_t ev, cudaStream_t st);
 /* cuda_step.c */
 int dlc_train_step(struct dl_backend *b, const struct dl_batch *in, double lr, int stop_request,
 		   struct dl_step_result *res);
-int dlc_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, struct dl_eval_result *res);
+int dlc_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, int *pred, struct dl_eval_result *res);
 int dlc_last_step_out(struct dl_backend *b, float *logits);
 
 #endif

@@ -15,10 +15,12 @@
  * then on. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "engine/cuda/cuda_internal.h"
+#include "engine/loss.h"
 
 static double now_s(void)
 {
@@ -314,7 +316,7 @@ static int train_step(struct dl_backend *b, const struct dl_batch *in, double lr
 	return 0;
 }
 
-int dlc_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, struct dl_eval_result *res)
+int dlc_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, int *pred, struct dl_eval_result *res)
 {
 	if (n_valid < 0 || n_valid > b->n) {
 		dlc_failf(b, "cuda backend: eval batch of %d valid rows, the backend was made for %d", n_valid, b->n);
@@ -343,6 +345,22 @@ int dlc_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, 
 		res->loss_sum += b->h_loss[i];
 		res->top1 += b->h_top[i] & 1;
 		res->top5 += (b->h_top[i] >> 1) & 1;
+	}
+	if (pred) { /* dljob eval's confusion matrix: the logits to the host */
+		float *lg = malloc((size_t)n_valid * (size_t)b->k * sizeof(float));
+		if (!lg) {
+			dlc_failf(b, "cuda backend: out of memory for %d x %d logits", n_valid, b->k);
+			return -1;
+		}
+		cudaError_t ce = cudaMemcpy(lg, b->d_logits, (size_t)n_valid * (size_t)b->k * sizeof(float),
+					    cudaMemcpyDeviceToHost);
+		if (ce != cudaSuccess) {
+			free(lg);
+			dlc_failf(b, "cuda backend: copying the logits: %s", cudaGetErrorString(ce));
+			return -1;
+		}
+		dl_argmax_rows(lg, n_valid, b->k, pred);
+		free(lg);
 	}
 	return 0;
 }

@@ -52,6 +52,11 @@ int dl_dataset_open(const char *spec, const struct dl_data_options *opt,
 		dl_errf(err, errlen, "data options: image_size, threads and max_bad_fraction (0..1) must not be negative");
 		return -1;
 	}
+	for (int c = 0; o.have_norm && c < 3; c++)
+		if (!(o.std[c] > 0 && o.std[c] < 1e6f) || !(o.mean[c] > -1e6f && o.mean[c] < 1e6f)) {
+			dl_errf(err, errlen, "data options: normalization std must be positive and mean finite");
+			return -1;
+		}
 	if (o.max_bad_fraction == 0)
 		o.max_bad_fraction = DL_DEFAULT_MAX_BAD;
 	if (!spec || !*spec) {
@@ -102,4 +107,13 @@ void dl_dataset_close(struct dl_dataset *ds)
 {
 	if (ds && ds->close)
 		ds->close(ds);
+}
+
+const char *dl_dataset_class_name(const struct dl_dataset *ds, int c)
+{
+	int n;
+	const char *const *names;
+	if (dl_imagefolder_info(ds, &n, &names) < 0 || c < 0 || c >= n)
+		return NULL;
+	return names[c];
 }

@@ -16,6 +16,13 @@ struct dl_data_options {
 	const char *cache_dir;  /* where an ImageFolder index may be cached (NULL: no cache) */
 	int threads;            /* decode threads for scanning/packing (0: auto) */
 	double max_bad_fraction;/* stop when more than this fraction of samples fail (default 0.01) */
+	/* JPEG/PNG data (ImageFolder, shards): per-RGB-channel mean and std in
+	 * [0,1] pixel units that samples are normalized with, (x/255 - mean) /
+	 * std, std > 0; have_norm 0: torchvision's ImageNet values
+	 * (0.485,0.456,0.406 / 0.229,0.224,0.225).  Other datasets keep their
+	 * own normalization. */
+	int have_norm;
+	float mean[3], std[3];
 	int cache_deferred;     /* 1: open only reads a cached index from cache_dir; the caller
 	                         * writes one later with dl_dataset_save_index (so a run that
 	                         * fails its checks writes nothing) */
@@ -75,6 +82,10 @@ void dl_dataset_close(struct dl_dataset *ds);
  * next open with cache_dir=dir; a no-op for datasets with nothing to cache or
  * whose index came from that cache. */
 int dl_dataset_save_index(struct dl_dataset *ds, const char *dir, char *err, size_t errlen);
+
+/* The name of class c: an ImageFolder's directory name; NULL for other
+ * datasets or c out of range. */
+const char *dl_dataset_class_name(const struct dl_dataset *ds, int c);
 
 /* (Added) What a batch holds.  F32_NCHW: normalized float32 (batch,C,H,W)
  * (dl_loader_next / dl_loader_next_ref).  U8_NHWC: the dataset's load_u8

@@ -22,7 +22,8 @@ enum dl_image_format dl_image_sniff(const uint8_t *buf, size_t len)
 
 /* One of chw (float path) and hwc (uint8 path) is set. */
 static int image_sample(const uint8_t *buf, size_t len, const char *name, int size, int train,
-                        uint64_t aug_seed, float *chw, uint8_t *hwc, char *err, size_t errlen)
+                        uint64_t aug_seed, const float *mean, const float *std, float *chw, uint8_t *hwc,
+                        char *err, size_t errlen)
 {
 	struct dl_resize_plan plan;
 	struct dl_pixels px = {0};
@@ -44,7 +45,7 @@ static int image_sample(const uint8_t *buf, size_t len, const char *name, int si
 		goto fail;
 	}
 	if ((hwc ? dl_resample_hwc8(&px, &plan, hwc, why, sizeof why) :
-	     dl_resample_chw(&px, &plan, chw, why, sizeof why)) != 0)
+	     dl_resample_chw(&px, &plan, mean, std, chw, why, sizeof why)) != 0)
 		goto fail;
 	rv = 0;
 	goto out;
@@ -56,15 +57,16 @@ out:
 }
 
 int dl_image_sample(const uint8_t *buf, size_t len, const char *name, int size, int train,
-                    uint64_t aug_seed, float *chw, char *err, size_t errlen)
+                    uint64_t aug_seed, const float *mean, const float *std, float *chw, char *err,
+                    size_t errlen)
 {
-	return image_sample(buf, len, name, size, train, aug_seed, chw, NULL, err, errlen);
+	return image_sample(buf, len, name, size, train, aug_seed, mean, std, chw, NULL, err, errlen);
 }
 
 int dl_image_sample_u8(const uint8_t *buf, size_t len, const char *name, int size, int train,
                        uint64_t aug_seed, uint8_t *hwc, char *err, size_t errlen)
 {
-	return image_sample(buf, len, name, size, train, aug_seed, NULL, hwc, err, errlen);
+	return image_sample(buf, len, name, size, train, aug_seed, NULL, NULL, NULL, hwc, err, errlen);
 }
 
 int dl_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len, char *err, size_t errlen)

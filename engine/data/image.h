@@ -49,9 +49,10 @@ void dl_plan_rescale(struct dl_resize_plan *p, int w, int h, int sw, int sh);
  * of full_w x full_h. */
 void dl_plan_region(const struct dl_resize_plan *p, int full_w, int full_h,
                     int *x0, int *y0, int *x1, int *y1);
-/* Resample + normalize (ImageNet mean/std) into chw (3,size,size). */
-int dl_resample_chw(const struct dl_pixels *px, const struct dl_resize_plan *p, float *chw,
-                    char *err, size_t errlen);
+/* Resample + normalize into chw (3,size,size): (x/255 - mean[c]) / std[c],
+ * mean and std (3) in [0,1] pixel units (NULL: dl_imagenet_mean/std). */
+int dl_resample_chw(const struct dl_pixels *px, const struct dl_resize_plan *p, const float *mean,
+                    const float *std, float *chw, char *err, size_t errlen);
 
 /* The same resampling, rounded to nearest 8-bit values, into hwc
  * (size,size,3) with no normalization: dl_resample_chw's value is
@@ -84,10 +85,11 @@ int dl_jpeg_encode(const struct dl_pixels *px, int quality, uint8_t **out, size_
  * PIL's convert("RGB") does: alpha dropped, 16-bit keeps the high byte). */
 int dl_png_decode(const uint8_t *buf, size_t len, struct dl_pixels *px, char *err, size_t errlen);
 
-/* Everything together: encoded bytes -> normalized sample. `name` is used in
- * error messages. */
+/* Everything together: encoded bytes -> normalized sample (mean, std as
+ * dl_resample_chw). `name` is used in error messages. */
 int dl_image_sample(const uint8_t *buf, size_t len, const char *name, int size, int train,
-                    uint64_t aug_seed, float *chw, char *err, size_t errlen);
+                    uint64_t aug_seed, const float *mean, const float *std, float *chw, char *err,
+                    size_t errlen);
 /* The same sample as dl_image_sample, before normalization: hwc is
  * (size,size,3) uint8 (see dl_resample_hwc8). */
 int dl_image_sample_u8(const uint8_t *buf, size_t len, const char *name, int size, int train,

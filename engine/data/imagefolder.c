@@ -41,6 +41,7 @@ struct imagefolder {
 	size_t arena_len, arena_cap;
 	struct if_split split[2];
 	int size;
+	float mean[3], std[3]; /* normalization (dl_data_options) */
 	char *cached_in;    // the cache_dir the index was read from (NULL: scanned)
 };
 
@@ -588,7 +589,7 @@ static int folder_sample(struct dl_dataset *ds, enum dl_split split, size_t inde
 	if (dl_read_file(path, MAX_IMAGE_BYTES, &buf, &len, err, errlen) != 0)
 		return -1;
 	int rc = hwc ? dl_image_sample_u8(buf, len, path, f->size, !s, aug_seed, hwc, err, errlen) :
-	         dl_image_sample(buf, len, path, f->size, !s, aug_seed, chw, err, errlen);
+	         dl_image_sample(buf, len, path, f->size, !s, aug_seed, f->mean, f->std, chw, err, errlen);
 	free(buf);
 	*label = (int)sp->cls[index];
 	return rc;
@@ -669,8 +670,10 @@ int dl_imagefolder_open(const char *dir, const struct dl_data_options *opt,
 	ds->count[1] = f->split[1].count;
 	ds->load = folder_load;
 	ds->load_u8 = folder_load_u8;
-	ds->u8_mean = dl_imagenet_mean;
-	ds->u8_std = dl_imagenet_std;
+	memcpy(f->mean, opt->have_norm ? opt->mean : dl_imagenet_mean, sizeof(f->mean));
+	memcpy(f->std, opt->have_norm ? opt->std : dl_imagenet_std, sizeof(f->std));
+	ds->u8_mean = f->mean;
+	ds->u8_std = f->std;
 	ds->close = folder_close;
 	ds->save_index = folder_save_index;
 	ds->impl = f;

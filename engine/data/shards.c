@@ -21,6 +21,7 @@ struct shard_rec {
 struct shards {
 	char *root;
 	int nshards, nclass, size;
+	float mean[3], std[3]; // normalization (dl_data_options)
 	int *fds;            // (nshards)
 	char *names;         // arena: class names then record names
 	size_t nrec[2];
@@ -93,7 +94,7 @@ static int shards_sample(struct dl_dataset *ds, enum dl_split split, size_t inde
 		got += (size_t)n;
 	}
 	rc = hwc ? dl_image_sample_u8(buf, r->size, name, s->size, !sp, aug_seed, hwc, err, errlen) :
-	     dl_image_sample(buf, r->size, name, s->size, !sp, aug_seed, chw, err, errlen);
+	     dl_image_sample(buf, r->size, name, s->size, !sp, aug_seed, s->mean, s->std, chw, err, errlen);
 	*label = (int)r->label;
 out:
 	free(buf);
@@ -248,8 +249,10 @@ int dl_shards_open(const char *dir, const struct dl_data_options *opt,
 	ds->count[1] = s->nrec[1];
 	ds->load = shards_load;
 	ds->load_u8 = shards_load_u8;
-	ds->u8_mean = dl_imagenet_mean;
-	ds->u8_std = dl_imagenet_std;
+	memcpy(s->mean, opt->have_norm ? opt->mean : dl_imagenet_mean, sizeof(s->mean));
+	memcpy(s->std, opt->have_norm ? opt->std : dl_imagenet_std, sizeof(s->std));
+	ds->u8_mean = s->mean;
+	ds->u8_std = s->std;
 	ds->close = shards_close;
 	ds->impl = s;
 	*out = ds;

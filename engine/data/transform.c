@@ -324,8 +324,8 @@ static inline void hpass_out_u8(const float *restrict vrow, const struct coeffs 
  * the passes is free: vertical first, on whole rows with vector code, then
  * horizontal on the size output rows only. */
 static inline __attribute__((always_inline)) int
-resample(const struct dl_pixels *px, const struct dl_resize_plan *p, float *chw, uint8_t *hwc,
-         char *err, size_t errlen)
+resample(const struct dl_pixels *px, const struct dl_resize_plan *p, const float *mean, const float *std,
+         float *chw, uint8_t *hwc, char *err, size_t errlen)
 {
 	struct coeffs cx = {0}, cy = {0};
 	float *srcf = NULL, *vrow = NULL;
@@ -367,9 +367,11 @@ resample(const struct dl_pixels *px, const struct dl_resize_plan *p, float *chw,
 			d[i] = 0;
 	}
 	float scale[3], shift[3]; // float path: x*scale + shift = (x/255 - mean)/std
+	if (!mean || !std)
+		mean = dl_imagenet_mean, std = dl_imagenet_std;
 	for (int c = 0; c < 3; c++) {
-		scale[c] = 1.0f / (255.0f * dl_imagenet_std[c]);
-		shift[c] = -dl_imagenet_mean[c] / dl_imagenet_std[c];
+		scale[c] = 1.0f / (255.0f * std[c]);
+		shift[c] = -mean[c] / std[c];
 	}
 	int uniform = 1;
 	for (int i = 0; i < size; i++)
@@ -413,16 +415,16 @@ out:
 
 /* The two entry points: each inlines resample with one output pointer NULL,
  * so neither pays for the other's branch. */
-int dl_resample_chw(const struct dl_pixels *px, const struct dl_resize_plan *p, float *chw,
-                    char *err, size_t errlen)
+int dl_resample_chw(const struct dl_pixels *px, const struct dl_resize_plan *p, const float *mean,
+                    const float *std, float *chw, char *err, size_t errlen)
 {
-	return resample(px, p, chw, NULL, err, errlen);
+	return resample(px, p, mean, std, chw, NULL, err, errlen);
 }
 
 int dl_resample_hwc8(const struct dl_pixels *px, const struct dl_resize_plan *p, uint8_t *hwc,
                      char *err, size_t errlen)
 {
-	return resample(px, p, NULL, hwc, err, errlen);
+	return resample(px, p, NULL, NULL, NULL, hwc, err, errlen);
 }
 
 int dl_resize_rgb8(const struct dl_pixels *px, int out_w, int out_h, struct dl_pixels *out,

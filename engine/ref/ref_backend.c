@@ -562,7 +562,8 @@ static int ref_train_step(struct dl_backend *b, const struct dl_batch *in, doubl
 				      sizeof(b->err));
 }
 
-static int ref_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, struct dl_eval_result *res)
+static int ref_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, int *pred,
+			 struct dl_eval_result *res)
 {
 	memset(res, 0, sizeof(*res));
 	if (n_valid < 0 || n_valid > b->n) {
@@ -576,6 +577,8 @@ static int ref_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_
 		return -1;
 	res->loss_sum = dl_softmax_xent(b->logits32, in->labels, n_valid, b->g->num_classes, 0.0f, NULL,
 					&res->top1, &res->top5) * n_valid;
+	if (pred)
+		dl_argmax_rows(b->logits32, n_valid, b->g->num_classes, pred);
 	return 0;
 }
 

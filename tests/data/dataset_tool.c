@@ -203,7 +203,7 @@ static int transform(int argc, char **argv)
 		int i = (int)(done % nf);
 		if ((u8 ? dl_image_sample_u8(bufs[i], lens[i], argv[4 + i], size, 1, (uint64_t)done, (uint8_t *)chw,
 		                             err, sizeof err) :
-		          dl_image_sample(bufs[i], lens[i], argv[4 + i], size, 1, (uint64_t)done, chw, err, sizeof err)) != 0) {
+		          dl_image_sample(bufs[i], lens[i], argv[4 + i], size, 1, (uint64_t)done, NULL, NULL, chw, err, sizeof err)) != 0) {
 			fprintf(stderr, "%s\n", err);
 			goto out;
 		}

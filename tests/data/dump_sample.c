@@ -23,7 +23,7 @@ int main(int argc, char **argv)
 	if (!chw)
 		return 1;
 	if (dl_read_file(argv[1], 1u << 30, &buf, &len, err, sizeof err) != 0 ||
-	    dl_image_sample(buf, len, argv[1], size, train, strtoull(argv[4], NULL, 0), chw, err, sizeof err) != 0) {
+	    dl_image_sample(buf, len, argv[1], size, train, strtoull(argv[4], NULL, 0), NULL, NULL, chw, err, sizeof err) != 0) {
 		fprintf(stderr, "%s\n", err);
 		return 2;
 	}

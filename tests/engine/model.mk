@@ -9,6 +9,12 @@ tests_engine_test_gradcheck_SOURCES = tests/engine/test_gradcheck.c
 tests_engine_test_gradcheck_LDADD = engine/libdlengine.la -lm
 dist_check_SCRIPTS += tests/engine/test_torchvision.py
 TESTS += tests/engine/test_model tests/engine/test_gradcheck tests/engine/test_torchvision.py
+# Interop (issue 16): dljob eval against torchvision's evaluation of a
+# torchvision-trained resnet18, --init and fine-tuning with --init-head new,
+# on the photos in tests/data/photos (where they come from: SOURCES.md there)
+dist_check_SCRIPTS += tests/engine/test_interop.py
+TESTS += tests/engine/test_interop.py
+EXTRA_DIST += tests/data/photos
 # Throughput benchmark, built by make check but run by hand: tests/bench/bench_engine.sh
 check_PROGRAMS += tests/bench/bench_engine
 tests_bench_bench_engine_SOURCES = tests/bench/bench_engine.c
@@ -21,6 +27,6 @@ check_PROGRAMS += tests/engine/test_checkpoint_parse
 TESTS += tests/engine/test_checkpoint_parse
 tests_engine_test_checkpoint_parse_SOURCES = tests/engine/test_checkpoint_parse.c tests/data/check.h \
 	engine/checkpoint.c engine/safetensors.c engine/optim.c
-tests_engine_test_checkpoint_parse_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+tests_engine_test_checkpoint_parse_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(JANSSON_CFLAGS)
 tests_engine_test_checkpoint_parse_LDFLAGS = $(OPENMP_CFLAGS)
-tests_engine_test_checkpoint_parse_LDADD = -lm
+tests_engine_test_checkpoint_parse_LDADD = $(JANSSON_LIBS) -lm

@@ -84,7 +84,9 @@ static void test_metadata_ranges(void)
 		{"epoch", "5", "epoch 5 is past its epochs 4"},
 		{"epoch", "-1", "bad \"epoch\""},
 		{"wall_s", "nan", "bad \"wall_s\""},
-		{"step", "1\n2", "bad \"step\" in its metadata: unprintable or too long"},
+		{"step", "1\\n2", "bad \"step\" in its metadata: unprintable or too long"},
+		/* a raw control byte inside a JSON string is not JSON */
+		{"step", "1\n2", "bad safetensors header"},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		write_ckpt(bad[i].key, bad[i].value);
@@ -115,12 +117,160 @@ static void test_safetensors_header(void)
 	expect_open_fails("shape [2^62,1]", "tensor w: shape too large");
 	h = "{\"w\":{\"dtype\":\"U8\",\"shape\":[99999999999999999999],\"data_offsets\":[0,1]}}";
 	write_raw(h, strlen(h), 1);
-	expect_open_fails("shape beyond int64", "integer out of range");
+	expect_open_fails("shape beyond int64", "too big integer");
+	/* what the hand-written parser let through (issue 16): duplicate
+	 * names, overlapping tensors, reals as offsets, metadata that is not
+	 * strings, trailing bytes after the object, a NUL escaped into a name */
+	static const struct {
+		const char *what, *header, *msg;
+		size_t nbytes;
+	} bad[] = {
+		{"duplicate name", "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+		 "\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", "duplicate object key", 2},
+		{"overlap", "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},"
+		 "\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[1,3]}}", "two tensors share bytes 1..2", 3},
+		{"real offset", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0.0,1]}}",
+		 "tensor a: data_offsets do not fit", 1},
+		{"negative dim", "{\"a\":{\"dtype\":\"U8\",\"shape\":[-1],\"data_offsets\":[0,1]}}",
+		 "tensor a: a dimension is not a non-negative integer", 1},
+		{"metadata number", "{\"__metadata__\":{\"epoch\":3}}", "__metadata__ is not an object of strings", 0},
+		{"metadata array", "{\"__metadata__\":[\"x\"]}", "__metadata__ is not an object of strings", 0},
+		{"trailing bytes", "{}x", "end of file expected", 0},
+		{"NUL in a name", "{\"a\\u0000b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+		 "NUL", 1},
+		{"unknown dtype", "{\"a\":{\"dtype\":\"F8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+		 "tensor a: unknown dtype", 1},
+		{"not an object", "[1,2]", "not a JSON object", 0},
+		{"past the file", "{\"a\":{\"dtype\":\"U8\",\"shape\":[9],\"data_offsets\":[0,9]}}",
+		 "do not fit its shape (9 bytes) or the file (8 bytes of data)", 8},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		write_raw(bad[i].header, strlen(bad[i].header), bad[i].nbytes);
+		expect_open_fails(bad[i].what, bad[i].msg);
+	}
 	/* the header ends in digits at the end of the file: nothing may be read
 	 * past it (check-asan sees the over-read; here it must just fail) */
 	h = "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1";
 	write_raw(h, strlen(h), 0);
 	expect_open_fails("digits at the end of the file", "bad safetensors header");
+}
+
+/* --init (dl_weights_init) on a model "tiny": w (2,3), a classifier
+ * fc.weight (4,3) + fc.bias (4) (its one FC node), bn.running_mean (3). */
+struct tiny {
+	float w[6], fw[12], fb[4], mean[3];
+	struct dl_tensor_f32 params[3], buffers[1];
+	struct dl_node node;
+	struct dl_graph g;
+};
+
+static void tiny_make(struct tiny *t)
+{
+	memset(t, 0, sizeof(*t));
+	for (int i = 0; i < 12; i++)
+		t->fw[i] = -1; /* the "fresh" classifier */
+	t->params[0] = (struct dl_tensor_f32){.name = "w", .ndim = 2, .dims = {2, 3}, .count = 6, .data = t->w};
+	t->params[1] = (struct dl_tensor_f32){.name = "fc.weight", .ndim = 2, .dims = {4, 3}, .count = 12, .data = t->fw};
+	t->params[2] = (struct dl_tensor_f32){.name = "fc.bias", .ndim = 1, .dims = {4}, .count = 4, .data = t->fb};
+	t->buffers[0] = (struct dl_tensor_f32){.name = "bn.running_mean", .ndim = 1, .dims = {3}, .count = 3,
+					       .data = t->mean};
+	t->node = (struct dl_node){.kind = DL_NODE_FC, .param = {1, 2}, .in = {0, -1}};
+	t->g = (struct dl_graph){.model = "tiny", .n_nodes = 1, .nodes = &t->node, .n_params = 3, .params = t->params,
+				 .n_buffers = 1, .buffers = t->buffers, .num_classes = 4};
+}
+
+/* A file of F32 tensors named and shaped as given (values i/8 + 1), plus
+ * optional int64 scalars, and metadata. */
+static void write_f32(const char *const *names, const int (*dims)[3], size_t n, const char *const *scalars,
+		      size_t ns, const char *meta)
+{
+	struct dl_tensor_f32 t[8], *tp[8];
+	float data[8][64];
+	struct dl_st_scalar sc[4];
+	char err[512];
+	for (size_t i = 0; i < n; i++) {
+		t[i] = (struct dl_tensor_f32){.ndim = dims[i][0], .dims = {dims[i][1], dims[i][2]}, .data = data[i]};
+		snprintf(t[i].name, sizeof t[i].name, "%s", names[i]);
+		t[i].count = (size_t)dims[i][1] * (size_t)(dims[i][0] > 1 ? dims[i][2] : 1);
+		for (size_t j = 0; j < t[i].count; j++)
+			data[i][j] = (float)j / 8 + 1;
+		tp[i] = &t[i];
+	}
+	for (size_t i = 0; i < ns; i++)
+		sc[i] = (struct dl_st_scalar){.name = scalars[i], .value = 7};
+	if (dl_safetensors_write_ex(path, tp, n, sc, ns, meta, err, sizeof err) != 0) {
+		fprintf(stderr, "%s\n", err);
+		exit(1);
+	}
+}
+
+static void test_weights_init(void)
+{
+	struct tiny t;
+	char err[4096];
+	static const char *const all[] = {"w", "fc.weight", "fc.bias", "bn.running_mean", "w.momentum_buffer"};
+	static const int dims_ok[][3] = {{2, 2, 3}, {2, 4, 3}, {1, 4, 0}, {1, 3, 0}, {2, 2, 3}};
+	static const int dims_head5[][3] = {{2, 2, 3}, {2, 5, 3}, {1, 5, 0}, {1, 3, 0}};
+	static const char *const counter[] = {"bn.num_batches_tracked"};
+
+	/* torchvision's layout: params, buffers, num_batches_tracked */
+	write_f32(all, dims_ok, 4, counter, 1, NULL);
+	tiny_make(&t);
+	CHECK(dl_weights_init(path, &t.g, 0, err, sizeof err) == 0, "valid file refused: %s", err);
+	CHECK(t.w[5] == 5.0f / 8 + 1 && t.fw[11] == 11.0f / 8 + 1 && t.mean[2] == 1.25f && t.g.bn_batches_tracked == 7,
+	      "values not loaded: w[5] %g fw[11] %g mean[2] %g tracked %lld", t.w[5], t.fw[11], t.mean[2],
+	      (long long)t.g.bn_batches_tracked);
+
+	/* strict: w missing, x unexpected, the classifier for 5 classes */
+	static const char *const wrong[] = {"x", "fc.weight", "fc.bias", "bn.running_mean"};
+	write_f32(wrong, dims_head5, 4, NULL, 0, NULL);
+	tiny_make(&t);
+	CHECK(dl_weights_init(path, &t.g, 0, err, sizeof err) != 0, "missing/unexpected/mis-shaped accepted");
+	CHECK_CONTAINS(err, "does not fit tiny with 4 classes: 1 missing: w; 1 unexpected: x; 2 mis-shaped: "
+			    "fc.weight [5,3] (model [4,3]), fc.bias [5] (model [4]); --init-head new");
+	CHECK(t.w[0] == 0 && t.fw[0] == -1, "a refused file changed the model");
+	/* --init-head new: the file's classifier is not used, the rest must fit */
+	CHECK(dl_weights_init(path, &t.g, 1, err, sizeof err) != 0, "new head: missing w accepted");
+	CHECK_CONTAINS(err, "1 missing: w; 1 unexpected: x");
+	CHECK(!strstr(err, "fc.weight"), "new head: the classifier still named: %s", err);
+	write_f32(all, dims_head5, 4, NULL, 0, NULL);
+	tiny_make(&t);
+	CHECK(dl_weights_init(path, &t.g, 1, err, sizeof err) == 0, "new head refused: %s", err);
+	CHECK(t.w[5] == 5.0f / 8 + 1 && t.fw[0] == -1 && t.fw[11] == -1, "new head: w[5] %g fw %g", t.w[5], t.fw[0]);
+
+	/* a dljob checkpoint: its momentum buffers are ignored; elsewhere they
+	 * are unexpected */
+	write_f32(all, dims_ok, 5, counter, 1, "{\"format\":\"dljob-checkpoint-1\",\"model\":\"tiny\"}");
+	tiny_make(&t);
+	CHECK(dl_weights_init(path, &t.g, 0, err, sizeof err) == 0, "checkpoint refused: %s", err);
+	write_f32(all, dims_ok, 5, NULL, 0, "{\"format\":\"pt\"}");
+	CHECK(dl_weights_init(path, &t.g, 0, err, sizeof err) != 0, "stray momentum buffer accepted");
+	CHECK_CONTAINS(err, "1 unexpected: w.momentum_buffer");
+	write_f32(all, dims_ok, 4, NULL, 0, "{\"format\":\"pt\",\"model\":\"resnet50\"}");
+	CHECK(dl_weights_init(path, &t.g, 0, err, sizeof err) != 0, "another model's file accepted");
+	CHECK_CONTAINS(err, "holds a resnet50, not a tiny");
+
+	/* F64, F16 and BF16 data become float32; an I32 tensor is refused */
+	const char *h = "{\"w\":{\"dtype\":\"F16\",\"shape\":[2,3],\"data_offsets\":[0,12]},"
+			"\"fc.weight\":{\"dtype\":\"BF16\",\"shape\":[4,3],\"data_offsets\":[12,36]},"
+			"\"fc.bias\":{\"dtype\":\"F64\",\"shape\":[4],\"data_offsets\":[40,72]},"
+			"\"bn.running_mean\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[72,84]}}";
+	unsigned char data[88] = {0};
+	/* F16 1.0 = 0x3c00, -2.5 = 0xc100, 2^-24 = 0x0001 (subnormal); BF16 3.0 = 0x4040 */
+	data[1] = 0x3c, data[3] = 0xc1, data[4] = 0x01;
+	data[12] = 0x40, data[13] = 0x40;
+	double b0 = -0.75;
+	float m2 = 9.5f;
+	memcpy(data + 40, &b0, 8);
+	memcpy(data + 80, &m2, 4);
+	FILE *f = fopen(path, "wb");
+	uint64_t hl = strlen(h);
+	CHECK(f && fwrite(&hl, 8, 1, f) == 1 && fwrite(h, 1, hl, f) == hl && fwrite(data, 1, 84, f) == 84 &&
+	      fclose(f) == 0, "writing %s", path);
+	tiny_make(&t);
+	CHECK(dl_weights_init(path, &t.g, 0, err, sizeof err) == 0, "F16/BF16/F64 refused: %s", err);
+	CHECK(t.w[0] == 1.0f && t.w[1] == -2.5f && t.w[2] == 0x1p-24f && t.fw[0] == 3.0f && t.fb[0] == -0.75f &&
+	      t.mean[2] == 9.5f, "conversions: %g %g %g %g %g %g", t.w[0], t.w[1], t.w[2], t.fw[0], t.fb[0], t.mean[2]);
 }
 
 static void on_alarm(int sig)
@@ -154,6 +304,7 @@ int main(void)
 	snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
 	test_metadata_ranges();
 	test_safetensors_header();
+	test_weights_init();
 	test_fifo();
 	unlink(path);
 	rmdir(dir);

@@ -58,6 +58,35 @@ expect 1 "/nonexistent/images"              --model resnet20 --backend ref --dat
 expect 1 "\-\-batch 128 is larger than the training split" --model resnet20 --backend ref --data $syn --batch 128
 expect 1 "\-\-resume: cannot read /nonexistent.safetensors" --model resnet20 --backend ref --data $syn --resume=/nonexistent.safetensors
 expect 1 "\-\-conv-algo winograd is not supported by the ref backend" --model resnet20 --backend ref --conv-algo winograd --data $syn --batch 8
+# --init, --init-head, --normalize (issue 16)
+expect 2 "\-\-init and \-\-resume exclude each other" --model resnet20 --data $syn --init x.safetensors --resume
+expect 2 "\-\-init-head needs \-\-init"         --model resnet20 --data $syn --init-head new
+expect 2 "\-\-init-head: 'old' is not load or new" --model resnet20 --data $syn --init x --init-head old
+expect 1 "\-\-init: cannot read /nonexistent.safetensors" --model resnet20 --backend ref --data $syn --init /nonexistent.safetensors
+for n in 0x1,0,0:1,1,1 nan,0,0:1,1,1 0,0,0:1,0,1 1,2 1,2,3:4,5,6,7 "0,0,0:1,1,1x"; do
+	expect 2 "\-\-normalize: '$n' is not imagenet, none or MR,MG,MB:SR,SG,SB" --model resnet20 --data $syn --normalize "$n"
+done
+# dljob eval: the same, without --out (it writes nothing but --json)
+expect_eval() {
+	local want=$1 pat=$2; shift 2
+	"$bin" eval "$@" >stdout 2>stderr
+	local rc=$? lines
+	lines=$(wc -l <stderr)
+	if [ "$rc" -ne "$want" ] || [ "$lines" -ne 1 ] || ! grep -q -e "$pat" stderr; then
+		echo "FAIL: dljob eval $*: rc=$rc (want $want), $lines stderr lines"
+		sed 's/^/  stderr: /' stderr
+		fails=$((fails + 1))
+	else
+		echo "ok: dljob eval $* -> $rc: $(cat stderr)"
+	fi
+}
+expect_eval 2 "\-\-model is required"      --weights w --data $syn
+expect_eval 2 "\-\-weights is required"    --model resnet20 --data $syn
+expect_eval 2 "\-\-split: 'test' is not val or train" --model resnet20 --weights w --split test
+expect_eval 2 "unknown option '\-\-epochs'" --model resnet20 --weights w --epochs 3
+expect_eval 2 "\-\-normalize: '1,2' is not" --model resnet20 --weights w --normalize 1,2
+expect_eval 1 "\-\-weights: /nonexistent.safetensors" --model resnet20 --weights /nonexistent.safetensors --data $syn --backend ref
+"$bin" eval --help | grep -q "confusion matrix" || { echo "FAIL: dljob eval --help"; fails=$((fails + 1)); }
 # Every backend honours a precision or refuses it by name (issue 14).
 expect 1 "\-\-precision bf16 is not supported by the ref backend" --model resnet20 --backend ref --precision bf16 --data $syn --batch 8
 expect 1 "\-\-precision fp16 is not supported by the cpu backend" --model resnet20 --backend cpu --precision fp16 --data $syn --batch 8

@@ -345,7 +345,8 @@ static void train_steps(struct dl_graph *gr, struct dl_graph *gc, const float *x
 		check(what, gc->buffers[p].data, gr->buffers[p].data, gr->buffers[p].count);
 	}
 	struct dl_eval_result er, ec;
-	if (ref->eval_step(br, &in, N - 1, &er) < 0 || cpu->eval_step(bc, &in, N - 1, &ec) < 0) {
+	int pr[N], pc[N];
+	if (ref->eval_step(br, &in, N - 1, pr, &er) < 0 || cpu->eval_step(bc, &in, N - 1, pc, &ec) < 0) {
 		printf("FAIL eval_step: ref: %s cpu: %s\n", ref->error(br), cpu->error(bc));
 		failures++;
 		goto out;
@@ -358,6 +359,16 @@ static void train_steps(struct dl_graph *gr, struct dl_graph *gc, const float *x
 	printf("%-4s eval_step top1 %d/%d top5 %d/%d\n", er.top1 == ec.top1 || NET_BF16 ? "ok" : "FAIL", ec.top1,
 	       er.top1, ec.top5, er.top5);
 	failures += !(er.top1 == ec.top1 || NET_BF16);
+	/* the predicted classes (dljob eval's confusion matrix) agree with
+	 * each other and with the top-1 count */
+	int same_pred = 1, hits = 0;
+	for (int i = 0; i < N - 1; i++) {
+		same_pred &= pr[i] == pc[i];
+		hits += pr[i] == y[i];
+	}
+	printf("%-4s eval_step predictions (%d hits, top1 %d)\n", (same_pred || NET_BF16) && hits == er.top1 ? "ok" : "FAIL",
+	       hits, er.top1);
+	failures += !((same_pred || NET_BF16) && hits == er.top1);
 out:
 	dl_optim_state_free(&sr);
 	dl_optim_state_free(&sc);

@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	float *chw = malloc(sizeof(float) * 3 * (size_t)side * (size_t)side);
 	uint8_t *hwc = malloc(3 * (size_t)side * (size_t)side);
 	if (chw && hwc) {
-		(void)dl_image_sample(data, size, "fuzz", side, train, size, chw, err, sizeof err);
+		(void)dl_image_sample(data, size, "fuzz", side, train, size, NULL, NULL, chw, err, sizeof err);
 		(void)dl_image_sample_u8(data, size, "fuzz", side, train, size, hwc, err, sizeof err);
 	}
 	free(chw);

@@ -117,6 +117,17 @@ def checkpoint():
     put("fuzz_checkpoint", "shape-overflow", safetensors([("w", "F32", [4611686018427387904, 1], b"")], None))
     hb = b'{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1'
     put("fuzz_checkpoint", "digits-at-eof", u(len(hb), 8) + hb)
+    # --init weights (dl_weights_init): torchvision's state_dict layout with a
+    # classifier, in F32 and in half types, and a wrong class count
+    init = [("w", "F32", [2, 3], f32(6)), ("fc.weight", "F32", [2, 3], f32(6)), ("fc.bias", "F32", [2], f32(2)),
+            ("bn.running_mean", "F32", [3], f32(3)), ("bn.num_batches_tracked", "I64", [], u(7, 8))]
+    put("fuzz_checkpoint", "init-torchvision", safetensors(init, None))
+    put("fuzz_checkpoint", "init-half", safetensors([("w", "F16", [2, 3], bytes(12)), ("fc.weight", "BF16", [2, 3], bytes(12)),
+                                                     ("fc.bias", "F64", [2], bytes(16)),
+                                                     ("bn.running_mean", "F32", [3], f32(3))], {"format": "pt"}))
+    put("fuzz_checkpoint", "init-head5", safetensors([("w", "F32", [2, 3], f32(6)), ("fc.weight", "F32", [5, 3], f32(15)),
+                                                      ("fc.bias", "F32", [5], f32(5)), ("x", "F32", [1], f32(1))],
+                                                     {"format": "pt", "model": "tiny"}))
 
 
 idx()

@@ -45,9 +45,9 @@ FUZZ_TARGETS += tests/fuzz/fuzz_checkpoint
 # not built under clang
 tests_fuzz_fuzz_checkpoint_SOURCES = tests/fuzz/fuzz_checkpoint.c \
 	engine/checkpoint.c engine/safetensors.c engine/optim.c
-tests_fuzz_fuzz_checkpoint_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+tests_fuzz_fuzz_checkpoint_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(JANSSON_CFLAGS)
 tests_fuzz_fuzz_checkpoint_LDFLAGS = $(FUZZ_LINKFLAGS) $(OPENMP_CFLAGS)
-tests_fuzz_fuzz_checkpoint_LDADD = -lm
+tests_fuzz_fuzz_checkpoint_LDADD = $(JANSSON_LIBS) -lm
 
 FUZZ_TARGETS += tests/fuzz/fuzz_star
 # the rendezvous messages from rank 0's and the members' side

@@ -529,7 +529,7 @@ static int compare_step(const char *name, struct dl_graph *gr, struct dl_graph *
 	int top_diff = 0;
 	for (int nv = n; nv >= (n > 1 ? n - 1 : n); nv--) {
 		struct dl_eval_result er, ec;
-		if (dl_backend_ref.eval_step(br, &in, nv, &er) || dl_backend_cuda.eval_step(bc, &in, nv, &ec)) {
+		if (dl_backend_ref.eval_step(br, &in, nv, NULL, &er) || dl_backend_cuda.eval_step(bc, &in, nv, NULL, &ec)) {
 			printf("%s: eval_step: %s / %s: FAIL\n", name, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
 			goto out;
 		}
@@ -732,7 +732,7 @@ static int u8_case(struct dl_graph *gr, struct dl_graph *gc)
 	struct dl_step_result rr, rc;
 	struct dl_eval_result er, ec;
 	if (dl_backend_ref.train_step(br, &inf, 0.1, 0, &rr) || dl_backend_cuda.train_step(bc, &inu, 0.1, 0, &rc) ||
-	    dl_backend_ref.eval_step(br, &inf, n, &er) || dl_backend_cuda.eval_step(bc, &inu, n, &ec)) {
+	    dl_backend_ref.eval_step(br, &inf, n, NULL, &er) || dl_backend_cuda.eval_step(bc, &inu, n, NULL, &ec)) {
 		printf("u8 input (%d channels): %s / %s: FAIL\n", c, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
 		goto out;
 	}
@@ -742,7 +742,7 @@ static int u8_case(struct dl_graph *gr, struct dl_graph *gc)
 	       e1, e2, ok ? "ok" : "FAIL");
 	/* a std of zero is refused with a clear error, not a division by it */
 	sd[1] = 0.0f;
-	if (dl_backend_cuda.eval_step(bc, &inu, n, &ec) == 0 || !strstr(dl_backend_cuda.error(bc), "std[1]")) {
+	if (dl_backend_cuda.eval_step(bc, &inu, n, NULL, &ec) == 0 || !strstr(dl_backend_cuda.error(bc), "std[1]")) {
 		printf("u8 input with std[1] = 0: accepted or unclear (\"%s\"): FAIL\n", dl_backend_cuda.error(bc));
 		ok = 0;
 	}

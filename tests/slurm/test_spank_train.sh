@@ -1,7 +1,8 @@
 #!/bin/bash
 # End to end: srun --dl-job=resnet20 with the real dljob runtime trains on
 # two nodes (ranks from the plugin, TCP rendezvous on MASTER_ADDR/PORT) and
-# writes its weights and metrics into --dl-out.
+# writes its weights and metrics into --dl-out; dljob eval of those weights
+# under srun -N2 -n2 --mpi=pmix gives the counts of one process.
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
 [ -x "${DLJOB_BIN:-}" ] || fail "DLJOB_BIN=${DLJOB_BIN:-} is not built"
 spank_cluster_up
@@ -19,4 +20,19 @@ grep -q "done after 2 steps" <<<"$out" || fail "training did not finish: $out"
 [ -s run/model.safetensors ] || fail "no run/model.safetensors: $(ls -l run 2>&1)"
 grep -q '"top1"' run/metrics.jsonl || fail "no eval record in run/metrics.jsonl: $(cat run/metrics.jsonl)"
 echo "ok   srun -N2 -n2 --dl-job=resnet20 trained with $DLJOB_BIN: $(grep -c . run/metrics.jsonl) metric records"
+
+# dljob eval (issue 16) under srun like training: 2 ranks on 2 nodes over
+# PMIx, each evaluating its share, the counts summed; the same as one process.
+ev=(eval --model resnet20 --weights run/model.safetensors --data data/tiny --backend cpu --batch 2 --json -)
+one=$("$DLJOB_BIN" "${ev[@]}" 2>eval1.err) || fail "dljob eval, one process: $one $(cat eval1.err)"
+two=$(timeout 110 srun -N2 -n2 --mpi=pmix "$DLJOB_BIN" "${ev[@]}" 2>eval2.err) ||
+	fail "srun dljob eval failed: $two $(cat eval2.err)"
+"${TORCH_PYTHON:-/usr/bin/python3}" - "$one" "$two" <<'PY' || fail "srun -N2 -n2 dljob eval differs from one process: $two"
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert a["ranks"] == 1 and b["ranks"] == 2, (a["ranks"], b["ranks"])
+assert a["samples"] == b["samples"] == 8 and a["confusion"] == b["confusion"], (a, b)
+assert abs(a["loss"] - b["loss"]) < 1e-5, (a["loss"], b["loss"])
+PY
+echo "ok   srun -N2 -n2 --mpi=pmix dljob eval: the counts of one process, summed over 2 ranks"
 nodes_idle
