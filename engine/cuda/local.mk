@@ -22,11 +22,14 @@ EXTRA_DIST += $(CUDA_KERNEL_SOURCES) engine/cuda/k_common.cuh engine/cuda/cuda_m
 if HAVE_CUDA
 noinst_LTLIBRARIES += engine/cuda/libdlcuda.la
 engine_cuda_libdlcuda_la_SOURCES = $(CUDA_HOST_SOURCES)
-engine_cuda_libdlcuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+engine_cuda_libdlcuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(HARDEN_CPPFLAGS) $(CUDA_CFLAGS)
+engine_cuda_libdlcuda_la_CFLAGS = $(AM_CFLAGS) $(HARDEN_CFLAGS)
 engine_cuda_libdlcuda_la_LIBADD = $(CUDA_KERNEL_SOURCES:.cu=.lo) $(CUDA_LIBS) -lstdc++
 EXTRA_engine_cuda_libdlcuda_la_DEPENDENCIES = $(CUDA_KERNEL_SOURCES:.cu=.lo)
 pkglib_LTLIBRARIES = engine/cuda/dljob-cuda.la
 engine_cuda_dljob_cuda_la_SOURCES = engine/cuda/cuda_module.c
+engine_cuda_dljob_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(HARDEN_CPPFLAGS)
+engine_cuda_dljob_cuda_la_CFLAGS = $(AM_CFLAGS) $(HARDEN_CFLAGS)
 engine_cuda_dljob_cuda_la_LIBADD = engine/cuda/libdlcuda.la
 engine_cuda_dljob_cuda_la_LDFLAGS = -module -avoid-version -shared -no-undefined -Wl,-z,defs \
 	-export-symbols-regex '^dljob_backend_v[0-9]+$$' $(HARDEN_LDFLAGS)
