@@ -113,8 +113,13 @@ const struct dl_backend_ops *dl_backend_auto(char *err, size_t errlen)
 	const char *vis = getenv("CUDA_VISIBLE_DEVICES");
 	if (access("/dev/nvidiactl", F_OK) == 0 && !(vis && !*vis)) {
 		const struct dl_backend_ops *cuda = load_cuda(err, errlen);
-		if (!cuda)
+		if (!cuda) {
+			size_t len = err ? strnlen(err, errlen) : errlen;
+			if (len + 1 < errlen)
+				snprintf(err + len, errlen - len,
+					 " (this node has the NVIDIA driver; --backend cpu trains without the GPU)");
 			return NULL;
+		}
 		if (cuda->device_count && cuda->device_count() > 0)
 			return cuda;
 	}

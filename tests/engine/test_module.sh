@@ -10,7 +10,9 @@
 #    on stderr and a non-zero status, no crash;
 #  - the module is found beside the executable (<bin>/../lib/dljob/);
 #  - --backend auto on a node without the NVIDIA driver trains on cpu
-#    without touching the module.
+#    without touching the module; with the driver (faked: root, a private
+#    mount namespace) an unloadable module is an error naming --backend cpu,
+#    and the real module without a usable GPU leaves cpu to train.
 set -u
 bin=${DLJOB_BIN:?run under make check}
 build=${DLJOB_BUILDDIR:?run under make check}
@@ -109,6 +111,30 @@ elif env DLJOB_MODULE_DIR="$tmp/garbage" "$bin" --backend auto "${run[@]}" --out
 	echo "ok   --backend auto without /dev/nvidiactl trains on cpu and leaves the module alone"
 else
 	fail "--backend auto without a driver:"; cat "$tmp/out" "$tmp/err"
+fi
+
+# auto on a node with the driver, faked: /dev/nvidiactl made in an overlay
+# of /dev in a private mount namespace (root; the host's /dev is untouched).
+# A module that cannot be loaded is an error there, not a silent cpu run;
+# the real module is loaded, finds no usable GPU and leaves cpu to train.
+if [ -e /dev/nvidiactl ]; then
+	echo "skip auto with a faked driver: this node has a real one"
+elif [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null; then
+	echo "skip auto with a faked driver: needs root and unshare(1)"
+else
+	mkdir -p "$tmp/ovl/u" "$tmp/ovl/w"
+	with_driver() {
+		unshare -m --propagation private bash -c 'mount -t overlay overlay -o "lowerdir=/dev,upperdir=$1,workdir=$2" /dev &&
+			touch /dev/nvidiactl && shift 2 && exec "$@"' sh "$tmp/ovl/u" "$tmp/ovl/w" "$@"
+	}
+	expect_error "auto, driver present, module unloadable" "cannot load the CUDA backend $tmp/garbage/dljob-cuda.so: .*\(this node has the NVIDIA driver; --backend cpu trains without the GPU\)" \
+		with_driver env DLJOB_MODULE_DIR="$tmp/garbage" "$bin" --backend auto "${run[@]}" --out "$tmp/o"
+	if with_driver env DLJOB_MODULE_DIR="$build/engine/cuda/.libs" "$bin" --backend auto "${run[@]}" \
+		--out "$tmp/auto2" >"$tmp/out" 2>"$tmp/err" && cat "$tmp/out" "$tmp/err" | grep -q "resnet20, .* cpu backend"; then
+		echo "ok   auto, driver present but no usable GPU: the module is loaded and cpu trains"
+	else
+		fail "auto with a faked driver and the real module:"; cat "$tmp/out" "$tmp/err"
+	fi
 fi
 
 [ $fails -eq 0 ] || exit 1
