@@ -1,7 +1,6 @@
 #include "config.h"
 
 #include <dlfcn.h>
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
