@@ -186,12 +186,55 @@ struct dl_backend_ops {
 	 * so pinning opens no context on another GPU. */
 	void *(*host_alloc)(size_t bytes, void *ctx);
 	void (*host_free)(void *p, void *ctx);
+	/* Devices this backend can train on (cuda: the visible GPUs, 0 when
+	 * there is no usable GPU or driver); NULL for the host backends.
+	 * --backend auto takes a backend with devices over cpu. */
+	int (*device_count)(void);
 };
 
 /* "auto", "direct" or "winograd" -> enum dl_conv_algo; -1 for anything else. */
 int dl_conv_algo_parse(const char *name);
 
-/* Look up a backend by name ("cpu", "ref", "cuda"); NULL if not built in. */
-const struct dl_backend_ops *dl_backend_find(const char *name);
+/* The CUDA backend is a module, dlopen'ed only when it is asked for, so the
+ * dljob executable links no CUDA library and starts as fast on a CPU node
+ * as a CPU-only build (tests/bench/RESULTS.md, "Launch").  The module
+ * (DL_BACKEND_MODULE, installed in $(pkglibdir)) exports one symbol,
+ * DL_BACKEND_ENTRY, a function returning its struct dl_backend_ops.  The
+ * symbol's name carries DL_BACKEND_ABI: bump it whenever this header, or a
+ * struct that crosses it (graph.h, comm.h, optim.h), changes, so a module
+ * built against another layout is refused by name instead of crashing.
+ * Where the module is looked for: dl_backend_find below. */
+#define DL_BACKEND_ABI 1
+#define DL_BACKEND_MODULE "dljob-cuda.so"
+#define DL_BACKEND_PASTE_(a, b) a##b
+#define DL_BACKEND_PASTE(a, b) DL_BACKEND_PASTE_(a, b)
+#define DL_BACKEND_STR_(a) #a
+#define DL_BACKEND_STR(a) DL_BACKEND_STR_(a)
+#define DL_BACKEND_ENTRY DL_BACKEND_PASTE(dljob_backend_v, DL_BACKEND_ABI)
+#define DL_BACKEND_ENTRY_NAME DL_BACKEND_STR(DL_BACKEND_ENTRY)
+/* The module's entry point (defined in engine/cuda/cuda_module.c only). */
+const struct dl_backend_ops *DL_BACKEND_ENTRY(void);
+
+/* Look up a backend by name: "cpu" and "ref" are built in; "cuda" loads
+ * the module, from the first of these that exists:
+ *   $DLJOB_MODULE_DIR/dljob-cuda.so when that variable is set (only there:
+ *     the build tree's tests point it at engine/cuda/.libs; it is the
+ *     user's own process, so it is the user's own choice what to load);
+ *   <dir of /proc/self/exe>/../lib/dljob/dljob-cuda.so (a relocated tree);
+ *   DLJOB_PKGLIBDIR/dljob-cuda.so (configure's pkglibdir).
+ * NULL with one line in err: an unknown name, a build without CUDA, a
+ * missing module (the paths looked at), a dlopen error (the file and
+ * dlerror(), e.g. a missing libcudnn.so.9), a module without
+ * DL_BACKEND_ENTRY (another dljob version).  The module stays loaded for
+ * the life of the process.  err may be NULL. */
+const struct dl_backend_ops *dl_backend_find(const char *name, char *err, size_t errlen);
+
+/* --backend auto: the backend with a device where this dljob was built with
+ * CUDA and the node may have an NVIDIA GPU (/dev/nvidiactl exists and
+ * CUDA_VISIBLE_DEVICES is not set to an empty list), else cpu.  On a node
+ * without the NVIDIA driver the module is not even loaded.  A node that has
+ * the driver but where the module cannot be loaded is an error (NULL, err),
+ * not a silent fall-back to cpu: --backend cpu says so explicitly. */
+const struct dl_backend_ops *dl_backend_auto(char *err, size_t errlen);
 
 #endif

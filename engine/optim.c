@@ -17,16 +17,6 @@
 /* Tensors smaller than this are updated by one thread: not worth a fork. */
 #define PAR_MIN 65536
 
-int dl_optim_config_check(const struct dl_optim_config *c, char *err, size_t errlen)
-{
-	if (!(c->momentum >= 0 && c->momentum < 1) || !(c->weight_decay >= 0) || (c->lars && !(c->lars_eta > 0))) {
-		snprintf(err, errlen, "bad optimizer settings: momentum %g, weight decay %g, lars eta %g", c->momentum,
-		         c->weight_decay, c->lars_eta);
-		return -1;
-	}
-	return 0;
-}
-
 int dl_optim_state_init(struct dl_optim_state *s, const struct dl_graph *g, double momentum, char *err,
 			size_t errlen)
 {

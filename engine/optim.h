@@ -9,6 +9,7 @@
 #define DLJOB_ENGINE_OPTIM_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include "engine/graph.h"
 
 struct dl_optim_config {
@@ -20,8 +21,17 @@ struct dl_optim_config {
 	int decay_bn_and_bias; /* 1: decay (and LARS-scale) no_decay params too, as plain torch does */
 };
 
-/* 0 if c is usable, else -1 with one line in err. */
-int dl_optim_config_check(const struct dl_optim_config *c, char *err, size_t errlen);
+/* 0 if c is usable, else -1 with one line in err.  Inline: the CUDA
+ * backend module (backend.h) calls it and links nothing of the engine. */
+static inline int dl_optim_config_check(const struct dl_optim_config *c, char *err, size_t errlen)
+{
+	if (!(c->momentum >= 0 && c->momentum < 1) || !(c->weight_decay >= 0) || (c->lars && !(c->lars_eta > 0))) {
+		snprintf(err, errlen, "bad optimizer settings: momentum %g, weight decay %g, lars eta %g", c->momentum,
+		         c->weight_decay, c->lars_eta);
+		return -1;
+	}
+	return 0;
+}
 
 /* One parameter as the update sees it: w, g and buf in the same layout
  * (buf NULL when momentum is 0), count floats each, padding zero. */

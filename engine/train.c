@@ -22,9 +22,6 @@
 
 #include "engine/backend.h"
 #include "engine/checkpoint.h"
-#ifdef DLJOB_HAVE_CUDA
-#include "engine/cuda/cuda_backend.h"
-#endif
 #include "engine/data/dataset.h"
 #include "engine/metrics.h"
 #include "engine/model.h"
@@ -36,7 +33,7 @@
 void dl_train_config_defaults(struct dl_train_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->backend = "auto"; /* cuda with a visible GPU, else cpu (dl_backend_resolve) */
+	c->backend = "auto"; /* cuda with a visible GPU, else cpu (dl_backend_auto) */
 	c->epochs = 90;
 	c->batch = 128;
 	c->lr = 0.1;
@@ -211,19 +208,6 @@ static int export_weights(struct run *r, char *err, size_t errlen)
 	return dl_model_state_write(path, &r->g, NULL, 0, meta, err, errlen);
 }
 
-/* "auto": the plugin runs the same command line on GPU and CPU nodes, so
- * use the GPU wherever this dljob was built for one and one is visible. */
-const char *dl_backend_resolve(const char *name)
-{
-	if (strcmp(name, "auto") != 0)
-		return name;
-#ifdef DLJOB_HAVE_CUDA
-	if (dl_backend_find("cuda") && dl_cuda_device_count() > 0)
-		return "cuda";
-#endif
-	return "cpu";
-}
-
 static int setup(struct run *r, char *err, size_t errlen)
 {
 	const struct dl_train_config *c = r->cfg;
@@ -261,12 +245,16 @@ static int setup(struct run *r, char *err, size_t errlen)
 	 * normalization on the CPU) and the dataset can give them; the ring
 	 * then lives in the backend's host memory (pinned).  The backend
 	 * itself is created below, after resume. */
-	r->backend = dl_backend_resolve(c->backend);
-	r->ops = dl_backend_find(r->backend);
+	/* "auto": the plugin runs the same command line on GPU and CPU nodes,
+	 * so use the GPU wherever this dljob was built for one and one is
+	 * visible (backend.h) */
+	r->ops = strcmp(c->backend, "auto") == 0 ? dl_backend_auto(lerr, sizeof(lerr))
+						   : dl_backend_find(c->backend, lerr, sizeof(lerr));
 	if (!r->ops) {
-		snprintf(err, errlen, "backend '%s' is not built in", r->backend);
+		snprintf(err, errlen, "--backend %s: %s", c->backend, lerr);
 		return -1;
 	}
+	r->backend = r->ops->name;
 	const struct dl_backend_ops *feed = r->ops;
 	if (feed->takes_u8 && r->ds->load_u8 && r->ds->u8_mean && r->ds->u8_std) {
 		r->u8 = 1;

@@ -54,10 +54,6 @@ struct dl_train_config {
 #define DL_TRAIN_DONE 0
 #define DL_TRAIN_PREEMPTED 1
 
-/* A backend name as given ("auto": "cuda" where this dljob was built for
- * CUDA and a GPU is visible, else "cpu"; other names unchanged). */
-const char *dl_backend_resolve(const char *name);
-
 /* Fill cfg with the defaults the command line documents. */
 void dl_train_config_defaults(struct dl_train_config *cfg);
 

@@ -8,7 +8,7 @@ engine_libdlengine_la_SOURCES += \
 # from `make dist` (the GPU bundle) needs no protoc-c.
 engine_libdlengine_la_SOURCES += engine/tfevents.h engine/tfevents.c engine/metrics_read.c \
 	engine/tfevent.pb-c.c engine/tfevent.pb-c.h
-engine_libdlengine_la_CPPFLAGS = $(AM_CPPFLAGS) $(PROTOBUFC_CFLAGS) $(JANSSON_CFLAGS)
+engine_libdlengine_la_CPPFLAGS += $(PROTOBUFC_CFLAGS) $(JANSSON_CFLAGS)
 engine_libdlengine_la_LIBADD += $(PROTOBUFC_LIBS) $(JANSSON_LIBS)
 BUILT_SOURCES += engine/tfevent.pb-c.c engine/tfevent.pb-c.h
 MAINTAINERCLEANFILES = engine/tfevent.pb-c.c engine/tfevent.pb-c.h

@@ -522,8 +522,10 @@ int dl_cli_train_main(int argc, char **argv)
 		goto out;
 	}
 	struct dl_train_config *c = &cli->cfg;
-	if (strcmp(c->backend, "auto") != 0 && !dl_backend_find(c->backend)) {
-		fprintf(stderr, "dljob: --backend: backend '%s' is not built into this dljob\n", c->backend);
+	/* a named backend is loaded (the cuda module) before any data is read,
+	 * so a missing module or CUDA library is the first thing said */
+	if (strcmp(c->backend, "auto") != 0 && !dl_backend_find(c->backend, err, sizeof(err))) {
+		fprintf(stderr, "dljob: --backend %s: %s\n", c->backend, err);
 		goto out;
 	}
 	/* An ImageFolder's scan is cached next to the output: read here if a

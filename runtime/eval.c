@@ -320,9 +320,11 @@ static int eval_run(const struct eval_opts *o, struct eval_run *r, char *err, si
 			   err, errlen) < 0)
 		return -1;
 	r->have_graph = 1;
-	const char *backend = dl_backend_resolve(o->backend);
-	if (!(r->ops = dl_backend_find(backend)))
-		return efail(err, errlen, "backend '%s' is not built into this dljob", backend);
+	r->ops = strcmp(o->backend, "auto") == 0 ? dl_backend_auto(lerr, sizeof(lerr))
+						   : dl_backend_find(o->backend, lerr, sizeof(lerr));
+	if (!r->ops)
+		return efail(err, errlen, "--backend %s: %s", o->backend, lerr);
+	const char *backend = r->ops->name;
 	struct dl_backend_opts bo = {.precision = (enum dl_precision)dl_precision_parse(o->precision)};
 	if (!(r->be = r->ops->create(&r->g, o->batch, &bo, err, errlen)))
 		return -1;

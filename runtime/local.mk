@@ -21,10 +21,11 @@ dljob_LDFLAGS = -Wl,-rpath,'$$ORIGIN/../lib/dljob' -Wl,--enable-new-dtags $(OPEN
 # (patchelf), since a RUNPATH serves only its own object's DT_NEEDED (and
 # Debian's libmpi has one of its own).  The installation can then be
 # mounted into a container image that lacks those libraries (README,
-# Containers).  Open MPI and PMIx still load their own plugins from their
+# Containers); the CUDA module (pkglibdir, the same directory) comes along,
+# its CUDA libraries not (the image or the driver has them).  Open MPI and PMIx still load their own plugins from their
 # installed paths (only the PMIx world needs them).
 RELOCATABLE_SKIP = libc.so.* libm.so.* libdl.so.* librt.so.* libpthread.so.* libresolv.so.* ld-linux*
-install-relocatable: install-binPROGRAMS
+install-relocatable: install-binPROGRAMS install-pkglibLTLIBRARIES
 	@dir='$(DESTDIR)$(libdir)/dljob'; bin='$(DESTDIR)$(bindir)/dljob'; \
 	mkdir -p "$$dir" || exit 1; \
 	libs=$$(ldd "$$bin" | awk '$$2 == "=>" && $$3 ~ /^\// {print $$3}') || exit 1; \

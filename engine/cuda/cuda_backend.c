@@ -792,4 +792,5 @@ const struct dl_backend_ops dl_backend_cuda = {
 	.error = ops_error,
 	.host_alloc = dl_cuda_host_alloc,
 	.host_free = dl_cuda_host_free,
+	.device_count = dl_cuda_device_count,
 };

@@ -2,24 +2,37 @@
 # Host code is ordinary C in a libtool convenience library; the kernels
 # (*.cu) are compiled by nvcc into libtool objects by the suffix rule below
 # (nvcc does not take libtool's -fPIC, so the rule writes the .lo itself,
-# pointing at the PIC object nvcc made).  Everything lands in
-# libdlengine.la, so every program that links the engine gets the CUDA
-# libraries with it.
+# pointing at the PIC object nvcc made).  Everything lands in libdlcuda.la,
+# which two things link:
+#  - the module dljob-cuda.so (cuda_module.c: one exported symbol, the
+#    backend's vtable; engine/backend.h), installed in $(pkglibdir) and
+#    dlopen'ed by dljob only when the cuda backend is asked for, so the
+#    dljob executable has no CUDA library in its NEEDED list and starts on a
+#    CPU node as fast as a --without-cuda build.  -z defs: the module needs
+#    nothing from the executable (tests/engine/test_module.sh checks both);
+#  - the GPU test programs (tests/gpu/local.mk), which test its internals.
 CUDA_KERNEL_SOURCES = engine/cuda/k_convert.cu engine/cuda/k_bn.cu engine/cuda/k_pool.cu \
 	engine/cuda/k_eltwise.cu engine/cuda/k_xent.cu engine/cuda/k_optim.cu
 CUDA_HOST_SOURCES = engine/cuda/cuda_backend.h engine/cuda/cuda_internal.h engine/cuda/cuda_kernels.h \
 	engine/cuda/nccl_comm.h engine/cuda/cuda_plan.h engine/cuda/cuda_test.h engine/cuda/cuda_backend.c \
 	engine/cuda/cuda_conv.c engine/cuda/cuda_fc.c engine/cuda/cuda_exec.c engine/cuda/cuda_step.c \
 	engine/cuda/cuda_plan.c engine/cuda/nccl_comm.c
-EXTRA_DIST += $(CUDA_KERNEL_SOURCES) engine/cuda/k_common.cuh
+EXTRA_DIST += $(CUDA_KERNEL_SOURCES) engine/cuda/k_common.cuh engine/cuda/cuda_module.c
 
 if HAVE_CUDA
 noinst_LTLIBRARIES += engine/cuda/libdlcuda.la
 engine_cuda_libdlcuda_la_SOURCES = $(CUDA_HOST_SOURCES)
-engine_cuda_libdlcuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+engine_cuda_libdlcuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(HARDEN_CPPFLAGS) $(CUDA_CFLAGS)
+engine_cuda_libdlcuda_la_CFLAGS = $(AM_CFLAGS) $(HARDEN_CFLAGS)
 engine_cuda_libdlcuda_la_LIBADD = $(CUDA_KERNEL_SOURCES:.cu=.lo) $(CUDA_LIBS) -lstdc++
 EXTRA_engine_cuda_libdlcuda_la_DEPENDENCIES = $(CUDA_KERNEL_SOURCES:.cu=.lo)
-engine_libdlengine_la_LIBADD += engine/cuda/libdlcuda.la
+pkglib_LTLIBRARIES = engine/cuda/dljob-cuda.la
+engine_cuda_dljob_cuda_la_SOURCES = engine/cuda/cuda_module.c
+engine_cuda_dljob_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(HARDEN_CPPFLAGS)
+engine_cuda_dljob_cuda_la_CFLAGS = $(AM_CFLAGS) $(HARDEN_CFLAGS)
+engine_cuda_dljob_cuda_la_LIBADD = engine/cuda/libdlcuda.la
+engine_cuda_dljob_cuda_la_LDFLAGS = -module -avoid-version -shared -no-undefined -Wl,-z,defs \
+	-export-symbols-regex '^dljob_backend_v[0-9]+$$' $(HARDEN_LDFLAGS)
 CLEANFILES += $(CUDA_KERNEL_SOURCES:.cu=.lo) $(CUDA_KERNEL_SOURCES:.cu=.o)
 
 # --enable-werror: nvcc's own warnings (device code, launches without a
@@ -37,3 +50,7 @@ $(CUDA_KERNEL_SOURCES:.cu=.lo): engine/cuda/k_common.cuh engine/cuda/cuda_kernel
 	  echo "pic_object='.libs/$$f.o'"; \
 	  echo "non_pic_object='.libs/$$f.o'"; } > $@
 endif
+
+# dljob links no CUDA library; the module loads on demand and fails in one line
+TESTS += tests/engine/test_module.sh
+dist_check_SCRIPTS += tests/engine/test_module.sh

@@ -64,7 +64,7 @@ int main(int argc, char **argv)
 	char err[512] = "";
 	struct dl_graph g = {0};
 	struct dl_backend *b = NULL;
-	const struct dl_backend_ops *ops = dl_backend_find(backend);
+	const struct dl_backend_ops *ops = dl_backend_find(backend, NULL, 0);
 	size_t xs = (size_t)n * c * h * w;
 	float *x = malloc(xs * sizeof(float));
 	int *y = malloc((size_t)n * sizeof(int));

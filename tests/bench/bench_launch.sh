@@ -16,6 +16,9 @@
 # (DLJOB_BIN: the dljob to time, default $DLJOB_BUILDDIR/dljob.)
 # Prints markdown tables (median of REPEATS runs, default 3), then the
 # allreduce time of resnet18's gradient for each collective implementation.
+# First, without srun: one dljob process (1 step, warm node cache), wall and
+# CPU-seconds (user+sys), 3 x REPEATS runs, and the load average before and
+# after: on a shared machine CPU-seconds say more than wall time.
 set -u
 : "${DLJOB_SRCDIR:?set DLJOB_SRCDIR}" "${DLJOB_BUILDDIR:?set DLJOB_BUILDDIR}"
 DLJOB_BIN=${DLJOB_BIN:-$DLJOB_BUILDDIR/dljob}
@@ -55,6 +58,26 @@ srun_n() { # tasks, then srun arguments
 		srun --jobid="$JOB" -N"$nodes" -n"$n" "$@"
 }
 
+# ---- one process, no srun: wall and CPU-seconds ------------------------------------
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) CPUs)"
+proc_run() { # prints "wall user sys" of one dljob process to its exit after step 1
+	local TIMEFORMAT='%R %U %S'
+	rm -rf "$WTMP/proc"
+	{ time "$DLJOB_BIN" --model resnet20 --data /usr/share/datasets/fashion-mnist --batch 8 --steps 1 \
+		--eval 0 --print-every 1 --threads 1 --out "$WTMP/proc" >/dev/null 2>"$WTMP/proc.err"; } 2>&1 ||
+		fail "dljob alone: $(cat "$WTMP/proc.err")"
+}
+proc_run >/dev/null # the node cache, warm
+PW="" PC=""
+for _ in $(seq 1 $((3 * REPEATS))); do
+	read -r w u s < <(proc_run)
+	[ -n "${s:-}" ] || fail "dljob alone did not run"
+	PW+="$w " PC+="$(echo "$u + $s" | bc -l) "
+done
+echo "# one process: wall $PW"
+echo "# one process: user+sys $PC"
+echo "# NEEDED CUDA libraries of $DLJOB_BIN: $(readelf -dW "$DLJOB_BIN" | grep -cE 'NEEDED.*lib(cudart|cublas|cublasLt|cudnn|nccl)\.so')"
+
 declare -A R
 for n in 1 2 4; do
 	for _ in $(seq 1 "$REPEATS"); do
@@ -92,6 +115,11 @@ for n in 1 2 4; do
 done
 
 for k in "${!R[@]}"; do echo "# $k: ${R[$k]}"; done | sort
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "| one dljob process, no srun (median of $((3 * REPEATS))) | wall s | CPU-s (user+sys) |"
+echo "|---|---|---|"
+echo "| resnet20 b8, 1 step, Fashion-MNIST from the warm node cache, start to exit | $(echo $PW | tr ' ' '\n' | median) | $(echo $PC | tr ' ' '\n' | median) |"
+echo
 echo "| seconds from srun (median of $REPEATS) | 1 task | 2 tasks | 4 tasks |"
 echo "|---|---|---|---|"
 row() {

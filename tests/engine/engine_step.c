@@ -175,11 +175,9 @@ int main(int argc, char **argv)
 		memcpy(&y, (const char *)ey->data + 8 * i, 8);
 		labels[i] = (int)y;
 	}
-	ops = dl_backend_find(backend);
-	if (!ops) {
-		snprintf(err, sizeof(err), "backend %s is not built in", backend);
+	ops = dl_backend_find(backend, err, sizeof(err));
+	if (!ops)
 		goto out;
-	}
 	bo.optim = oc;
 	bo.label_smoothing = label_smoothing;
 	b = ops->create(&g, n, &bo, err, sizeof(err));

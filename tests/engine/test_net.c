@@ -234,7 +234,7 @@ static void check(const char *what, const float *a, const float *b, size_t n)
 static void finite_diff(struct dl_graph *g, const float *x, const float *r)
 {
 	char err[256];
-	const struct dl_backend_ops *ref = dl_backend_find("ref");
+	const struct dl_backend_ops *ref = dl_backend_find("ref", NULL, 0);
 	struct dl_backend *b = dl_ref_create(g, N, err, sizeof err);
 	if (!b) {
 		printf("FAIL ref create: %s\n", err);
@@ -290,7 +290,7 @@ static void finite_diff(struct dl_graph *g, const float *x, const float *r)
 static void train_steps(struct dl_graph *gr, struct dl_graph *gc, const float *x)
 {
 	char err[256], what[128];
-	const struct dl_backend_ops *ref = dl_backend_find("ref"), *cpu = dl_backend_find("cpu");
+	const struct dl_backend_ops *ref = dl_backend_find("ref", NULL, 0), *cpu = dl_backend_find("cpu", NULL, 0);
 	struct dl_backend_opts o = {
 		.precision = NET_BF16 ? DL_BF16 : DL_FP32,
 		.optim = {.momentum = 0.9, .weight_decay = 1e-2, .nesterov = 1},
@@ -388,8 +388,8 @@ int main(void)
 	build(&gc);
 	copy_graph(&gc, &gr);
 
-	const struct dl_backend_ops *ref = dl_backend_find("ref"), *cpu = dl_backend_find("cpu");
-	if (!ref || !cpu || dl_backend_find("nope") || strcmp(ref->name, "ref") || strcmp(cpu->name, "cpu")) {
+	const struct dl_backend_ops *ref = dl_backend_find("ref", NULL, 0), *cpu = dl_backend_find("cpu", NULL, 0);
+	if (!ref || !cpu || dl_backend_find("nope", NULL, 0) || strcmp(ref->name, "ref") || strcmp(cpu->name, "cpu")) {
 		printf("FAIL dl_backend_find\n");
 		return 1;
 	}

@@ -114,7 +114,7 @@ static int run(int rank, struct dl_comm *comm, const char *backend, size_t bucke
 	char err[512];
 	struct dl_graph g;
 	struct dl_optim_state st;
-	const struct dl_backend_ops *ops = dl_backend_find(backend);
+	const struct dl_backend_ops *ops = dl_backend_find(backend, NULL, 0);
 	const int N = batch_of(backend), S = side_of(backend);
 	if (dl_model_build(&g, "resnet20", 3, S, S, K, 0, 1, err, sizeof(err)) < 0) {
 		printf("FAIL rank %d: %s\n", rank, err);
@@ -246,7 +246,7 @@ static int rank_main(int rank, int fd)
 		struct dl_graph g2;
 		if (dl_model_build(&g2, "resnet20", 3, 16, 16, K, 0, 1, e2, sizeof(e2)) < 0)
 			return 1;
-		const struct dl_backend_ops *ops = dl_backend_find("cpu");
+		const struct dl_backend_ops *ops = dl_backend_find("cpu", NULL, 0);
 		struct dl_backend_opts o = {.optim = {.momentum = 0.9}, .comm = &comm, .bucket_bytes = 64 << 10};
 		struct dl_backend *b = ops->create(&g2, 8, &o, e2, sizeof(e2));
 		CHECK(b != NULL, "create for the dead-peer case: %s", e2);

@@ -14,7 +14,8 @@
 #   --jobs N        make -j N (default: all CPUs)
 #   --no-overlay    build the bundled source as it is (see "Overlay" below)
 #   --smoke         after the build, train resnet20 for 3 steps on synthetic
-#                   data on the CPU backend
+#                   data on the CPU backend, then on the CUDA backend (the
+#                   module dljob-cuda.so; without a GPU: its "no CUDA device")
 #   --run [ARG]...  after the build, run tests/gpu/run.sh ARG... (from the
 #                   checkout around the bundle) with env.sh's variables set
 #   --probe-cuda    only find nvcc, cuDNN, cuBLAS(Lt), NCCL and the CUDA
@@ -401,7 +402,11 @@ build() {
 record() {
 	local p v bad=0
 	: >"$out/ldd.txt"
-	for p in "$B/dljob" $(ls "$B"/tests/gpu/* "$B"/tests/bench/* 2>/dev/null | while read -r f; do
+	# the CUDA backend is a module dljob loads on demand (engine/backend.h)
+	if [ "$cuda" = yes ] && [ ! -f "$B/engine/cuda/.libs/dljob-cuda.so" ]; then
+		say "no CUDA backend module $B/engine/cuda/.libs/dljob-cuda.so"; bad=1
+	fi
+	for p in "$B/dljob" $(ls "$B"/engine/cuda/.libs/dljob-cuda.so "$B"/tests/gpu/* "$B"/tests/bench/* 2>/dev/null | while read -r f; do
 			[ -x "$f" ] && [ -f "$f" ] && file_is_elf "$f" && echo "$f"; done); do
 		{ echo "== ldd $p"; ldd "$p"; } >>"$out/ldd.txt" 2>&1
 	done
@@ -451,6 +456,8 @@ write_env() {
 # written by bundle-build.sh: source it to run what the bundle built
 export DLJOB_BUNDLE_WORK=$work
 export DLJOB_SRCDIR=$S DLJOB_BUILDDIR=$B DLJOB_BIN=$B/dljob
+# where dljob finds the build's CUDA backend module (not installed: dljob(1))
+export DLJOB_MODULE_DIR=$B/engine/cuda/.libs
 export PATH=$B:\$PATH
 export LD_LIBRARY_PATH=$V/lib${C:+:$C/lib64}\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
 EOF
@@ -483,6 +490,19 @@ main() {
 		rm -rf "$work/smoke"
 		"$B/dljob" --backend cpu --model resnet20 --data synthetic:1,28,28,10,256 --batch 32 \
 			--steps 3 --eval 0 --print-every 1 --out "$work/smoke" || fail "smoke run"
+		if [ "$cuda" = yes ]; then
+			# the module loads and its backend runs: trains on a GPU; without
+			# one its create() says so (the self-test here)
+			say "smoke: the same on --backend cuda (the module)"
+			rm -rf "$work/smoke-cuda"
+			if ! DLJOB_MODULE_DIR=$B/engine/cuda/.libs "$B/dljob" --backend cuda --model resnet20 \
+				--data synthetic:1,28,28,10,256 --batch 32 --steps 3 --eval 0 --print-every 1 \
+				--out "$work/smoke-cuda" 2>"$work/smoke-cuda.err"; then
+				cat "$work/smoke-cuda.err"
+				grep -q "no CUDA device is visible" "$work/smoke-cuda.err" || fail "smoke run on cuda"
+				say "no GPU here: the module loaded and its backend said so"
+			fi
+		fi
 	fi
 	say "built: $B/dljob; source $work/env.sh to use it"
 	if [ "$run" = yes ]; then

@@ -11,8 +11,10 @@
 # Inside the namespace:
 #  - every header of a bundled package, as installed here, is replaced by a
 #    file that is `#error`, every library, .a and .pc file by a text file, and
-#    mpicc and pkg-config by a program that fails.  zlib1g's libz.so.1 stays:
-#    gcc and ld need it (the GPU machine has it too; the bundle's is used).
+#    mpicc and pkg-config by a program that fails.  The run-time libraries of
+#    the system tools bundle-build.sh runs stay (libz.so.1 for gcc and ld,
+#    libmd.so.0 for dpkg-deb, ...): the GPU machine has its own; ldd of what
+#    was built shows the bundle's are used.
 #  - where the CUDA toolkit here was assembled from NVIDIA's wheels
 #    (/usr/local/cuda/dist-info/*/RECORD), it is hidden and its files are laid
 #    out again as those wheels install them (site-packages/nvidia/cu13,
@@ -57,7 +59,18 @@ chmod +x "$tmp/poison"
 echo "bundle-selftest: a library of the system was used instead of the bundle's" >"$tmp/poison.so"
 
 # ---- hide the system's copies of the bundled packages ---------------------------------
+# except the run-time libraries of the system's own tools that bundle-build.sh
+# runs (dpkg-deb needs libmd, gcc and ld libz, ...): on the GPU machine those
+# are that machine's, never the bundle's
+declare -A keep=()
+for t in dpkg-deb tar gzip xz zstd ar as ld gcc make sed awk grep readelf od python3 \
+	"$(gcc -print-prog-name=cc1)" "$(gcc -print-prog-name=collect2)"; do
+	p=$(command -v "$t" 2>/dev/null) || p=$t
+	[ -x "$p" ] || continue
+	while read -r l; do keep[$(readlink -f "$l")]=1; done < <(ldd "$p" 2>/dev/null | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p')
+done
 n=0
+kept=""
 declare -A done=()
 for deb in "$bundle"/debs/*.deb; do
 	pkg=$(dpkg-deb -f "$deb" Package)
@@ -68,7 +81,7 @@ for deb in "$bundle"/debs/*.deb; do
 		r=$(readlink -f "$f")
 		[ -n "${done[$r]:-}" ] && continue
 		done[$r]=1
-		case $r in */libz.so.1*) continue ;; esac
+		if [ -n "${keep[$r]:-}" ]; then kept="$kept $(basename "$r")"; continue; fi
 		case $r in
 		*/include/*|*.h) m=$tmp/poison.h ;;
 		*/bin/*) m=$tmp/poison ;;
@@ -81,7 +94,7 @@ done
 for p in mpicc pkg-config pkgconf; do
 	f=$(command -v $p) && mount --bind "$tmp/poison" "$(readlink -f "$f")"
 done
-echo "bundle-selftest: hid $n files of the bundled packages, mpicc and pkg-config"
+echo "bundle-selftest: hid $n files of the bundled packages, mpicc and pkg-config; kept for the system's tools:$kept"
 # the hiding works: the system's oneDNN header and library are unusable now
 msg=$(echo '#include <oneapi/dnnl/dnnl.h>' | gcc -fsyntax-only -x c - 2>&1)
 case $msg in *bundle-selftest*) ;; *) die "the system's oneapi/dnnl/dnnl.h is still usable" ;; esac

@@ -30,11 +30,11 @@
 set -u -o pipefail
 
 DEV_PKGS="libslurm-dev libhwloc-dev libpmix-dev libopenmpi-dev libdnnl-dev
-  libjpeg62-turbo-dev libpng-dev zlib1g-dev libjansson-dev libprotobuf-c-dev libcairo2-dev
+  libjpeg62-turbo-dev libpng-dev zlib1g-dev libjansson-dev libprotobuf-c-dev libcairo2-dev libsodium-dev
   pkgconf-bin make"   # make: used where the machine has none
 HEADER_PKGS="libslurm-dev"     # configure reads slurm/spank.h; nothing links libslurm
 BASE_PKGS="libc6 libgcc-s1 libstdc++6 libgomp1"
-LINK_LIBS="dnnl hwloc pmix mpi jpeg png16 z jansson protobuf-c cairo"
+LINK_LIBS="dnnl hwloc pmix mpi jpeg png16 z jansson protobuf-c cairo sodium"
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
 out=$src/gpu-bundle

@@ -1,4 +1,6 @@
 # tests/gpu/: the CUDA backend.  Built only when configure finds CUDA.
+# Both link the backend's code (engine/cuda/libdlcuda.la) directly, to reach
+# its internals; dljob itself loads it as the module dljob-cuda.so.
 #  test_cuda_plan  what needs no GPU (device strings, flat layout, reduction
 #                  buckets, the update arithmetic of the kernels): runs everywhere
 #  test_cuda_ops   the backend's training step against the "ref" backend; skips
@@ -12,15 +14,15 @@ check_PROGRAMS += tests/gpu/test_cuda_plan tests/gpu/test_cuda_ops
 TESTS += tests/gpu/test_cuda_plan tests/gpu/test_cuda_ops
 tests_gpu_test_cuda_plan_SOURCES = tests/gpu/test_cuda_plan.c
 tests_gpu_test_cuda_plan_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
-tests_gpu_test_cuda_plan_LDADD = engine/libdlengine.la -lm
+tests_gpu_test_cuda_plan_LDADD = engine/cuda/libdlcuda.la engine/libdlengine.la -lm
 tests_gpu_test_cuda_ops_SOURCES = tests/gpu/test_cuda_ops.c
 tests_gpu_test_cuda_ops_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
-tests_gpu_test_cuda_ops_LDADD = engine/libdlengine.la -lm
+tests_gpu_test_cuda_ops_LDADD = engine/cuda/libdlcuda.la engine/libdlengine.la -lm
 # resnet50 img/s on the GPU (tests/bench/bench_gpu.sh runs it), built by make check
 check_PROGRAMS += tests/bench/bench_gpu
 tests_bench_bench_gpu_SOURCES = tests/bench/bench_gpu.c
 tests_bench_bench_gpu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
-tests_bench_bench_gpu_LDADD = engine/libdlengine.la -lm
+tests_bench_bench_gpu_LDADD = engine/cuda/libdlcuda.la engine/libdlengine.la -lm
 endif
 
 # The offline build bundle for a GPU machine without a package manager

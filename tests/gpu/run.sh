@@ -88,6 +88,9 @@ if has_stage build; then
 #define _GNU_SOURCE 1
 #endif
 #define DLJOB_HAVE_CUDA 1
+/* engine/backend.c's last place for the CUDA module (unused here: the
+ * programs link the backend) */
+#define DLJOB_PKGLIBDIR "/nonexistent"
 H
 	cflags="-std=gnu11 -O2 -fopenmp -Wall -Wextra -Wno-unused-parameter -Wshadow -Wformat=2 -Wstrict-prototypes $werror"
 	nvflags="$arch -O3 -std=c++17 ${werror:+-Werror all-warnings,default-stream-launch} -Xcompiler -Wall,-Wextra,-fPIC${werror:+,-Werror}"

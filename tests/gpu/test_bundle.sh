@@ -3,7 +3,8 @@
 # without a GPU or a network:
 #  1. bundle.sh --list: the package closure holds every -dev package, the
 #     run-time packages of the libraries dljob links and pkgconf, and neither
-#     the C library nor what only Open MPI's plugins need (libfabric, UCX).
+#     the C library nor what only Open MPI's plugins need (libfabric, UCX);
+#     every library the built dljob loads is in it.
 #  2. bundle-build.sh --unpack-only: dpkg-deb, ar + tar and the python
 #     unpacker make the same prefix from a .deb made here, its absolute link
 #     pointed back into the prefix.
@@ -28,11 +29,24 @@ lacks() { ! has "$1"; }
 for p in libdnnl-dev libdnnl2 libhwloc-dev libhwloc15 libpmix-dev libpmix2 libopenmpi-dev libopenmpi3 \
 	libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 zlib1g-dev zlib1g libslurm-dev \
 	libevent-core-2.1-7 libjansson-dev libjansson4 libprotobuf-c-dev libprotobuf-c1 libcairo2-dev libcairo2 \
+	libsodium-dev libsodium23 \
 	pkgconf-bin libpkgconf3 make; do
 	check "closure holds $p" has $p
 done
 for p in libc6 libstdc++6 libgcc-s1 libfabric1 libucx0 libslurm38 gfortran-12; do
 	check "closure leaves out $p" lacks $p
+done
+# every library the dljob built here loads (ldd: its NEEDED entries and
+# theirs) comes from a bundled package or the C library / compiler run time:
+# a new dependency (libsodium was one) fails here, not on the GPU machine
+for l in $(ldd "${DLJOB_BIN:?}" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p'); do
+	r=$(readlink -f "$l") o=""
+	for c in "$l" "$r" "${l#/usr}" "/usr$l" "${r#/usr}" "/usr$r"; do
+		o=$(dpkg-query -S "$c" 2>/dev/null | sed -n 's/^\([^ ,:]*\)\(:[a-z0-9]*\)\{0,1\}: \/.*/\1/p' | head -1)
+		[ -n "$o" ] && break
+	done
+	case " libc6 libgcc-s1 libstdc++6 libgomp1 " in *" $o "*) continue ;; esac
+	check "dljob's $(basename "$l") (${o:-no package}) is in the bundle" has "${o:-none}"
 done
 
 # ---- 2. unpacking ---------------------------------------------------------------------------
