@@ -56,15 +56,3 @@ double dl_softmax_xent(const float *logits, const int *labels, int n, int k, flo
 		*top5_correct = top5;
 	return n > 0 ? total / n : 0.0;
 }
-
-void dl_argmax_rows(const float *logits, int n, int k, int *pred)
-{
-	for (int i = 0; i < n; i++) {
-		const float *row = logits + (size_t)i * (size_t)k;
-		int best = 0;
-		for (int j = 1; j < k; j++)
-			if (row[j] > row[best])
-				best = j;
-		pred[i] = best;
-	}
-}

@@ -13,7 +13,19 @@ double dl_softmax_xent(const float *logits, const int *labels, int n, int k, flo
                        float *dlogits, int *top1_correct, int *top5_correct);
 
 /* pred[i] = the index of the largest of logits row i (n,k); the first
- * one on ties, as torch.argmax. */
-void dl_argmax_rows(const float *logits, int n, int k, int *pred);
+ * one on ties, as torch.argmax.  Inline: the CUDA module (linked -z defs,
+ * engine/cuda/local.mk) uses it without the engine library. */
+#include <stddef.h>
+static inline void dl_argmax_rows(const float *logits, int n, int k, int *pred)
+{
+	for (int i = 0; i < n; i++) {
+		const float *row = logits + (size_t)i * (size_t)k;
+		int best = 0;
+		for (int j = 1; j < k; j++)
+			if (row[j] > row[best])
+				best = j;
+		pred[i] = best;
+	}
+}
 
 #endif
