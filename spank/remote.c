@@ -1,12 +1,13 @@
-/* slurmstepd: per step, read the step's GPUs and load the topology once
- * (user_init, before the tasks are forked); per task (task_init, inside the
- * forked task after Slurm's own binding) export the rank variables, pick the
- * GPU/NICs/NUMA node and bind.  In model mode the plugin only checks and
- * prepares: the task's command must be the site's runtime, which Slurm
- * itself execs after the rest of its task set-up (limits, TMPDIR, later
- * plugins, TaskProlog, SELinux, container), and the checked --dl-* values
- * reach it as DLJOB_* variables (spank-dljob(8), MODEL MODE).  Failures here
- * end the task or the step, never slurmstepd. */
+/* slurmstepd: per step, read the step's working directory (relative
+ * --dl-data/--dl-out are made absolute from it) and GPUs, and load the
+ * topology once (user_init, before the tasks are forked); per task
+ * (task_init, inside the forked task after Slurm's own binding) export the
+ * rank variables, pick the GPU/NICs/NUMA node and bind.  In model mode the
+ * plugin only checks and prepares: the task's command must be the site's
+ * runtime, which Slurm itself execs after the rest of its task set-up
+ * (limits, TMPDIR, later plugins, TaskProlog, SELinux, container), and the
+ * checked --dl-* values reach it as DLJOB_* variables (spank-dljob(8), MODEL
+ * MODE).  Failures here end the task or the step, never slurmstepd. */
 #include "config.h"
 
 #include <errno.h>
@@ -138,7 +139,6 @@ static void read_step_gpus(spank_t sp)
 int dl_remote_user_init(spank_t sp, const struct dl_args *a)
 {
 	uint32_t nlocal = 0;
-
 	char rel[64], q[256], q2[256];
 	const struct dl_opts *o = dl_opts();
 
