@@ -460,28 +460,84 @@ static int install_stop_handlers(char *err, size_t errlen)
  * inside a container, must be that one: a bind mount of it keeps its
  * device and inode, another directory mounted over its path does not
  * (spank-dljob(8), CONTAINERS). */
+/* "DEV:INO" (decimal) at the start of s: the end of INO, or NULL. */
+static const char *parse_dev_ino(const char *s, unsigned long long *dev, unsigned long long *ino)
+{
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return NULL;
+	errno = 0;
+	*dev = strtoull(s, &end, 10);
+	if (*end != ':' || errno || end[1] < '0' || end[1] > '9')
+		return NULL;
+	s = end + 1;
+	*ino = strtoull(s, &end, 10);
+	return errno ? NULL : end;
+}
+
 static int check_data_id(const char *data, char *err, size_t errlen)
 {
-	const char *id = getenv("DLJOB_DATA_ID");
+	const char *id = getenv("DLJOB_DATA_ID"), *end;
 	unsigned long long dev, ino;
-	char *end;
 	struct stat sb;
 
 	if (!id)
 		return 0;
-	errno = 0;
-	dev = strtoull(id, &end, 10);
-	if (end == id || *end != ':' || errno)
+	if (!(end = parse_dev_ino(id, &dev, &ino)) || *end)
 		return fail(err, errlen, "DLJOB_DATA_ID='%.40s' is not DEV:INO", id);
-	id = end + 1;
-	ino = strtoull(id, &end, 10);
-	if (end == id || *end || errno)
-		return fail(err, errlen, "DLJOB_DATA_ID='%.40s' is not DEV:INO", getenv("DLJOB_DATA_ID"));
 	if (stat(data, &sb) < 0)
 		return fail(err, errlen, "%s", strerror(errno));
 	if ((unsigned long long)sb.st_dev != dev || (unsigned long long)sb.st_ino != ino)
 		return fail(err, errlen, "not the directory that srun --dl-data named and the plugin checked "
 			    "(data_allow): another directory is mounted over that path here (a container mount?)");
+	return 0;
+}
+
+/* Model mode: DLJOB_OUT_BASE ("DEV:INO:DIR") is the step's working
+ * directory on the host, which a relative --dl-out (and the default,
+ * DIR/dljob-JOBID) is under.  Here, possibly inside a container, DIR must
+ * still be that directory (mounted at the same path): else the output
+ * would go to the container's own file system and be lost with it
+ * (spank-dljob(8), CONTAINERS). */
+static int check_out_base(const char *out, char *err, size_t errlen)
+{
+	const char *base = getenv("DLJOB_OUT_BASE"), *end, *dir;
+	unsigned long long dev, ino;
+	struct stat sb;
+	size_t n;
+
+	if (!base)
+		return 0;
+	if (!(end = parse_dev_ino(base, &dev, &ino)) || *end != ':' || end[1] != '/')
+		return fail(err, errlen, "DLJOB_OUT_BASE='%.40s' is not DEV:INO:DIR", base);
+	dir = end + 1;
+	n = strlen(dir);
+	if (strncmp(out, dir, n) != 0 || (out[n] != '/' && out[n] != '\0' && n > 1))
+		return fail(err, errlen, "--dl-out %s is not under DLJOB_OUT_BASE's %s", out, dir);
+	if (stat(dir, &sb) < 0 || (unsigned long long)sb.st_dev != dev || (unsigned long long)sb.st_ino != ino)
+		return fail(err, errlen, "--dl-out %s is under the step's working directory %s, which is not the "
+			    "host's here (a container that does not mount it): the output would be lost with the "
+			    "container; mount it at the same path (--container-mounts=%s:%s, or an enroot mounts.d "
+			    "entry) or give --dl-out a directory mounted from the host", out, dir, dir, dir);
+	return 0;
+}
+
+/* The output directory, made before anything is read or trained: it must
+ * be a directory this process can write, or the run's results would be
+ * lost at its first checkpoint. */
+static int make_out(const char *out, char *err, size_t errlen)
+{
+	const char *opt = getenv("DLJOB_MODEL") && getenv("DLJOB_OUT") ? "--dl-out" : "--out";
+	char why[512];
+
+	if (check_out_base(out, err, errlen) < 0)
+		return -1;
+	if (make_dirs(out, why, sizeof(why)) < 0)
+		return fail(err, errlen, "%s %s: %s", opt, out, why);
+	if (access(out, W_OK | X_OK) < 0)
+		return fail(err, errlen, "%s %s: not writable here: %s (in a container: give %s a directory "
+			    "mounted from the host, writable)", opt, out, strerror(errno), opt);
 	return 0;
 }
 
@@ -529,8 +585,8 @@ int dl_cli_train_main(int argc, char **argv)
 		goto out;
 	}
 	/* An ImageFolder's scan is cached next to the output: read here if a
-	 * previous run (or a requeued one) left it, written below once --out
-	 * exists, so a run refused by the checks in between writes nothing. */
+	 * previous run (or a requeued one) left it, written below after the
+	 * checks in between; a refused run removes the --out it made. */
 	/* Inflated datasets are cached once per node, for this user only. */
 	char node_cache[4096];
 	const char *tmpdir = getenv("TMPDIR");
@@ -545,6 +601,12 @@ int dl_cli_train_main(int argc, char **argv)
 		.max_bad_fraction = 0.01,
 		.have_norm = cli->norm.have_norm,
 	};
+	struct stat st;
+	created_out = stat(c->out_dir, &st) < 0;
+	if (make_out(c->out_dir, err, sizeof(err)) < 0) {
+		fprintf(stderr, "dljob: %s\n", err);
+		goto out;
+	}
 	if (getenv("DLJOB_MODEL") && check_data_id(c->data, err, sizeof(err)) < 0) {
 		fprintf(stderr, "dljob: --data %s: %s\n", c->data, err);
 		goto out;
@@ -583,9 +645,7 @@ int dl_cli_train_main(int argc, char **argv)
 		        c->batch, c->data, ds->count[DL_SPLIT_TRAIN]);
 		goto out;
 	}
-	struct stat st;
-	created_out = stat(c->out_dir, &st) < 0;
-	if (install_stop_handlers(err, sizeof(err)) < 0 || make_dirs(c->out_dir, err, sizeof(err)) < 0) {
+	if (install_stop_handlers(err, sizeof(err)) < 0) {
 		fprintf(stderr, "dljob: %s\n", err);
 		goto out;
 	}

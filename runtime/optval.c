@@ -157,3 +157,39 @@ static char *escape(const char *s, char *out, size_t outlen, int backslash)
 	out[n] = '\0';
 	return out;
 }
+
+int dl_optval_path_abs(const char *base, const char *path, char *out, size_t outlen)
+{
+	size_t n;
+
+	if (path[0] == '/' || !base[0]) {
+		if (strlen(path) >= outlen)
+			return -1;
+		memcpy(out, path, strlen(path) + 1);
+		return 0;
+	}
+	n = strlen(base);
+	while (n > 1 && base[n - 1] == '/')
+		n--;
+	if (n >= outlen)
+		return -1;
+	memcpy(out, base, n);
+	out[n] = '\0';
+	for (const char *p = path; *p;) {
+		size_t len = strcspn(p, "/");
+
+		if (len && !(len == 1 && p[0] == '.')) {
+			size_t used = strlen(out), sep = used > 1 || out[0] != '/';
+
+			if (used + sep + len >= outlen)
+				return -1;
+			if (sep)
+				out[used++] = '/';
+			memcpy(out + used, p, len);
+			out[used + len] = '\0';
+		}
+		p += len;
+		p += *p == '/';
+	}
+	return 0;
+}

@@ -40,6 +40,12 @@ int dl_optval_double(const char *opt, const char *s, double min, int min_open, d
  * "-1" are refused, never wrapped). */
 int dl_optval_u64(const char *opt, const char *s, uint64_t *out, char *err, size_t errlen);
 
+/* path made absolute from base (an absolute directory): base/path with
+ * the "." and empty components of path dropped ("..", which the kernel
+ * resolves through symbolic links, is kept); an absolute path is copied.
+ * 0, or -1 when the result does not fit outlen. */
+int dl_optval_path_abs(const char *base, const char *path, char *out, size_t outlen);
+
 /* 1 if s holds a byte below 0x20 or 0x7f (newline, escape, ...). */
 int dl_optval_has_ctl(const char *s);
 

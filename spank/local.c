@@ -94,7 +94,7 @@ int dl_local_post_opt(spank_t sp, const struct dl_args *a, const char *args_err)
 	/* In a container the data directory may exist only there (an image's
 	 * or a mount's): the task checks it (spank-dljob(8), CONTAINERS). */
 	if (dl_opts_check(o, err, sizeof(err)) < 0 ||
-	    (!container_in_use() && dl_opts_check_data(o, a, 1, err, sizeof(err)) < 0)) {
+	    (!container_in_use() && dl_opts_check_data(o, a, NULL, err, sizeof(err)) < 0)) {
 		dl_error(0, "%s", err);
 		return -1;
 	}

@@ -194,9 +194,9 @@ int dl_opts_check(struct dl_opts *o, char *err, size_t errlen)
 	return 0;
 }
 
-int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, int submit, char *err, size_t errlen)
+int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, const char *workdir, char *err, size_t errlen)
 {
-	char real[PATH_MAX], q[256], q2[256];
+	char real[PATH_MAX], abs[DL_PATH_MAX], q[256], q2[256], at[DL_PATH_MAX + 8];
 	const char *data;
 	struct stat st;
 
@@ -207,18 +207,27 @@ int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, int submit, c
 		snprintf(err, errlen, "--dl-data=DIR is required (the site sets no default_data)");
 		return -1;
 	}
-	/* A relative path names a directory under the task's working
-	 * directory, which srun/sbatch --chdir may change: only the task can
-	 * resolve it. */
-	if (submit && data[0] != '/')
+	/* A relative path names a directory under the step's working
+	 * directory, which srun/sbatch --chdir may change: only slurmstepd
+	 * knows it. */
+	if (!workdir && data[0] != '/')
 		return 0;
 	dl_optval_escape(data, q, sizeof(q));
-	if (!realpath(data, real)) {
-		snprintf(err, errlen, "--dl-data=%s: %s", q, strerror(errno));
+	if (dl_optval_path_abs(workdir ? workdir : "", data, abs, sizeof(abs)) < 0) {
+		snprintf(err, errlen, "--dl-data=%s: longer than %d bytes from the step's working directory %s",
+			 q, DL_PATH_MAX - 1, dl_optval_escape(workdir ? workdir : "", q2, sizeof(q2)));
+		return -1;
+	}
+	/* The message names the absolute path a relative one became. */
+	at[0] = '\0';
+	if (data[0] != '/')
+		snprintf(at, sizeof(at), " (%s)", dl_optval_escape(abs, q2, sizeof(q2)));
+	if (!realpath(abs, real)) {
+		snprintf(err, errlen, "--dl-data=%s%s: %s", q, at, strerror(errno));
 		return -1;
 	}
 	if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "--dl-data=%s: not a directory", q);
+		snprintf(err, errlen, "--dl-data=%s%s: not a directory", q, at);
 		return -1;
 	}
 	if (!allowed_dir(real, a->data_allow)) {
@@ -226,7 +235,7 @@ int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, int submit, c
 			 q, dl_optval_escape(real, q2, sizeof(q2)), a->data_allow);
 		return -1;
 	}
-	if (submit)
+	if (!workdir)
 		return 0;
 	snprintf(o->data, sizeof(o->data), "%s", real);
 	return 0;

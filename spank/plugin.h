@@ -46,12 +46,14 @@ int dl_opts_is_env(const struct dl_opts *o);
 /* Check the values against runtime/optval.h's limits (and parse
  * --dl-bind).  -1 with one line in err (values in it are escaped). */
 int dl_opts_check(struct dl_opts *o, char *err, size_t errlen);
-/* Resolve --dl-data (or default_data) from the current directory (the
- * task's working directory) and check it against data_allow; on success
- * o->data is the real path (empty in env mode without data).  submit (srun,
- * sbatch, salloc): an absolute path is checked the same way but o->data is
- * kept, a relative one is left to the task.  -1 with one line in err. */
-int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, int submit, char *err, size_t errlen);
+/* Resolve --dl-data (or default_data), a relative path from workdir (the
+ * step's working directory on the host, read in user_init), and check it
+ * against data_allow; on success o->data is the real path (empty in env
+ * mode without data).  workdir NULL (srun, sbatch, salloc, which do not
+ * know the step's --chdir): an absolute path is checked the same way but
+ * o->data is kept, a relative one is left to the task.  -1 with one line
+ * in err. */
+int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, const char *workdir, char *err, size_t errlen);
 /* The option's name ("dl-job") from its table value. */
 const char *dl_opt_name(int val);
 /* Log one error line, "dljob: " + the message with every control byte

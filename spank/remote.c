@@ -1,12 +1,13 @@
-/* slurmstepd: per step, read the step's GPUs and load the topology once
- * (user_init, before the tasks are forked); per task (task_init, inside the
- * forked task after Slurm's own binding) export the rank variables, pick the
- * GPU/NICs/NUMA node and bind.  In model mode the plugin only checks and
- * prepares: the task's command must be the site's runtime, which Slurm
- * itself execs after the rest of its task set-up (limits, TMPDIR, later
- * plugins, TaskProlog, SELinux, container), and the checked --dl-* values
- * reach it as DLJOB_* variables (spank-dljob(8), MODEL MODE).  Failures here
- * end the task or the step, never slurmstepd. */
+/* slurmstepd: per step, read the step's working directory (relative
+ * --dl-data/--dl-out are made absolute from it) and GPUs, and load the
+ * topology once (user_init, before the tasks are forked); per task
+ * (task_init, inside the forked task after Slurm's own binding) export the
+ * rank variables, pick the GPU/NICs/NUMA node and bind.  In model mode the
+ * plugin only checks and prepares: the task's command must be the site's
+ * runtime, which Slurm itself execs after the rest of its task set-up
+ * (limits, TMPDIR, later plugins, TaskProlog, SELinux, container), and the
+ * checked --dl-* values reach it as DLJOB_* variables (spank-dljob(8), MODEL
+ * MODE).  Failures here end the task or the step, never slurmstepd. */
 #include "config.h"
 
 #include <errno.h>
@@ -30,7 +31,14 @@
 static struct {
 	int active;                /* this step asked for dljob */
 	uint32_t job, step;
-	char out[DL_PATH_MAX];
+	/* The step's working directory on the host, as slurmstepd set it
+	 * before user_init (srun's, or its --chdir; a batch script's):
+	 * relative --dl-data and --dl-out are taken from it, before any
+	 * container plugin moves a task. */
+	char workdir[PATH_MAX];
+	struct stat workdir_sb;
+	char out[DL_PATH_MAX];     /* --dl-out made absolute (default: workdir/dljob-JOBID) */
+	int out_relative;          /* ... from workdir */
 	int ngpus;                 /* the step's GPUs on this node (Slurm's step-wide SLURM_STEP_GPUS) */
 	int gpus[DL_MAP_MAX_GPUS]; /* their node indexes */
 	char cvd[1024];            /* the step-wide CUDA_VISIBLE_DEVICES Slurm wrote, as it wrote it */
@@ -88,10 +96,6 @@ int dl_remote_post_opt(spank_t sp, const struct dl_args *a, const char *args_err
 		st.active = 1;
 		return 0;
 	}
-	if (o->out[0])
-		snprintf(st.out, sizeof(st.out), "%s", o->out);
-	else
-		snprintf(st.out, sizeof(st.out), "./dljob-%u", st.job);
 	st.active = 1;
 	return 0;
 }
@@ -135,9 +139,28 @@ static void read_step_gpus(spank_t sp)
 int dl_remote_user_init(spank_t sp, const struct dl_args *a)
 {
 	uint32_t nlocal = 0;
+	char rel[64], q[256], q2[256];
+	const struct dl_opts *o = dl_opts();
 
 	if (!st.active || st.err[0])
 		return 0;
+	/* slurmstepd is in the step's working directory now (mgr.c chdir
+	 * before spank_user in Slurm 22.05 and 24.11; /tmp when that
+	 * directory is missing on the node, as for the tasks). */
+	if (!getcwd(st.workdir, sizeof(st.workdir)) || stat(st.workdir, &st.workdir_sb) < 0) {
+		snprintf(st.err, sizeof(st.err), "cannot read the step's working directory: %s", strerror(errno));
+		dl_error(0, "%s", st.err);
+		return 0;
+	}
+	snprintf(rel, sizeof(rel), "dljob-%u", st.job);
+	st.out_relative = o->out[0] != '/';
+	if (dl_optval_path_abs(st.workdir, o->out[0] ? o->out : rel, st.out, sizeof(st.out)) < 0) {
+		snprintf(st.err, sizeof(st.err), "--dl-out=%s: longer than %d bytes from the step's working directory %s",
+			 dl_optval_escape(o->out[0] ? o->out : rel, q, sizeof(q)), DL_PATH_MAX - 1,
+			 dl_optval_escape(st.workdir, q2, sizeof(q2)));
+		dl_error(0, "%s", st.err);
+		return 0;
+	}
 	for (int i = 0; i < 2; i++)
 		st.user_nic_set[i] = spank_getenv(sp, nic_vars[i], st.user_nic[i], sizeof(st.user_nic[i])) ==
 			ESPANK_SUCCESS && !dl_optval_has_ctl(st.user_nic[i]);
@@ -590,10 +613,19 @@ static int prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_
 	}
 	snprintf(data_id, sizeof(data_id), "%llu:%llu", (unsigned long long)data_sb.st_dev,
 		 (unsigned long long)data_sb.st_ino);
+	/* A relative (or the default) --dl-out is under the step's working
+	 * directory on the host: the runtime checks, where it runs (possibly
+	 * inside a container), that this is still that directory
+	 * (runtime/cli.c check_out_base), so the output reaches the host. */
+	char out_base[PATH_MAX + 64];
+
+	snprintf(out_base, sizeof(out_base), "%llu:%llu:%s", (unsigned long long)st.workdir_sb.st_dev,
+		 (unsigned long long)st.workdir_sb.st_ino, st.workdir);
 	if (spank_setenv(sp, "DLJOB_MODEL", o->job, 1) != ESPANK_SUCCESS ||
 	    spank_setenv(sp, "DLJOB_DATA", o->data, 1) != ESPANK_SUCCESS ||
 	    spank_setenv(sp, "DLJOB_DATA_ID", data_id, 1) != ESPANK_SUCCESS ||
 	    spank_setenv(sp, "DLJOB_OUT", st.out, 1) != ESPANK_SUCCESS ||
+	    (st.out_relative && spank_setenv(sp, "DLJOB_OUT_BASE", out_base, 1) != ESPANK_SUCCESS) ||
 	    (o->epochs[0] && spank_setenv(sp, "DLJOB_EPOCHS", o->epochs, 1) != ESPANK_SUCCESS) ||
 	    (o->batch[0] && spank_setenv(sp, "DLJOB_BATCH", o->batch, 1) != ESPANK_SUCCESS) ||
 	    (o->lr[0] && spank_setenv(sp, "DLJOB_LR", o->lr, 1) != ESPANK_SUCCESS) ||
@@ -715,16 +747,17 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 
 	if (!st.active)
 		return 0;
-	/* The data path is checked here, in the task, because only the task
-	 * is in the job's working directory (a relative --dl-data). */
-	if (st.err[0] || dl_opts_check_data(dl_opts(), a, 0, st.err, sizeof(st.err)) < 0) {
+	/* The data path is checked here, in the task, where it is opened
+	 * (inside the container when a container plugin ran before dljob); a
+	 * relative one is taken from the step's working directory on the host. */
+	if (st.err[0] || dl_opts_check_data(dl_opts(), a, st.workdir, st.err, sizeof(st.err)) < 0) {
 		dl_error(1, "%s", st.err);
 		return -1;
 	}
 	/* Only the plugin sets these, and only in model mode. */
 	for (const char *const *v = (const char *const[]){ "DLJOB_MODEL", "DLJOB_DATA", "DLJOB_EPOCHS",
 			"DLJOB_BATCH", "DLJOB_LR", "DLJOB_OUT", "DLJOB_GPU", "DLJOB_GPU_BUSID", "DLJOB_PREPENDED",
-			"DLJOB_DATA_ID", NULL }; *v; v++)
+			"DLJOB_DATA_ID", "DLJOB_OUT_BASE", NULL }; *v; v++)
 		spank_unsetenv(sp, *v);
 	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS ||

@@ -18,7 +18,8 @@ SLURM_CURRENT_BUILDDIR = _slurm-current
 SLURM_CURRENT_TESTS = tests/current/test_slurm_release.sh tests/cluster/test_cluster.sh \
 	tests/slurm/test_spank_options.sh tests/slurm/test_spank_env.sh tests/slurm/test_spank_model.sh \
 	tests/slurm/test_spank_setup.sh tests/slurm/test_spank_sbatch.sh \
-	tests/slurm/test_spank_train.sh tests/slurm/test_world_pmix.sh tests/slurm/test_spank_container.sh
+	tests/slurm/test_spank_train.sh tests/slurm/test_world_pmix.sh tests/slurm/test_spank_container.sh \
+	tests/slurm/test_spank_paths.sh
 SLURM_CURRENT_TOOLS = dljob dljob.la tests/slurm/marker_spank.la tests/slurm/container_spank.la tests/slurm/world_check \
 	tests/slurm/needs_lib
 EXTRA_DIST += tests/current/build-slurm.sh tests/current/test_slurm_release.sh
@@ -44,11 +45,12 @@ check-slurm-current:
 	fi && \
 	$(MAKE) $(AM_MAKEFLAGS) slurm-current-run DLJOB_OTHER_SPANK='$(abs_top_builddir)/.libs/dljob.so'
 
-# Run inside $(SLURM_CURRENT_BUILDDIR) by check-slurm-current.
+# Run inside $(SLURM_CURRENT_BUILDDIR) by check-slurm-current (generated
+# sources such as engine/tfevent.pb-c.h first: only make all builds them).
 slurm-current-run:
 	@pass=0; fail=0; \
 	echo "=== check-slurm-current: build against Slurm $$(sed -n 's/^SLURM_PREFIX = //p' Makefile) ($$(date +%T))"; \
-	if ! $(MAKE) $(AM_MAKEFLAGS) $(SLURM_CURRENT_TOOLS) >slurm-current-make.log 2>&1; then \
+	if ! $(MAKE) $(AM_MAKEFLAGS) $(BUILT_SOURCES) $(SLURM_CURRENT_TOOLS) >slurm-current-make.log 2>&1; then \
 	  tail -40 slurm-current-make.log; echo "check-slurm-current: 0 passed, 1 failed"; echo "0 1" >check-slurm-current.result; exit 1; fi; \
 	echo "=== check-slurm-current: cluster tests ($$(date +%T))"; \
 	DLJOB_OTHER_SPANK='$(DLJOB_OTHER_SPANK)' \

@@ -9,8 +9,10 @@
  *   - the task moves to a new mount namespace (pyxis joins the
  *     container's), which is what tells dljob that a container plugin has
  *     already run for the task;
- *   --container-mounts=SRC:DST (one pair): SRC is bind-mounted over DST in
- *     that namespace (a user's own container mount).
+ *   --container-mounts=SRC:DST[:ro] (one pair): SRC is bind-mounted over DST
+ *     in that namespace (a user's own container mount), read-only with :ro;
+ *   --container-workdir=DIR: the task then changes to DIR (pyxis changes to
+ *     the image's working directory, or this option's).
  * No image, no rootfs, no enroot: paths are the host's.  Listed before or
  * after dljob.so in the test's plugstack.conf (tests/slurm/test_spank_container.sh). */
 #define _GNU_SOURCE
@@ -38,7 +40,11 @@ static struct spank_option image_opt = {
 };
 
 static struct spank_option mounts_opt = {
-	"container-mounts", "SRC:DST", "test stand-in for pyxis: bind-mount SRC over DST", 1, 0, opt_cb
+	"container-mounts", "SRC:DST[:ro]", "test stand-in for pyxis: bind-mount SRC over DST", 1, 0, opt_cb
+};
+
+static struct spank_option workdir_opt = {
+	"container-workdir", "DIR", "test stand-in for pyxis: the task's working directory", 1, 0, opt_cb
 };
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
@@ -46,7 +52,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	(void)ac;
 	(void)av;
 	if (spank_option_register(sp, &image_opt) != ESPANK_SUCCESS ||
-	    spank_option_register(sp, &mounts_opt) != ESPANK_SUCCESS) {
+	    spank_option_register(sp, &mounts_opt) != ESPANK_SUCCESS ||
+	    spank_option_register(sp, &workdir_opt) != ESPANK_SUCCESS) {
 		slurm_error("dljob_test_container: cannot register its options");
 		return -1;
 	}
@@ -94,17 +101,26 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 		return -1;
 	}
 	if (spank_option_getopt(sp, &mounts_opt, &dir) == ESPANK_SUCCESS && dir && strchr(dir, ':')) {
-		char src[4096];
-		const char *dst = strchr(dir, ':') + 1;
+		char src[4096], dst[4096], *flags;
+		const char *d = strchr(dir, ':') + 1;
 
-		snprintf(src, sizeof(src), "%.*s", (int)(dst - 1 - dir), dir);
+		snprintf(src, sizeof(src), "%.*s", (int)(d - 1 - dir), dir);
+		snprintf(dst, sizeof(dst), "%s", d);
+		if ((flags = strchr(dst, ':')))
+			*flags++ = '\0';
 		/* Private first: nothing mounted here may reach the host's
 		 * namespace. */
 		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-		    mount(src, dst, NULL, MS_BIND, NULL) < 0) {
+		    mount(src, dst, NULL, MS_BIND, NULL) < 0 ||
+		    (flags && !strcmp(flags, "ro") &&
+		     mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) < 0)) {
 			slurm_error("dljob_test_container: mount %s over %s: %m", src, dst);
 			return -1;
 		}
+	}
+	if (spank_option_getopt(sp, &workdir_opt, &dir) == ESPANK_SUCCESS && dir && dir[0] && chdir(dir) < 0) {
+		slurm_error("dljob_test_container: chdir %s: %m", dir);
+		return -1;
 	}
 	return 0;
 }

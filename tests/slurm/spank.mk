@@ -40,8 +40,8 @@ tests_slurm_marker_spank_la_LDFLAGS = -module -avoid-version -shared -rpath $(ab
 check_LTLIBRARIES += tests/slurm/container_spank.la
 tests_slurm_container_spank_la_SOURCES = tests/slurm/container_spank.c
 tests_slurm_container_spank_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/tests/slurm
-TESTS += tests/slurm/test_spank_container.sh
-dist_check_SCRIPTS += tests/slurm/test_spank_container.sh
+TESTS += tests/slurm/test_spank_container.sh tests/slurm/test_spank_paths.sh
+dist_check_SCRIPTS += tests/slurm/test_spank_container.sh tests/slurm/test_spank_paths.sh
 # A program that needs a shared library of the build tree (RUNPATH), whose
 # library test_spank_container.sh hides from the "container".
 check_LTLIBRARIES += tests/slurm/libdljob_testdep.la

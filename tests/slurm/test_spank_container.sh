@@ -114,7 +114,7 @@ $(diff want_user.txt got.txt)"
 		done
 	done
 	got=$(grep -E '^arg[0-9]+=' log/rank0.0 | tr '\n' ' ')
-	[[ "$got" == "arg1=--model arg2=resnet20 arg3=--data arg4=$WORK/data/x arg5=--out arg6=./dljob-"*" arg7=--steps arg8=3 " ]] ||
+	[[ "$got" == "arg1=--model arg2=resnet20 arg3=--data arg4=$WORK/data/x arg5=--out arg6=$WORK/dljob-"*" arg7=--steps arg8=3 " ]] ||
 		fail "$o: the runtime's arguments: $got"
 	echo "ok   $o, Slurm $maj.$min: model mode in a container runs the site's runtime with dljob's variables"
 done

@@ -38,7 +38,7 @@ arg8=16
 arg9=--lr
 arg10=0.05
 arg11=--out
-arg12=run1
+arg12=$WORK/run1
 RANK=$r
 LOCAL_RANK=0
 WORLD_SIZE=2
@@ -51,15 +51,15 @@ $(diff <(echo "$want") <(echo "$got"))"
 done
 echo "ok   srun -N2 -n2 --dl-job=resnet20 ran the runtime with the exact argv and rank variables"
 
-# Defaults: --out ./dljob-<jobid>, only the options given; default_data.
+# Defaults: --out $WORK/dljob-<jobid> (the working directory made absolute), only the options given; default_data.
 rm -f log/*
 cluster_plugstack "runtime=$fake default_data=$WORK/data/fmnist"
 srun -N1 -n1 --dl-job=resnet50 dljob 2>err.txt || fail "srun --dl-job=resnet50: $(cat err.txt)"
 job=$(sed -n 's/^SLURM_JOB_ID=//p' log/rank0.0)
 got=$(grep -E '^arg[0-9]+=' log/rank0.0 | tr '\n' ' ')
-[ -n "$job" ] && [ "$got" = "arg1=--model arg2=resnet50 arg3=--data arg4=$WORK/data/fmnist arg5=--out arg6=./dljob-$job " ] ||
+[ -n "$job" ] && [ "$got" = "arg1=--model arg2=resnet50 arg3=--data arg4=$WORK/data/fmnist arg5=--out arg6=$WORK/dljob-$job " ] ||
 	fail "default argv (job $job): $got"
-echo "ok   defaults: default_data and --out ./dljob-$job"
+echo "ok   defaults: default_data and --out $WORK/dljob-$job"
 
 # The runtime's exit code and output reach srun.
 rm -f log/*
@@ -73,7 +73,7 @@ echo "ok   the runtime's exit code 3 reaches srun"
 rm -f log/*
 srun -N1 -n1 --dl-job=resnet18 --dl-data=data/fmnist dljob --steps 3 2>err.txt || fail "srun: $(cat err.txt)"
 got=$(grep -E '^arg[0-9]+=' log/rank0.0 | tr '\n' ' ')
-[[ "$got" == "arg1=--model arg2=resnet18 arg3=--data arg4=$WORK/data/fmnist arg5=--out arg6=./dljob-"*" arg7=--steps arg8=3 " ]] ||
+[[ "$got" == "arg1=--model arg2=resnet18 arg3=--data arg4=$WORK/data/fmnist arg5=--out arg6=$WORK/dljob-"*" arg7=--steps arg8=3 " ]] ||
 	fail "user arguments after the plugin's: $got"
 echo "ok   the user's own arguments follow the plugin's"
 

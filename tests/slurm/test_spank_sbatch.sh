@@ -55,24 +55,25 @@ for t in dljob-1node dljob-multinode; do
 	[ $t = dljob-multinode ] && want=4
 	[ "$n" -eq $want ] || fail "$t.sbatch ran $n tasks, expected $want: $(cat "$t.out")"
 	grep -qx "arg2=resnet20" log/rank0.0 && grep -qx "arg4=$WORK/data" log/rank0.0 && grep -qx "arg6=2" log/rank0.0 &&
-		grep -qx "arg8=8" log/rank0.0 && grep -qx "arg10=./dljob-$jid" log/rank0.0 ||
+		grep -qx "arg8=8" log/rank0.0 && grep -qx "arg10=$WORK/dljob-$jid" log/rank0.0 ||
 		fail "$t.sbatch runtime argv: $(cat log/rank0.0)"
 	grep -qx "WORLD_SIZE=$want" log/rank0.0 || fail "$t.sbatch WORLD_SIZE: $(cat log/rank0.0)"
 	echo "ok   contrib/sbatch/$t.sbatch runs as it is ($want tasks)"
 done
 
-# A relative --dl-data names a directory under the task's working
-# directory (here sbatch --chdir), not under the submit directory: sbatch
-# leaves it to the node, the task resolves it.
+# A relative --dl-data (and the default --dl-out) names a directory under
+# the step's working directory (here sbatch --chdir), not under the submit
+# directory: sbatch leaves it to the node, which makes it absolute.
 mkdir -p sub/data/rel || fail mkdir
 rm -f log/*
 jid=$(sbatch --parsable -N1 -n1 --chdir="$WORK/sub" --dl-job=resnet20 --dl-data=data/rel -o "$WORK/rel.out" \
 	--wrap 'srun dljob') || fail "sbatch --chdir with a relative --dl-data"
 job_done "$jid" 60
 grep -qx "arg4=$WORK/sub/data/rel" log/rank0.0 || fail "relative --dl-data under --chdir: $(cat rel.out log/rank0.0 2>&1)"
+grep -qx "arg6=$WORK/sub/dljob-$jid" log/rank0.0 || fail "the default --dl-out under --chdir: $(cat rel.out log/rank0.0 2>&1)"
 out=$(srun -N1 -n1 --chdir="$WORK/sub" --dl-job=resnet20 --dl-data=data/none dljob 2>&1) && fail "a missing relative --dl-data was accepted"
-grep -qF "dljob: --dl-data=data/none: No such file or directory" <<<"$out" || fail "missing relative --dl-data: $out"
-echo "ok   a relative --dl-data is resolved in the task's working directory (sbatch/srun --chdir)"
+grep -qF "dljob: --dl-data=data/none ($WORK/sub/data/none): No such file or directory" <<<"$out" || fail "missing relative --dl-data: $out"
+echo "ok   a relative --dl-data and the default --dl-out are made absolute from the step's working directory (sbatch/srun --chdir)"
 
 # Preemptible: USR1 to the batch script -> the step's tasks get USR1 and
 # exit 0 -> requeue -> the second run (SLURM_RESTART_COUNT=1) finishes.
@@ -104,7 +105,7 @@ done
 job_done "$jid" 60
 grep -qx usr1=1 log/rank0.0 && grep -qx usr1=1 log/rank1.0 || fail "tasks did not get USR1: $(cat log/rank0.0)"
 grep -qx SLURM_RESTART_COUNT=1 log/rank0.1 || fail "second run: $(cat log/rank0.1)"
-grep -qx "arg10=./dljob-$jid" log/rank0.1 || fail "second run's --out differs: $(cat log/rank0.1)"
+grep -qx "arg10=$WORK/dljob-$jid" log/rank0.1 || fail "second run's --out differs: $(cat log/rank0.1)"
 grep -q "requeueing job $jid" pre.out || fail "no requeue message: $(cat pre.out)"
 echo "ok   contrib/sbatch/dljob-preemptible.sbatch: USR1 -> checkpoint -> requeue -> same --out"
 nodes_idle

@@ -129,6 +129,26 @@ int main(void)
 		      "numbers: decimal, finite, in range");
 	}
 
+	/* --dl-data and --dl-out made absolute from the step's working
+	 * directory on the host (spank/remote.c). */
+	{
+		char out[32];
+
+		check(!dl_optval_path_abs("/home/u", "data/x", out, sizeof(out)) && !strcmp(out, "/home/u/data/x"),
+		      "relative path: under the working directory");
+		check(!dl_optval_path_abs("/home/u/", "./a//b/.", out, sizeof(out)) && !strcmp(out, "/home/u/a/b"),
+		      "relative path: '.' and empty components dropped");
+		check(!dl_optval_path_abs("/home/u", "../v", out, sizeof(out)) && !strcmp(out, "/home/u/../v"),
+		      "relative path: '..' kept for the kernel");
+		check(!dl_optval_path_abs("/", "x", out, sizeof(out)) && !strcmp(out, "/x") &&
+		      !dl_optval_path_abs("/w", ".", out, sizeof(out)) && !strcmp(out, "/w"),
+		      "relative path: from / and '.' alone");
+		check(!dl_optval_path_abs("/home/u", "/abs/./p", out, sizeof(out)) && !strcmp(out, "/abs/./p"),
+		      "absolute path: kept as given");
+		check(dl_optval_path_abs("/home/u", "0123456789012345678901234567", out, sizeof(out)) < 0,
+		      "relative path: too long for the buffer is an error");
+	}
+
 	printf("%s\n", fails ? "FAIL" : "PASS");
 	return fails ? 1 : 0;
 }
