@@ -122,6 +122,15 @@ done
 # The same as an ordinary user (nobody): the stand-in then makes a user
 # namespace for its mount namespace, as pyxis joins the container's.
 chmod 755 "$WORK" && chmod -R a+rX "$WORK/img" && mkdir -p "$WORK/u" && chmod 777 "$WORK/u" || fail "chmod"
+# srun, as nobody, loads the plugins itself: copies in a directory anybody
+# can read, as a site installs them (the checkout may be in a directory
+# only root can enter, e.g. a CI clone under mktemp -d or /root).
+pub=$WORK/pub
+mkdir -p "$pub" && cp "$DLJOB_SPANK" "$so" "$fake" "$T/2s-8gpu-4hca.xml" "$pub/" && chmod -R a+rX "$pub" ||
+	fail "copying the plugins to $pub"
+saved=("$DLJOB_SPANK" "$so" "$fake")
+DLJOB_SPANK=$pub/${DLJOB_SPANK##*/} so=$pub/${so##*/} fake=$pub/${fake##*/}
+args="runtime=$fake topology=$pub/2s-8gpu-4hca.xml data_allow=$WORK/data"
 as_user() { (cd "$WORK/u" && setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME="$WORK/u" "$@"); }
 order dljob-first
 [ "$(as_user srun -w n1 -n1 id -u 2>&1)" = "$(id -u nobody)" ] || fail "tasks as nobody: $(as_user srun -w n1 -n1 id -u 2>&1)"
@@ -137,6 +146,7 @@ for o in container-first dljob-first; do
 $(diff want_nobody.txt got.txt)"
 	echo "ok   $o, Slurm $maj.$min, as an ordinary user: env mode in a container gets dljob's variables"
 done
+DLJOB_SPANK=${saved[0]} so=${saved[1]} fake=${saved[2]}
 
 # A dataset that exists only inside the container (here: under a mount
 # the container plugin makes): srun leaves it to the task, which checks it
