@@ -111,7 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    dl_optval_has_ctl(o->job) || dl_optval_has_ctl(o->data) || dl_optval_has_ctl(o->out))
 			abort();
 		err[0] = '\0';
-		if (dl_opts_check_data(o, &a, !(ctx & 2), err, sizeof(err)) < 0)
+		if (dl_opts_check_data(o, &a, (ctx & 2) ? "/tmp/dljob-fuzz-work" : NULL, err, sizeof(err)) < 0)
 			check_msg(err);
 	} else {
 		check_msg(err);
