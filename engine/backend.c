@@ -84,6 +84,8 @@ static const struct dl_backend_ops *load_cuda(char *err, size_t errlen)
 }
 #endif
 
+static const struct dl_backend_ops *backend_auto(char *err, size_t errlen);
+
 const struct dl_backend_ops *dl_backend_find(const char *name, char *err, size_t errlen)
 {
 	static const struct dl_backend_ops *const builtin[] = { &dl_backend_cpu, &dl_backend_ref };
@@ -91,6 +93,8 @@ const struct dl_backend_ops *dl_backend_find(const char *name, char *err, size_t
 		SET_ERR("no backend named");
 		return NULL;
 	}
+	if (strcmp(name, "auto") == 0)
+		return backend_auto(err, errlen);
 	for (size_t i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++)
 		if (strcmp(builtin[i]->name, name) == 0)
 			return builtin[i];
@@ -106,25 +110,6 @@ const struct dl_backend_ops *dl_backend_find(const char *name, char *err, size_t
 	return NULL;
 }
 
-const struct dl_backend_ops *dl_backend_auto(char *err, size_t errlen)
-{
-#ifdef DLJOB_HAVE_CUDA
-	const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-	if (access("/dev/nvidiactl", F_OK) == 0 && !(vis && !*vis)) {
-		const struct dl_backend_ops *cuda = load_cuda(err, errlen);
-		if (!cuda) {
-			size_t len = err ? strnlen(err, errlen) : errlen;
-			if (len + 1 < errlen)
-				snprintf(err + len, errlen - len,
-					 " (this node has the NVIDIA driver; --backend cpu trains without the GPU)");
-			return NULL;
-		}
-		if (cuda->device_count && cuda->device_count() > 0)
-			return cuda;
-	}
-#endif
-	return dl_backend_find("cpu", err, errlen);
-}
 
 int dl_conv_algo_parse(const char *name)
 {
@@ -157,4 +142,24 @@ const char *dl_precision_name(enum dl_precision p)
 		return "fp16";
 	}
 	return "unknown";
+}
+
+static const struct dl_backend_ops *backend_auto(char *err, size_t errlen)
+{
+#ifdef DLJOB_HAVE_CUDA
+	const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+	if (access("/dev/nvidiactl", F_OK) == 0 && !(vis && !*vis)) {
+		const struct dl_backend_ops *cuda = load_cuda(err, errlen);
+		if (!cuda) {
+			size_t len = err ? strnlen(err, errlen) : errlen;
+			if (len + 1 < errlen)
+				snprintf(err + len, errlen - len,
+					 " (this node has the NVIDIA driver; --backend cpu trains without the GPU)");
+			return NULL;
+		}
+		if (cuda->device_count && cuda->device_count() > 0)
+			return cuda;
+	}
+#endif
+	return dl_backend_find("cpu", err, errlen);
 }

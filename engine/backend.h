@@ -215,8 +215,9 @@ int dl_conv_algo_parse(const char *name);
 /* The module's entry point (defined in engine/cuda/cuda_module.c only). */
 const struct dl_backend_ops *DL_BACKEND_ENTRY(void);
 
-/* Look up a backend by name: "cpu" and "ref" are built in; "cuda" loads
- * the module, from the first of these that exists:
+/* Look up a backend by name: "cpu" and "ref" are built in; "auto" and
+ * "cuda" are below.  "cuda" loads the module, from the first of these that
+ * exists:
  *   $DLJOB_MODULE_DIR/dljob-cuda.so when that variable is set (only there:
  *     the build tree's tests point it at engine/cuda/.libs; it is the
  *     user's own process, so it is the user's own choice what to load);
@@ -226,15 +227,13 @@ const struct dl_backend_ops *DL_BACKEND_ENTRY(void);
  * missing module (the paths looked at), a dlopen error (the file and
  * dlerror(), e.g. a missing libcudnn.so.9), a module without
  * DL_BACKEND_ENTRY (another dljob version).  The module stays loaded for
- * the life of the process.  err may be NULL. */
-const struct dl_backend_ops *dl_backend_find(const char *name, char *err, size_t errlen);
-
-/* --backend auto: the backend with a device where this dljob was built with
+ * the life of the process.  err may be NULL.
+ * "auto" (--backend auto): the backend with a device where this dljob was built with
  * CUDA and the node may have an NVIDIA GPU (/dev/nvidiactl exists and
  * CUDA_VISIBLE_DEVICES is not set to an empty list), else cpu.  On a node
  * without the NVIDIA driver the module is not even loaded.  A node that has
  * the driver but where the module cannot be loaded is an error (NULL, err),
  * not a silent fall-back to cpu: --backend cpu says so explicitly. */
-const struct dl_backend_ops *dl_backend_auto(char *err, size_t errlen);
+const struct dl_backend_ops *dl_backend_find(const char *name, char *err, size_t errlen);
 
 #endif

@@ -33,7 +33,7 @@
 void dl_train_config_defaults(struct dl_train_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->backend = "auto"; /* cuda with a visible GPU, else cpu (dl_backend_auto) */
+	c->backend = "auto"; /* cuda with a visible GPU, else cpu (dl_backend_find) */
 	c->epochs = 90;
 	c->batch = 128;
 	c->lr = 0.1;
@@ -247,9 +247,8 @@ static int setup(struct run *r, char *err, size_t errlen)
 	 * itself is created below, after resume. */
 	/* "auto": the plugin runs the same command line on GPU and CPU nodes,
 	 * so use the GPU wherever this dljob was built for one and one is
-	 * visible (backend.h) */
-	r->ops = strcmp(c->backend, "auto") == 0 ? dl_backend_auto(lerr, sizeof(lerr))
-						   : dl_backend_find(c->backend, lerr, sizeof(lerr));
+	 * visible (dl_backend_find, backend.h) */
+	r->ops = dl_backend_find(c->backend, lerr, sizeof(lerr));
 	if (!r->ops) {
 		snprintf(err, errlen, "--backend %s: %s", c->backend, lerr);
 		return -1;

@@ -320,8 +320,7 @@ static int eval_run(const struct eval_opts *o, struct eval_run *r, char *err, si
 			   err, errlen) < 0)
 		return -1;
 	r->have_graph = 1;
-	r->ops = strcmp(o->backend, "auto") == 0 ? dl_backend_auto(lerr, sizeof(lerr))
-						   : dl_backend_find(o->backend, lerr, sizeof(lerr));
+	r->ops = dl_backend_find(o->backend, lerr, sizeof(lerr));
 	if (!r->ops)
 		return efail(err, errlen, "--backend %s: %s", o->backend, lerr);
 	const char *backend = r->ops->name;
