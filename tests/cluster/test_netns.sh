@@ -15,7 +15,11 @@
 #   5. srun --mpi=pmix: the same training through PMIx and Open MPI's TCP
 #      transport (with the plugin's --dl-job=env around it) equals one rank
 #      with twice the batch, and `dljob eval` on 2 ranks gives the counts of
-#      one.
+#      one;
+#   6. each node gets a bridge with the same address (as docker0 has on every
+#      node), which Open MPI takes for a way to its peer: the PMIx world
+#      fails in bounded time, naming OMPI_MCA_btl_tcp_if_include, and trains
+#      once that names eth0, or with DLJOB_COLLECTIVES=ring.
 # Open MPI runs with its defaults (no OMPI_MCA_* from the caller), as on a
 # site that has not tuned it.
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
@@ -131,6 +135,35 @@ for k in ("samples", "correct", "top1", "top5", "per_class", "confusion"):
 assert abs(a["loss"] - b["loss"]) <= 1e-6 * max(1.0, abs(a["loss"])), (a["loss"], b["loss"])
 PY
 echo "ok   dljob eval under --mpi=pmix on 2 hosts: the counts and loss of 1 rank"
+
+# 6. A bridge with the same address on every node (docker0's 172.17.0.1 on
+# real clusters): Open MPI believes it reaches its peer through it and never
+# connects.  The world must still end within its timeout, saying what to set.
+for i in 1 2; do
+	ns=${CLUSTER_NETNS_TAG:?}n$i
+	ip -n "$ns" link add dock0 type bridge && ip -n "$ns" addr add 172.31.0.1/16 dev dock0 &&
+		ip -n "$ns" link set dock0 up || fail "cannot add a bridge to $ns"
+done
+start=$SECONDS
+timeout 60 srun --overlap -N2 -n2 --mpi=pmix --dl-job=env "$DLJOB_BIN" "${common[@]}" --batch 32 \
+	--timeout 5 --out dock >dock.log 2>&1 && fail "--mpi=pmix beside a same-address bridge: exited 0"
+took=$((SECONDS - start))
+[ $took -lt 20 ] || fail "--mpi=pmix beside a same-address bridge: took $took s (timeout 5 s): $(tail dock.log)"
+[ "$(grep -c "^dljob: .*Open MPI's connections between the ranks did not come up in 5 s .*OMPI_MCA_btl_tcp_if_include" dock.log)" -eq 2 ] ||
+	fail "--mpi=pmix beside a same-address bridge: no clear error from both ranks: $(cat dock.log)"
+echo "ok   --mpi=pmix beside a same-address bridge: both ranks named OMPI_MCA_btl_tcp_if_include in $took s"
+# The remedies the message and dljob(1) give: Open MPI told the interface, or
+# dljob's own ring (it connects where each rank reached rank 0).
+for fix in OMPI_MCA_btl_tcp_if_include=eth0 DLJOB_COLLECTIVES=ring; do
+	rm -rf dock
+	timeout 120 srun --overlap -N2 -n2 --mpi=pmix --dl-job=env --export=ALL,$fix \
+		"$DLJOB_BIN" "${common[@]}" --batch 32 --out dock >dock.log 2>&1 ||
+		fail "--mpi=pmix with $fix beside a same-address bridge: $(tail -20 dock.log)"
+	err=$(rel_err one/model.safetensors dock/model.safetensors) || fail "cannot compare the weights"
+	"$TORCH" -c "import sys; sys.exit(0 if float('$err') < 1e-4 else 1)" ||
+		fail "2x32 with $fix vs 1x64: rel err $err"
+	echo "ok   ... and trains with $fix (2x32 vs 1x64, rel err $err)"
+done
 
 scancel "$SLURM_JOB_ID"
 nodes_idle
