@@ -141,8 +141,10 @@ echo "ok   dljob eval under --mpi=pmix on 2 hosts: the counts and loss of 1 rank
 # connects.  The world must still end within its timeout, saying what to set.
 for i in 1 2; do
 	ns=${CLUSTER_NETNS_TAG:?}n$i
-	ip -n "$ns" link add dock0 type bridge && ip -n "$ns" addr add 172.31.0.1/16 dev dock0 &&
-		ip -n "$ns" link set dock0 up || fail "cannot add a bridge to $ns"
+	if ! { ip -n "$ns" link add dock0 type bridge && ip -n "$ns" addr add 172.31.0.1/16 dev dock0 &&
+		ip -n "$ns" link set dock0 up; }; then
+		fail "cannot add a bridge to $ns"
+	fi
 done
 start=$SECONDS
 timeout 60 srun --overlap -N2 -n2 --mpi=pmix --dl-job=env "$DLJOB_BIN" "${common[@]}" --batch 32 \
