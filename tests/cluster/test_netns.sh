@@ -14,8 +14,8 @@
 #      other rank names it within 30 s;
 #   5. srun --mpi=pmix: the same training through PMIx and Open MPI's TCP
 #      transport (with the plugin's --dl-job=env around it) equals one rank
-#      with twice the batch, and `dljob eval` on 2 ranks gives the counts of
-#      one;
+#      with twice the batch; --dl-job=resnet20 (model mode) trains; and
+#      `dljob eval` on 2 ranks gives the counts of one;
 #   6. each node gets a bridge with the same address (as docker0 has on every
 #      node), which Open MPI takes for a way to its peer: the PMIx world
 #      fails in bounded time, naming OMPI_MCA_btl_tcp_if_include, and trains
@@ -121,6 +121,16 @@ err=$(rel_err one/model.safetensors pmix/model.safetensors) || fail "cannot comp
 "$TORCH" -c "import sys; sys.exit(0 if float('$err') < 1e-4 else 1)" ||
 	fail "2x32 under --mpi=pmix across the namespaces vs 1x64: rel err $err"
 echo "ok   --mpi=pmix training across the bridge: 2x32 vs 1x64 after $K steps, rel err $err"
+
+# Model mode (--dl-job=resnet20, the plugin runs the runtime) under PMIx.
+timeout 120 srun --overlap -N2 -n2 --mpi=pmix --dl-job=resnet20 --dl-data="$FMNIST" --dl-batch=16 \
+	--dl-out=model --export=ALL,DLJOB_WORLD_VERBOSE=1 "$DLJOB_BIN" --steps 2 --eval 0 >model.log 2>&1 ||
+	fail "--mpi=pmix --dl-job=resnet20 across the namespaces: $(tail -20 model.log)"
+if ! { grep -q "resnet20, .* 2 ranks x batch 16" model.log && grep -q "done after 2 steps" model.log &&
+	[ "$(grep -c "^dljob: world pmix rank [01]: .*MPI_Init" model.log)" -eq 2 ]; }; then
+	fail "--mpi=pmix --dl-job=resnet20: not 2 PMIx ranks trained: $(tail -20 model.log)"
+fi
+echo "ok   --mpi=pmix --dl-job=resnet20 (model mode) trained on 2 hosts through PMIx and Open MPI"
 
 ev=(eval --model convnet --weights one/model.safetensors --data "fashion-mnist:$FMNIST")
 "$DLJOB_BIN" "${ev[@]}" --json eval1.json >eval1.log 2>&1 || fail "dljob eval, 1 rank: $(tail -5 eval1.log)"
