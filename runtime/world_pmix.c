@@ -535,9 +535,28 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 		dl_star_abort(&p->star, err);
 		goto out;
 	}
-	if (MPI_Comm_dup(MPI_COMM_WORLD, &p->comm) != MPI_SUCCESS) {
-		snprintf(err, errlen, "MPI_Comm_dup failed");
+	/* The duplicate is the ranks' first exchange over Open MPI's own
+	 * connections (MPI_Init_thread only spoke to PMIx): polled against the
+	 * deadline like every collective, since it never returns when those
+	 * connections cannot come up (an interface with the same address on
+	 * every node, such as docker0, that Open MPI takes for the way to a
+	 * peer). */
+	MPI_Request dup_req;
+	if (MPI_Comm_idup(MPI_COMM_WORLD, &p->comm, &dup_req) != MPI_SUCCESS) {
+		snprintf(err, errlen, "MPI_Comm_idup failed");
 		dl_star_abort(&p->star, err);
+		goto out;
+	}
+	if (mpi_wait(p, &dup_req, "MPI_Comm_idup", e, sizeof(e)) < 0) {
+		/* All alive and waiting (rank 0's diagnosis in world_star.c):
+		 * not a rank's fault but the network's. */
+		if (strstr(e, "every rank waited"))
+			snprintf(err, errlen, "Open MPI's connections between the ranks did not come "
+				 "up in %g s (every rank waited in MPI_Comm_idup, their first exchange "
+				 "over them): name the interface that joins the nodes in "
+				 "OMPI_MCA_btl_tcp_if_include", timeout_s);
+		else
+			snprintf(err, errlen, "%s", e);
 		goto out;
 	}
 	MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN);

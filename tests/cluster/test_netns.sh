@@ -9,9 +9,19 @@
 #      -n2, MASTER_ADDR from the node list): after K steps the weights equal
 #      one rank's with twice the batch;
 #   3. --dl-job=env: PyTorch's gloo all-reduce with init_method=env://;
-#   4. a rank killed mid-collective (on n2, then rank 0 on n1): every other
-#      rank names it within 30 s.
-# PMIx/Open MPI across the namespaces is not covered here.
+#   4. a rank killed mid-collective (on n2, then rank 0 on n1), over TCP and
+#      under srun --mpi=pmix (PMIx bootstrap, Open MPI collectives): every
+#      other rank names it within 30 s;
+#   5. srun --mpi=pmix: the same training through PMIx and Open MPI's TCP
+#      transport (with the plugin's --dl-job=env around it) equals one rank
+#      with twice the batch; --dl-job=resnet20 (model mode) trains; and
+#      `dljob eval` on 2 ranks gives the counts of one;
+#   6. each node gets a bridge with the same address (as docker0 has on every
+#      node), which Open MPI takes for a way to its peer: the PMIx world
+#      fails in bounded time, naming OMPI_MCA_btl_tcp_if_include, and trains
+#      once that names eth0, or with DLJOB_COLLECTIVES=ring.
+# Open MPI runs with its defaults (no OMPI_MCA_* from the caller), as on a
+# site that has not tuned it.
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
 FMNIST=/usr/share/datasets/fashion-mnist
 WC=${DLJOB_BUILDDIR:?}/tests/slurm/world_check
@@ -19,6 +29,7 @@ TORCH=${TORCH_PYTHON:-/usr/bin/python3}
 [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || fail "no $FMNIST (Debian package dataset-fashion-mnist)"
 [ -x "${DLJOB_BIN:?}" ] || fail "build dljob first ($DLJOB_BIN)"
 export CLUSTER_NETNS=1 DLJOB_PLUGSTACK_ARGS="runtime=$DLJOB_BIN" OMP_NUM_THREADS=1
+for v in "${!OMPI_MCA_@}" "${!PMIX_MCA_@}"; do unset "$v"; done
 spank_cluster_up
 cd "$WORK" || fail "cd $WORK"
 cluster_alloc -N2 --exclusive || fail "salloc"
@@ -38,7 +49,9 @@ common=(--model convnet --data "fashion-mnist:$FMNIST" --steps "$K" --seed 7 --e
 timeout 120 srun --overlap -N2 -n2 --mpi=none "$DLJOB_BIN" "${common[@]}" --batch 32 --out two >two.log 2>&1 ||
 	fail "2 ranks across the namespaces: $(tail -20 two.log)"
 grep -q "2 ranks x batch 32" two.log || fail "not 2 ranks: $(tail -20 two.log)"
-err=$("$TORCH" - one/model.safetensors two/model.safetensors <<'PY'
+# rel_err A B: the largest relative difference between two weight files.
+rel_err() {
+	"$TORCH" - "$1" "$2" <<'PY'
 import json, struct, sys
 import numpy as np
 def load(p):
@@ -52,7 +65,8 @@ a, b = load(sys.argv[1]), load(sys.argv[2])
 assert a.keys() == b.keys()
 print(max(np.abs(a[k] - b[k]).max() / max(np.abs(a[k]).max(), 1e-30) for k in a))
 PY
-) || fail "cannot compare the weights"
+}
+err=$(rel_err one/model.safetensors two/model.safetensors) || fail "cannot compare the weights"
 "$TORCH" -c "import sys; sys.exit(0 if float('$err') < 1e-4 else 1)" ||
 	fail "2x32 across the namespaces vs 1x64: rel err $err"
 echo "ok   data-parallel training across the bridge: 2x32 vs 1x64 after $K steps, rel err $err"
@@ -73,21 +87,96 @@ for r in 0 1; do
 done
 echo "ok   PyTorch gloo all-reduce (env://) across the hosts"
 
-# 4. A rank killed mid-collective, TCP world: named everywhere in < 30 s.
-for dead in 2 0; do
-	start=$SECONDS
-	srun --overlap -N2 -n4 --mpi=none "$WC" --timeout 20 --steps 4 --die-at-step 2 --rank $dead \
-		>"dead.$dead" 2>&1 && fail "rank $dead killed: srun exited 0: $(cat "dead.$dead")"
-	took=$((SECONDS - start))
-	[ $took -lt 30 ] || fail "rank $dead killed: took $took s"
-	for r in 0 1 2 3; do
-		[ $r = $dead ] && continue
-		grep -q "^world_check: rank $r: .*rank $dead \(([^)]*) \)\?died" "dead.$dead" ||
-			fail "rank $r did not name rank $dead as dead: $(cat "dead.$dead")"
+# 4. A rank killed mid-collective, TCP world and PMIx + Open MPI: named
+# everywhere in < 30 s.
+for mpi in none pmix; do
+	for dead in 2 0; do
+		start=$SECONDS
+		timeout 60 srun --overlap -N2 -n4 --mpi=$mpi "$WC" --timeout 20 --steps 4 --die-at-step 2 \
+			--rank $dead >"dead.$mpi.$dead" 2>&1 &&
+			fail "--mpi=$mpi, rank $dead killed: srun exited 0: $(cat "dead.$mpi.$dead")"
+		took=$((SECONDS - start))
+		[ $took -lt 30 ] || fail "--mpi=$mpi, rank $dead killed: took $took s"
+		grep -q "^world_check: ready method=${mpi/none/tcp} rank=$dead size=4 " "dead.$mpi.$dead" ||
+			fail "--mpi=$mpi: not the ${mpi/none/tcp} world: $(cat "dead.$mpi.$dead")"
+		for r in 0 1 2 3; do
+			[ $r = $dead ] && continue
+			grep -q "^world_check: rank $r: .*rank $dead \(([^)]*) \)\?died" "dead.$mpi.$dead" ||
+				fail "--mpi=$mpi: rank $r did not name rank $dead as dead: $(cat "dead.$mpi.$dead")"
+		done
+		echo "ok   --mpi=$mpi: rank $dead (on n$((dead / 2 + 1))) killed: the others named it in $took s"
 	done
-	echo "ok   rank $dead (on n$((dead / 2 + 1))) killed: the others named it in $took s"
+done
+
+# 5. srun --mpi=pmix: PMIx ranks, Open MPI's allreduce across the bridge.
+timeout 120 srun --overlap -N2 -n2 --mpi=pmix --dl-job=env --export=ALL,DLJOB_WORLD_VERBOSE=1 \
+	"$DLJOB_BIN" "${common[@]}" --batch 32 --out pmix >pmix.log 2>&1 ||
+	fail "2 ranks under --mpi=pmix across the namespaces: $(tail -20 pmix.log)"
+grep -q "2 ranks x batch 32" pmix.log || fail "--mpi=pmix: not 2 ranks: $(tail -20 pmix.log)"
+for r in 0 1; do
+	grep -q "^dljob: world pmix rank $r: .*MPI_Init" pmix.log ||
+		fail "--mpi=pmix: rank $r did not join through PMIx and Open MPI: $(tail -20 pmix.log)"
+done
+err=$(rel_err one/model.safetensors pmix/model.safetensors) || fail "cannot compare the weights"
+"$TORCH" -c "import sys; sys.exit(0 if float('$err') < 1e-4 else 1)" ||
+	fail "2x32 under --mpi=pmix across the namespaces vs 1x64: rel err $err"
+echo "ok   --mpi=pmix training across the bridge: 2x32 vs 1x64 after $K steps, rel err $err"
+
+# Model mode (--dl-job=resnet20, the plugin runs the runtime) under PMIx.
+timeout 120 srun --overlap -N2 -n2 --mpi=pmix --dl-job=resnet20 --dl-data="$FMNIST" --dl-batch=16 \
+	--dl-out=model --export=ALL,DLJOB_WORLD_VERBOSE=1 "$DLJOB_BIN" --steps 2 --eval 0 >model.log 2>&1 ||
+	fail "--mpi=pmix --dl-job=resnet20 across the namespaces: $(tail -20 model.log)"
+if ! { grep -q "resnet20, .* 2 ranks x batch 16" model.log && grep -q "done after 2 steps" model.log &&
+	[ "$(grep -c "^dljob: world pmix rank [01]: .*MPI_Init" model.log)" -eq 2 ]; }; then
+	fail "--mpi=pmix --dl-job=resnet20: not 2 PMIx ranks trained: $(tail -20 model.log)"
+fi
+echo "ok   --mpi=pmix --dl-job=resnet20 (model mode) trained on 2 hosts through PMIx and Open MPI"
+
+ev=(eval --model convnet --weights one/model.safetensors --data "fashion-mnist:$FMNIST")
+"$DLJOB_BIN" "${ev[@]}" --json eval1.json >eval1.log 2>&1 || fail "dljob eval, 1 rank: $(tail -5 eval1.log)"
+timeout 120 srun --overlap -N2 -n2 --mpi=pmix --dl-job=env "$DLJOB_BIN" "${ev[@]}" --json eval2.json \
+	>eval2.log 2>&1 || fail "dljob eval under --mpi=pmix across the namespaces: $(tail -20 eval2.log)"
+"$TORCH" - eval1.json eval2.json <<'PY' || fail "dljob eval: 2 ranks under --mpi=pmix differ from 1"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert (a["ranks"], b["ranks"]) == (1, 2), (a["ranks"], b["ranks"])
+for k in ("samples", "correct", "top1", "top5", "per_class", "confusion"):
+    assert a[k] == b[k], (k, a[k], b[k])
+assert abs(a["loss"] - b["loss"]) <= 1e-6 * max(1.0, abs(a["loss"])), (a["loss"], b["loss"])
+PY
+echo "ok   dljob eval under --mpi=pmix on 2 hosts: the counts and loss of 1 rank"
+
+# 6. A bridge with the same address on every node (docker0's 172.17.0.1 on
+# real clusters): Open MPI believes it reaches its peer through it and never
+# connects.  The world must still end within its timeout, saying what to set.
+for i in 1 2; do
+	ns=${CLUSTER_NETNS_TAG:?}n$i
+	if ! { ip -n "$ns" link add dock0 type bridge && ip -n "$ns" addr add 172.31.0.1/16 dev dock0 &&
+		ip -n "$ns" link set dock0 up; }; then
+		fail "cannot add a bridge to $ns"
+	fi
+done
+start=$SECONDS
+timeout 60 srun --overlap -N2 -n2 --mpi=pmix --dl-job=env "$DLJOB_BIN" "${common[@]}" --batch 32 \
+	--timeout 5 --out dock >dock.log 2>&1 && fail "--mpi=pmix beside a same-address bridge: exited 0"
+took=$((SECONDS - start))
+[ $took -lt 20 ] || fail "--mpi=pmix beside a same-address bridge: took $took s (timeout 5 s): $(tail dock.log)"
+[ "$(grep -c "^dljob: .*Open MPI's connections between the ranks did not come up in 5 s .*OMPI_MCA_btl_tcp_if_include" dock.log)" -eq 2 ] ||
+	fail "--mpi=pmix beside a same-address bridge: no clear error from both ranks: $(cat dock.log)"
+echo "ok   --mpi=pmix beside a same-address bridge: both ranks named OMPI_MCA_btl_tcp_if_include in $took s"
+# The remedies the message and dljob(1) give: Open MPI told the interface, or
+# dljob's own ring (it connects where each rank reached rank 0).
+for fix in OMPI_MCA_btl_tcp_if_include=eth0 DLJOB_COLLECTIVES=ring; do
+	rm -rf dock
+	timeout 120 srun --overlap -N2 -n2 --mpi=pmix --dl-job=env --export=ALL,$fix \
+		"$DLJOB_BIN" "${common[@]}" --batch 32 --out dock >dock.log 2>&1 ||
+		fail "--mpi=pmix with $fix beside a same-address bridge: $(tail -20 dock.log)"
+	err=$(rel_err one/model.safetensors dock/model.safetensors) || fail "cannot compare the weights"
+	"$TORCH" -c "import sys; sys.exit(0 if float('$err') < 1e-4 else 1)" ||
+		fail "2x32 with $fix vs 1x64: rel err $err"
+	echo "ok   ... and trains with $fix (2x32 vs 1x64, rel err $err)"
 done
 
 scancel "$SLURM_JOB_ID"
 nodes_idle
-echo "PASS: training, PyTorch env:// and rank failure across two network hosts"
+echo "PASS: training (TCP and PMIx), PyTorch env://, dljob eval and rank failure across two network hosts"
