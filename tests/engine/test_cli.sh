@@ -165,15 +165,31 @@ if [ $rc -ne 2 ] || ! grep -q "unexpected argument 'dljob'" stderr || [ -e out ]
 else
 	echo "ok: without DLJOB_PREPENDED the word dljob is an unexpected argument"
 fi
+# The environment is untrusted input too (runtime/env.c): a bad value is
+# refused by name before anything is created; a job id that is no number
+# never names the default output directory (./dljob-/../../x was ../x).
 for g in "DLJOB_GPU=x|DLJOB_GPU='x' is not a device index" "DLJOB_GPU=-1|DLJOB_GPU='-1'" \
-         "DLJOB_GPU_BUSID=0000:5f:00|DLJOB_GPU_BUSID is not a PCI bus id"; do
-	env "${g%%|*}" "$bin" --model resnet20 --data $syn --out out >stdout 2>stderr
+         "DLJOB_GPU_BUSID=0000:5f:00|DLJOB_GPU_BUSID='0000:5f:00' is not a PCI bus id" \
+         "SLURM_JOB_ID=/../../x|SLURM_JOB_ID='/../../x' is not an integer" \
+         "SLURM_RESTART_COUNT=abc|SLURM_RESTART_COUNT='abc' is not an integer" \
+         "TMPDIR=rel|TMPDIR='rel' is not an absolute path" \
+         "DLJOB_COLLECTIVES=nccl|DLJOB_COLLECTIVES='nccl': expected mpi or ring"; do
+	mkdir -p sub && cd sub || exit 1
+	out=(--out out)
+	case $g in SLURM_JOB_ID*) out=();; esac # the default --out
+	env "${g%%|*}" "$bin" --model resnet20 --backend ref --data $syn --batch 8 --steps 1 --eval 0 \
+		--threads 1 "${out[@]}" >stdout 2>stderr
 	rc=$?
-	if [ $rc -ne 2 ] || ! grep -qF "${g#*|}" stderr || [ -e out ]; then
-		echo "FAIL: ${g%%|*}: rc=$rc: $(cat stderr)"; fails=$((fails + 1)); rm -rf out
+	cd .. || exit 1
+	want=2
+	case $g in DLJOB_COLLECTIVES*) want=1;; esac # found when joining the job
+	if [ $rc -ne $want ] || ! grep -qF "${g#*|}" sub/stderr || [ "$(wc -l <sub/stderr)" -ne 1 ] || \
+	   [ -n "$(ls sub | grep -v '^std')" ] || [ -e x ]; then
+		echo "FAIL: ${g%%|*}: rc=$rc: $(cat sub/stderr), left: $(ls sub)"; fails=$((fails + 1))
 	else
-		echo "ok: ${g%%|*} refused: $(cat stderr)"
+		echo "ok: ${g%%|*} refused: $(cat sub/stderr)"
 	fi
+	rm -rf sub x
 done
 
 # And a good command line does create the directory (the checks above
@@ -214,7 +230,8 @@ fi
 # runtime refuses to open another one at that path (a container mount).
 id=$(stat -L -c '%d:%i' "$fm")
 other=$(stat -L -c '%d:%i' "$(dirname "$fm")")
-for g in "$other|not the directory that srun --dl-data named" "1:x|DLJOB_DATA_ID='1:x' is not DEV:INO" "$id|"; do
+for g in "$other|not the directory that srun --dl-data named" "1:x|DLJOB_DATA_ID='1:x' is not DEV:INO" \
+         "1:2:3|DLJOB_DATA_ID='1:2:3' is not DEV:INO" "$id|"; do
 	rm -rf out
 	DLJOB_MODEL=resnet20 DLJOB_DATA=$fm DLJOB_OUT=out DLJOB_BATCH=16 DLJOB_DATA_ID="${g%%|*}" "$bin" --steps 1 \
 		--eval 0 --threads 1 >stdout 2>stderr
@@ -222,7 +239,9 @@ for g in "$other|not the directory that srun --dl-data named" "1:x|DLJOB_DATA_ID
 	if [ -z "${g#*|}" ]; then
 		if [ $rc -ne 0 ]; then echo "FAIL: DLJOB_DATA_ID of --data refused: $(cat stderr)"; fails=$((fails + 1))
 		else echo "ok: DLJOB_DATA_ID of the --data directory accepted"; fi
-	elif [ $rc -ne 1 ] || ! grep -qF "${g#*|}" stderr || [ -e out/model.safetensors ]; then
+	# a malformed value is a usage error (2), another directory a data one (1)
+	elif [ $rc -ne $(case ${g%%|*} in *:*:*|*x*) echo 2;; *) echo 1;; esac) ] || ! grep -qF "${g#*|}" stderr ||
+	     [ -e out/model.safetensors ]; then
 		echo "FAIL: DLJOB_DATA_ID=${g%%|*}: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
 	else
 		echo "ok: DLJOB_DATA_ID=${g%%|*} refused: $(cat stderr)"
