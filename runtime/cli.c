@@ -182,6 +182,24 @@ void dl_cli_norm_str(const struct dl_data_options *o, char *buf, size_t len)
 	snprintf(buf, len, "%g,%g,%g:%g,%g,%g", m[0], m[1], m[2], s[0], s[1], s[2]);
 }
 
+int dl_cli_engine_opt(const char *opt, const char *val, const char **out, char *err, size_t errlen)
+{
+	char q[96];
+
+	dl_optval_escape(val, q, sizeof(q));
+	if (strcmp(opt, "backend") == 0) {
+		if (strcmp(val, "auto") && strcmp(val, "cpu") && strcmp(val, "ref") && strcmp(val, "cuda"))
+			return fail(err, errlen, "--backend: unknown backend '%s' (auto, cpu, ref, cuda)", q);
+	} else if (strcmp(opt, "precision") == 0) {
+		if (dl_precision_parse(val) < 0)
+			return fail(err, errlen, "--precision: unknown precision '%s' (fp32, bf16, fp16)", q);
+	} else {
+		return fail(err, errlen, "%s:%d: dl_cli_engine_opt: no option '%s'", __FILE__, __LINE__, opt);
+	}
+	*out = val;
+	return 0;
+}
+
 /* The --dl-* values the plugin passes to the runtime under srun
  * --dl-job=MODEL, as the options they stand for (see dl_cli_plugin_argv). */
 static const struct {
@@ -314,16 +332,8 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 		case OPT_STEPS: rv = dl_optval_long("steps", optarg, 0, LONG_MAX, &c->max_steps, err, errlen); break;
 		case OPT_EVAL: rv = dl_optval_int("eval", optarg, 0, 1, &c->eval, err, errlen); break;
 		case OPT_PRINT: rv = dl_optval_int("print-every", optarg, 1, INT_MAX, &c->print_every, err, errlen); break;
-		case OPT_BACKEND:
-			if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "ref") && strcmp(optarg, "cuda"))
-				rv = fail(err, errlen, "--backend: unknown backend '%s' (auto, cpu, ref, cuda)", optarg);
-			c->backend = optarg;
-			break;
-		case OPT_PRECISION:
-			if (dl_precision_parse(optarg) < 0)
-				rv = fail(err, errlen, "--precision: unknown precision '%s' (fp32, bf16, fp16)", optarg);
-			c->precision = optarg;
-			break;
+		case OPT_BACKEND: rv = dl_cli_engine_opt("backend", optarg, &c->backend, err, errlen); break;
+		case OPT_PRECISION: rv = dl_cli_engine_opt("precision", optarg, &c->precision, err, errlen); break;
 		case OPT_CONV_ALGO:
 			if (dl_conv_algo_parse(optarg) < 0)
 				rv = fail(err, errlen, "--conv-algo: unknown algorithm '%s' (auto, direct, winograd)",

@@ -85,6 +85,12 @@ expect_eval 2 "\-\-weights is required"    --model resnet20 --data $syn
 expect_eval 2 "\-\-split: 'test' is not val or train" --model resnet20 --weights w --split test
 expect_eval 2 "unknown option '\-\-epochs'" --model resnet20 --weights w --epochs 3
 expect_eval 2 "\-\-normalize: '1,2' is not" --model resnet20 --weights w --normalize 1,2
+# --backend and --precision: one check (dl_cli_engine_opt) for training and
+# eval, the same words; a value with a control character is quoted escaped.
+expect_eval 2 "\-\-backend: unknown backend 'tpu' (auto, cpu, ref, cuda)" --model resnet20 --weights w --backend tpu
+expect_eval 2 "\-\-precision: unknown precision 'fp8' (fp32, bf16, fp16)" --model resnet20 --weights w --precision fp8
+expect_eval 2 "\-\-backend: unknown backend 'cpu\\\\n '" --model resnet20 --weights w --backend "$(printf 'cpu\n ')"
+expect 2 "\-\-precision: unknown precision 'fp32\\\\x1b'" --model resnet20 --precision "$(printf 'fp32\033')" --data $syn
 expect_eval 1 "\-\-weights: /nonexistent.safetensors" --model resnet20 --weights /nonexistent.safetensors --data $syn --backend ref
 "$bin" eval --help | grep -q "confusion matrix" || { echo "FAIL: dljob eval --help"; fails=$((fails + 1)); }
 # Every backend honours a precision or refuses it by name (issue 14).
