@@ -207,7 +207,7 @@ int dl_world_env(struct dl_world_env *e, char *const *envp, char *err, size_t er
 		from_slurm = dl_env_get(envp, "SLURM_JOB_ID") != NULL;
 	}
 	if (rank >= size)
-		return fail(err, errlen, "rank %ld (%s) is not below the world size %ld (%s)", rank, rank_var, size,
+		return fail(err, errlen, "rank %ld is not below the world size %ld (%s, %s)", rank, size, rank_var,
 			    size_var);
 	e->rank = (int)rank;
 	e->size = (int)size;

@@ -194,9 +194,9 @@ int main(void)
 		{ { "RANK", "0", NULL }, "RANK is set but WORLD_SIZE is not" },
 		{ { "RANK", "x", "WORLD_SIZE", "2", NULL }, "RANK='x'" },
 		{ { "RANK", "2", "WORLD_SIZE", "2", "MASTER_ADDR", "a", "MASTER_PORT", "1", NULL },
-		  "rank 2 (RANK) is not below the world size 2 (WORLD_SIZE)" },
+		  "rank 2 is not below the world size 2 (RANK, WORLD_SIZE)" },
 		{ { "SLURM_PROCID", "4", "SLURM_STEP_NUM_TASKS", "4", "SLURM_JOB_ID", "1", NULL },
-		  "rank 4 (SLURM_PROCID) is not below the world size 4 (SLURM_STEP_NUM_TASKS)" },
+		  "rank 4 is not below the world size 4 (SLURM_PROCID, SLURM_STEP_NUM_TASKS)" },
 		/* Whole decimal numbers only: strtol's blanks and '+' are refused. */
 		{ { "RANK", "+1", "WORLD_SIZE", "2", NULL }, "RANK='+1' is not an integer in [0, 1048575]" },
 		{ { "RANK", "0", "WORLD_SIZE", " 2", NULL }, "WORLD_SIZE=' 2' is not an integer" },
