@@ -69,9 +69,11 @@ static int node_name(char *const *envp, char *out, size_t outlen, char *err, siz
 		return 0;
 	}
 	char host[256];
-	if (gethostname(host, sizeof(host)) < 0 || (host[sizeof(host) - 1] = 0, !is_name(host, outlen)))
-		snprintf(host, sizeof(host), "unknown-host");
-	snprintf(out, outlen, "%s", host);
+	if (gethostname(host, sizeof(host)) < 0)
+		host[0] = '\0';
+	host[sizeof(host) - 1] = '\0';
+	const char *h = is_name(host, outlen) ? host : "unknown-host";
+	memcpy(out, h, strlen(h) + 1); /* fits: is_name, and outlen is DL_NODE_MAX */
 	return 0;
 }
 
@@ -89,9 +91,11 @@ static int tcp_master(struct dl_world_env *e, char *const *envp, int from_slurm,
 				    sizeof(e->master_addr) - 1);
 		snprintf(e->master_addr, sizeof(e->master_addr), "%s", addr);
 	} else if (from_slurm) {
-		const char *nl = dl_env_get(envp, "SLURM_STEP_NODELIST"), *var = "SLURM_STEP_NODELIST";
-		if (!nl || !*nl)
-			nl = dl_env_get(envp, "SLURM_JOB_NODELIST"), var = "SLURM_JOB_NODELIST";
+		const char *var = "SLURM_STEP_NODELIST", *nl = dl_env_get(envp, var);
+		if (!nl || !*nl) {
+			var = "SLURM_JOB_NODELIST";
+			nl = dl_env_get(envp, var);
+		}
 		if (!nl || !*nl)
 			return fail(err, errlen, "MASTER_ADDR is unset and so are SLURM_STEP_NODELIST "
 				    "and SLURM_JOB_NODELIST: cannot tell where rank 0 runs");
@@ -153,7 +157,7 @@ static int world_knobs(struct dl_world_env *e, char *const *envp, char *err, siz
 int dl_world_env(struct dl_world_env *e, char *const *envp, char *err, size_t errlen)
 {
 	const char *force = dl_env_get(envp, "DLJOB_WORLD");
-	long rank = 0, size = 1, jobid = -1, stepid = -1; /* (the ids: only checked) */
+	long rank = 0, size = 1, id;
 	const char *rank_var = "RANK", *size_var = "WORLD_SIZE";
 	char q[QUOTE_LEN];
 	int r1, r2, from_slurm = 0;
@@ -218,9 +222,9 @@ int dl_world_env(struct dl_world_env *e, char *const *envp, char *err, size_t er
 		return -1;
 	/* Not MASTER_ADDR: ranks that spell it differently ("localhost",
 	 * "127.0.0.1") but reach the same listener are the same job. */
-	if (dl_env_long(envp, "SLURM_JOB_ID", 0, LONG_MAX, &jobid, err, errlen) < 0 ||
-	    dl_env_long(envp, "SLURM_STEP_ID", 0, LONG_MAX, &stepid, err, errlen) < 0)
-		return -1;
+	if (dl_env_long(envp, "SLURM_JOB_ID", 0, LONG_MAX, &id, err, errlen) < 0 ||
+	    dl_env_long(envp, "SLURM_STEP_ID", 0, LONG_MAX, &id, err, errlen) < 0)
+		return -1; /* decimal, so the key below is these numbers */
 	{
 		const char *j = dl_env_get(envp, "SLURM_JOB_ID"), *s = dl_env_get(envp, "SLURM_STEP_ID");
 		snprintf(e->jobkey, sizeof(e->jobkey), "%.20s.%.20s:%d", j && *j ? j : "-",
