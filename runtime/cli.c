@@ -21,6 +21,7 @@
 #include "engine/data/dataset.h"
 #include "engine/model.h"
 #include "runtime/cli.h"
+#include "runtime/env.h"
 #include "runtime/optval.h"
 #include "runtime/plot.h"
 #include "runtime/world.h"
@@ -181,6 +182,24 @@ void dl_cli_norm_str(const struct dl_data_options *o, char *buf, size_t len)
 	snprintf(buf, len, "%g,%g,%g:%g,%g,%g", m[0], m[1], m[2], s[0], s[1], s[2]);
 }
 
+int dl_cli_engine_opt(const char *opt, const char *val, const char **out, char *err, size_t errlen)
+{
+	char q[96];
+
+	dl_optval_escape(val, q, sizeof(q));
+	if (strcmp(opt, "backend") == 0) {
+		if (strcmp(val, "auto") && strcmp(val, "cpu") && strcmp(val, "ref") && strcmp(val, "cuda"))
+			return fail(err, errlen, "--backend: unknown backend '%s' (auto, cpu, ref, cuda)", q);
+	} else if (strcmp(opt, "precision") == 0) {
+		if (dl_precision_parse(val) < 0)
+			return fail(err, errlen, "--precision: unknown precision '%s' (fp32, bf16, fp16)", q);
+	} else {
+		return fail(err, errlen, "%s:%d: dl_cli_engine_opt: no option '%s'", __FILE__, __LINE__, opt);
+	}
+	*out = val;
+	return 0;
+}
+
 /* The --dl-* values the plugin passes to the runtime under srun
  * --dl-job=MODEL, as the options they stand for (see dl_cli_plugin_argv). */
 static const struct {
@@ -196,7 +215,8 @@ static const struct {
 };
 #define N_PLUGIN_OPTS (sizeof(plugin_opts) / sizeof(plugin_opts[0]))
 
-char **dl_cli_plugin_argv(int argc, char **argv, int *nargc, int *nfixed)
+char **dl_cli_plugin_argv(int argc, char **argv, char *const *envp, const struct dl_run_env *re,
+			  int *nargc, int *nfixed)
 {
 	char **v;
 	int n = 0;
@@ -206,9 +226,9 @@ char **dl_cli_plugin_argv(int argc, char **argv, int *nargc, int *nfixed)
 	if (!v)
 		return NULL;
 	v[n++] = argv[0];
-	if (getenv("DLJOB_MODEL"))
+	if (re->model)
 		for (size_t i = 0; i < N_PLUGIN_OPTS; i++) {
-			char *val = getenv(plugin_opts[i].env);
+			char *val = (char *)dl_env_get(envp, plugin_opts[i].env);
 
 			if (!val)
 				continue;
@@ -219,11 +239,8 @@ char **dl_cli_plugin_argv(int argc, char **argv, int *nargc, int *nfixed)
 	/* Slurm 23.11 and later: the plugin prepended this runtime to the
 	 * task's command line, so argv[1] is the user's word "dljob" (checked
 	 * by the plugin), not an argument. */
-	int first = 1;
-	const char *pre = getenv("DLJOB_PREPENDED");
+	int first = re->prepended && argc > 1 ? 2 : 1;
 
-	if (getenv("DLJOB_MODEL") && pre && !strcmp(pre, "1") && argc > 1)
-		first = 2;
 	for (int i = first; i < argc; i++)
 		v[n++] = argv[i];
 	v[n] = NULL;
@@ -237,40 +254,6 @@ static const char *opt_name(int code)
 		if (o->val == code)
 			return o->name;
 	return "?";
-}
-
-/* A PCI bus id as the plugin writes it: "0000:5f:00.0". */
-static int is_busid(const char *s)
-{
-	static const char pat[] = "xxxx:xx:xx.x";
-
-	if (strlen(s) != sizeof(pat) - 1)
-		return 0;
-	for (size_t i = 0; pat[i]; i++)
-		if (pat[i] == 'x' ? !strchr("0123456789abcdefABCDEF", s[i]) || !s[i] : s[i] != pat[i])
-			return 0;
-	return 1;
-}
-
-/* The GPU the plugin chose for this task: DLJOB_GPU (its index in
- * CUDA_VISIBLE_DEVICES, which the plugin sets to the step's GPUs), else
- * DLJOB_GPU_BUSID.  NULL when neither is set. */
-static int plugin_gpu(const char **gpu, char *err, size_t errlen)
-{
-	const char *idx = getenv("DLJOB_GPU"), *bus = getenv("DLJOB_GPU_BUSID");
-	int v;
-
-	*gpu = NULL;
-	if (idx && *idx) {
-		if (dl_optval_int("DLJOB_GPU", idx, 0, 1023, &v, err, errlen) < 0)
-			return fail(err, errlen, "DLJOB_GPU='%.16s' is not a device index (0-1023)", idx);
-		*gpu = idx;
-	} else if (bus && *bus) {
-		if (!is_busid(bus))
-			return fail(err, errlen, "DLJOB_GPU_BUSID is not a PCI bus id like 0000:5f:00.0");
-		*gpu = bus;
-	}
-	return 0;
 }
 
 /* In model mode (nfixed > 0): is opt one the plugin already set? */
@@ -287,10 +270,10 @@ static int plugin_owned(int opt, int argc, char **argv, int nfixed)
 	return 0;
 }
 
-int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, char *err, size_t errlen)
+int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const struct dl_run_env *re,
+		 char *err, size_t errlen)
 {
 	struct dl_train_config *c = &cli->cfg;
-	const char *jobid;
 	int opt;
 
 	memset(cli, 0, sizeof(*cli));
@@ -299,9 +282,8 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, char *er
 	cli->timeout_s = 300;
 	/* Under Slurm each job gets its own directory, so two jobs submitted from
 	 * the same place never write into each other's checkpoints. */
-	jobid = getenv("SLURM_JOB_ID");
-	if (jobid && *jobid && strlen(jobid) < 64)
-		snprintf(cli->out_buf, sizeof(cli->out_buf), "./dljob-%s", jobid);
+	if (re->job_id >= 0)
+		snprintf(cli->out_buf, sizeof(cli->out_buf), "./dljob-%ld", re->job_id);
 	else
 		snprintf(cli->out_buf, sizeof(cli->out_buf), "./dljob-out");
 	c->out_dir = cli->out_buf;
@@ -350,16 +332,8 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, char *er
 		case OPT_STEPS: rv = dl_optval_long("steps", optarg, 0, LONG_MAX, &c->max_steps, err, errlen); break;
 		case OPT_EVAL: rv = dl_optval_int("eval", optarg, 0, 1, &c->eval, err, errlen); break;
 		case OPT_PRINT: rv = dl_optval_int("print-every", optarg, 1, INT_MAX, &c->print_every, err, errlen); break;
-		case OPT_BACKEND:
-			if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "ref") && strcmp(optarg, "cuda"))
-				rv = fail(err, errlen, "--backend: unknown backend '%s' (auto, cpu, ref, cuda)", optarg);
-			c->backend = optarg;
-			break;
-		case OPT_PRECISION:
-			if (dl_precision_parse(optarg) < 0)
-				rv = fail(err, errlen, "--precision: unknown precision '%s' (fp32, bf16, fp16)", optarg);
-			c->precision = optarg;
-			break;
+		case OPT_BACKEND: rv = dl_cli_engine_opt("backend", optarg, &c->backend, err, errlen); break;
+		case OPT_PRECISION: rv = dl_cli_engine_opt("precision", optarg, &c->precision, err, errlen); break;
 		case OPT_CONV_ALGO:
 			if (dl_conv_algo_parse(optarg) < 0)
 				rv = fail(err, errlen, "--conv-algo: unknown algorithm '%s' (auto, direct, winograd)",
@@ -413,7 +387,8 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, char *er
 		return fail(err, errlen, "--init-head needs --init");
 	if (c->warmup_epochs > c->epochs)
 		return fail(err, errlen, "--warmup-epochs: %g is longer than --epochs %d", c->warmup_epochs, c->epochs);
-	return plugin_gpu(&c->gpu, err, errlen);
+	c->gpu = re->gpu; /* the GPU the plugin chose for this task, or NULL */
+	return 0;
 }
 
 /* mkdir -p: the parents of --out may not exist yet (e.g. runs/resnet50/1). */
@@ -454,84 +429,63 @@ static int install_stop_handlers(char *err, size_t errlen)
 	return 0;
 }
 
-/* Model mode: DLJOB_DATA_ID ("DEV:INO", decimal) is the directory the
- * plugin checked against data_allow where it ran (on the node, unless a
- * container plugin ran before it).  The directory opened here, possibly
- * inside a container, must be that one: a bind mount of it keeps its
- * device and inode, another directory mounted over its path does not
- * (spank-dljob(8), CONTAINERS). */
-/* "DEV:INO" (decimal) at the start of s: the end of INO, or NULL. */
-static const char *parse_dev_ino(const char *s, unsigned long long *dev, unsigned long long *ino)
+/* Model mode: DLJOB_DATA_ID is the directory the plugin checked against
+ * data_allow where it ran (on the node, unless a container plugin ran
+ * before it).  The directory opened here, possibly inside a container,
+ * must be that one: a bind mount of it keeps its device and inode, another
+ * directory mounted over its path does not (spank-dljob(8), CONTAINERS). */
+static int check_data_id(const char *data, const struct dl_run_env *re, char *err, size_t errlen)
 {
-	char *end;
-
-	if (*s < '0' || *s > '9')
-		return NULL;
-	errno = 0;
-	*dev = strtoull(s, &end, 10);
-	if (*end != ':' || errno || end[1] < '0' || end[1] > '9')
-		return NULL;
-	s = end + 1;
-	*ino = strtoull(s, &end, 10);
-	return errno ? NULL : end;
-}
-
-static int check_data_id(const char *data, char *err, size_t errlen)
-{
-	const char *id = getenv("DLJOB_DATA_ID"), *end;
-	unsigned long long dev, ino;
 	struct stat sb;
 
-	if (!id)
+	if (!re->have_data_id)
 		return 0;
-	if (!(end = parse_dev_ino(id, &dev, &ino)) || *end)
-		return fail(err, errlen, "DLJOB_DATA_ID='%.40s' is not DEV:INO", id);
 	if (stat(data, &sb) < 0)
 		return fail(err, errlen, "%s", strerror(errno));
-	if ((unsigned long long)sb.st_dev != dev || (unsigned long long)sb.st_ino != ino)
+	if ((unsigned long long)sb.st_dev != re->data_dev || (unsigned long long)sb.st_ino != re->data_ino)
 		return fail(err, errlen, "not the directory that srun --dl-data named and the plugin checked "
 			    "(data_allow): another directory is mounted over that path here (a container mount?)");
 	return 0;
 }
 
-/* Model mode: DLJOB_OUT_BASE ("DEV:INO:DIR") is the step's working
- * directory on the host, which a relative --dl-out (and the default,
- * DIR/dljob-JOBID) is under.  Here, possibly inside a container, DIR must
- * still be that directory (mounted at the same path): else the output
- * would go to the container's own file system and be lost with it
- * (spank-dljob(8), CONTAINERS). */
-static int check_out_base(const char *out, char *err, size_t errlen)
+/* Model mode: DLJOB_OUT_BASE is the step's working directory on the host,
+ * which a relative --dl-out (and the default, DIR/dljob-JOBID) is under.
+ * Here, possibly inside a container, DIR must still be that directory
+ * (mounted at the same path): else the output would go to the container's
+ * own file system and be lost with it (spank-dljob(8), CONTAINERS). */
+static int check_out_base(const char *out, const struct dl_run_env *re, char *err, size_t errlen)
 {
-	const char *base = getenv("DLJOB_OUT_BASE"), *end, *dir;
-	unsigned long long dev, ino;
+	const char *dir = re->base_dir;
+	char qo[256], qd[256];
 	struct stat sb;
 	size_t n;
 
-	if (!base)
+	if (!re->have_out_base)
 		return 0;
-	if (!(end = parse_dev_ino(base, &dev, &ino)) || *end != ':' || end[1] != '/')
-		return fail(err, errlen, "DLJOB_OUT_BASE='%.40s' is not DEV:INO:DIR", base);
-	dir = end + 1;
 	n = strlen(dir);
+	dl_optval_escape(out, qo, sizeof(qo));
+	dl_optval_escape(dir, qd, sizeof(qd));
+	/* dir is canonical (runtime/env.c): "/" or no '/' at its end */
 	if (strncmp(out, dir, n) != 0 || (out[n] != '/' && out[n] != '\0' && n > 1))
-		return fail(err, errlen, "--dl-out %s is not under DLJOB_OUT_BASE's %s", out, dir);
-	if (stat(dir, &sb) < 0 || (unsigned long long)sb.st_dev != dev || (unsigned long long)sb.st_ino != ino)
+		return fail(err, errlen, "--dl-out %s is not under DLJOB_OUT_BASE's %s", qo, qd);
+	if (stat(dir, &sb) < 0 || (unsigned long long)sb.st_dev != re->base_dev ||
+	    (unsigned long long)sb.st_ino != re->base_ino)
 		return fail(err, errlen, "--dl-out %s is under the step's working directory %s, which is not the "
 			    "host's here (a container that does not mount it): the output would be lost with the "
 			    "container; mount it at the same path (--container-mounts=%s:%s, or an enroot mounts.d "
-			    "entry) or give --dl-out a directory mounted from the host", out, dir, dir, dir);
+			    "entry) or give --dl-out a directory mounted from the host", qo, qd, qd, qd);
 	return 0;
 }
 
 /* The output directory, made before anything is read or trained: it must
  * be a directory this process can write, or the run's results would be
  * lost at its first checkpoint. */
-static int make_out(const char *out, char *err, size_t errlen)
+static int make_out(const char *out, const struct dl_run_env *re, char *err, size_t errlen)
 {
-	const char *opt = getenv("DLJOB_MODEL") && getenv("DLJOB_OUT") ? "--dl-out" : "--out";
+	const char *opt = re->model && re->have_out ? "--dl-out" : "--out";
 	char why[512];
 
-	if (check_out_base(out, err, errlen) < 0)
+	if (check_out_base(out, re, err, errlen) < 0)
 		return -1;
 	if (make_dirs(out, why, sizeof(why)) < 0)
 		return fail(err, errlen, "%s %s: %s", opt, out, why);
@@ -544,6 +498,7 @@ static int make_out(const char *out, char *err, size_t errlen)
 int dl_cli_train_main(int argc, char **argv)
 {
 	struct dl_cli *cli;
+	struct dl_run_env re;
 	char **args = NULL;
 	int nargc = 0, nfixed = 0;
 	struct dl_dataset *ds = NULL;
@@ -557,12 +512,19 @@ int dl_cli_train_main(int argc, char **argv)
 		fprintf(stderr, "dljob: out of memory\n");
 		return DL_EXIT_ERROR;
 	}
-	args = dl_cli_plugin_argv(argc, argv, &nargc, &nfixed);
+	/* The environment first: what the plugin and Slurm set decides how
+	 * the command line reads. */
+	if (dl_run_env_parse(&re, environ, err, sizeof(err)) < 0) {
+		fprintf(stderr, "dljob: %s\n", err);
+		rv = DL_EXIT_USAGE;
+		goto out;
+	}
+	args = dl_cli_plugin_argv(argc, argv, environ, &re, &nargc, &nfixed);
 	if (!args) {
 		fprintf(stderr, "dljob: out of memory\n");
 		goto out;
 	}
-	if (dl_cli_parse(cli, nargc, args, nfixed, err, sizeof(err)) < 0) {
+	if (dl_cli_parse(cli, nargc, args, nfixed, &re, err, sizeof(err)) < 0) {
 		fprintf(stderr, "dljob: %s\n", err);
 		rv = DL_EXIT_USAGE;
 		goto out;
@@ -589,9 +551,7 @@ int dl_cli_train_main(int argc, char **argv)
 	 * checks in between; a refused run removes the --out it made. */
 	/* Inflated datasets are cached once per node, for this user only. */
 	char node_cache[4096];
-	const char *tmpdir = getenv("TMPDIR");
-	snprintf(node_cache, sizeof(node_cache), "%s/dljob-cache-%u",
-		 tmpdir && tmpdir[0] == '/' && strlen(tmpdir) < 4000 ? tmpdir : "/tmp", (unsigned)geteuid());
+	snprintf(node_cache, sizeof(node_cache), "%s/dljob-cache-%u", re.tmpdir, (unsigned)geteuid());
 	struct dl_data_options dopt = {
 		.image_size = c->image_size,
 		.node_cache_dir = node_cache,
@@ -603,11 +563,11 @@ int dl_cli_train_main(int argc, char **argv)
 	};
 	struct stat st;
 	created_out = stat(c->out_dir, &st) < 0;
-	if (make_out(c->out_dir, err, sizeof(err)) < 0) {
+	if (make_out(c->out_dir, &re, err, sizeof(err)) < 0) {
 		fprintf(stderr, "dljob: %s\n", err);
 		goto out;
 	}
-	if (getenv("DLJOB_MODEL") && check_data_id(c->data, err, sizeof(err)) < 0) {
+	if (re.model && check_data_id(c->data, &re, err, sizeof(err)) < 0) {
 		fprintf(stderr, "dljob: --data %s: %s\n", c->data, err);
 		goto out;
 	}
@@ -634,9 +594,9 @@ int dl_cli_train_main(int argc, char **argv)
 	/* A job Slurm requeued (preemption with requeue, or scontrol requeue)
 	 * runs the same command line again: continue where it stopped instead of
 	 * starting over in the same --out. */
-	const char *restarts = getenv("SLURM_RESTART_COUNT");
-	if (!c->resume && restarts && atoi(restarts) > 0 && dl_checkpoint_find(c->out_dir, ckpt, sizeof(ckpt)) == 0) {
-		fprintf(stderr, "dljob: requeued job (SLURM_RESTART_COUNT=%s): resuming from %s\n", restarts, ckpt);
+	if (!c->resume && re.restart_count > 0 && dl_checkpoint_find(c->out_dir, ckpt, sizeof(ckpt)) == 0) {
+		fprintf(stderr, "dljob: requeued job (SLURM_RESTART_COUNT=%ld): resuming from %s\n", re.restart_count,
+			ckpt);
 		c->resume = "";
 		c->init = NULL; /* the checkpoint already holds what --init gave */
 	}

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include "engine/data/dataset.h"
 #include "engine/train.h"
+#include "runtime/env.h"
 
 /* Exit statuses of dljob. */
 #define DL_EXIT_OK 0      /* finished, or checkpointed and stopped on SIGTERM/SIGUSR1 */
@@ -25,25 +26,34 @@ struct dl_cli {
 
 /* Under srun --dl-job=MODEL the SPANK plugin leaves the command line alone
  * (Slurm itself execs the runtime) and hands its checked values over in
- * DLJOB_MODEL, DLJOB_DATA, DLJOB_EPOCHS, DLJOB_BATCH, DLJOB_LR, DLJOB_OUT.
- * Returns a new argv (free() it; the strings are borrowed): argv[0], those
- * values as options (--model M --data D ...: *nfixed words), then argv[1..].
- * Without DLJOB_MODEL it is argv itself and *nfixed is 0.  NULL: no memory. */
-char **dl_cli_plugin_argv(int argc, char **argv, int *nargc, int *nfixed);
+ * envp's DLJOB_MODEL, DLJOB_DATA, DLJOB_EPOCHS, DLJOB_BATCH, DLJOB_LR,
+ * DLJOB_OUT (re: envp parsed by dl_run_env_parse).  Returns a new argv
+ * (free() it; the strings are borrowed): argv[0], those values as options
+ * (--model M --data D ...: *nfixed words), then argv[1..] (argv[2..] with
+ * DLJOB_PREPENDED=1).  Without DLJOB_MODEL it is argv itself and *nfixed
+ * is 0.  NULL: no memory. */
+char **dl_cli_plugin_argv(int argc, char **argv, char *const *envp, const struct dl_run_env *re,
+			  int *nargc, int *nfixed);
 
 /* Parse the training options in argv (argv[0] is the program name); the
  * nfixed words after argv[0] come from the plugin and the options they set
- * may not be given again.  Also reads the GPU the plugin chose (DLJOB_GPU,
- * else DLJOB_GPU_BUSID).  Returns 0, or -1 with one line naming the bad
+ * may not be given again.  From re: the default --out (./dljob-JOBID) and
+ * the GPU the plugin chose.  Returns 0, or -1 with one line naming the bad
  * option in err.  Only parses and range-checks: nothing is opened or
  * created. */
-int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, char *err, size_t errlen);
+int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const struct dl_run_env *re,
+		 char *err, size_t errlen);
 
 /* --normalize VALUE ("imagenet", "none" or "MR,MG,MB:SR,SG,SB") into
  * o->have_norm, mean, std.  Returns 0, or -1 with err. */
 int dl_cli_parse_norm(const char *s, struct dl_data_options *o, char *err, size_t errlen);
 /* The normalization o stands for, as "MR,MG,MB:SR,SG,SB". */
 void dl_cli_norm_str(const struct dl_data_options *o, char *buf, size_t len);
+
+/* The engine options that training and dljob eval share: opt "backend"
+ * (auto, cpu, ref, cuda) or "precision" (fp32, bf16, fp16), given val.
+ * Returns 0 with *out = val, or -1 with "--OPT: unknown ..." in err. */
+int dl_cli_engine_opt(const char *opt, const char *val, const char **out, char *err, size_t errlen);
 
 /* Print the option summary to f. */
 void dl_cli_usage(FILE *f);

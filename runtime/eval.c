@@ -140,16 +140,8 @@ static int eval_parse(struct eval_opts *o, int argc, char **argv, char *err, siz
 		case E_SIZE: rv = dl_optval_int("image-size", optarg, 0, 4096, &o->image_size, err, errlen); break;
 		case E_NORM: rv = dl_cli_parse_norm(optarg, &o->norm, err, errlen); break;
 		case E_BATCH: rv = dl_optval_int("batch", optarg, DL_BATCH_MIN, DL_BATCH_MAX, &o->batch, err, errlen); break;
-		case E_BACKEND:
-			if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "ref") && strcmp(optarg, "cuda"))
-				rv = efail(err, errlen, "--backend: unknown backend '%s' (auto, cpu, ref, cuda)", optarg);
-			o->backend = optarg;
-			break;
-		case E_PRECISION:
-			if (dl_precision_parse(optarg) < 0)
-				rv = efail(err, errlen, "--precision: unknown precision '%s' (fp32, bf16, fp16)", optarg);
-			o->precision = optarg;
-			break;
+		case E_BACKEND: rv = dl_cli_engine_opt("backend", optarg, &o->backend, err, errlen); break;
+		case E_PRECISION: rv = dl_cli_engine_opt("precision", optarg, &o->precision, err, errlen); break;
 		case E_JSON:
 			if (*optarg == '\0')
 				rv = efail(err, errlen, "--json: empty path");

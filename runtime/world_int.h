@@ -56,14 +56,18 @@ struct dl_world_env {
 	char jobkey[64];           /* tells this job's rendezvous from a stale one */
 	unsigned char secret[DL_SECRET_LEN]; /* DLJOB_JOB_SECRET, when set */
 	int have_secret;
+	int use_ring;              /* PMIx: DLJOB_COLLECTIVES=ring (else mpi) */
+	int verbose;               /* PMIx: DLJOB_WORLD_VERBOSE=1, phase timings */
 };
 
-/* Decide how to join from the environment.  Returns 0, or -1 with one line
- * naming the bad variable in err. */
-int dl_world_env(struct dl_world_env *e, char *err, size_t errlen);
+/* Decide how to join from the environment array envp (NAME=VALUE strings up
+ * to a NULL: environ, or the fuzz target's; nothing else is read, except
+ * the host name when SLURMD_NODENAME is unset).  Returns 0, or -1 with one
+ * line naming the bad variable in err. */
+int dl_world_env(struct dl_world_env *e, char *const *envp, char *err, size_t errlen);
 /* DLJOB_JOB_SECRET into e->secret (e->have_secret = 1); unset leaves
  * have_secret 0.  Returns 0, or -1 if it is not 64 lowercase hex digits. */
-int dl_world_env_secret(struct dl_world_env *e, char *err, size_t errlen);
+int dl_world_env_secret(struct dl_world_env *e, char *const *envp, char *err, size_t errlen);
 
 /* ---- authentication (world_auth.c) ----
  * Every connection of the rendezvous (rank -> rank 0, rank -> its ring

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "runtime/world_int.h"
 
 /* dl_comm.broadcast for the engine: every method's comm lives in a dl_world. */
@@ -27,7 +28,7 @@ int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen
 		snprintf(err, errlen, "world: timeout must be positive, not %g s", timeout_s);
 		return -1;
 	}
-	if (dl_world_env(&env, e, sizeof(e)) < 0) {
+	if (dl_world_env(&env, environ, e, sizeof(e)) < 0) {
 		snprintf(err, errlen, "world: %s", e);
 		return -1;
 	}

@@ -378,22 +378,11 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 	int lfd = -1, rfd = -1, rv = -1, size, local_rank, local_size;
 	bool collect = true;
 	/* DLJOB_WORLD_VERBOSE=1: phase timings on stderr (launch latency). */
-	const char *vb = getenv("DLJOB_WORLD_VERBOSE");
-	int verbose = vb && *vb && strcmp(vb, "0") != 0;
+	int verbose = env->verbose;
 	double t0 = dl_now(), t_init = 0, t_fence = 0, t_star = 0;
-
 	/* DLJOB_COLLECTIVES=ring: the TCP ring instead of Open MPI (faster to
 	 * start, and in our measurements faster over TCP). */
-	const char *coll = getenv("DLJOB_COLLECTIVES");
-	int use_ring = 0;
-	if (coll && *coll) {
-		if (strcmp(coll, "ring") == 0) {
-			use_ring = 1;
-		} else if (strcmp(coll, "mpi") != 0) {
-			snprintf(err, errlen, "DLJOB_COLLECTIVES='%s': expected mpi or ring", coll);
-			return -1;
-		}
-	}
+	int use_ring = env->use_ring;
 
 	p = calloc(1, sizeof(*p));
 	if (!p) {

@@ -85,6 +85,12 @@ expect_eval 2 "\-\-weights is required"    --model resnet20 --data $syn
 expect_eval 2 "\-\-split: 'test' is not val or train" --model resnet20 --weights w --split test
 expect_eval 2 "unknown option '\-\-epochs'" --model resnet20 --weights w --epochs 3
 expect_eval 2 "\-\-normalize: '1,2' is not" --model resnet20 --weights w --normalize 1,2
+# --backend and --precision: one check (dl_cli_engine_opt) for training and
+# eval, the same words; a value with a control character is quoted escaped.
+expect_eval 2 "\-\-backend: unknown backend 'tpu' (auto, cpu, ref, cuda)" --model resnet20 --weights w --backend tpu
+expect_eval 2 "\-\-precision: unknown precision 'fp8' (fp32, bf16, fp16)" --model resnet20 --weights w --precision fp8
+expect_eval 2 "\-\-backend: unknown backend 'cpu\\\\n '" --model resnet20 --weights w --backend "$(printf 'cpu\n ')"
+expect 2 "\-\-precision: unknown precision 'fp32\\\\x1b'" --model resnet20 --precision "$(printf 'fp32\033')" --data $syn
 expect_eval 1 "\-\-weights: /nonexistent.safetensors" --model resnet20 --weights /nonexistent.safetensors --data $syn --backend ref
 "$bin" eval --help | grep -q "confusion matrix" || { echo "FAIL: dljob eval --help"; fails=$((fails + 1)); }
 # Every backend honours a precision or refuses it by name (issue 14).
@@ -165,15 +171,31 @@ if [ $rc -ne 2 ] || ! grep -q "unexpected argument 'dljob'" stderr || [ -e out ]
 else
 	echo "ok: without DLJOB_PREPENDED the word dljob is an unexpected argument"
 fi
+# The environment is untrusted input too (runtime/env.c): a bad value is
+# refused by name before anything is created; a job id that is no number
+# never names the default output directory (./dljob-/../../x was ../x).
 for g in "DLJOB_GPU=x|DLJOB_GPU='x' is not a device index" "DLJOB_GPU=-1|DLJOB_GPU='-1'" \
-         "DLJOB_GPU_BUSID=0000:5f:00|DLJOB_GPU_BUSID is not a PCI bus id"; do
-	env "${g%%|*}" "$bin" --model resnet20 --data $syn --out out >stdout 2>stderr
+         "DLJOB_GPU_BUSID=0000:5f:00|DLJOB_GPU_BUSID='0000:5f:00' is not a PCI bus id" \
+         "SLURM_JOB_ID=/../../x|SLURM_JOB_ID='/../../x' is not an integer" \
+         "SLURM_RESTART_COUNT=abc|SLURM_RESTART_COUNT='abc' is not an integer" \
+         "TMPDIR=rel|TMPDIR='rel' is not an absolute path" \
+         "DLJOB_COLLECTIVES=nccl|DLJOB_COLLECTIVES='nccl': expected mpi or ring"; do
+	mkdir -p sub && cd sub || exit 1
+	out=(--out out)
+	case $g in SLURM_JOB_ID*) out=();; esac # the default --out
+	env "${g%%|*}" "$bin" --model resnet20 --backend ref --data $syn --batch 8 --steps 1 --eval 0 \
+		--threads 1 "${out[@]}" >stdout 2>stderr
 	rc=$?
-	if [ $rc -ne 2 ] || ! grep -qF "${g#*|}" stderr || [ -e out ]; then
-		echo "FAIL: ${g%%|*}: rc=$rc: $(cat stderr)"; fails=$((fails + 1)); rm -rf out
+	cd .. || exit 1
+	want=2
+	case $g in DLJOB_COLLECTIVES*) want=1;; esac # found when joining the job
+	if [ $rc -ne $want ] || ! grep -qF "${g#*|}" sub/stderr || [ "$(wc -l <sub/stderr)" -ne 1 ] || \
+	   [ -n "$(ls sub | grep -v '^std')" ] || [ -e x ]; then
+		echo "FAIL: ${g%%|*}: rc=$rc: $(cat sub/stderr), left: $(ls sub)"; fails=$((fails + 1))
 	else
-		echo "ok: ${g%%|*} refused: $(cat stderr)"
+		echo "ok: ${g%%|*} refused: $(cat sub/stderr)"
 	fi
+	rm -rf sub x
 done
 
 # And a good command line does create the directory (the checks above
@@ -214,7 +236,8 @@ fi
 # runtime refuses to open another one at that path (a container mount).
 id=$(stat -L -c '%d:%i' "$fm")
 other=$(stat -L -c '%d:%i' "$(dirname "$fm")")
-for g in "$other|not the directory that srun --dl-data named" "1:x|DLJOB_DATA_ID='1:x' is not DEV:INO" "$id|"; do
+for g in "$other|not the directory that srun --dl-data named" "1:x|DLJOB_DATA_ID='1:x' is not DEV:INO" \
+         "1:2:3|DLJOB_DATA_ID='1:2:3' is not DEV:INO" "$id|"; do
 	rm -rf out
 	DLJOB_MODEL=resnet20 DLJOB_DATA=$fm DLJOB_OUT=out DLJOB_BATCH=16 DLJOB_DATA_ID="${g%%|*}" "$bin" --steps 1 \
 		--eval 0 --threads 1 >stdout 2>stderr
@@ -222,7 +245,9 @@ for g in "$other|not the directory that srun --dl-data named" "1:x|DLJOB_DATA_ID
 	if [ -z "${g#*|}" ]; then
 		if [ $rc -ne 0 ]; then echo "FAIL: DLJOB_DATA_ID of --data refused: $(cat stderr)"; fails=$((fails + 1))
 		else echo "ok: DLJOB_DATA_ID of the --data directory accepted"; fi
-	elif [ $rc -ne 1 ] || ! grep -qF "${g#*|}" stderr || [ -e out/model.safetensors ]; then
+	# a malformed value is a usage error (2), another directory a data one (1)
+	elif [ $rc -ne $(case ${g%%|*} in *:*:*|*x*) echo 2;; *) echo 1;; esac) ] || ! grep -qF "${g#*|}" stderr ||
+	     [ -e out/model.safetensors ]; then
 		echo "FAIL: DLJOB_DATA_ID=${g%%|*}: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
 	else
 		echo "ok: DLJOB_DATA_ID=${g%%|*} refused: $(cat stderr)"

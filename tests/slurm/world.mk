@@ -1,7 +1,7 @@
 # tests/slurm/world.mk: the world bootstrap (PMIx, TCP, single) and its
 # collectives, on the private Slurm cluster and as local processes.
 check_PROGRAMS += tests/slurm/world_check
-tests_slurm_world_check_SOURCES = tests/slurm/world_check.c $(DLJOB_WORLD_SOURCES)
+tests_slurm_world_check_SOURCES = tests/slurm/world_check.c $(DLJOB_WORLD_SOURCES) runtime/optval.c
 tests_slurm_world_check_CFLAGS = $(AM_CFLAGS) $(PMIX_CFLAGS) $(MPI_CFLAGS) $(SODIUM_CFLAGS)
 tests_slurm_world_check_LDADD = $(PMIX_LIBS) $(MPI_LIBS) $(SODIUM_LIBS)
 dist_check_SCRIPTS += tests/slurm/test_world_local.sh tests/slurm/test_world_tcp.sh \
@@ -12,8 +12,13 @@ TESTS += tests/slurm/test_world_local.sh tests/slurm/test_world_tcp.sh \
 dist_check_SCRIPTS += tests/slurm/test_world_hostile.sh tests/slurm/world_stranger.py
 EXTRA_DIST += tests/bench/bench_launch.sh tests/bench/bench_launch_torch.py
 check_PROGRAMS += tests/slurm/test_world_env
-tests_slurm_test_world_env_SOURCES = tests/slurm/test_world_env.c runtime/world_env.c runtime/master.c runtime/master.h runtime/world_int.h
+tests_slurm_test_world_env_SOURCES = tests/slurm/test_world_env.c runtime/world_env.c runtime/env.c \
+	runtime/env.h runtime/optval.c runtime/master.c runtime/master.h runtime/world_int.h
 TESTS += tests/slurm/test_world_env
+# The training command's environment (runtime/env.c), every bad value by name.
+check_PROGRAMS += tests/slurm/test_run_env
+tests_slurm_test_run_env_SOURCES = tests/slurm/test_run_env.c runtime/env.c runtime/env.h runtime/optval.c
+TESTS += tests/slurm/test_run_env
 # An LD_PRELOAD shim that hangs one rank inside MPI_Init_thread/MPI_Finalize.
 check_LTLIBRARIES += tests/slurm/libmpihang.la
 tests_slurm_libmpihang_la_SOURCES = tests/slurm/mpi_hang.c
