@@ -155,6 +155,14 @@ static struct dl_map *map_load(const char *buf, size_t len, const char *name, ch
 				 strerror(errno));
 			goto out;
 		}
+	/* This machine's topology is the whole machine, with the CPUs and
+	 * NUMA nodes a cgroup disallows, as Slurm's own (its core numbers
+	 * count them, dl_map_slurm_cores): what the plan may use is said by
+	 * dl_map_plan's within, not by where the caller happens to run. */
+	if (!buf && hwloc_topology_set_flags(m->topo, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) < 0) {
+		snprintf(err, errlen, "hwloc_topology_set_flags: %s", strerror(errno));
+		goto out;
+	}
 	/* Without this filter hwloc drops every PCI and OS device. */
 	if (hwloc_topology_set_io_types_filter(m->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) < 0) {
 		snprintf(err, errlen, "hwloc_topology_set_io_types_filter: %s", strerror(errno));

@@ -79,7 +79,9 @@ struct dl_map_task {
  * process, as it dies on some malformed files), or NULL for this machine (without hwloc's
  * gl, opencl, cuda, nvml, rsmi and levelzero components: nothing that
  * opens a display, a socket or a GPU driver).  Returns NULL with one line
- * in err naming the file. */
+ * in err naming the file.  This machine's topology includes the CPUs and
+ * NUMA nodes that the caller's cgroup disallows (dl_map_plan's within says
+ * which the tasks may have). */
 struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen);
 /* The same from XML bytes in memory (buf[len] need not be 0). */
 struct dl_map *dl_map_open_buffer(const char *buf, size_t len, const char *name, char *err, size_t errlen);

@@ -138,6 +138,25 @@ static void read_step_gpus(spank_t sp)
 	}
 }
 
+/* Whether cpus are this machine's online CPUs (/sys/devices/system/cpu/
+ * online, the kernel's list syntax). */
+static int same_cpus(hwloc_const_bitmap_t cpus)
+{
+	char line[4096];
+	hwloc_bitmap_t online = hwloc_bitmap_alloc();
+	FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+	int same = 0;
+
+	if (f && online && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		same = dl_map_parse_cpu_list(line, online) > 0 && hwloc_bitmap_isequal(online, cpus);
+	}
+	if (f)
+		fclose(f);
+	hwloc_bitmap_free(online);
+	return same;
+}
+
 /* The CPUs of this node that the step owns, for the plan (st.within, NULL:
  * the whole topology), and in st.within_desc where they come from.
  * Read in user_init, in slurmstepd before any task exists, from Slurm
@@ -157,24 +176,29 @@ static void read_step_gpus(spank_t sp)
  *   (socket-major over the node's Sockets x CoresPerSocket), which
  *   xcpuinfo_abs_to_mac maps through slurmd's hwloc block map to every
  *   hardware thread of each core; dl_map_slurm_cores does the same on the
- *   topology.  Exact when slurm.conf describes the node as its hardware
- *   (which slurmd checks at registration); it cannot be placed when hwloc
- *   dropped CPUs a cgroup disallows (the numbering would shift), when the
- *   topology has no cores or fewer than Slurm names.  This is what tells
- *   the step's CPUs without ConstrainCores (task/affinity alone: another
- *   job beside this step binds its tasks to other cores of the node).
+ *   topology (this machine's is loaded whole, with the CPUs a cgroup
+ *   disallows, as slurmd loads it).  Exact when slurm.conf describes the
+ *   node as its hardware (slurmd -C); on a node configured otherwise
+ *   Slurm's numbering differs, which cannot be seen from here: then the
+ *   cpuset, where there is one, still bounds the plan, and a task binds
+ *   within what Slurm gave it.  It is not placed when the topology has no
+ *   cores, fewer than Slurm names, or lacks some of the machine's CPUs
+ *   (offline ones: the numbering would shift).  This is what tells the
+ *   step's CPUs without ConstrainCores (task/affinity alone: another job
+ *   beside this step binds its tasks to other cores of the node).
  * The tasks' own affinity (task/affinity, set after user_init) is not
  * known here: a task still binds within what Slurm gave it
  * (dl_map_bound).  So the plan is made within both sources that are
  * known, and within the whole topology when neither is: conservative, and
- * said in the table's title. */
-static void read_step_cpus(spank_t sp)
+ * said in the table's title.  Both number this machine's CPUs: with a
+ * topology= file whose CPUs are not this machine's online CPUs (the file
+ * of another machine, as in the tests) neither is used. */
+static void read_step_cpus(spank_t sp, const struct dl_args *a)
 {
 	cpu_set_t aff;
 	char *cores = NULL, err[DL_ERR_LEN], list[DL_MAP_LIST], q[256], from[2][DL_ERR_LEN] = { "", "" };
 	hwloc_const_bitmap_t all = hwloc_get_root_obj(dl_map_topology(st.map))->cpuset;
 	hwloc_bitmap_t w = hwloc_bitmap_dup(all), set = hwloc_bitmap_alloc();
-	long online = sysconf(_SC_NPROCESSORS_ONLN);
 	int used = 0;
 
 	st.within = NULL;
@@ -182,8 +206,13 @@ static void read_step_cpus(spank_t sp)
 		snprintf(from[0], sizeof(from[0]), "out of memory");
 		goto out;
 	}
+	if (a->topology[0] && !same_cpus(all)) {
+		hwloc_bitmap_list_snprintf(list, sizeof(list), all);
+		snprintf(from[0], sizeof(from[0]), "topology='s CPUs %s are not this machine's online CPUs", list);
+		goto out;
+	}
 	/* 1. slurmstepd's affinity, when it is narrower than the machine. */
-	if (sched_getaffinity(0, sizeof(aff), &aff) == 0 && online > 0 && CPU_COUNT(&aff) < online) {
+	if (sched_getaffinity(0, sizeof(aff), &aff) == 0) {
 		hwloc_bitmap_zero(set);
 		for (int c = 0; c < CPU_SETSIZE; c++)
 			if (CPU_ISSET(c, &aff) && hwloc_bitmap_set(set, (unsigned)c) < 0)
@@ -191,9 +220,9 @@ static void read_step_cpus(spank_t sp)
 		hwloc_bitmap_list_snprintf(list, sizeof(list), set);
 		if (!hwloc_bitmap_intersects(w, set)) {
 			snprintf(from[0], sizeof(from[0]), "slurmstepd's cpuset %s is not in the topology", list);
-		} else if (hwloc_bitmap_and(w, w, set) < 0) {
-			goto oom;
-		} else {
+		} else if (!hwloc_bitmap_isincluded(w, set)) {
+			if (hwloc_bitmap_and(w, w, set) < 0)
+				goto oom;
 			used = 1;
 			snprintf(from[0], sizeof(from[0]), "slurmstepd's cpuset %s", list);
 		}
@@ -290,7 +319,7 @@ int dl_remote_user_init(spank_t sp, const struct dl_args *a)
 		dl_error(0, "no GPU/NIC/NUMA mapping: %s", st.map_err);
 		return 0;
 	}
-	read_step_cpus(sp);
+	read_step_cpus(sp, a);
 	st.plan = dl_map_plan(st.map, st.gpus, st.ngpus, NULL, (int)nlocal, st.within, a->nic, st.map_err,
 			      sizeof(st.map_err));
 	if (!st.plan)

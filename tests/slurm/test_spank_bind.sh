@@ -12,9 +12,13 @@ probe='echo "rank=$RANK gpu=$DLJOB_GPU cvd=$CUDA_VISIBLE_DEVICES order=$CUDA_DEV
 allowed=$(srun -w n1 -n1 sed -n 's/^Cpus_allowed_list:\t//p' /proc/self/status) || fail "srun"
 
 # 4 tasks on 4 GPUs of the 2-socket topology: GPUs 0,1 share mlx5_0, 2,3
-# mlx5_1; the 4 GPUs of socket 0 split its 4 cores, one each.
+# mlx5_1; the 4 GPUs of socket 0 split its 4 cores, one each.  (The file is
+# not this machine's, so the plan is not confined to the step's CPUs; on a
+# machine whose online CPUs are the file's 0-7 it would be: -O -c with all
+# of n1's CPUs gives the step all of them.)
+node_cpus=$(sinfo -h -n n1 -o %c) || fail "sinfo"
 cluster_plugstack "topology=$T/2s-8gpu-4hca.xml"
-srun -w n1 -n4 -O --gres=gpu:4 --dl-job=env --dl-bind=closest,verbose bash -c "$probe" >out.txt 2>err.txt ||
+srun -w n1 -n4 -O -c "$node_cpus" --gres=gpu:4 --dl-job=env --dl-bind=closest,verbose bash -c "$probe" >out.txt 2>err.txt ||
 	fail "srun --dl-bind=closest,verbose: $(cat err.txt)"
 i=0
 for row in "0000:12:00.0 mlx5_0 ib0" "0000:13:00.0 mlx5_0 ib0" "0000:22:00.0 mlx5_1 ib1" "0000:23:00.0 mlx5_1 ib1"; do
@@ -66,7 +70,7 @@ echo "ok   the user's NCCL_IB_HCA is kept"
 # No GPU in the step: NUMA nodes split between tasks; the XML's socket 1
 # (CPUs 4-7) does not exist here, so that task keeps Slurm's binding.
 cluster_plugstack "topology=$T/2s-8gpu-4hca.xml"
-srun -w n1 -n2 --dl-job=env --dl-bind=verbose bash -c "$probe" >out.txt 2>err.txt || fail "srun: $(cat err.txt)"
+srun -w n1 -n2 -O -c "$node_cpus" --dl-job=env --dl-bind=verbose bash -c "$probe" >out.txt 2>err.txt || fail "srun: $(cat err.txt)"
 grep -q "^dljob: rank=0 local_rank=0 gpu=-1 busid=- hca=mlx5_0,mlx5_1 ifname=ib0,ib1 numa=0 cpus=0-3 " err.txt || fail "rank 0: $(cat err.txt)"
 grep -q "^dljob: rank=1 local_rank=1 gpu=-1 busid=- hca=mlx5_2,mlx5_3 ifname=ib2,ib3 numa=1 cpus=4-7 " err.txt || fail "rank 1: $(cat err.txt)"
 grep -q "^rank=1 gpu= .* numa=1 " out.txt || fail "rank 1 env: $(cat out.txt)"
@@ -84,4 +88,51 @@ srun -w n1 -n1 --dl-job=env --dl-bind=closest,verbose true 2>err.txt || fail "sr
 grep -qE "^dljob: rank=0 local_rank=0 gpu=-1 busid=- .* numa=[0-9,-]+ cpus=[0-9,-]+ bound=[0-9,-]+ mem=[0-9,-]+$" err.txt ||
 	fail "live topology: $(cat err.txt)"
 echo "ok   live topology: $(cat err.txt)"
+
+# A node shared with another job: the plan is made within the step's own
+# CPUs.  Job A holds one core of n1 (bound to it: held.txt); job B's step
+# gets another, and its 2 tasks (-O: both on its one core) are planned,
+# bound and exported there, never on A's core (before, the plan split the
+# whole node, and task 0 was planned on A's core).
+cpu_list() { # "0-2,5" -> "0 1 2 5"
+	local r out=
+	for r in ${1//,/ }; do
+		if [[ $r == *-* ]]; then out+=" $(seq "${r%-*}" "${r#*-}" | tr '\n' ' ')"; else out+=" $r"; fi
+	done
+	echo $out
+}
+# outside LIST HELD: no CPU of LIST is in HELD, and LIST is not empty.
+outside() {
+	local c h
+	[ -n "$1" ] && [ "$1" != - ] || return 1
+	for c in $(cpu_list "$1"); do for h in $(cpu_list "$2"); do [ "$c" != "$h" ] || return 1; done; done
+}
+if [ "$(sinfo -h -n n1 -o %c)" -ge 2 ]; then
+	srun -w n1 -n1 -J dljob-holder --cpu-bind=cores bash -c \
+		'sed -n "s/^Cpus_allowed_list:\t//p" /proc/self/status >held.txt; exec sleep 100' >/dev/null 2>&1 &
+	holder=$!
+	for _ in $(seq 300); do [ -s held.txt ] && break; sleep 0.1; done
+	held=$(cat held.txt 2>/dev/null)
+	[ -n "$held" ] || fail "job A (the holder) did not start"
+	srun -w n1 -n2 -O --dl-job=env --dl-bind=closest,verbose bash -c "$probe" >out.txt 2>err.txt
+	rc=$?
+	scancel -n dljob-holder
+	wait "$holder" 2>/dev/null
+	[ $rc = 0 ] || fail "srun beside job A: $(cat err.txt)"
+	within=$(sed -n 's/^dljob: mapping of 2 tasks on n1, .*, within CPUs \([0-9,-]*\) (.*Slurm.s cores [0-9,-]*)$/\1/p' err.txt)
+	outside "$within" "$held" || fail "the plan is not within the step's CPUs (job A holds $held): $(cat err.txt)"
+	for r in 0 1; do
+		row=$(grep "^dljob: rank=$r local_rank=$r " err.txt) || fail "no row for rank $r: $(cat err.txt)"
+		cpus=$(sed 's/.* cpus=\([0-9,-]*\).* bound=.*/\1/' <<<"$row")
+		bound=$(sed 's/.* bound=\([0-9,-]*\) .*/\1/' <<<"$row")
+		env_cpus=$(sed -n "s/^rank=$r .* cpus=\([0-9,-]*\) .*/\1/p" out.txt)
+		outside "$cpus" "$held" && outside "$bound" "$held" && outside "$env_cpus" "$held" ||
+			fail "rank $r was planned or bound on job A's CPUs $held: $row / $(grep "^rank=$r " out.txt)"
+		[ "$(cpu_list "$cpus")" = "$(cpu_list "$within")" ] ||
+			fail "rank $r: 2 tasks on the step's one core share it: $row"
+	done
+	echo "ok   a node shared with another job (it holds CPUs $held): planned and bound within the step's CPUs $within"
+else
+	echo "skip a node shared with another job: n1 has one CPU"
+fi
 nodes_idle
