@@ -42,6 +42,10 @@ echo "ok   4 tasks x 4 GPUs on 2s-8gpu-4hca.xml: GPU, HCA, interface, NUMA, one 
 table() { grep -E '^dljob: (task  |[0-9]+ +[0-9-]+ |  +why: )' "$@"; }
 [ "$(grep -c '^dljob: mapping of 4 tasks on n1, step GPUs 0,1,2,3, topology ' err.txt)" = 1 ] ||
 	fail "no single table title in: $(cat err.txt)"
+# The title says the plan covers all the file's CPUs, and why: the file is
+# another machine's, or (where it is this one's) the step has every CPU.
+grep -qE "^dljob: mapping of 4 tasks on n1, .*, within all CPUs \((the step's are not known: topology='s CPUs 0-7 are not this machine's online CPUs|Slurm's cores [0-9,-]+)\)$" err.txt ||
+	fail "the title does not say which CPUs the plan is within: $(cat err.txt)"
 "$DLJOB_BIN" topo --xml "$T/2s-8gpu-4hca.xml" --tasks 4 --gpus 0-3 >topo.txt || fail "dljob topo: $(cat topo.txt)"
 table err.txt >launch.tbl
 table topo.txt >topo.tbl
