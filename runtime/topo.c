@@ -1,4 +1,4 @@
-/* dljob topo [--xml FILE] --tasks N [--gpus LIST|none] [--nic closest|none]
+/* dljob topo [--xml FILE] --tasks N [--gpus LIST|none] [--cpus LIST] [--nic closest|none]
  *
  * The explain mode of the mapping: the same code as the SPANK plugin
  * (spank/mapping.c, linked into the runtime) computes the plan of N local
@@ -19,7 +19,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	"Usage: dljob topo [--xml FILE] --tasks N [--gpus LIST|none] [--nic closest|none]\n"
+	"Usage: dljob topo [--xml FILE] --tasks N [--gpus LIST|none] [--cpus LIST] [--nic closest|none]\n"
 	"Print the GPU, NIC, NUMA and CPU mapping that srun --dl-bind=closest gives N tasks\n"
 	"on one node, with the rule that decided each column; runs nothing.\n"
 	"  --xml FILE         hwloc XML topology (e.g. the plugstack's topology=, or\n"
@@ -27,6 +27,9 @@ static void usage(FILE *f)
 	"  --tasks N          tasks on the node (1-%d)\n"
 	"  --gpus LIST        the step's GPUs as Slurm indexes (SLURM_STEP_GPUS syntax,\n"
 	"                     e.g. 0-3 or 1,5), or none; default: every GPU of the topology\n"
+	"  --cpus LIST        plan within these CPUs (OS indexes, e.g. 0-15,64-79), as the\n"
+	"                     plugin plans within the CPUs the step owns on a shared node;\n"
+	"                     default: every CPU of the topology\n"
 	"  --nic closest|none as the plugstack's nic= (default closest)\n"
 	"  --help             this text\n", DL_MAP_MAX_TASKS);
 }
@@ -36,13 +39,15 @@ int dl_topo_main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "xml", required_argument, NULL, 'x' }, { "tasks", required_argument, NULL, 't' },
 		{ "gpus", required_argument, NULL, 'g' }, { "nic", required_argument, NULL, 'n' },
+		{ "cpus", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
-	const char *xml = NULL, *gpus = NULL;
-	char err[1024], q[256], title[1024], list[64];
+	const char *xml = NULL, *gpus = NULL, *cpus = NULL;
+	char err[1024], q[256], title[1536], list[64], cpulist[DL_MAP_LIST];
 	int ntasks = 0, nic = 1, c, step[DL_MAP_MAX_GPUS], ng = 0, rv = DL_EXIT_ERROR;
 	struct dl_map *m = NULL;
 	struct dl_map_plan *p = NULL;
+	hwloc_bitmap_t within = NULL;
 
 	opterr = 0;
 	optind = 1;
@@ -59,6 +64,9 @@ int dl_topo_main(int argc, char **argv)
 			break;
 		case 'g':
 			gpus = optarg;
+			break;
+		case 'c':
+			cpus = optarg;
 			break;
 		case 'n':
 			if (strcmp(optarg, "closest") && strcmp(optarg, "none")) {
@@ -90,7 +98,20 @@ int dl_topo_main(int argc, char **argv)
 			dl_optval_escape(gpus, q, sizeof(q)));
 		return DL_EXIT_USAGE;
 	}
+	if (cpus) {
+		if (!(within = hwloc_bitmap_alloc())) {
+			fprintf(stderr, "dljob topo: out of memory\n");
+			return DL_EXIT_ERROR;
+		}
+		if (dl_map_parse_cpu_list(cpus, within) <= 0) {
+			fprintf(stderr, "dljob topo: --cpus=%s: expected CPU numbers such as 0-15,64-79\n",
+				dl_optval_escape(cpus, q, sizeof(q)));
+			hwloc_bitmap_free(within);
+			return DL_EXIT_USAGE;
+		}
+	}
 	if (!(m = dl_map_open(xml, err, sizeof(err)))) {
+		hwloc_bitmap_free(within);
 		fprintf(stderr, "dljob topo: %s\n", err);
 		return DL_EXIT_ERROR;
 	}
@@ -99,7 +120,7 @@ int dl_topo_main(int argc, char **argv)
 		for (int i = 0; i < ng; i++)
 			step[i] = i;
 	}
-	if (!(p = dl_map_plan(m, step, ng, NULL, ntasks, nic, err, sizeof(err)))) {
+	if (!(p = dl_map_plan(m, step, ng, NULL, ntasks, within, nic, err, sizeof(err)))) {
 		fprintf(stderr, "dljob topo: %s\n", err);
 		goto out;
 	}
@@ -109,11 +130,15 @@ int dl_topo_main(int argc, char **argv)
 		snprintf(list, sizeof(list), "%.60s", gpus);
 	else
 		snprintf(list, sizeof(list), "0-%d", ng - 1);
-	snprintf(title, sizeof(title), "mapping of %d task%s, step GPUs %s, topology %.900s", ntasks,
-		 ntasks == 1 ? "" : "s", list, xml ? xml : "of this machine");
+	if (within)
+		hwloc_bitmap_list_snprintf(cpulist, sizeof(cpulist), within);
+	snprintf(title, sizeof(title), "mapping of %d task%s, step GPUs %s, topology %.900s%s%s", ntasks,
+		 ntasks == 1 ? "" : "s", list, xml ? xml : "of this machine", within ? ", within CPUs " : "",
+		 within ? cpulist : "");
 	dl_map_plan_print(stdout, p, title);
 	rv = fflush(stdout) == 0 ? DL_EXIT_OK : DL_EXIT_ERROR;
 out:
+	hwloc_bitmap_free(within);
 	dl_map_plan_free(p);
 	dl_map_close(m);
 	return rv;

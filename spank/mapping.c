@@ -155,6 +155,14 @@ static struct dl_map *map_load(const char *buf, size_t len, const char *name, ch
 				 strerror(errno));
 			goto out;
 		}
+	/* This machine's topology is the whole machine, with the CPUs and
+	 * NUMA nodes a cgroup disallows, as Slurm's own (its core numbers
+	 * count them, dl_map_slurm_cores): what the plan may use is said by
+	 * dl_map_plan's within, not by where the caller happens to run. */
+	if (!buf && hwloc_topology_set_flags(m->topo, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) < 0) {
+		snprintf(err, errlen, "hwloc_topology_set_flags: %s", strerror(errno));
+		goto out;
+	}
 	/* Without this filter hwloc drops every PCI and OS device. */
 	if (hwloc_topology_set_io_types_filter(m->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) < 0) {
 		snprintf(err, errlen, "hwloc_topology_set_io_types_filter: %s", strerror(errno));
@@ -535,11 +543,11 @@ static void nic_names(const struct dl_map *m, int k, const struct nicset *set, c
 			cat(out, len, "%s%s", out[0] ? "," : "", m->nic[k][i]->name);
 }
 
-/* NUMA nodes of CPU-only task r of n: the nodes with CPUs split evenly.
- * Returns 0 or -1 (out of memory). */
-static int cpu_task_numa(const struct dl_map *m, int r, int n, hwloc_bitmap_t ns)
+/* NUMA nodes of CPU-only task r of n: the nodes numa[0..c) (those with
+ * CPUs the plan may use) split evenly.  Returns 0 or -1 (out of memory). */
+static int cpu_task_numa(hwloc_obj_t const *numa, int c, int r, int n, hwloc_bitmap_t ns)
 {
-	int c = m->nnuma, lo, hi;
+	int lo, hi;
 
 	hwloc_bitmap_zero(ns);
 	if (c == 0)
@@ -547,13 +555,15 @@ static int cpu_task_numa(const struct dl_map *m, int r, int n, hwloc_bitmap_t ns
 	lo = r * c / n;
 	hi = n >= c ? lo + 1 : (r + 1) * c / n;
 	for (int i = lo; i < hi; i++)
-		if (hwloc_bitmap_set(ns, m->numa[i]->os_index) < 0)
+		if (hwloc_bitmap_set(ns, numa[i]->os_index) < 0)
 			return -1;
 	return 0;
 }
 
-/* The CPU units of set in topology order: its cores or, in a topology
- * without Core objects (a trimmed file), its CPUs, the i-th CPU of each run
+/* The CPU units of set in topology order: its cores (each core that has
+ * CPUs in set, with only those: a step may own one hardware thread of a
+ * core) or, in a topology without Core objects (a trimmed file), its CPUs,
+ * the i-th CPU of each run
  * of consecutive indexes together when the runs are of one length (Linux
  * numbers the second hardware thread of core i as i + cores).  Returns
  * the count and *out (freed with free_units), or -1 (out of memory). */
@@ -577,17 +587,21 @@ static int units(const struct dl_map *m, hwloc_const_bitmap_t set, hwloc_bitmap_
 	if (m->has_cores) {
 		hwloc_obj_t o = NULL;
 
-		while ((o = hwloc_get_next_obj_inside_cpuset_by_type(m->topo, set, HWLOC_OBJ_CORE, o)))
-			n++;
+		while ((o = hwloc_get_next_obj_by_type(m->topo, HWLOC_OBJ_CORE, o)))
+			n += o->cpuset && hwloc_bitmap_intersects(o->cpuset, set);
 		if (n == 0)
 			return 0;
 		if (!(u = calloc((size_t)n, sizeof(*u))))
 			return -1;
-		for (o = NULL; i < n && (o = hwloc_get_next_obj_inside_cpuset_by_type(m->topo, set, HWLOC_OBJ_CORE, o)); i++)
-			if (!(u[i] = hwloc_bitmap_dup(o->cpuset))) {
-				free_units(u, i);
+		for (o = NULL; i < n && (o = hwloc_get_next_obj_by_type(m->topo, HWLOC_OBJ_CORE, o));) {
+			if (!o->cpuset || !hwloc_bitmap_intersects(o->cpuset, set))
+				continue;
+			if (!(u[i] = hwloc_bitmap_alloc()) || hwloc_bitmap_and(u[i], o->cpuset, set) < 0) {
+				free_units(u, u[i] ? i + 1 : i);
 				return -1;
 			}
+			i++;
+		}
 		*out = u;
 		return n;
 	}
@@ -716,14 +730,15 @@ static void free_sets(hwloc_bitmap_t *s, int n)
 }
 
 struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, int ng, const int *task_gpu,
-				int ntasks, int nic, char *err, size_t errlen)
+				int ntasks, hwloc_const_bitmap_t within, int nic, char *err, size_t errlen)
 {
 	struct dl_map_plan *p = NULL;
-	hwloc_bitmap_t *dom = NULL, *loc = NULL, *u = NULL, taken = NULL, avail = NULL;
+	hwloc_bitmap_t *dom = NULL, *loc = NULL, *u = NULL, taken = NULL, avail = NULL, mine = NULL;
+	hwloc_obj_t numa[DL_MAP_MAX_NICS];
 	struct nicset chosen, port, *near[2][NIC_KINDS] = { { NULL } }; /* [GPU or CPU units][kind] */
 	hwloc_obj_t *via[2][NIC_KINDS] = { { NULL } };
 	hwloc_obj_t *lobj = NULL, *cpu_anchor = NULL, gpu_anchor[DL_MAP_MAX_GPUS];
-	int *idx = NULL, *got = NULL, *cpu_idx = NULL, nu = 0, ncpu = 0, k, ok = 0;
+	int *idx = NULL, *got = NULL, *cpu_idx = NULL, nu = 0, ncpu = 0, nnuma = 0, k, ok = 0;
 	char *done = NULL, name[DL_MAP_LIST + 32];
 	const char *word = m->has_cores ? "core" : "CPU";
 
@@ -746,6 +761,26 @@ struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, in
 			snprintf(err, errlen, "task %d's GPU %d is not one of the step's %d", r, task_gpu[r], ng);
 			return NULL;
 		}
+	/* mine: the CPUs the plan may use, the topology's within what the
+	 * caller allows (the step's CPUs on the node). */
+	if (!(mine = hwloc_bitmap_dup(hwloc_get_root_obj(m->topo)->cpuset)) ||
+	    (within && hwloc_bitmap_and(mine, mine, within) < 0)) {
+		hwloc_bitmap_free(mine);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (hwloc_bitmap_iszero(mine)) {
+		char w[DL_MAP_LIST], all[DL_MAP_LIST];
+
+		hwloc_bitmap_list_snprintf(w, sizeof(w), within);
+		hwloc_bitmap_list_snprintf(all, sizeof(all), hwloc_get_root_obj(m->topo)->cpuset);
+		snprintf(err, errlen, "none of the CPUs %s is in the topology (its CPUs: %s)", w, all);
+		hwloc_bitmap_free(mine);
+		return NULL;
+	}
+	for (int i = 0; i < m->nnuma; i++)
+		if (hwloc_bitmap_intersects(m->numa[i]->cpuset, mine))
+			numa[nnuma++] = m->numa[i];
 	p = calloc(1, sizeof(*p) + (size_t)ntasks * sizeof(p->task[0]));
 	dom = calloc((size_t)ntasks, sizeof(*dom));
 	loc = calloc((size_t)ntasks, sizeof(*loc));
@@ -796,25 +831,36 @@ struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, in
 				goto oom;
 			if (hwloc_bitmap_iszero(dom[r]) && a && a->cpuset && hwloc_bitmap_copy(dom[r], a->cpuset) < 0)
 				goto oom;
+			if (hwloc_bitmap_and(dom[r], dom[r], mine) < 0)
+				goto oom;
 			if (a) {
 				char oname[64];
 
 				obj_name(a, oname, sizeof(oname));
 				snprintf(t->why_numa, sizeof(t->why_numa), "of the GPU's %s", oname);
 			}
-			if (a && a->cpuset && !hwloc_bitmap_iszero(a->cpuset) && hwloc_bitmap_isincluded(a->cpuset, dom[r]) &&
-			    !hwloc_bitmap_isequal(a->cpuset, dom[r])) {
-				if (!(loc[r] = hwloc_bitmap_dup(a->cpuset)))
+			/* The GPU's own smaller locality, within mine: a set
+			 * of its own only when it is still smaller than the
+			 * domain (and not empty). */
+			if (a && a->cpuset && !hwloc_bitmap_iszero(dom[r])) {
+				if (!(loc[r] = hwloc_bitmap_dup(a->cpuset)) || hwloc_bitmap_and(loc[r], loc[r], mine) < 0)
 					goto oom;
-				lobj[r] = a;
+				if (!hwloc_bitmap_iszero(loc[r]) && hwloc_bitmap_isincluded(loc[r], dom[r]) &&
+				    !hwloc_bitmap_isequal(loc[r], dom[r])) {
+					lobj[r] = a;
+				} else {
+					hwloc_bitmap_free(loc[r]);
+					loc[r] = NULL;
+				}
 			}
 		} else {
-			if (cpu_task_numa(m, cpu_idx[r], ncpu, t->nodeset) < 0)
+			if (cpu_task_numa(numa, nnuma, cpu_idx[r], ncpu, t->nodeset) < 0)
 				goto oom;
 			if (hwloc_bitmap_iszero(t->nodeset)) {
-				if (hwloc_bitmap_copy(dom[r], hwloc_get_root_obj(m->topo)->cpuset) < 0)
+				if (hwloc_bitmap_copy(dom[r], mine) < 0)
 					goto oom;
-			} else if (hwloc_cpuset_from_nodeset(m->topo, dom[r], t->nodeset) < 0)
+			} else if (hwloc_cpuset_from_nodeset(m->topo, dom[r], t->nodeset) < 0 ||
+				   hwloc_bitmap_and(dom[r], dom[r], mine) < 0)
 				goto oom;
 			snprintf(t->why_gpu, sizeof(t->why_gpu), "%s", ng == 0 ? "the step has no GPU here" :
 				 "not known (Slurm confines the task's devices)");
@@ -877,6 +923,30 @@ struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, in
 			for (int j = 0; j < kk; j++)
 				split_why(p->task[idx[j]].why_cpus, DL_MAP_WHY, name, kk, nu, got[j], word);
 		}
+		free_units(u, nu);
+		u = NULL;
+	}
+	/* Third pass: the tasks whose NUMA domain has none of mine (the step
+	 * owns no CPU near their GPU) split what is left of mine, or share
+	 * all of it when nothing is left. */
+	k = 0;
+	for (int r = 0; r < ntasks; r++)
+		if (hwloc_bitmap_iszero(p->task[r].cpuset) && hwloc_bitmap_iszero(dom[r]))
+			idx[k++] = r;
+	if (k > 0) {
+		const char *what = "CPUs left outside its NUMA node";
+
+		if (hwloc_bitmap_andnot(avail, mine, taken) < 0 || (nu = units(m, avail, &u)) < 0)
+			goto oom;
+		if (nu == 0) {
+			what = "all the allowed CPUs";
+			if ((nu = units(m, mine, &u)) < 0)
+				goto oom;
+		}
+		if (split(u, nu, idx, k, p->task, got) < 0)
+			goto oom;
+		for (int j = 0; j < k; j++)
+			split_why(p->task[idx[j]].why_cpus, DL_MAP_WHY, what, k, nu, got[j], word);
 		free_units(u, nu);
 		u = NULL;
 	}
@@ -952,6 +1022,7 @@ out:
 	free(done);
 	hwloc_bitmap_free(taken);
 	hwloc_bitmap_free(avail);
+	hwloc_bitmap_free(mine);
 	for (int g = 0; g < 2; g++)
 		for (int kind = 0; kind < NIC_KINDS; kind++) {
 			free(near[g][kind]);
@@ -1030,42 +1101,111 @@ void dl_map_plan_print(FILE *f, const struct dl_map_plan *p, const char *title)
 	}
 }
 
+/* The next range of a list "0,1,3" or "0-3" (digits only: strtol alone
+ * would take blanks and signs), moving *s past it and its comma.  Returns
+ * 1 with [*lo, *hi], 0 at the end, -1 on a malformed range or an index
+ * above DL_MAP_MAX_INDEX. */
+static int next_range(const char **s, long *lo, long *hi)
+{
+	const char *c = *s;
+	char *end;
+
+	if (!*c)
+		return 0;
+	if (*c < '0' || *c > '9')
+		return -1;
+	errno = 0;
+	*lo = strtol(c, &end, 10);
+	if (errno || *lo > DL_MAP_MAX_INDEX)
+		return -1;
+	*hi = *lo;
+	c = end;
+	if (*c == '-') {
+		c++;
+		if (*c < '0' || *c > '9')
+			return -1;
+		*hi = strtol(c, &end, 10);
+		if (errno || *hi < *lo || *hi > DL_MAP_MAX_INDEX)
+			return -1;
+		c = end;
+	}
+	if (*c == ',')
+		c++;
+	else if (*c)
+		return -1;
+	*s = c;
+	return 1;
+}
+
 int dl_map_parse_index_list(const char *s, int *idx, int max)
 {
-	int n = 0;
+	long lo, hi;
+	int n = 0, r;
 
 	if (!s)
 		return -1;
-	while (*s) {
-		char *end;
-		long lo, hi;
-
-		/* strtol takes blanks and signs: only digits may start a number. */
-		if (*s < '0' || *s > '9')
-			return -1;
-		errno = 0;
-		lo = strtol(s, &end, 10);
-		if (errno || lo > DL_MAP_MAX_INDEX)
-			return -1;
-		hi = lo;
-		s = end;
-		if (*s == '-') {
-			s++;
-			if (*s < '0' || *s > '9')
-				return -1;
-			hi = strtol(s, &end, 10);
-			if (errno || hi < lo || hi > DL_MAP_MAX_INDEX)
-				return -1;
-			s = end;
-		}
+	while ((r = next_range(&s, &lo, &hi)) > 0) {
 		if (hi - lo >= (long)(max - n))
 			return -1;
 		for (long i = lo; i <= hi; i++)
 			idx[n++] = (int)i;
-		if (*s == ',')
-			s++;
-		else if (*s)
-			return -1;
 	}
-	return n;
+	return r < 0 ? -1 : n;
+}
+
+int dl_map_parse_cpu_list(const char *s, hwloc_bitmap_t out)
+{
+	long lo, hi;
+	int r;
+
+	hwloc_bitmap_zero(out);
+	if (!s || !*s)
+		return -1;
+	while ((r = next_range(&s, &lo, &hi)) > 0)
+		if (hwloc_bitmap_set_range(out, (unsigned)lo, (int)hi) < 0)
+			return -1;
+	return r < 0 ? -1 : hwloc_bitmap_weight(out);
+}
+
+int dl_map_slurm_cores(const struct dl_map *m, const char *cores, hwloc_bitmap_t out, char *err, size_t errlen)
+{
+	hwloc_obj_t root = hwloc_get_root_obj(m->topo);
+	hwloc_bitmap_t abs = hwloc_bitmap_alloc();
+	int n = hwloc_get_nbobjs_by_type(m->topo, HWLOC_OBJ_CORE), rv = -1, c;
+
+	hwloc_bitmap_zero(out);
+	if (!abs) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (dl_map_parse_cpu_list(cores, abs) <= 0) {
+		snprintf(err, errlen, "Slurm's core list is not a list of core numbers");
+		goto out;
+	}
+	if (!m->has_cores) {
+		snprintf(err, errlen, "the topology has no Core objects");
+		goto out;
+	}
+	/* Slurm counts the cores of the whole machine (its hwloc topology
+	 * includes the CPUs a cgroup disallows); hwloc dropped some here. */
+	if (root->complete_cpuset && !hwloc_bitmap_isequal(root->cpuset, root->complete_cpuset)) {
+		snprintf(err, errlen, "the topology lacks some of the machine's CPUs (disallowed or offline)");
+		goto out;
+	}
+	if ((c = hwloc_bitmap_last(abs)) >= n) {
+		snprintf(err, errlen, "Slurm's core %d is not among the topology's %d cores", c, n);
+		goto out;
+	}
+	hwloc_bitmap_foreach_begin(c, abs)
+		hwloc_obj_t o = hwloc_get_obj_by_type(m->topo, HWLOC_OBJ_CORE, (unsigned)c);
+
+		if (!o || !o->cpuset || hwloc_bitmap_or(out, out, o->cpuset) < 0) {
+			snprintf(err, errlen, o ? "out of memory" : "core %d is missing from the topology", c);
+			goto out;
+		}
+	hwloc_bitmap_foreach_end();
+	rv = 0;
+out:
+	hwloc_bitmap_free(abs);
+	return rv;
 }

@@ -33,7 +33,12 @@
  *   tasks' CPU sets are disjoint unless there are more tasks than cores.
  * - A task with no GPU gets the NUMA nodes with CPUs split between the
  *   node's tasks (their cores split between the tasks that share one), and
- *   the NICs nearest to its NUMA node. */
+ *   the NICs nearest to its NUMA node.
+ * - The plan may be confined to a set of CPUs (the step's on the node):
+ *   every rule above then counts only those CPUs (a core is the part of it
+ *   in the set), a task without GPU splits only the NUMA nodes that have
+ *   some, and the tasks whose GPU's NUMA node has none split what is left
+ *   of the set (or share all of it when nothing is left). */
 #ifndef DLJOB_SPANK_MAPPING_H
 #define DLJOB_SPANK_MAPPING_H
 
@@ -74,7 +79,9 @@ struct dl_map_task {
  * process, as it dies on some malformed files), or NULL for this machine (without hwloc's
  * gl, opencl, cuda, nvml, rsmi and levelzero components: nothing that
  * opens a display, a socket or a GPU driver).  Returns NULL with one line
- * in err naming the file. */
+ * in err naming the file.  This machine's topology includes the CPUs and
+ * NUMA nodes that the caller's cgroup disallows (dl_map_plan's within says
+ * which the tasks may have). */
 struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen);
 /* The same from XML bytes in memory (buf[len] need not be 0). */
 struct dl_map *dl_map_open_buffer(const char *buf, size_t len, const char *name, char *err, size_t errlen);
@@ -87,10 +94,14 @@ hwloc_topology_t dl_map_topology(const struct dl_map *m);
 /* The plan for the ntasks local tasks of a step.  step_gpus lists the node
  * GPU indexes of the step (Slurm's SLURM_STEP_GPUS), n_step_gpus may be 0.
  * task_gpu[r] is task r's GPU as an index in step_gpus (-1: none); NULL:
- * task r gets r % n_step_gpus.  nic: 0 to skip NIC selection.  Returns
- * NULL with one line in err. */
+ * task r gets r % n_step_gpus.  within: the CPUs (OS indexes) the tasks
+ * may have, NULL: all of the topology's; the tasks' sets are disjoint
+ * parts of it unless there are more tasks than its cores.  nic: 0 to skip
+ * NIC selection.  Returns NULL with one line in err (also when no CPU of
+ * within is in the topology). */
 struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, int n_step_gpus,
-				const int *task_gpu, int ntasks, int nic, char *err, size_t errlen);
+				const int *task_gpu, int ntasks, hwloc_const_bitmap_t within, int nic,
+				char *err, size_t errlen);
 void dl_map_plan_free(struct dl_map_plan *p);
 int dl_map_plan_ntasks(const struct dl_map_plan *p);
 /* Row r (NULL when r is out of range). */
@@ -111,5 +122,20 @@ void dl_map_plan_print(FILE *f, const struct dl_map_plan *p, const char *title);
  * comes from the job environment) into idx.  Returns the count, or -1 on a
  * malformed list, an index above DL_MAP_MAX_INDEX or more than max entries. */
 int dl_map_parse_index_list(const char *s, int *idx, int max);
+/* The same syntax into a CPU set (hwloc's list syntax without its
+ * extensions).  Returns the count, or -1 (malformed or empty). */
+int dl_map_parse_cpu_list(const char *s, hwloc_bitmap_t out);
+
+/* Slurm's abstract core numbers (spank's S_STEP_ALLOC_CORES, e.g. "0-3,8")
+ * as CPUs of the topology, the way slurmd's xcpuinfo_abs_to_mac turns them
+ * into the step's cpuset: core i is the i-th core of the whole machine in
+ * topology order (sockets in order, cores in order within each), with all
+ * its hardware threads.  That holds when the node's Sockets, CoresPerSocket
+ * and ThreadsPerCore in slurm.conf are its hardware's (slurmd -C), which
+ * cannot be checked here.  Returns 0, or -1 with one line in err when the
+ * list is malformed, names a core the topology lacks, or the topology has
+ * no cores or misses some of the machine's CPUs (hwloc dropped the CPUs a
+ * cgroup disallows: the numbering would shift). */
+int dl_map_slurm_cores(const struct dl_map *m, const char *cores, hwloc_bitmap_t out, char *err, size_t errlen);
 
 #endif

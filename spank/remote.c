@@ -44,6 +44,8 @@ static struct {
 	char cvd[1024];            /* the step-wide CUDA_VISIBLE_DEVICES Slurm wrote, as it wrote it */
 	struct dl_map *map;        /* NULL: no mapping (bind=none or topology failed) */
 	struct dl_map_plan *plan;  /* the node's plan, computed once (user_init); NULL: no mapping */
+	hwloc_bitmap_t within;     /* the step's CPUs the plan is made in (user_init); NULL: all */
+	char within_desc[DL_ERR_LEN]; /* where they come from, for the table's title */
 	char map_err[DL_ERR_LEN];
 	char err[DL_ERR_LEN];      /* the step's options are wrong: fail every task */
 	/* The user's own NCCL_IB_HCA / NCCL_SOCKET_IFNAME: what the step's
@@ -136,6 +138,135 @@ static void read_step_gpus(spank_t sp)
 	}
 }
 
+/* Whether cpus are this machine's online CPUs (/sys/devices/system/cpu/
+ * online, the kernel's list syntax). */
+static int same_cpus(hwloc_const_bitmap_t cpus)
+{
+	char line[4096];
+	hwloc_bitmap_t online = hwloc_bitmap_alloc();
+	FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+	int same = 0;
+
+	if (f && online && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		same = dl_map_parse_cpu_list(line, online) > 0 && hwloc_bitmap_isequal(online, cpus);
+	}
+	if (f)
+		fclose(f);
+	hwloc_bitmap_free(online);
+	return same;
+}
+
+/* The CPUs of this node that the step owns, for the plan (st.within, NULL:
+ * the whole topology), and in st.within_desc where they come from.
+ * Read in user_init, in slurmstepd before any task exists, from Slurm
+ * 22.05 and 24.11's own sources (mgr.c _fork_all_tasks: task_g_pre_setuid,
+ * then spank_user; 24.11 may run spank_user in a clone of slurmstepd,
+ * which keeps its affinity):
+ * - slurmstepd's CPU affinity.  task/cgroup with ConstrainCores=yes
+ *   (task_cgroup_cpuset_create, from task_p_pre_setuid) has by then made
+ *   the job's and the step's cpusets from xcpuinfo_abs_to_mac of their
+ *   cores; on cgroup v1 it attaches slurmstepd to the step's cpuset (the
+ *   step's CPUs exactly), on cgroup v2 slurmstepd stays in the step's
+ *   slurm_processes leaf, under the job's cpuset (the job's CPUs: a
+ *   superset when several steps share the node).  Without ConstrainCores
+ *   it is slurmd's, usually every CPU: then it says nothing and is not
+ *   used.  The kernel enforces it, so it is never wrong.
+ * - S_STEP_ALLOC_CORES: the step's cores as Slurm's abstract numbers
+ *   (socket-major over the node's Sockets x CoresPerSocket), which
+ *   xcpuinfo_abs_to_mac maps through slurmd's hwloc block map to every
+ *   hardware thread of each core; dl_map_slurm_cores does the same on the
+ *   topology (this machine's is loaded whole, with the CPUs a cgroup
+ *   disallows, as slurmd loads it).  Exact when slurm.conf describes the
+ *   node as its hardware (slurmd -C); on a node configured otherwise
+ *   Slurm's numbering differs, which cannot be seen from here: then the
+ *   cpuset, where there is one, still bounds the plan, and a task binds
+ *   within what Slurm gave it.  It is not placed when the topology has no
+ *   cores, fewer than Slurm names, or lacks some of the machine's CPUs
+ *   (offline ones: the numbering would shift).  This is what tells the
+ *   step's CPUs without ConstrainCores (task/affinity alone: another job
+ *   beside this step binds its tasks to other cores of the node).
+ * The tasks' own affinity (task/affinity, set after user_init) is not
+ * known here: a task still binds within what Slurm gave it
+ * (dl_map_bound).  So the plan is made within both sources that are
+ * known, and within the whole topology when neither is: conservative, and
+ * said in the table's title.  Both number this machine's CPUs: with a
+ * topology= file whose CPUs are not this machine's online CPUs (the file
+ * of another machine, as in the tests) neither is used. */
+static void read_step_cpus(spank_t sp, const struct dl_args *a)
+{
+	cpu_set_t aff;
+	char *cores = NULL, err[DL_ERR_LEN], list[DL_MAP_LIST], q[256], from[2][DL_ERR_LEN] = { "", "" };
+	hwloc_const_bitmap_t all = hwloc_get_root_obj(dl_map_topology(st.map))->cpuset;
+	hwloc_bitmap_t w = hwloc_bitmap_dup(all), set = hwloc_bitmap_alloc();
+	int used = 0;
+
+	st.within = NULL;
+	if (!w || !set) {
+		snprintf(from[0], sizeof(from[0]), "out of memory");
+		goto out;
+	}
+	if (a->topology[0] && !same_cpus(all)) {
+		hwloc_bitmap_list_snprintf(list, sizeof(list), all);
+		snprintf(from[0], sizeof(from[0]), "topology='s CPUs %s are not this machine's online CPUs", list);
+		goto out;
+	}
+	/* 1. slurmstepd's affinity, when it is narrower than the machine. */
+	if (sched_getaffinity(0, sizeof(aff), &aff) == 0) {
+		hwloc_bitmap_zero(set);
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			if (CPU_ISSET(c, &aff) && hwloc_bitmap_set(set, (unsigned)c) < 0)
+				goto oom;
+		hwloc_bitmap_list_snprintf(list, sizeof(list), set);
+		if (!hwloc_bitmap_intersects(w, set)) {
+			snprintf(from[0], sizeof(from[0]), "slurmstepd's cpuset %s is not in the topology", list);
+		} else if (!hwloc_bitmap_isincluded(w, set)) {
+			if (hwloc_bitmap_and(w, w, set) < 0)
+				goto oom;
+			used = 1;
+			snprintf(from[0], sizeof(from[0]), "slurmstepd's cpuset %s", list);
+		}
+	}
+	/* 2. Slurm's cores of the step, placed as slurmd places them. */
+	if (spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) == ESPANK_SUCCESS && cores && cores[0]) {
+		dl_optval_escape(cores, q, sizeof(q));
+		if (dl_map_slurm_cores(st.map, cores, set, err, sizeof(err)) < 0) {
+			snprintf(from[1], sizeof(from[1]), "Slurm's cores %.200s not placed: %.500s", q, err);
+		} else if (!hwloc_bitmap_intersects(w, set)) {
+			hwloc_bitmap_list_snprintf(list, sizeof(list), set);
+			snprintf(from[1], sizeof(from[1]), "Slurm's cores %.200s (CPUs %.500s) left out: outside the cpuset", q,
+				 list);
+		} else if (hwloc_bitmap_and(w, w, set) < 0) {
+			goto oom;
+		} else {
+			used = 1;
+			snprintf(from[1], sizeof(from[1]), "Slurm's cores %s", q);
+		}
+	}
+	if (used && !hwloc_bitmap_isequal(w, all)) {
+		st.within = w;
+		w = NULL;
+	}
+	goto out;
+oom:
+	used = 0;
+	snprintf(from[0], sizeof(from[0]), "out of memory");
+	from[1][0] = '\0';
+out:
+	if (used) {
+		/* Known: its CPUs, or all of them when the step has the node. */
+		if (st.within)
+			hwloc_bitmap_list_snprintf(list, sizeof(list), st.within);
+		snprintf(st.within_desc, sizeof(st.within_desc), "%s%.200s (%.380s%s%.380s)", st.within ? "CPUs " : "all CPUs",
+			 st.within ? list : "", from[0], from[0][0] && from[1][0] ? "; " : "", from[1]);
+	} else {
+		snprintf(st.within_desc, sizeof(st.within_desc), "all CPUs (the step's are not known%s%.450s%s%.450s)",
+			 from[0][0] || from[1][0] ? ": " : "", from[0], from[0][0] && from[1][0] ? "; " : "", from[1]);
+	}
+	hwloc_bitmap_free(w);
+	hwloc_bitmap_free(set);
+}
+
 int dl_remote_user_init(spank_t sp, const struct dl_args *a)
 {
 	uint32_t nlocal = 0;
@@ -188,7 +319,9 @@ int dl_remote_user_init(spank_t sp, const struct dl_args *a)
 		dl_error(0, "no GPU/NIC/NUMA mapping: %s", st.map_err);
 		return 0;
 	}
-	st.plan = dl_map_plan(st.map, st.gpus, st.ngpus, NULL, (int)nlocal, a->nic, st.map_err, sizeof(st.map_err));
+	read_step_cpus(sp, a);
+	st.plan = dl_map_plan(st.map, st.gpus, st.ngpus, NULL, (int)nlocal, st.within, a->nic, st.map_err,
+			      sizeof(st.map_err));
 	if (!st.plan)
 		dl_error(0, "no GPU/NIC/NUMA mapping: %s", st.map_err);
 	return 0;
@@ -198,6 +331,8 @@ void dl_remote_exit(void)
 {
 	dl_map_plan_free(st.plan);
 	st.plan = NULL;
+	hwloc_bitmap_free(st.within);
+	st.within = NULL;
 	dl_map_close(st.map);
 	st.map = NULL;
 }
@@ -268,16 +403,16 @@ static int task_gpu(spank_t sp, unsigned local)
  * --dl-bind=...,verbose: the same table as `dljob topo`. */
 static void print_table(spank_t sp, const struct dl_args *a, unsigned nlocal)
 {
-	char title[1024], host[256];
+	char title[2048], host[256];
 
 	/* Slurm's name of the node (several slurmd may share a host). */
 	if ((spank_getenv(sp, "SLURMD_NODENAME", host, sizeof(host)) != ESPANK_SUCCESS || dl_optval_has_ctl(host)) &&
 	    gethostname(host, sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "?");
 	host[sizeof(host) - 1] = '\0';
-	snprintf(title, sizeof(title), "mapping of %u task%s on %s, step GPUs %.200s, topology %.500s", nlocal,
-		 nlocal == 1 ? "" : "s", host, st.ngpus ? st.cvd[0] ? st.cvd : "(see SLURM_STEP_GPUS)" : "none",
-		 a->topology[0] ? a->topology : "of this machine");
+	snprintf(title, sizeof(title), "mapping of %u task%s on %s, step GPUs %.200s, topology %.200s, within %.500s",
+		 nlocal, nlocal == 1 ? "" : "s", host, st.ngpus ? st.cvd[0] ? st.cvd : "(see SLURM_STEP_GPUS)" : "none",
+		 a->topology[0] ? a->topology : "of this machine", st.within_desc);
 	dl_map_plan_print(stderr, st.plan, title);
 }
 
@@ -327,7 +462,8 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 
 		for (unsigned r = 0; tg && r < nlocal; r++)
 			tg[r] = gpu < 0 ? -1 : r == local ? gpu : (int)(r % (unsigned)st.ngpus);
-		if (!tg || !(own = dl_map_plan(st.map, st.gpus, st.ngpus, tg, (int)nlocal, a->nic, err, sizeof(err)))) {
+		if (!tg || !(own = dl_map_plan(st.map, st.gpus, st.ngpus, tg, (int)nlocal, st.within, a->nic, err,
+							   sizeof(err)))) {
 			if (!tg)
 				snprintf(err, sizeof(err), "out of memory");
 			free(tg);

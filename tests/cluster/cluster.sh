@@ -24,7 +24,9 @@
 # DLJOB_SPANK (dljob.so to load; default: none loaded),
 # DLJOB_PLUGSTACK_ARGS (its plugstack arguments), CLUSTER_GPUS (per node, 4),
 # CLUSTER_CGROUP=1 (task/cgroup + proctrack/cgroup on cgroup v1 with
-# ConstrainDevices=yes; needs the v1 devices controller at /sys/fs/cgroup),
+# ConstrainDevices=yes; needs the v1 devices controller at /sys/fs/cgroup;
+# with CLUSTER_CONSTRAIN_CORES=1 also ConstrainCores=yes: each step's tasks
+# and slurmstepd in a cpuset of the step's cores, needs the v1 cpuset one),
 # CLUSTER_MPI_PORTS=LO-HI (MpiParams=ports=LO-HI: Slurm reserves ports for
 # every step, SLURM_STEP_RESV_PORTS), CLUSTER_NETNS=1 (the nodes as separate
 # network hosts, below).
@@ -119,7 +121,7 @@ CgroupPlugin=cgroup/v1
 CgroupMountpoint=/sys/fs/cgroup
 CgroupAutomount=no
 ConstrainDevices=yes
-ConstrainCores=no
+ConstrainCores=$([ -n "${CLUSTER_CONSTRAIN_CORES-}" ] && echo yes || echo no)
 ConstrainRAMSpace=no
 EOF
 	fi

@@ -1,10 +1,12 @@
 /* fuzz_topology: an hwloc XML topology (the plugstack's topology=, admin
  * input read inside every step's slurmstepd) through the mapping code:
  * spank/mapping.c's dl_map_open_buffer, then the plan and its table.
- * Input: byte 0 = the number of local tasks (1 + byte % 16), byte 1 = the
- * step's GPUs (bit i: node GPU i, of the first 8; 0: none), the rest the
- * XML.  Checks: a topology that does not load leaves one line in err; a
- * plan's rows are in range, and CPU sets not marked shared are disjoint. */
+ * Input: byte 0 = the number of local tasks (1 + byte % 16) and, in its
+ * high 4 bits, the step's CPUs (CPU i when bit i % 4 is set; 0: all),
+ * byte 1 = the step's GPUs (bit i: node GPU i, of the first 8; 0: none),
+ * the rest the XML.  Checks: a topology that does not load leaves one line
+ * in err; a plan's rows are in range, its CPU sets within the step's, and
+ * those not marked shared disjoint. */
 #include "config.h"
 
 #include <stdint.h>
@@ -20,6 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int step[8], ng = 0, ntasks;
 	struct dl_map *m;
 	struct dl_map_plan *p;
+	hwloc_bitmap_t within = NULL;
 	FILE *null;
 
 	if (size < 2)
@@ -34,12 +37,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 0; i < 8 && i < dl_map_ngpus(m); i++)
 		if (data[1] & (1u << i))
 			step[ng++] = i;
-	p = dl_map_plan(m, step, ng, NULL, ntasks, 1, err, sizeof(err));
+	if (data[0] >> 4) {
+		if (!(within = hwloc_bitmap_alloc()))
+			abort();
+		for (unsigned i = 0; i < 1024; i++)
+			if ((data[0] >> 4) & (1u << (i % 4)))
+				hwloc_bitmap_set(within, i);
+	}
+	p = dl_map_plan(m, step, ng, NULL, ntasks, within, 1, err, sizeof(err));
 	if (p) {
 		for (int r = 0; r < ntasks; r++) {
 			const struct dl_map_task *t = dl_map_plan_task(p, r), *u;
 
 			if (!t || t->gpu < -1 || t->gpu >= ng || (t->gpu >= 0 && t->node_gpu != step[t->gpu]))
+				abort();
+			if (within && !hwloc_bitmap_isincluded(t->cpuset, within))
 				abort();
 			for (int s = 0; s < ntasks && !t->shared; s++)
 				if (s != r && (u = dl_map_plan_task(p, s)) && hwloc_bitmap_intersects(t->cpuset, u->cpuset))
@@ -53,6 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (!err[0]) {
 		abort();
 	}
+	hwloc_bitmap_free(within);
 	dl_map_close(m);
 	return 0;
 }

@@ -12,9 +12,13 @@ probe='echo "rank=$RANK gpu=$DLJOB_GPU cvd=$CUDA_VISIBLE_DEVICES order=$CUDA_DEV
 allowed=$(srun -w n1 -n1 sed -n 's/^Cpus_allowed_list:\t//p' /proc/self/status) || fail "srun"
 
 # 4 tasks on 4 GPUs of the 2-socket topology: GPUs 0,1 share mlx5_0, 2,3
-# mlx5_1; the 4 GPUs of socket 0 split its 4 cores, one each.
+# mlx5_1; the 4 GPUs of socket 0 split its 4 cores, one each.  (The file is
+# not this machine's, so the plan is not confined to the step's CPUs; on a
+# machine whose online CPUs are the file's 0-7 it would be: -O -c with all
+# of n1's CPUs gives the step all of them.)
+node_cpus=$(sinfo -h -n n1 -o %c) || fail "sinfo"
 cluster_plugstack "topology=$T/2s-8gpu-4hca.xml"
-srun -w n1 -n4 -O --gres=gpu:4 --dl-job=env --dl-bind=closest,verbose bash -c "$probe" >out.txt 2>err.txt ||
+srun -w n1 -n4 -O -c "$node_cpus" --gres=gpu:4 --dl-job=env --dl-bind=closest,verbose bash -c "$probe" >out.txt 2>err.txt ||
 	fail "srun --dl-bind=closest,verbose: $(cat err.txt)"
 i=0
 for row in "0000:12:00.0 mlx5_0 ib0" "0000:13:00.0 mlx5_0 ib0" "0000:22:00.0 mlx5_1 ib1" "0000:23:00.0 mlx5_1 ib1"; do
@@ -38,6 +42,10 @@ echo "ok   4 tasks x 4 GPUs on 2s-8gpu-4hca.xml: GPU, HCA, interface, NUMA, one 
 table() { grep -E '^dljob: (task  |[0-9]+ +[0-9-]+ |  +why: )' "$@"; }
 [ "$(grep -c '^dljob: mapping of 4 tasks on n1, step GPUs 0,1,2,3, topology ' err.txt)" = 1 ] ||
 	fail "no single table title in: $(cat err.txt)"
+# The title says the plan covers all the file's CPUs, and why: the file is
+# another machine's, or (where it is this one's) the step has every CPU.
+grep -qE "^dljob: mapping of 4 tasks on n1, .*, within all CPUs \((the step's are not known: topology='s CPUs 0-7 are not this machine's online CPUs|Slurm's cores [0-9,-]+)\)$" err.txt ||
+	fail "the title does not say which CPUs the plan is within: $(cat err.txt)"
 "$DLJOB_BIN" topo --xml "$T/2s-8gpu-4hca.xml" --tasks 4 --gpus 0-3 >topo.txt || fail "dljob topo: $(cat topo.txt)"
 table err.txt >launch.tbl
 table topo.txt >topo.tbl
@@ -66,7 +74,7 @@ echo "ok   the user's NCCL_IB_HCA is kept"
 # No GPU in the step: NUMA nodes split between tasks; the XML's socket 1
 # (CPUs 4-7) does not exist here, so that task keeps Slurm's binding.
 cluster_plugstack "topology=$T/2s-8gpu-4hca.xml"
-srun -w n1 -n2 --dl-job=env --dl-bind=verbose bash -c "$probe" >out.txt 2>err.txt || fail "srun: $(cat err.txt)"
+srun -w n1 -n2 -O -c "$node_cpus" --dl-job=env --dl-bind=verbose bash -c "$probe" >out.txt 2>err.txt || fail "srun: $(cat err.txt)"
 grep -q "^dljob: rank=0 local_rank=0 gpu=-1 busid=- hca=mlx5_0,mlx5_1 ifname=ib0,ib1 numa=0 cpus=0-3 " err.txt || fail "rank 0: $(cat err.txt)"
 grep -q "^dljob: rank=1 local_rank=1 gpu=-1 busid=- hca=mlx5_2,mlx5_3 ifname=ib2,ib3 numa=1 cpus=4-7 " err.txt || fail "rank 1: $(cat err.txt)"
 grep -q "^rank=1 gpu= .* numa=1 " out.txt || fail "rank 1 env: $(cat out.txt)"
@@ -84,4 +92,9 @@ srun -w n1 -n1 --dl-job=env --dl-bind=closest,verbose true 2>err.txt || fail "sr
 grep -qE "^dljob: rank=0 local_rank=0 gpu=-1 busid=- .* numa=[0-9,-]+ cpus=[0-9,-]+ bound=[0-9,-]+ mem=[0-9,-]+$" err.txt ||
 	fail "live topology: $(cat err.txt)"
 echo "ok   live topology: $(cat err.txt)"
+
+# A node shared with another job: the plan is made within the step's own
+# CPUs (shared_node_check, test_spank_lib.bash); here Slurm says which
+# (its cores of the step), slurmstepd's affinity is every CPU.
+shared_node_check "Slurm.s cores [0-9,-]*"
 nodes_idle

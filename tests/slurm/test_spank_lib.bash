@@ -71,3 +71,62 @@ expect_srun_error() {
 	grep -qF -- "dljob: $want" <<<"$out" || fail "srun $*: expected 'dljob: $want' in: $out"
 	echo "ok   rejected: srun $*"
 }
+
+# cpu_list "0-2,5" -> "0 1 2 5"
+cpu_list() {
+	local r out=
+	for r in ${1//,/ }; do
+		if [[ $r == *-* ]]; then out+=" $(seq "${r%-*}" "${r#*-}" | tr '\n' ' ')"; else out+=" $r"; fi
+	done
+	echo $out
+}
+
+# cpus_outside LIST HELD: LIST is not empty and none of its CPUs is in HELD.
+cpus_outside() {
+	local c h
+	[ -n "$1" ] && [ "$1" != - ] || return 1
+	for c in $(cpu_list "$1"); do for h in $(cpu_list "$2"); do [ "$c" != "$h" ] || return 1; done; done
+}
+
+# shared_node_check SOURCE_RE: on a node shared with another job, dljob
+# plans within the step's own CPUs.  Job A holds one core of n1 (bound to
+# it: held.txt); job B's step gets another, and its 2 tasks (-O: both on
+# its one core) are planned, bound and exported there, never on A's core
+# (before, the plan split the whole node, and task 0 was planned on A's
+# core).  The table's title must say the CPUs came from SOURCE_RE (an ERE
+# inside the parentheses).  Needs the live topology (cluster_plugstack
+# without topology=) and $probe (test_spank_bind.sh's).  Runs in the
+# current directory.
+shared_node_check() {
+	local src=$1 holder held rc within r row cpus bound env_cpus
+	if [ "$(sinfo -h -n n1 -o %c)" -lt 2 ]; then
+		echo "skip a node shared with another job: n1 has one CPU"
+		return 0
+	fi
+	rm -f held.txt
+	srun -w n1 -n1 -J dljob-holder --cpu-bind=cores bash -c \
+		'sed -n "s/^Cpus_allowed_list:\t//p" /proc/self/status >held.txt; exec sleep 100' >/dev/null 2>&1 &
+	holder=$!
+	for _ in $(seq 300); do [ -s held.txt ] && break; sleep 0.1; done
+	held=$(cat held.txt 2>/dev/null)
+	[ -n "$held" ] || fail "job A (the holder) did not start"
+	srun -w n1 -n2 -O --dl-job=env --dl-bind=closest,verbose bash -c "$probe" >out.txt 2>err.txt
+	rc=$?
+	scancel -n dljob-holder
+	wait "$holder" 2>/dev/null
+	[ $rc = 0 ] || fail "srun beside job A: $(cat err.txt)"
+	within=$(sed -nE "s/^dljob: mapping of 2 tasks on n1, .*, within CPUs ([0-9,-]+) \(.*$src.*\)$/\1/p" err.txt)
+	cpus_outside "$within" "$held" ||
+		fail "the plan is not within the step's CPUs from $src (job A holds $held): $(cat err.txt)"
+	for r in 0 1; do
+		row=$(grep "^dljob: rank=$r local_rank=$r " err.txt) || fail "no row for rank $r: $(cat err.txt)"
+		cpus=$(sed 's/.* cpus=\([0-9,-]*\).* bound=.*/\1/' <<<"$row")
+		bound=$(sed 's/.* bound=\([0-9,-]*\) .*/\1/' <<<"$row")
+		env_cpus=$(sed -n "s/^rank=$r .* cpus=\([0-9,-]*\) .*/\1/p" out.txt)
+		cpus_outside "$cpus" "$held" && cpus_outside "$bound" "$held" && cpus_outside "$env_cpus" "$held" ||
+			fail "rank $r was planned or bound on job A's CPUs $held: $row / $(grep "^rank=$r " out.txt)"
+		[ "$(cpu_list "$cpus")" = "$(cpu_list "$within")" ] ||
+			fail "rank $r: 2 tasks on the step's one core share it: $row"
+	done
+	echo "ok   a node shared with another job (it holds CPUs $held): planned and bound within the step's CPUs $within ($(grep -o 'within CPUs .*' err.txt))"
+}

@@ -28,6 +28,18 @@ grep -q "^dljob: 1 .* 0000:15:00.0  -    -       0     2-3$" <<<"$out" && grep -
 	fail "--nic none: $out"
 echo "ok   --gpus 1,3 --nic none"
 
+# Within a CPU list (the step's CPUs on a shared node): every task's CPUs
+# lie in it, disjoint, the GPU's own L3 first.
+out=$("$DLJOB_BIN" topo --xml "$R/eas-tioga.xml" --tasks 2 --gpus 0 --cpus 52-59,116-123) || fail "--cpus: $out"
+[ "$(head -1 <<<"$out")" = "dljob: mapping of 2 tasks, step GPUs 0, topology $R/eas-tioga.xml, within CPUs 52-59,116-123" ] ||
+	fail "--cpus title: $out"
+grep -q "^dljob: 0 .*  52-53,56-57,116-117,120-121$" <<<"$out" && grep -q "^dljob: 1 .*  54-55,58-59,118-119,122-123$" <<<"$out" &&
+	grep -q "cpus: L3Cache P#6 split 2 ways: 2 cores + rest of NUMA 3 split 2 ways: 2 cores$" <<<"$out" || fail "--cpus rows: $out"
+out=$("$DLJOB_BIN" topo --xml "$T/2s-8gpu-4hca.xml" --tasks 4 --gpus 0-3 --cpus 4-7) || fail "--cpus far socket: $out"
+[ "$(grep -c '^dljob: [0-3] .*  0     [4-7]$' <<<"$out")" = 4 ] && [ "$(grep -o '  [4-7]$' <<<"$out" | sort -u | wc -l)" = 4 ] ||
+	fail "--cpus 4-7 with the GPUs on socket 0: each task one of the step's cores: $out"
+echo "ok   dljob topo --cpus: the plan within the step's CPUs (L3 half, far socket)"
+
 # This machine's own topology.
 out=$("$DLJOB_BIN" topo --tasks 1) || fail "dljob topo on this machine: $out"
 grep -q "^dljob: mapping of 1 task, step GPUs .*, topology of this machine$" <<<"$out" || fail "live: $out"
@@ -48,6 +60,8 @@ err 2 "--tasks: 0 is out of range" --tasks 0
 err 2 "--tasks: 'x' is not an integer" --tasks x
 err 2 "--gpus=1-x: expected Slurm GPU indexes" --tasks 1 --gpus 1-x
 err 2 "--nic=far: expected closest or none" --tasks 1 --nic far
+err 2 "--cpus=1-x: expected CPU numbers such as 0-15,64-79" --tasks 1 --cpus 1-x
+err 1 "dljob topo: none of the CPUs 500 is in the topology (its CPUs: 0-3)" --xml "$T/no-nic.xml" --tasks 1 --cpus 500
 err 2 "unknown or incomplete option '--bogus'" --tasks 1 --bogus
 err 2 "unexpected argument 'extra'" --tasks 1 extra
 err 1 "dljob topo: $T/missing.xml: No such file or directory" --xml "$T/missing.xml" --tasks 1
