@@ -8,7 +8,6 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,16 +34,6 @@ static volatile sig_atomic_t stop_requested;
 static void on_stop_signal(int sig)
 {
 	stop_requested = sig;
-}
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
 }
 
 void dl_cli_usage(FILE *f)
@@ -164,7 +153,7 @@ int dl_cli_parse_norm(const char *s, struct dl_data_options *o, char *err, size_
 		char want = i == 5 ? '\0' : i == 2 ? ':' : ',';
 		if (end == p || *end != want || errno || !(x > -1e3 && x < 1e3) || (i >= 3 && !(x > 0)) ||
 		    (p[strspn(p, " +-.0123456789")] && strchr("xXnNiI", p[strspn(p, " +-.0123456789")])))
-			return fail(err, errlen, "--normalize: '%s' is not imagenet, none or MR,MG,MB:SR,SG,SB (std > 0)",
+			return dl_errf(err, errlen, "--normalize: '%s' is not imagenet, none or MR,MG,MB:SR,SG,SB (std > 0)",
 				    s);
 		v[i] = (float)x;
 		p = end + (i < 5);
@@ -189,12 +178,12 @@ int dl_cli_engine_opt(const char *opt, const char *val, const char **out, char *
 	dl_optval_escape(val, q, sizeof(q));
 	if (strcmp(opt, "backend") == 0) {
 		if (strcmp(val, "auto") && strcmp(val, "cpu") && strcmp(val, "ref") && strcmp(val, "cuda"))
-			return fail(err, errlen, "--backend: unknown backend '%s' (auto, cpu, ref, cuda)", q);
+			return dl_errf(err, errlen, "--backend: unknown backend '%s' (auto, cpu, ref, cuda)", q);
 	} else if (strcmp(opt, "precision") == 0) {
 		if (dl_precision_parse(val) < 0)
-			return fail(err, errlen, "--precision: unknown precision '%s' (fp32, bf16, fp16)", q);
+			return dl_errf(err, errlen, "--precision: unknown precision '%s' (fp32, bf16, fp16)", q);
 	} else {
-		return fail(err, errlen, "%s:%d: dl_cli_engine_opt: no option '%s'", __FILE__, __LINE__, opt);
+		return dl_errf(err, errlen, "%s:%d: dl_cli_engine_opt: no option '%s'", __FILE__, __LINE__, opt);
 	}
 	*out = val;
 	return 0;
@@ -293,7 +282,7 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 		int rv = 0;
 		/* optind is past this option's words: beyond the plugin's? */
 		if (optind > nfixed + 1 && plugin_owned(opt, argc, argv, nfixed))
-			return fail(err, errlen, "option '--%s' is already set by srun --dl-*: drop it from the command "
+			return dl_errf(err, errlen, "option '--%s' is already set by srun --dl-*: drop it from the command "
 				    "(see spank-dljob(8))", opt_name(opt));
 		switch (opt) {
 		case OPT_MODEL: c->model = optarg; break;
@@ -308,7 +297,7 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 		case OPT_SCHEDULE:
 			if (strcmp(optarg, "step") && strcmp(optarg, "cosine") && strcmp(optarg, "poly") &&
 			    strcmp(optarg, "constant"))
-				rv = fail(err, errlen, "--schedule: unknown schedule '%s' (step, cosine, poly, constant)", optarg);
+				rv = dl_errf(err, errlen, "--schedule: unknown schedule '%s' (step, cosine, poly, constant)", optarg);
 			c->schedule = optarg;
 			break;
 		case OPT_WARMUP: rv = dl_optval_double("warmup-epochs", optarg, 0, 0, 100000, 0, &c->warmup_epochs, err, errlen); break;
@@ -321,12 +310,12 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 		case OPT_SEED: rv = dl_optval_u64("seed", optarg, &c->seed, err, errlen); break;
 		case OPT_OUT:
 			if (*optarg == '\0')
-				rv = fail(err, errlen, "--out: empty directory name");
+				rv = dl_errf(err, errlen, "--out: empty directory name");
 			c->out_dir = optarg;
 			break;
 		case OPT_RESUME:
 			if (optarg && *optarg == '\0')
-				rv = fail(err, errlen, "--resume=: empty path");
+				rv = dl_errf(err, errlen, "--resume=: empty path");
 			c->resume = optarg ? optarg : "";
 			break;
 		case OPT_STEPS: rv = dl_optval_long("steps", optarg, 0, LONG_MAX, &c->max_steps, err, errlen); break;
@@ -336,7 +325,7 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 		case OPT_PRECISION: rv = dl_cli_engine_opt("precision", optarg, &c->precision, err, errlen); break;
 		case OPT_CONV_ALGO:
 			if (dl_conv_algo_parse(optarg) < 0)
-				rv = fail(err, errlen, "--conv-algo: unknown algorithm '%s' (auto, direct, winograd)",
+				rv = dl_errf(err, errlen, "--conv-algo: unknown algorithm '%s' (auto, direct, winograd)",
 					  optarg);
 			c->conv_algo = optarg;
 			break;
@@ -347,27 +336,27 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 			break;
 		case OPT_INIT:
 			if (*optarg == '\0')
-				rv = fail(err, errlen, "--init: empty path");
+				rv = dl_errf(err, errlen, "--init: empty path");
 			c->init = optarg;
 			break;
 		case OPT_INIT_HEAD:
 			if (strcmp(optarg, "load") && strcmp(optarg, "new"))
-				rv = fail(err, errlen, "--init-head: '%s' is not load or new", optarg);
+				rv = dl_errf(err, errlen, "--init-head: '%s' is not load or new", optarg);
 			c->init_head_new = strcmp(optarg, "new") == 0;
 			break;
 		case OPT_NORMALIZE: rv = dl_cli_parse_norm(optarg, &cli->norm, err, errlen); break;
 		case OPT_HELP: cli->help = 1; break;
 		case OPT_VERSION: cli->version = 1; break;
 		case ':':
-			return fail(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+			return dl_errf(err, errlen, "option '%s' needs a value", argv[optind - 1]);
 		case '?':
 		default:
 			/* getopt_long has moved past the offending word.  optopt is the
 			 * option's code when a value was given to a flag, 0 when the
 			 * option does not exist. */
 			if (optopt >= OPT_MODEL)
-				return fail(err, errlen, "option '%s' takes no value", argv[optind - 1]);
-			return fail(err, errlen, "unknown option '%s' (see dljob --help)", argv[optind - 1]);
+				return dl_errf(err, errlen, "option '%s' takes no value", argv[optind - 1]);
+			return dl_errf(err, errlen, "unknown option '%s' (see dljob --help)", argv[optind - 1]);
 		}
 		if (rv < 0)
 			return -1;
@@ -375,18 +364,18 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 	if (cli->help || cli->version)
 		return 0;
 	if (optind < argc)
-		return fail(err, errlen, "unexpected argument '%s' (see dljob --help)", argv[optind]);
+		return dl_errf(err, errlen, "unexpected argument '%s' (see dljob --help)", argv[optind]);
 	if (!c->model)
-		return fail(err, errlen, "--model is required (e.g. --model resnet50)");
+		return dl_errf(err, errlen, "--model is required (e.g. --model resnet50)");
 	if (!dl_model_known(c->model))
-		return fail(err, errlen, "--model: unknown model '%s' (known: %s)", c->model, dl_model_names());
+		return dl_errf(err, errlen, "--model: unknown model '%s' (known: %s)", c->model, dl_model_names());
 	if (c->init && c->resume)
-		return fail(err, errlen, "--init and --resume exclude each other (--resume continues a run, --init "
+		return dl_errf(err, errlen, "--init and --resume exclude each other (--resume continues a run, --init "
 			    "starts one from weights)");
 	if (c->init_head_new && !c->init)
-		return fail(err, errlen, "--init-head needs --init");
+		return dl_errf(err, errlen, "--init-head needs --init");
 	if (c->warmup_epochs > c->epochs)
-		return fail(err, errlen, "--warmup-epochs: %g is longer than --epochs %d", c->warmup_epochs, c->epochs);
+		return dl_errf(err, errlen, "--warmup-epochs: %g is longer than --epochs %d", c->warmup_epochs, c->epochs);
 	c->gpu = re->gpu; /* the GPU the plugin chose for this task, or NULL */
 	return 0;
 }
@@ -397,7 +386,7 @@ static int make_dirs(const char *path, char *err, size_t errlen)
 	char buf[4096];
 	size_t len = strlen(path);
 	if (len >= sizeof(buf))
-		return fail(err, errlen, "--out: path too long");
+		return dl_errf(err, errlen, "--out: path too long");
 	memcpy(buf, path, len + 1);
 	for (size_t i = 1; i <= len; i++) {
 		if (buf[i] != '/' && buf[i] != '\0')
@@ -405,12 +394,12 @@ static int make_dirs(const char *path, char *err, size_t errlen)
 		char saved = buf[i];
 		buf[i] = '\0';
 		if (mkdir(buf, 0777) < 0 && errno != EEXIST)
-			return fail(err, errlen, "cannot create output directory %s: %s", buf, strerror(errno));
+			return dl_errf(err, errlen, "cannot create output directory %s: %s", buf, strerror(errno));
 		buf[i] = saved;
 	}
 	struct stat st;
 	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-		return fail(err, errlen, "output directory %s is not a directory", path);
+		return dl_errf(err, errlen, "output directory %s is not a directory", path);
 	return 0;
 }
 
@@ -425,7 +414,7 @@ static int install_stop_handlers(char *err, size_t errlen)
 	 * step, nothing needs to be woken early. */
 	sa.sa_flags = SA_RESTART;
 	if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGUSR1, &sa, NULL) < 0)
-		return fail(err, errlen, "sigaction: %s", strerror(errno));
+		return dl_errf(err, errlen, "sigaction: %s", strerror(errno));
 	return 0;
 }
 
@@ -441,9 +430,9 @@ static int check_data_id(const char *data, const struct dl_run_env *re, char *er
 	if (!re->have_data_id)
 		return 0;
 	if (stat(data, &sb) < 0)
-		return fail(err, errlen, "%s", strerror(errno));
+		return dl_errf(err, errlen, "%s", strerror(errno));
 	if ((unsigned long long)sb.st_dev != re->data_dev || (unsigned long long)sb.st_ino != re->data_ino)
-		return fail(err, errlen, "not the directory that srun --dl-data named and the plugin checked "
+		return dl_errf(err, errlen, "not the directory that srun --dl-data named and the plugin checked "
 			    "(data_allow): another directory is mounted over that path here (a container mount?)");
 	return 0;
 }
@@ -467,10 +456,10 @@ static int check_out_base(const char *out, const struct dl_run_env *re, char *er
 	dl_optval_escape(dir, qd, sizeof(qd));
 	/* dir is canonical (runtime/env.c): "/" or no '/' at its end */
 	if (strncmp(out, dir, n) != 0 || (out[n] != '/' && out[n] != '\0' && n > 1))
-		return fail(err, errlen, "--dl-out %s is not under DLJOB_OUT_BASE's %s", qo, qd);
+		return dl_errf(err, errlen, "--dl-out %s is not under DLJOB_OUT_BASE's %s", qo, qd);
 	if (stat(dir, &sb) < 0 || (unsigned long long)sb.st_dev != re->base_dev ||
 	    (unsigned long long)sb.st_ino != re->base_ino)
-		return fail(err, errlen, "--dl-out %s is under the step's working directory %s, which is not the "
+		return dl_errf(err, errlen, "--dl-out %s is under the step's working directory %s, which is not the "
 			    "host's here (a container that does not mount it): the output would be lost with the "
 			    "container; mount it at the same path (--container-mounts=%s:%s, or an enroot mounts.d "
 			    "entry) or give --dl-out a directory mounted from the host", qo, qd, qd, qd);
@@ -488,9 +477,9 @@ static int make_out(const char *out, const struct dl_run_env *re, char *err, siz
 	if (check_out_base(out, re, err, errlen) < 0)
 		return -1;
 	if (make_dirs(out, why, sizeof(why)) < 0)
-		return fail(err, errlen, "%s %s: %s", opt, out, why);
+		return dl_errf(err, errlen, "%s %s: %s", opt, out, why);
 	if (access(out, W_OK | X_OK) < 0)
-		return fail(err, errlen, "%s %s: not writable here: %s (in a container: give %s a directory "
+		return dl_errf(err, errlen, "%s %s: not writable here: %s (in a container: give %s a directory "
 			    "mounted from the host, writable)", opt, out, strerror(errno), opt);
 	return 0;
 }

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,17 +14,6 @@
 
 /* Values quoted in messages: escaped, cut to this many bytes. */
 #define QUOTE_LEN 80
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -58,7 +46,7 @@ int dl_env_long(char *const *envp, const char *name, long lo, long hi, long *out
 	*out = v;
 	return 1;
 bad:
-	return fail(err, errlen, "%s='%s' is not an integer in [%ld, %ld]", name,
+	return dl_errf(err, errlen, "%s='%s' is not an integer in [%ld, %ld]", name,
 		    dl_optval_escape(s, q, sizeof(q)), lo, hi);
 }
 
@@ -117,12 +105,12 @@ static int parse_gpu(struct dl_run_env *r, char *const *envp, char *err, size_t 
 
 	if (idx && *idx) {
 		if (dl_env_long(envp, "DLJOB_GPU", 0, 1023, &v, err, errlen) < 0)
-			return fail(err, errlen, "DLJOB_GPU='%s' is not a device index (0-1023)",
+			return dl_errf(err, errlen, "DLJOB_GPU='%s' is not a device index (0-1023)",
 				    dl_optval_escape(idx, q, sizeof(q)));
 		r->gpu = idx;
 	} else if (bus && *bus) {
 		if (!is_busid(bus))
-			return fail(err, errlen, "DLJOB_GPU_BUSID='%s' is not a PCI bus id like 0000:5f:00.0",
+			return dl_errf(err, errlen, "DLJOB_GPU_BUSID='%s' is not a PCI bus id like 0000:5f:00.0",
 				    dl_optval_escape(bus, q, sizeof(q)));
 		r->gpu = bus;
 	}
@@ -149,18 +137,18 @@ int dl_run_env_parse(struct dl_run_env *r, char *const *envp, char *err, size_t 
 	if ((s = dl_env_get(envp, "DLJOB_DATA_ID"))) {
 		const char *end = dl_env_dev_ino(s, &r->data_dev, &r->data_ino);
 		if (!end || *end)
-			return fail(err, errlen, "DLJOB_DATA_ID='%s' is not DEV:INO (decimal device and inode "
+			return dl_errf(err, errlen, "DLJOB_DATA_ID='%s' is not DEV:INO (decimal device and inode "
 				    "numbers)", dl_optval_escape(s, q, sizeof(q)));
 		r->have_data_id = 1;
 	}
 	if ((s = dl_env_get(envp, "DLJOB_OUT_BASE"))) {
 		const char *end = dl_env_dev_ino(s, &r->base_dev, &r->base_ino);
 		if (!end || *end != ':')
-			return fail(err, errlen, "DLJOB_OUT_BASE='%s' is not DEV:INO:DIR (decimal device and "
+			return dl_errf(err, errlen, "DLJOB_OUT_BASE='%s' is not DEV:INO:DIR (decimal device and "
 				    "inode numbers, an absolute directory)", dl_optval_escape(s, q, sizeof(q)));
 		r->base_dir = end + 1;
 		if (!is_canonical_abs(r->base_dir) || strlen(r->base_dir) >= DL_PATH_MAX)
-			return fail(err, errlen, "DLJOB_OUT_BASE: '%s' is not an absolute directory without "
+			return dl_errf(err, errlen, "DLJOB_OUT_BASE: '%s' is not an absolute directory without "
 				    "'.', '..' or empty components, shorter than %d bytes",
 				    dl_optval_escape(r->base_dir, q, sizeof(q)), DL_PATH_MAX);
 		r->have_out_base = 1;
@@ -174,7 +162,7 @@ int dl_run_env_parse(struct dl_run_env *r, char *const *envp, char *err, size_t 
 
 	if ((s = dl_env_get(envp, "TMPDIR")) && *s) {
 		if (s[0] != '/' || strlen(s) >= 4000)
-			return fail(err, errlen, "TMPDIR='%s' is not an absolute path (shorter than 4000 bytes)",
+			return dl_errf(err, errlen, "TMPDIR='%s' is not an absolute path (shorter than 4000 bytes)",
 				    dl_optval_escape(s, q, sizeof(q)));
 		r->tmpdir = s;
 	}

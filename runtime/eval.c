@@ -12,7 +12,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,16 +104,6 @@ static const struct option eval_long_opts[] = {
 	{NULL, 0, NULL, 0},
 };
 
-static int efail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int efail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 static int eval_parse(struct eval_opts *o, int argc, char **argv, char *err, size_t errlen)
 {
 	int opt;
@@ -134,7 +123,7 @@ static int eval_parse(struct eval_opts *o, int argc, char **argv, char *err, siz
 		case E_DATA: o->data = optarg; break;
 		case E_SPLIT:
 			if (strcmp(optarg, "val") && strcmp(optarg, "train"))
-				rv = efail(err, errlen, "--split: '%s' is not val or train", optarg);
+				rv = dl_errf(err, errlen, "--split: '%s' is not val or train", optarg);
 			o->split = strcmp(optarg, "train") == 0 ? DL_SPLIT_TRAIN : DL_SPLIT_EVAL;
 			break;
 		case E_SIZE: rv = dl_optval_int("image-size", optarg, 0, 4096, &o->image_size, err, errlen); break;
@@ -144,7 +133,7 @@ static int eval_parse(struct eval_opts *o, int argc, char **argv, char *err, siz
 		case E_PRECISION: rv = dl_cli_engine_opt("precision", optarg, &o->precision, err, errlen); break;
 		case E_JSON:
 			if (*optarg == '\0')
-				rv = efail(err, errlen, "--json: empty path");
+				rv = dl_errf(err, errlen, "--json: empty path");
 			o->json = optarg;
 			break;
 		case E_THREADS: rv = dl_optval_int("threads", optarg, 0, 4096, &o->threads, err, errlen); break;
@@ -153,11 +142,11 @@ static int eval_parse(struct eval_opts *o, int argc, char **argv, char *err, siz
 			rv = dl_optval_double("timeout", optarg, DL_TIMEOUT_MIN, 0, DL_TIMEOUT_MAX, 0, &o->timeout_s, err, errlen);
 			break;
 		case E_HELP: o->help = 1; break;
-		case ':': return efail(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+		case ':': return dl_errf(err, errlen, "option '%s' needs a value", argv[optind - 1]);
 		default:
 			if (optopt >= E_MODEL)
-				return efail(err, errlen, "option '%s' takes no value", argv[optind - 1]);
-			return efail(err, errlen, "unknown option '%s' (see dljob eval --help)", argv[optind - 1]);
+				return dl_errf(err, errlen, "option '%s' takes no value", argv[optind - 1]);
+			return dl_errf(err, errlen, "unknown option '%s' (see dljob eval --help)", argv[optind - 1]);
 		}
 		if (rv < 0)
 			return -1;
@@ -165,13 +154,13 @@ static int eval_parse(struct eval_opts *o, int argc, char **argv, char *err, siz
 	if (o->help)
 		return 0;
 	if (optind < argc)
-		return efail(err, errlen, "unexpected argument '%s' (see dljob eval --help)", argv[optind]);
+		return dl_errf(err, errlen, "unexpected argument '%s' (see dljob eval --help)", argv[optind]);
 	if (!o->model)
-		return efail(err, errlen, "--model is required (the architecture of --weights, e.g. resnet18)");
+		return dl_errf(err, errlen, "--model is required (the architecture of --weights, e.g. resnet18)");
 	if (!dl_model_known(o->model))
-		return efail(err, errlen, "--model: unknown model '%s' (known: %s)", o->model, dl_model_names());
+		return dl_errf(err, errlen, "--model: unknown model '%s' (known: %s)", o->model, dl_model_names());
 	if (!o->weights)
-		return efail(err, errlen, "--weights is required (a safetensors file)");
+		return dl_errf(err, errlen, "--weights is required (a safetensors file)");
 	return 0;
 }
 
@@ -299,11 +288,11 @@ static int eval_run(const struct eval_opts *o, struct eval_run *r, char *err, si
 	dopt.max_bad_fraction = 0.01;
 	dopt.cache_dir = NULL;
 	if (dl_dataset_open(o->data, &dopt, &r->ds, lerr, sizeof(lerr)) < 0)
-		return efail(err, errlen, "--data %s: %s", o->data, lerr);
+		return dl_errf(err, errlen, "--data %s: %s", o->data, lerr);
 	if (r->ds->count[o->split] == 0)
-		return efail(err, errlen, "--data %s has no %s split", o->data, o->split == DL_SPLIT_TRAIN ? "train" : "val");
+		return dl_errf(err, errlen, "--data %s has no %s split", o->data, o->split == DL_SPLIT_TRAIN ? "train" : "val");
 	if (dl_world_open(&r->world, o->timeout_s, lerr, sizeof(lerr)) < 0)
-		return efail(err, errlen, "joining the job: %s", lerr);
+		return dl_errf(err, errlen, "joining the job: %s", lerr);
 	r->world_open = 1;
 	struct dl_comm *comm = &r->world.comm;
 	if (o->threads > 0)
@@ -314,16 +303,16 @@ static int eval_run(const struct eval_opts *o, struct eval_run *r, char *err, si
 	r->have_graph = 1;
 	r->ops = dl_backend_find(o->backend, lerr, sizeof(lerr));
 	if (!r->ops)
-		return efail(err, errlen, "--backend %s: %s", o->backend, lerr);
+		return dl_errf(err, errlen, "--backend %s: %s", o->backend, lerr);
 	const char *backend = r->ops->name;
 	struct dl_backend_opts bo = {.precision = (enum dl_precision)dl_precision_parse(o->precision)};
 	if (!(r->be = r->ops->create(&r->g, o->batch, &bo, err, errlen)))
 		return -1;
 	/* the weights, checked against the model, then into the backend */
 	if (dl_weights_init(o->weights, &r->g, 0, lerr, sizeof(lerr)) < 0)
-		return efail(err, errlen, "--weights: %s", lerr);
+		return dl_errf(err, errlen, "--weights: %s", lerr);
 	if (r->ops->state_in(r->be, NULL) < 0)
-		return efail(err, errlen, "loading %s into the %s backend: %s", o->weights, backend, r->ops->error(r->be));
+		return dl_errf(err, errlen, "loading %s into the %s backend: %s", o->weights, backend, r->ops->error(r->be));
 	struct dl_loader_options lo = {.batch = o->batch, .threads = o->loader_threads, .prefetch = 2,
 				       .rank = comm->rank, .world = comm->size, .shuffle = 0, .drop_last = 0};
 	if (!(r->loader = dl_loader_create(r->ds, (enum dl_split)o->split, &lo, err, errlen)))
@@ -334,7 +323,7 @@ static int eval_run(const struct eval_opts *o, struct eval_run *r, char *err, si
 	size_t n_acc = 4 + 2 * K + (r->have_conf ? K * K : 0);
 	r->acc = calloc(n_acc, sizeof(double));
 	if (!r->pred || !r->acc)
-		return efail(err, errlen, "out of memory for a %zu x %zu confusion matrix", K, K);
+		return dl_errf(err, errlen, "out of memory for a %zu x %zu confusion matrix", K, K);
 	if (dl_loader_start_epoch(r->loader, 0, 0, err, errlen) < 0)
 		return -1;
 	for (;;) {
@@ -350,7 +339,7 @@ static int eval_run(const struct eval_opts *o, struct eval_run *r, char *err, si
 		struct dl_batch in = {.x = x, .labels = y};
 		struct dl_eval_result er;
 		if (r->ops->eval_step(r->be, &in, n, r->pred, &er) < 0)
-			return efail(err, errlen, "eval: %s", r->ops->error(r->be));
+			return dl_errf(err, errlen, "eval: %s", r->ops->error(r->be));
 		r->acc[0] += er.top1;
 		r->acc[1] += er.top5;
 		r->acc[2] += er.loss_sum;
@@ -374,13 +363,13 @@ static int eval_run(const struct eval_opts *o, struct eval_run *r, char *err, si
 		return 0;
 	json_t *res = results_json(o, r, backend, comm->size);
 	if (!res)
-		return efail(err, errlen, "out of memory for the results");
+		return dl_errf(err, errlen, "out of memory for the results");
 	int rv = 0;
 	if (!o->json || strcmp(o->json, "-") != 0)
 		print_table(stdout, o, r, res);
 	if (o->json && json_dump_file(res, strcmp(o->json, "-") == 0 ? "/dev/stdout" : o->json,
 				      JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8)) != 0)
-		rv = efail(err, errlen, "--json: cannot write %s: %s", o->json, strerror(errno));
+		rv = dl_errf(err, errlen, "--json: cannot write %s: %s", o->json, strerror(errno));
 	if (o->json && strcmp(o->json, "-") == 0)
 		printf("\n");
 	json_decref(res);

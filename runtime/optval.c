@@ -12,8 +12,7 @@
 /* Values quoted in messages are escaped and cut to this many bytes. */
 #define QUOTE_LEN 96
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+int dl_errf(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -33,13 +32,13 @@ int dl_optval_long(const char *opt, const char *s, long min, long max, long *out
 
 	/* strtol skips blanks and takes a sign: only digits may start it. */
 	if (!is_digit(s[0]) && !(min < 0 && s[0] == '-' && is_digit(s[1])))
-		return fail(err, errlen, "--%s: '%s' is not an integer", opt, dl_optval_escape(s, q, sizeof(q)));
+		return dl_errf(err, errlen, "--%s: '%s' is not an integer", opt, dl_optval_escape(s, q, sizeof(q)));
 	errno = 0;
 	v = strtol(s, &end, 10);
 	if (*end != '\0' || errno == ERANGE)
-		return fail(err, errlen, "--%s: '%s' is not an integer", opt, dl_optval_escape(s, q, sizeof(q)));
+		return dl_errf(err, errlen, "--%s: '%s' is not an integer", opt, dl_optval_escape(s, q, sizeof(q)));
 	if (v < min || v > max)
-		return fail(err, errlen, "--%s: %ld is out of range [%ld, %ld]", opt, v, min, max);
+		return dl_errf(err, errlen, "--%s: %ld is out of range [%ld, %ld]", opt, v, min, max);
 	*out = v;
 	return 0;
 }
@@ -66,18 +65,18 @@ int dl_optval_double(const char *opt, const char *s, double min, int min_open, d
 	if (*p == '-' || *p == '+')
 		p++;
 	if (!is_digit(*p) && !(*p == '.' && is_digit(p[1])))
-		return fail(err, errlen, "--%s: '%s' is not a number", opt, dl_optval_escape(s, q, sizeof(q)));
+		return dl_errf(err, errlen, "--%s: '%s' is not a number", opt, dl_optval_escape(s, q, sizeof(q)));
 	for (const char *c = p; *c; c++)
 		if (!is_digit(*c) && *c != '.' && *c != 'e' && *c != 'E' && *c != '-' && *c != '+')
-			return fail(err, errlen, "--%s: '%s' is not a number", opt, dl_optval_escape(s, q, sizeof(q)));
+			return dl_errf(err, errlen, "--%s: '%s' is not a number", opt, dl_optval_escape(s, q, sizeof(q)));
 	errno = 0;
 	v = strtod(s, &end);
 	/* ERANGE also flags an underflow (1e-400): a value that small is out
 	 * of range for every option here. */
 	if (*end != '\0' || (errno == ERANGE && fabs(v) > 1) || !isfinite(v))
-		return fail(err, errlen, "--%s: '%s' is not a number", opt, dl_optval_escape(s, q, sizeof(q)));
+		return dl_errf(err, errlen, "--%s: '%s' is not a number", opt, dl_optval_escape(s, q, sizeof(q)));
 	if (v < min || v > max || (min_open && v == min) || (max_open && v == max))
-		return fail(err, errlen, "--%s: %s is out of range %s%g, %g%s", opt, dl_optval_escape(s, q, sizeof(q)),
+		return dl_errf(err, errlen, "--%s: %s is out of range %s%g, %g%s", opt, dl_optval_escape(s, q, sizeof(q)),
 			    min_open ? "(" : "[", min, max, max_open ? ")" : "]");
 	*out = v;
 	return 0;
@@ -90,12 +89,12 @@ int dl_optval_u64(const char *opt, const char *s, uint64_t *out, char *err, size
 
 	/* strtoull skips blanks and wraps "-1" (and " -1") to 2^64-1. */
 	if (!is_digit(s[0]))
-		return fail(err, errlen, "--%s: '%s' is not a non-negative integer", opt,
+		return dl_errf(err, errlen, "--%s: '%s' is not a non-negative integer", opt,
 			    dl_optval_escape(s, q, sizeof(q)));
 	errno = 0;
 	v = strtoull(s, &end, 10);
 	if (*end != '\0' || errno == ERANGE)
-		return fail(err, errlen, "--%s: '%s' is not a non-negative integer", opt,
+		return dl_errf(err, errlen, "--%s: '%s' is not a non-negative integer", opt,
 			    dl_optval_escape(s, q, sizeof(q)));
 	*out = (uint64_t)v;
 	return 0;
