@@ -38,6 +38,29 @@ static int use_find(struct dl_backend *b)
 	return !b->test.heuristic && !b->warned_find;
 }
 
+/* cudnnFind allocates and runs every candidate algorithm: Find itself, or a
+ * candidate it skipped, can run out of device memory and so leave
+ * cudaErrorMemoryAllocation as the CUDA runtime's last error on this
+ * thread.  That error is not sticky, but every kernel launcher returns
+ * cudaGetLastError(), so the first launch after create() would report it
+ * as its own failure (and the heuristic fallback below would never run a
+ * step).  Clear it after every Find. */
+static cudnnStatus_t after_find(cudnnStatus_t st)
+{
+	(void)cudaGetLastError();
+	return st;
+}
+
+/* Test hook (fail_find): fail as a Find that ran out of memory does,
+ * including the runtime error a failed cudaMalloc leaves behind. */
+static cudnnStatus_t fake_failed_find(void)
+{
+	void *p = NULL;
+	if (cudaMalloc(&p, (size_t)1 << 62) == cudaSuccess)
+		cudaFree(p);
+	return CUDNN_STATUS_INTERNAL_ERROR;
+}
+
 static void find_failed(struct dl_backend *b, const char *what, cudnnStatus_t st)
 {
 	if (!b->warned_find)
@@ -63,9 +86,9 @@ static int choose_fwd(struct dl_backend *b, struct dlc_conv *c, cudnnConvolution
 	cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
 	int got = 0;
 	if (use_find(b)) {
-		cudnnStatus_t st = b->test.fail_find ? CUDNN_STATUS_INTERNAL_ERROR
+		cudnnStatus_t st = after_find(b->test.fail_find ? fake_failed_find()
 			: cudnnFindConvolutionForwardAlgorithm(b->cudnn, c->xd, c->wd, c->cd, c->yd,
-							       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
+							       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
 		if (st == CUDNN_STATUS_SUCCESS)
 			PICK(perf, got, algo);
 		else
@@ -84,9 +107,9 @@ static int choose_bwd_data(struct dl_backend *b, struct dlc_conv *c, cudnnConvol
 	cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
 	int got = 0;
 	if (use_find(b)) {
-		cudnnStatus_t st = b->test.fail_find ? CUDNN_STATUS_INTERNAL_ERROR
+		cudnnStatus_t st = after_find(b->test.fail_find ? fake_failed_find()
 			: cudnnFindConvolutionBackwardDataAlgorithm(b->cudnn, c->wd, c->yd, c->cd, c->xd,
-								    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf);
+								    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
 		if (st == CUDNN_STATUS_SUCCESS)
 			PICK(perf, got, algo);
 		else
@@ -105,9 +128,9 @@ static int choose_bwd_filter(struct dl_backend *b, struct dlc_conv *c, cudnnConv
 	cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
 	int got = 0;
 	if (use_find(b)) {
-		cudnnStatus_t st = b->test.fail_find ? CUDNN_STATUS_INTERNAL_ERROR
+		cudnnStatus_t st = after_find(b->test.fail_find ? fake_failed_find()
 			: cudnnFindConvolutionBackwardFilterAlgorithm(b->cudnn, c->xd, c->yd, c->cd, c->wd,
-								      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf);
+								      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
 		if (st == CUDNN_STATUS_SUCCESS)
 			PICK(perf, got, algo);
 		else

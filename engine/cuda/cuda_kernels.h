@@ -75,7 +75,7 @@ struct dlc_part {
 #define DLC_SLOTS 64
 
 /* ---- the update's arithmetic, shared by the kernels and the CPU test
- * (tests/gpu/test_cuda_math.c checks it against dl_sgd_step) ---- */
+ * (tests/gpu/test_cuda_plan.c checks it against dl_sgd_step) ---- */
 #ifdef __CUDACC__
 #define DLC_HD __host__ __device__ __forceinline__
 #else

@@ -11,7 +11,8 @@ struct dl_cuda_test_opts {
 	int poison;      /* fill activations, BN statistics and logits with NaN at create */
 	int no_graphs;   /* launch every step eagerly (no CUDA graph) */
 	int heuristic;   /* choose cuDNN algorithms by heuristics, not cudnnFind */
-	int fail_find;   /* act as if cudnnFind failed (the heuristic fallback) */
+	int fail_find;   /* act as if cudnnFind ran out of memory, leaving a failed cudaMalloc's
+			  * error as the runtime's last error (the heuristic fallback) */
 	int force_nccl;  /* reduce through a one-rank NCCL communicator when there is no comm */
 	int fail_capture; /* act as if graph capture failed (the eager fallback) */
 };

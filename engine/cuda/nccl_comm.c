@@ -162,6 +162,10 @@ int dl_nccl_wait_event(struct dl_nccl *c, cudaEvent_t ev, char *err, size_t errl
 			abort_comm(c);
 			return -1;
 		}
+		/* not an error, but do not let it stay the runtime's last error:
+		 * the backend checks cudaGetLastError() after this wait and after
+		 * every kernel launch (torch clears it the same way) */
+		(void)cudaGetLastError();
 		ncclResult_t st;
 		ncclResult_t r = ncclCommGetAsyncError(c->comm, &st);
 		if (r != ncclSuccess || (st != ncclSuccess && st != ncclInProgress)) {
