@@ -32,7 +32,10 @@
  *            takes them for two hosts and uses sockets on lo): 2 ranks x B
  *            equal 1 rank x 2B on a BN-free net, the stop flag of one rank
  *            reaches both, the first bucket's reduction starts before
- *            backward ends, one bucket (no overlap) gives the same weights
+ *            backward ends, one bucket (no overlap) gives the same weights;
+ *            the graph is replayed from the second step on both ranks, and
+ *            when rank 1's capture fails neither replays it (the agreed
+ *            eager fallback) and the weights are the same
  *  timeout   NCCL init with a peer that never comes fails with a timeout line
  * Run one section: test_cuda_ops [seed] [section].  Exits 77 (skip) when no
  * GPU is visible. */
@@ -1335,7 +1338,7 @@ enum { NB = 4, NSTEP = 2 }; /* per-rank batch, steps */
 
 struct child_result {
 	double loss[NSTEP];
-	int stop[NSTEP], n_buckets[NSTEP];
+	int stop[NSTEP], n_buckets[NSTEP], graphed[NSTEP];
 	double t_first[NSTEP], t_bwd[NSTEP];
 };
 
@@ -1377,9 +1380,10 @@ static int pipe_bcast(struct dl_comm *c, int root, void *buf, size_t len, char *
 }
 
 /* Run NSTEP steps of case_bnfree over `rows` rows of the global batch
- * starting at row0 with comm (NULL: alone); results and the final weights. */
-static int dp_run(struct dl_comm *comm, int row0, int rows, size_t bucket_bytes, struct child_result *res,
-		  struct dl_graph **gout, char *err, size_t errlen)
+ * starting at row0 with comm (NULL: alone); results and the final weights.
+ * fail_capture: this rank's CUDA graph capture fails (test hook). */
+static int dp_run(struct dl_comm *comm, int row0, int rows, size_t bucket_bytes, int fail_capture,
+		  struct child_result *res, struct dl_graph **gout, char *err, size_t errlen)
 {
 	struct dl_graph *g = case_bnfree();
 	size_t xc = x_count(g, 2 * NB), per = x_count(g, 1);
@@ -1390,7 +1394,7 @@ static int dp_run(struct dl_comm *comm, int row0, int rows, size_t bucket_bytes,
 	struct dl_backend_opts o = opts_for(DL_FP32, &oc);
 	o.comm = comm;
 	o.bucket_bytes = bucket_bytes;
-	struct dl_cuda_test_opts t = { .poison = 1 };
+	struct dl_cuda_test_opts t = { .poison = 1, .fail_capture = fail_capture };
 	struct dl_backend *b = dl_cuda_create_test(g, rows, &o, &t, err, errlen);
 	if (!b)
 		goto out;
@@ -1405,6 +1409,7 @@ static int dp_run(struct dl_comm *comm, int row0, int rows, size_t bucket_bytes,
 		res->loss[s] = r.loss;
 		res->stop[s] = r.stop;
 		res->n_buckets[s] = r.n_buckets;
+		res->graphed[s] = dl_cuda_last_step_graphed(b);
 		res->t_first[s] = r.t_first_bucket_start;
 		res->t_bwd[s] = r.t_backward_end;
 	}
@@ -1424,8 +1429,9 @@ out:
 	return rv;
 }
 
-/* Child process: rank of 2 on this GPU; writes child_result then the params. */
-static int child_main(int rank, int fd, const char *out, size_t bucket_bytes)
+/* Child process: rank of 2 on this GPU; writes child_result then the params.
+ * The rank equal to fail_rank has its graph capture fail. */
+static int child_main(int rank, int fd, const char *out, size_t bucket_bytes, int fail_rank)
 {
 	char err[512] = "";
 	alarm(110); /* the parent gives up on the pair after 100 s */
@@ -1434,7 +1440,7 @@ static int child_main(int rank, int fd, const char *out, size_t bucket_bytes)
 	struct child_result res;
 	struct dl_graph *g = NULL;
 	memset(&res, 0, sizeof res);
-	if (dp_run(&pc.c, rank * NB, NB, bucket_bytes, &res, &g, err, sizeof err)) {
+	if (dp_run(&pc.c, rank * NB, NB, bucket_bytes, rank == fail_rank, &res, &g, err, sizeof err)) {
 		fprintf(stderr, "nccl2 rank %d: %s\n", rank, err);
 		return 1;
 	}
@@ -1449,10 +1455,12 @@ static int child_main(int rank, int fd, const char *out, size_t bucket_bytes)
 }
 
 /* Two ranks (fork + exec of this program, each with its own NCCL_HOSTID)
- * with the given bucket size; their results and rank 0's weights. */
-static int run_pair(size_t bucket_bytes, struct child_result res[2], struct dl_graph *g, char *err, size_t errlen)
+ * with the given bucket size, rank fail_rank's graph capture failing (-1:
+ * none); their results and rank 0's weights. */
+static int run_pair(size_t bucket_bytes, int fail_rank, struct child_result res[2], struct dl_graph *g, char *err,
+		    size_t errlen)
 {
-	char dir[] = "/tmp/dljob-nccl2.XXXXXX", out[2][64], fdbuf[2][16], bb[32], rk[2][8];
+	char dir[] = "/tmp/dljob-nccl2.XXXXXX", out[2][64], fdbuf[2][16], bb[32], rk[2][8], fr[16];
 	int p[2], rv = -1;
 	pid_t pid[2] = { -1, -1 };
 	if (!mkdtemp(dir) || pipe(p)) {
@@ -1460,6 +1468,7 @@ static int run_pair(size_t bucket_bytes, struct child_result res[2], struct dl_g
 		return -1;
 	}
 	snprintf(bb, sizeof bb, "%zu", bucket_bytes);
+	snprintf(fr, sizeof fr, "%d", fail_rank);
 	/* everything exec needs is made before fork: the parent has CUDA threads */
 	static char e0[] = "NCCL_HOSTID=dljob-test-rank0", e1[] = "NCCL_HOSTID=dljob-test-rank1",
 		    lo[] = "NCCL_SOCKET_IFNAME=lo", ib[] = "NCCL_IB_DISABLE=1";
@@ -1482,7 +1491,7 @@ static int run_pair(size_t bucket_bytes, struct child_result res[2], struct dl_g
 		snprintf(rk[r], sizeof rk[r], "%d", r);
 	}
 	for (int r = 0; r < 2; r++) {
-		char *argv[] = { (char *)"test_cuda_ops", (char *)"--nccl-child", rk[r], fdbuf[r], out[r], bb, NULL };
+		char *argv[] = { (char *)"test_cuda_ops", (char *)"--nccl-child", rk[r], fdbuf[r], out[r], bb, fr, NULL };
 		pid[r] = fork();
 		if (pid[r] == 0) {
 			close(r ? p[1] : p[0]);
@@ -1553,30 +1562,38 @@ out:
 static int two_ranks(void)
 {
 	char err[512] = "";
-	struct child_result one, pair[2], pair1[2];
-	struct dl_graph *g1 = NULL, *g2 = case_bnfree(), *g3 = case_bnfree();
+	struct child_result one, pair[2], pair1[2], pairf[2];
+	struct dl_graph *g1 = NULL, *g2 = case_bnfree(), *g3 = case_bnfree(), *g4 = case_bnfree();
 	int ok = 0;
-	if (dp_run(NULL, 0, 2 * NB, 0, &one, &g1, err, sizeof err)) {
+	if (dp_run(NULL, 0, 2 * NB, 0, 0, &one, &g1, err, sizeof err)) {
 		printf("nccl2: 1 rank x %d: %s: FAIL\n", 2 * NB, err);
 		goto out;
 	}
-	if (run_pair(16u << 10, pair, g2, err, sizeof err)) {
+	if (run_pair(16u << 10, -1, pair, g2, err, sizeof err)) {
 		printf("nccl2: 2 ranks x %d, 16 KiB buckets: %s: FAIL\n", NB, err);
 		goto out;
 	}
-	if (run_pair(SIZE_MAX, pair1, g3, err, sizeof err)) {
+	if (run_pair(SIZE_MAX, -1, pair1, g3, err, sizeof err)) {
 		printf("nccl2: 2 ranks x %d, one bucket: %s: FAIL\n", NB, err);
 		goto out;
 	}
-	double e_w = 0, e_w1 = 0;
+	/* rank 1's capture fails: both ranks must agree to go eager (NCCL wants
+	 * a collective captured on all ranks or on none) and still match */
+	if (run_pair(16u << 10, 1, pairf, g4, err, sizeof err)) {
+		printf("nccl2: 2 ranks x %d, rank 1's graph capture failing: %s: FAIL\n", NB, err);
+		goto out;
+	}
+	double e_w = 0, e_w1 = 0, e_wf = 0;
 	for (int i = 0; i < g1->n_params; i++) {
 		double a = rel_err(g2->params[i].data, g1->params[i].data, g1->params[i].count);
 		double b = rel_err(g3->params[i].data, g2->params[i].data, g1->params[i].count);
+		double f = rel_err(g4->params[i].data, g2->params[i].data, g1->params[i].count);
 		e_w = a > e_w || !isfinite(a) ? a : e_w;
 		e_w1 = b > e_w1 || !isfinite(b) ? b : e_w1;
+		e_wf = f > e_wf || !isfinite(f) ? f : e_wf;
 	}
 	double e_l = 0;
-	int stops = 1, overlap = 1;
+	int stops = 1, overlap = 1, graphs = 1;
 	for (int r = 0; r < 2; r++)
 		for (int s = 0; s < NSTEP; s++) {
 			double e = rel(pair[r].loss[s], one.loss[s]);
@@ -1584,18 +1601,22 @@ static int two_ranks(void)
 			stops &= pair[r].stop[s] == (s == 1) && pair1[r].stop[s] == (s == 1);
 			overlap &= pair[r].n_buckets[s] >= 2 && pair[r].t_first[s] > 0 && pair[r].t_first[s] < pair[r].t_bwd[s];
 			overlap &= pair1[r].n_buckets[s] == 1;
+			/* step 0 eager, later ones replay the graph; never with a failed capture */
+			graphs &= pair[r].graphed[s] == (s > 0) && pairf[r].graphed[s] == 0;
 		}
-	ok = e_w < 1e-4 && e_w1 < 1e-5 && e_l < 1e-5 && stops && overlap;
+	ok = e_w < 1e-4 && e_w1 < 1e-5 && e_l < 1e-5 && stops && overlap && e_wf < 1e-5 && graphs;
 	printf("nccl2: 2 ranks x %d on one GPU vs 1 rank x %d, %d steps fp32: weights %.1e, losses %.1e; one bucket vs "
 	       "16 KiB buckets %.1e; stop flag of rank 1 reached both: %s; %d buckets, first reduction started %.3f ms "
-	       "before backward ended: %s\n",
+	       "before backward ended; graph replayed from step 2 on both ranks, and on neither when rank 1's "
+	       "capture fails: %s (weights vs graphed %.1e): %s\n",
 	       NB, 2 * NB, NSTEP, e_w, e_l, e_w1, stops ? "yes" : "NO", pair[0].n_buckets[1],
-	       1e3 * (pair[0].t_bwd[1] - pair[0].t_first[1]), ok ? "ok" : "FAIL");
+	       1e3 * (pair[0].t_bwd[1] - pair[0].t_first[1]), graphs ? "yes" : "NO", e_wf, ok ? "ok" : "FAIL");
 out:
 	if (g1)
 		gb_free(g1);
 	gb_free(g2);
 	gb_free(g3);
+	gb_free(g4);
 	return ok;
 }
 
@@ -1623,8 +1644,9 @@ static int nccl_timeout(void)
 
 int main(int argc, char **argv)
 {
-	if (argc == 6 && strcmp(argv[1], "--nccl-child") == 0)
-		return child_main(atoi(argv[2]), atoi(argv[3]), argv[4], (size_t)strtoull(argv[5], NULL, 10));
+	if (argc == 7 && strcmp(argv[1], "--nccl-child") == 0)
+		return child_main(atoi(argv[2]), atoi(argv[3]), argv[4], (size_t)strtoull(argv[5], NULL, 10),
+				  atoi(argv[6]));
 	/* whatever hangs (a cuDNN call, NCCL) must fail the test, not stall make check */
 	alarm(900);
 	setvbuf(stdout, NULL, _IOLBF, 0);
