@@ -112,14 +112,18 @@ DLC_HD double dlc_lars_trust(double w2, double g2, double eta, double wd)
 
 /* fp16 dynamic loss scale after one step (torch.cuda.amp.GradScaler with
  * backoff 0.5, growth 2): halve on a non-finite step, double after
- * `interval` clean steps in a row. */
+ * `interval` clean steps in a row, but never to inf (as torch's
+ * _amp_update_scale: an inf scale would make every later step non-finite,
+ * and halving inf stays inf). */
 DLC_HD void dlc_scale_update(float *scale, int *good, int bad, int interval)
 {
 	if (bad) {
 		*scale *= 0.5f;
 		*good = 0;
 	} else if (++*good >= interval) {
-		*scale *= 2.0f;
+		float grown = *scale * 2.0f;
+		if (isfinite(grown))
+			*scale = grown;
 		*good = 0;
 	}
 }

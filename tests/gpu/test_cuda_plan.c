@@ -233,6 +233,13 @@ static void loss_scale(void)
 		dlc_scale_update(&scale, &good, 0, 2000);
 	dlc_scale_update(&scale, &good, 1, 2000);
 	CHECK(scale == 32768.0f && good == 0, "a bad step resets the clean count: %g %d", (double)scale, good);
+	/* torch's _amp_update_scale never grows the scale past the largest
+	 * float: an inf scale would make every later step non-finite (inf*0)
+	 * and halving inf stays inf, so no step would ever be applied again */
+	scale = 0x1p127f;
+	good = 1999;
+	dlc_scale_update(&scale, &good, 0, 2000);
+	CHECK(scale == 0x1p127f && good == 0, "growth past FLT_MAX must keep the scale: %g %d", (double)scale, good);
 	printf("fp16 loss scale rule: ok\n");
 }
 
