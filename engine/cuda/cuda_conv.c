@@ -23,10 +23,14 @@ void dlc_conv_free(struct dlc_conv *c)
 	memset(c, 0, sizeof *c);
 }
 
-/* fp32 checks must not silently run in TF32 */
+/* fp32 must not silently run in TF32: since cuDNN 8, CUDNN_DEFAULT_MATH
+ * permits TF32 tensor cores on Ampere and later, only CUDNN_FMA_MATH rules
+ * them out.  With the FMA descriptor set below, Find and Get report FMA
+ * for every fp32 entry (torch asserts exactly that: ASSERT_CORRECT_PRECISION
+ * in aten/src/ATen/native/cudnn/Conv_v7.cpp). */
 static int math_ok(const struct dl_backend *b, cudnnMathType_t m)
 {
-	return b->dt != DLC_F32 || m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
+	return b->dt != DLC_F32 || m == CUDNN_FMA_MATH;
 }
 
 /* cudnnFind (timed) unless the test hooks ask for heuristics; when Find
