@@ -11,7 +11,9 @@
  *            bn_batches_tracked), then eval_step (loss, top-1/5) over all and
  *            over fewer valid rows; fp32 (TF32 off) rel err < 1e-3, bf16
  *            < 1e-2 (bf16-exact inputs and weights, shallow graphs); the
- *            cudnnFind failure fallback (heuristics) on one case
+ *            cudnnFind failure fallback (heuristics) on one case; a TF32
+ *            sentinel (fp32 logits within 2e-5 of float64 on inputs TF32
+ *            would round)
  *  optim     three steps with momentum, Nesterov, no momentum, LARS (with and
  *            without decay_bn_and_bias): weights and momentum vs ref
  *  u8        uint8 NHWC batches (3 and 16 channels) normalized on the GPU vs
@@ -562,6 +564,70 @@ out:
 	return ok;
 }
 
+/* TF32 sentinel: the 1e-3 tolerance of the cases above cannot tell TF32
+ * (10-bit mantissa, ~5e-4 relative) from fp32.  Here every input and weight
+ * is (1 + k*2^-20) * scale with k < 512: TF32 rounds each of them down to
+ * a multiple of 2^-10, a systematic error of about 2.5e-4 per factor that
+ * does not average out, while fp32 holds them exactly and sums 576 (conv)
+ * and 32 (classifier) positive terms to ~1e-6.  So logits within 2e-5 of
+ * float64 mean neither cuDNN (math_ok: FMA only) nor cuBLAS (pedantic
+ * math) used TF32. */
+static float near_one(size_t i, float scale)
+{
+	return (1.0f + (float)((i * 2654435761u) % 512) * 0x1p-20f) * scale;
+}
+
+static int tf32_off(void)
+{
+	const int n = 2;
+	char err[512];
+	int ok = 0, y[2] = { 1, 7 };
+	struct dl_graph *g[2];
+	struct dl_backend *br = NULL, *bc = NULL;
+	for (int k = 0; k < 2; k++) {
+		g[k] = gb_new(64, 6, 6);
+		gb_fc(g[k], gb_gap(g[k], gb_conv(g[k], 0, 32, 3, 1, 1)), 10);
+		for (int i = 0; i < g[k]->n_params; i++)
+			for (size_t j = 0; j < g[k]->params[i].count; j++)
+				g[k]->params[i].data[j] = g[k]->params[i].ndim == 1 ? 0.0f : near_one(j + 977 * (size_t)i, 1.0f / 64);
+	}
+	size_t xc = x_count(g[0], n), lc = (size_t)n * 10;
+	float *x = xcalloc(xc, sizeof(float)), *lr = xcalloc(lc, sizeof(float)), *lcu = xcalloc(lc, sizeof(float));
+	for (size_t i = 0; i < xc; i++)
+		x[i] = near_one(i, 1.0f);
+	struct dl_backend_opts orf = opts_for(DL_FP32, NULL), ocu = opts_for(DL_FP32, NULL);
+	struct dl_cuda_test_opts t = { .poison = 1 };
+	br = dl_backend_ref.create(g[0], n, &orf, err, sizeof err);
+	bc = br ? dl_cuda_create_test(g[1], n, &ocu, &t, err, sizeof err) : NULL;
+	if (!br || !bc) {
+		printf("TF32 sentinel: create: %s: FAIL\n", err);
+		goto out;
+	}
+	struct dl_batch in = { .x = x, .labels = y };
+	struct dl_step_result rr, rc;
+	poison(lcu, lc);
+	if (dl_backend_ref.train_step(br, &in, 0.0, 0, &rr) || dl_backend_cuda.train_step(bc, &in, 0.0, 0, &rc) ||
+	    dl_backend_ref.last_step_out(br, lr) || dl_backend_cuda.last_step_out(bc, lcu)) {
+		printf("TF32 sentinel: %s / %s: FAIL\n", dl_backend_ref.error(br), dl_backend_cuda.error(bc));
+		goto out;
+	}
+	double e = rel_err(lcu, lr, lc);
+	ok = e < 2e-5;
+	printf("TF32 sentinel (fp32 conv 64->32 3x3 + classifier on 20-bit values): logits %.1e from float64 "
+	       "(TF32 would give ~5e-4): %s\n", e, ok ? "ok" : "FAIL");
+out:
+	if (br)
+		dl_backend_ref.destroy(br);
+	if (bc)
+		dl_backend_cuda.destroy(bc);
+	free(x);
+	free(lr);
+	free(lcu);
+	gb_free(g[0]);
+	gb_free(g[1]);
+	return ok;
+}
+
 /* fp32 (TF32 off) runs every case, deep ones included, at 1e-3.  bf16 runs
  * the shallow cases at 1e-2 with bf16-exact inputs and weights: in deeper
  * chains a rounded activation that crosses zero flips a ReLU mask, or two
@@ -610,6 +676,7 @@ static int op_cases(void)
 	ok &= compare_step("residual, cudnnFind failing", gr, gc, 3, DL_FP32, 1e-3, &t);
 	gb_free(gr);
 	gb_free(gc);
+	ok &= tf32_off();
 	return ok;
 }
 
