@@ -100,9 +100,21 @@ static int select_device(const char *name, char *err, size_t errlen)
 	return dev;
 }
 
+/* The kernel launchers report cudaGetLastError(), which also returns an
+ * error left by any earlier failed runtime call on this thread (a refused
+ * device, a failed cudaMalloc of the caller's, a cudaErrorNotReady): the
+ * backend would report it as its own launch failure.  Each entry point
+ * clears it first.  A sticky error (a device fault) is not lost: every
+ * later call returns it again. */
+static void clear_stale_error(void)
+{
+	(void)cudaGetLastError();
+}
+
 int dlc_use_device(struct dl_backend *b)
 {
 	CK_CUDA(b, cudaSetDevice(b->device));
+	clear_stale_error();
 	return 0;
 }
 
@@ -370,6 +382,7 @@ static int setup(struct dl_backend *b)
 	b->device = select_device(b->opt.device, b->err, sizeof b->err);
 	if (b->device < 0)
 		return -1;
+	clear_stale_error();
 	CK_CUDA(b, cudaMemGetInfo(&free0, &total));
 	CK_CUDA(b, cudaStreamCreateWithFlags(&b->s, cudaStreamNonBlocking));
 	CK_CUDA(b, cudaStreamCreateWithFlags(&b->cs, cudaStreamNonBlocking));

@@ -24,7 +24,8 @@
  *            and momentum unchanged, nonfinite = skipped = 1, scale halved);
  *            the scale doubles after 2000 clean steps
  *  options   device by index and by PCI bus id; bad device, --conv-algo,
- *            precision refused with a message naming them
+ *            precision refused with a message naming them; a create and a
+ *            step right after an unrelated failed CUDA call
  *  resnet50  one training step, fp32, vs ref
  *  train     resnet18, 100 steps: fp32, bf16 (eager and CUDA graph), fp16 all
  *            reduce the loss; the graph is really replayed; a failed capture
@@ -1231,6 +1232,37 @@ static int accepted(const char *what, const char *device)
 	return ok;
 }
 
+/* A CUDA call of someone else's that failed before create() (a refused
+ * device, a cudaMalloc too large: here the latter) leaves its error as the
+ * runtime's last error; every kernel launcher returns cudaGetLastError(),
+ * so the backend must not take that error for its own.  Heuristic
+ * algorithms: no cudnnFind, whose own clearing would hide this. */
+static int after_failed_call(void)
+{
+	char err[512] = "";
+	int y[2] = { 0, 1 }, ok = 0;
+	struct dl_graph *g = case_conv_chain();
+	struct dl_backend_opts o = opts_for(DL_FP32, NULL);
+	struct dl_cuda_test_opts t = { .heuristic = 1 };
+	size_t xc = x_count(g, 2);
+	float *x = xcalloc(xc, sizeof(float));
+	void *p = NULL;
+	(void)cudaMalloc(&p, (size_t)1 << 62); /* fails: cudaErrorMemoryAllocation, not sticky */
+	struct dl_backend *b = dl_cuda_create_test(g, 2, &o, &t, err, sizeof err);
+	struct dl_batch in = { .x = x, .labels = y };
+	struct dl_step_result r;
+	ok = b && dl_backend_cuda.train_step(b, &in, 0.1, 0, &r) == 0;
+	printf("create and step after an unrelated failed CUDA call: %s: %s\n",
+	       !b ? err : ok ? "ran" : dl_backend_cuda.error(b), ok ? "ok" : "FAIL");
+	if (b)
+		dl_backend_cuda.destroy(b);
+	if (p)
+		cudaFree(p);
+	free(x);
+	gb_free(g);
+	return ok;
+}
+
 static int options(void)
 {
 	char bus[64] = "";
@@ -1249,6 +1281,7 @@ static int options(void)
 	ok &= refused("device gpu0", &o, "gpu0");
 	o.device = "0000:ff:1f.7";
 	ok &= refused("device at a bus id that is not there", &o, "0000:ff:1f.7");
+	ok &= after_failed_call();
 	o.device = NULL;
 	o.conv_algo = DL_CONV_DIRECT;
 	ok &= refused("--conv-algo direct", &o, "conv-algo");
