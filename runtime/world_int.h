@@ -118,7 +118,7 @@ int dl_stop_arm(struct sigaction *old);
 int dl_stop_disarm(const struct sigaction *old); /* returns the signal, or 0 */
 int dl_stopped(void);
 /* Listen on host's address (the first of its IPv4/IPv6 addresses this
- * machine has), port 0: any.  When that address is loopback (Debian's
+ * machine has), port 0: any; what names host in messages ("MASTER_ADDR").  When that address is loopback (Debian's
  * "127.0.1.1 <hostname>" in /etc/hosts) and other is a node of the job (its
  * name, "" if none), the other node decides: if this host reaches it through
  * loopback too, both are on this host and loopback is right; otherwise rank 0
@@ -127,8 +127,8 @@ int dl_stopped(void);
  * ""), or, if host is a loopback spelling ("localhost", "127.0.0.1"), fails
  * naming it.  Returns the fd, -2 with err if the port is taken (EADDRINUSE),
  * or -1 with err saying why (e.g. host is not an address of this machine). */
-int dl_listen_host(const char *host, int port, const char *other, char *note, size_t notelen,
-		   char *err, size_t errlen);
+int dl_listen_host(const char *what, const char *host, int port, const char *other, char *note,
+		   size_t notelen, char *err, size_t errlen);
 /* Where a rank other than 0 connects to reach rank 0 at host: host itself
  * (copied to out), unless rank 0's dl_listen_host moved off loopback for it:
  * host resolves to loopback on this machine, is no loopback spelling, and

@@ -221,8 +221,8 @@ int dl_connect_host(const char *host, const char *other, char *out, size_t outle
 	return moved;
 }
 
-int dl_listen_host(const char *host, int port, const char *other, char *note, size_t notelen,
-		   char *err, size_t errlen)
+int dl_listen_host(const char *what, const char *host, int port, const char *other, char *note,
+		   size_t notelen, char *err, size_t errlen)
 {
 	struct addrinfo hints, *res = NULL, *ai;
 	char e[256] = "";
@@ -258,11 +258,11 @@ int dl_listen_host(const char *host, int port, const char *other, char *note, si
 					/* Cannot tell (a node name that is no host
 					 * name?): as asked, but say what may go wrong. */
 					dl_addr_text((struct sockaddr *)&ss, lo, sizeof(lo));
-					snprintf(note, notelen, "MASTER_ADDR '%s' resolves to the "
-						 "loopback address %s on this host, and %s: if the ranks "
-						 "on other nodes cannot join, map '%s' to this host's "
-						 "network address in /etc/hosts (not 127.0.1.1) or set "
-						 "MASTER_ADDR to that address", host, lo, e, host);
+					snprintf(note, notelen, "%s '%s' resolves to the loopback "
+						 "address %s on this host, and %s: if the ranks on other "
+						 "nodes cannot join, map '%s' to this host's network "
+						 "address in /etc/hosts (not 127.0.1.1)", what, host, lo,
+						 e, host);
 					via = ss;
 					len = ai->ai_addrlen;
 				}
@@ -270,18 +270,18 @@ int dl_listen_host(const char *host, int port, const char *other, char *note, si
 					dl_addr_text((struct sockaddr *)&ss, lo, sizeof(lo));
 					dl_addr_text((struct sockaddr *)&via, at, sizeof(at));
 					if (loopback_spelling(host)) {
-						snprintf(err, errlen, "MASTER_ADDR '%s' is the loopback "
-							 "address %s, but the job has ranks on %s, another "
-							 "host: set MASTER_ADDR to this host's name or "
-							 "network address (%s)", host, lo, other, at);
+						snprintf(err, errlen, "%s '%s' is the loopback address "
+							 "%s, but the job has ranks on %s, another host: "
+							 "set %s to this host's name or network address "
+							 "(%s)", what, host, lo, other, what, at);
 						fd = -1;
 						goto out;
 					}
-					snprintf(note, notelen, "MASTER_ADDR '%s' resolves to the loopback "
+					snprintf(note, notelen, "%s '%s' resolves to the loopback "
 						 "address %s on this host (/etc/hosts), which the job's "
 						 "other nodes cannot reach: rank 0 listens on %s instead, "
-						 "the address through which this host reaches %s", host,
-						 lo, at, other);
+						 "the address through which this host reaches %s", what,
+						 host, lo, at, other);
 					ss = via;
 				}
 			}

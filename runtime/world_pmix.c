@@ -456,8 +456,8 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 			goto out;
 		}
 		host[sizeof(host) - 1] = 0;
-		if ((lfd = dl_listen_host(host, 0, env->other_node, note, sizeof(note), e,
-					  sizeof(e))) < 0) {
+		if ((lfd = dl_listen_host("the host name", host, 0, env->other_node, note,
+					  sizeof(note), e, sizeof(e))) < 0) {
 			snprintf(err, errlen, "rank 0: %s", e);
 			goto out;
 		}

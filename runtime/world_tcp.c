@@ -98,8 +98,8 @@ int dl_world_tcp_open(struct dl_world *w, const struct dl_world_env *env, double
 			goto out;
 		}
 		port = env->master_port + k;
-		lfd = dl_listen_host(env->master_addr, port, env->other_node, note, sizeof(note), e,
-				     sizeof(e));
+		lfd = dl_listen_host("MASTER_ADDR", env->master_addr, port, env->other_node, note,
+				     sizeof(note), e, sizeof(e));
 		if (lfd == -1) {
 			snprintf(err, errlen, "rank 0 on %s: MASTER_ADDR=%s MASTER_PORT=%d: %s",
 				 env->node, env->master_addr, port, e);
