@@ -53,6 +53,9 @@ struct dl_world_env {
 	char master_addr[256];     /* TCP: where rank 0 listens */
 	int master_port;
 	char node[DL_NODE_MAX];    /* this node's name: SLURMD_NODENAME, else hostname */
+	char other_node[256];      /* a node of the step that is not this one (from
+				    * SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST);
+				    * "" if none or unknown */
 	char jobkey[64];           /* tells this job's rendezvous from a stale one */
 	unsigned char secret[DL_SECRET_LEN]; /* DLJOB_JOB_SECRET, when set */
 	int have_secret;
@@ -115,10 +118,28 @@ int dl_stop_arm(struct sigaction *old);
 int dl_stop_disarm(const struct sigaction *old); /* returns the signal, or 0 */
 int dl_stopped(void);
 /* Listen on host's address (the first of its IPv4/IPv6 addresses this
- * machine has), port 0: any.  Returns the fd, -2 with err if the port is
- * taken (EADDRINUSE), or -1 with err saying why (e.g. host is not an
- * address of this machine). */
-int dl_listen_host(const char *host, int port, char *err, size_t errlen);
+ * machine has), port 0: any; what names host in messages ("MASTER_ADDR").  When that address is loopback (Debian's
+ * "127.0.1.1 <hostname>" in /etc/hosts) and other is a node of the job (its
+ * name, "" if none), the other node decides: if this host reaches it through
+ * loopback too, both are on this host and loopback is right; otherwise rank 0
+ * listens on the address of the interface through which this host reaches
+ * it (what the other nodes resolve host to) and says so in note (else note is
+ * ""), or, if host is a loopback spelling ("localhost", "127.0.0.1"), fails
+ * naming it.  Returns the fd, -2 with err if the port is taken (EADDRINUSE),
+ * or -1 with err saying why (e.g. host is not an address of this machine). */
+int dl_listen_host(const char *what, const char *host, int port, const char *other, char *note,
+		   size_t notelen, char *err, size_t errlen);
+/* Where a rank other than 0 connects to reach rank 0 at host: host itself
+ * (copied to out), unless rank 0's dl_listen_host moved off loopback for it:
+ * host resolves to loopback on this machine, is no loopback spelling, and
+ * this machine reaches other through a network address, which is then rank
+ * 0's (this rank shares its host) and goes to out as numbers.  Returns 1 if
+ * it moved, else 0. */
+int dl_connect_host(const char *host, const char *other, char *out, size_t outlen);
+/* 1 if sa is a loopback address (127/8, ::1, ::ffff:127/104), else 0. */
+int dl_is_loopback(const struct sockaddr *sa);
+/* sa's address as text, without port ("10.0.0.1", "::1"). */
+void dl_addr_text(const struct sockaddr *sa, char *out, size_t outlen);
 /* Listen on the address of sa, any port (a ring listener on the interface
  * that reaches rank 0). */
 int dl_listen_addr(const struct sockaddr_storage *sa, char *err, size_t errlen);

@@ -115,12 +115,121 @@ static int listen_on(struct sockaddr_storage *ss, socklen_t len, int port, char 
 	return fd;
 }
 
-int dl_listen_host(const char *host, int port, char *err, size_t errlen)
+int dl_is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+	}
+	return 0;
+}
+
+void dl_addr_text(const struct sockaddr *sa, char *out, size_t outlen)
+{
+	const void *a = sa->sa_family == AF_INET6 ?
+		(const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr :
+		(const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+	if (outlen == 0)
+		return;
+	if ((sa->sa_family != AF_INET && sa->sa_family != AF_INET6) ||
+	    !inet_ntop(sa->sa_family, a, out, (socklen_t)outlen))
+		snprintf(out, outlen, "?");
+}
+
+/* The address of the interface through which this host reaches host other
+ * (a UDP "connect" only asks the routing table; nothing is sent), of the
+ * family fam.  Returns 0, or -1 with err. */
+static int reach_addr(const char *other, int fam, struct sockaddr_storage *ss, socklen_t *len,
+		      char *err, size_t errlen)
+{
+	struct addrinfo hints, *res = NULL;
+	int rc, fd;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = fam;
+	hints.ai_socktype = SOCK_DGRAM;
+	rc = getaddrinfo(other, "9", &hints, &res);
+	if (rc != 0) {
+		snprintf(err, errlen, "cannot resolve the job's node '%s': %s", other, gai_strerror(rc));
+		return -1;
+	}
+	fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	*len = sizeof(*ss);
+	if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) < 0 ||
+	    getsockname(fd, (struct sockaddr *)ss, len) < 0) {
+		snprintf(err, errlen, "no route from this host to the job's node '%s': %s", other,
+			 strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(res);
+		return -1;
+	}
+	close(fd);
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* 1 if host is written as a loopback address itself (not a host name that
+ * this machine maps to one): the user asked for loopback. */
+static int loopback_spelling(const char *host)
+{
+	struct addrinfo hints, *res = NULL;
+	int lit;
+
+	if (strcmp(host, "localhost") == 0 || strncmp(host, "localhost.", 10) == 0 ||
+	    strcmp(host, "ip6-localhost") == 0)
+		return 1;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = AI_NUMERICHOST;
+	lit = getaddrinfo(host, NULL, &hints, &res) == 0;
+	if (res)
+		freeaddrinfo(res);
+	return lit;
+}
+
+int dl_connect_host(const char *host, const char *other, char *out, size_t outlen)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	struct sockaddr_storage via;
+	socklen_t len;
+	char e[256];
+	int moved = 0;
+
+	snprintf(out, outlen, "%s", host);
+	if (!other || !*other || loopback_spelling(host))
+		return 0;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(host, NULL, &hints, &res) != 0)
+		return 0; /* the connect says why */
+	/* The address dl_listen_host starts from: the first IPv4 one, else
+	 * the first. */
+	for (ai = res; ai && ai->ai_family != AF_INET; ai = ai->ai_next)
+		;
+	if (!ai)
+		ai = res;
+	if (ai && dl_is_loopback(ai->ai_addr) &&
+	    reach_addr(other, ai->ai_family, &via, &len, e, sizeof(e)) == 0 &&
+	    !dl_is_loopback((struct sockaddr *)&via)) {
+		dl_addr_text((struct sockaddr *)&via, out, outlen);
+		moved = 1;
+	}
+	freeaddrinfo(res);
+	return moved;
+}
+
+int dl_listen_host(const char *what, const char *host, int port, const char *other, char *note,
+		   size_t notelen, char *err, size_t errlen)
 {
 	struct addrinfo hints, *res = NULL, *ai;
 	char e[256] = "";
 	int rc, fd = -1;
 
+	if (notelen)
+		note[0] = '\0';
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
@@ -133,19 +242,57 @@ int dl_listen_host(const char *host, int port, char *err, size_t errlen)
 	for (int pass = 0; pass < 2 && fd < 0; pass++)
 		for (ai = res; ai && fd < 0; ai = ai->ai_next) {
 			struct sockaddr_storage ss;
+			socklen_t len = ai->ai_addrlen;
 			if ((pass == 0) != (ai->ai_family == AF_INET) ||
 			    ai->ai_addrlen > sizeof(ss))
 				continue;
 			memset(&ss, 0, sizeof(ss));
 			memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
-			fd = listen_on(&ss, ai->ai_addrlen, port, e, sizeof(e));
+			if (dl_is_loopback((struct sockaddr *)&ss) && other && *other) {
+				/* The other nodes resolve host to where they reach
+				 * it, never to their own loopback: find that
+				 * address, or learn that the node is on this host. */
+				struct sockaddr_storage via;
+				char lo[INET6_ADDRSTRLEN], at[INET6_ADDRSTRLEN];
+				if (reach_addr(other, ai->ai_family, &via, &len, e, sizeof(e)) < 0) {
+					/* Cannot tell (a node name that is no host
+					 * name?): as asked, but say what may go wrong. */
+					dl_addr_text((struct sockaddr *)&ss, lo, sizeof(lo));
+					snprintf(note, notelen, "%s '%s' resolves to the loopback "
+						 "address %s on this host, and %s: if the ranks on other "
+						 "nodes cannot join, map '%s' to this host's network "
+						 "address in /etc/hosts (not 127.0.1.1)", what, host, lo,
+						 e, host);
+					via = ss;
+					len = ai->ai_addrlen;
+				}
+				if (!dl_is_loopback((struct sockaddr *)&via)) {
+					dl_addr_text((struct sockaddr *)&ss, lo, sizeof(lo));
+					dl_addr_text((struct sockaddr *)&via, at, sizeof(at));
+					if (loopback_spelling(host)) {
+						snprintf(err, errlen, "%s '%s' is the loopback address "
+							 "%s, but the job has ranks on %s, another host: "
+							 "set %s to this host's name or network address "
+							 "(%s)", what, host, lo, other, what, at);
+						fd = -1;
+						goto out;
+					}
+					snprintf(note, notelen, "%s '%s' resolves to the loopback "
+						 "address %s on this host (/etc/hosts), which the job's "
+						 "other nodes cannot reach: rank 0 listens on %s instead, "
+						 "the address through which this host reaches %s", what,
+						 host, lo, at, other);
+					ss = via;
+				}
+			}
+			fd = listen_on(&ss, len, port, e, sizeof(e));
 			if (fd < 0 && strstr(e, strerror(EADDRINUSE)))
 				break; /* taken: no other address of host will do better */
 		}
-	freeaddrinfo(res);
 	if (fd < 0 && strstr(e, strerror(EADDRINUSE))) {
 		snprintf(err, errlen, "%s", e);
-		return -2;
+		fd = -2;
+		goto out;
 	}
 	if (fd < 0) {
 		if (strstr(e, "Cannot assign requested address"))
@@ -153,6 +300,10 @@ int dl_listen_host(const char *host, int port, char *err, size_t errlen)
 		else
 			snprintf(err, errlen, "%s", e[0] ? e : "no usable address");
 	}
+out:
+	freeaddrinfo(res);
+	if (fd < 0 && notelen)
+		note[0] = '\0';
 	return fd;
 }
 

@@ -12,6 +12,7 @@
  * of hanging in MPI.  After a failure MPI_Finalize is skipped (it would wait
  * for the dead), and the caller exits non-zero. */
 #include "config.h"
+#include <errno.h>
 #include <limits.h>
 #include <mpi.h>
 #include <pmix.h>
@@ -439,20 +440,35 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 		goto out;
 	}
 
-	/* The star's hub address travels by PMIx: rank 0 listens on any port
-	 * of its host name's address (not every interface). */
+	/* The star's hub address travels by PMIx (trusted: it is the
+	 * resource manager's): rank 0 listens on any port of its host name's
+	 * address (not every interface; when /etc/hosts maps the name to
+	 * loopback and the step has another host, on the address through which
+	 * this host reaches it) and publishes that address as numbers, so the
+	 * others connect where it listens whatever their resolver says. */
 	memset(hub, 0, sizeof(hub));
 	if (rank == 0) {
+		struct sockaddr_storage me;
+		socklen_t ml = sizeof(me);
+		char note[768], at[INET6_ADDRSTRLEN];
 		if (gethostname(host, sizeof(host)) < 0) {
 			snprintf(err, errlen, "gethostname failed");
 			goto out;
 		}
 		host[sizeof(host) - 1] = 0;
-		if ((lfd = dl_listen_host(host, 0, e, sizeof(e))) < 0) {
+		if ((lfd = dl_listen_host("the host name", host, 0, env->other_node, note,
+					  sizeof(note), e, sizeof(e))) < 0) {
 			snprintf(err, errlen, "rank 0: %s", e);
 			goto out;
 		}
-		snprintf(hub, sizeof(hub), "%.100s %d", host, dl_local_port(lfd));
+		if (note[0])
+			fprintf(stderr, "dljob: note: rank 0 on %s: %s\n", env->node, note);
+		if (getsockname(lfd, (struct sockaddr *)&me, &ml) < 0) {
+			snprintf(err, errlen, "rank 0: getsockname: %s", strerror(errno));
+			goto out;
+		}
+		dl_addr_text((struct sockaddr *)&me, at, sizeof(at));
+		snprintf(hub, sizeof(hub), "%s %d", at, dl_local_port(lfd));
 	}
 	hubs = malloc((size_t)size * HUB_LEN);
 	if (!hubs) {

@@ -669,8 +669,11 @@ static int open_root(struct dl_star *st, int lfd, int *ring_fd, const char *node
 			char miss[160];
 			int nm;
 			missing_list(st, miss, sizeof(miss), &nm);
-			snprintf(st->why, sizeof(st->why), "%s %s (of %d) never joined rank 0 (%s) "
-				 "before the timeout", nm > 1 ? "ranks" : "rank", miss, st->size, node);
+			char at[INET6_ADDRSTRLEN];
+			dl_addr_text((struct sockaddr *)&me, at, sizeof(at));
+			snprintf(st->why, sizeof(st->why), "%s %s (of %d) never joined rank 0 (%s, "
+				 "listening on %s port %d) before the timeout", nm > 1 ? "ranks" : "rank",
+				 miss, st->size, node, at, dl_local_port(lfd));
 			set_failed(st, -1);
 		}
 		/* Joined ranks: a death or a DEAD before the table fails the
@@ -871,13 +874,24 @@ static int join_root(struct dl_star *st, const char *host, int port, int nports,
 		     int *ring_fd, const char *node, double deadline, char *err, size_t errlen)
 {
 	struct addrinfo *res = NULL;
-	char e[256], he[640], first[640] = "nobody answered";
+	char e[256], he[640], first[640] = "nobody answered", at[128] = "", a[INET6_ADDRSTRLEN];
 	double pause = 0.01;
 	int fd = -1;
 
 	if (dl_resolve(host, &res, e, sizeof(e)) < 0) {
 		snprintf(err, errlen, "rank %d cannot reach rank 0: %s", st->rank, e);
 		return -1;
+	}
+	/* What host is here, for the messages: a name that this node resolves
+	 * to loopback, or to an address rank 0 does not listen on, shows. */
+	for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		size_t n = strlen(at);
+		if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
+			continue;
+		dl_addr_text(ai->ai_addr, a, sizeof(a));
+		if (strstr(at, a) || n + strlen(a) + 3 >= sizeof(at))
+			continue;
+		snprintf(at + n, sizeof(at) - n, "%s%s", n ? ", " : "", a);
 	}
 	for (int round = 0;; round++) {
 		/* MASTER_PORT refused: nobody listens there, so rank 0 is most
@@ -891,7 +905,7 @@ static int join_root(struct dl_star *st, const char *host, int port, int nports,
 			fd = dl_connect_once(res, port + k, deadline, &retry, e, sizeof(e));
 			if (fd < 0 && !retry) {
 				snprintf(err, errlen, "rank %d cannot reach rank 0: cannot connect to "
-					 "%s:%d: %s", st->rank, host, port + k, e);
+					 "%s (%s) port %d: %s", st->rank, host, at, port + k, e);
 				goto out;
 			}
 			if (fd < 0) {
@@ -928,11 +942,11 @@ static int join_root(struct dl_star *st, const char *host, int port, int nports,
 			pause *= 2;
 	}
 	if (nports > 1)
-		snprintf(err, errlen, "rank %d found no rank 0 of this job at %s ports %d-%d before "
-			 "the timeout (%s)", st->rank, host, port, port + nports - 1, first);
+		snprintf(err, errlen, "rank %d found no rank 0 of this job at %s (%s) ports %d-%d "
+			 "before the timeout (%s)", st->rank, host, at, port, port + nports - 1, first);
 	else
-		snprintf(err, errlen, "rank %d found no rank 0 of this job at %s before the timeout "
-			 "(%s)", st->rank, host, first);
+		snprintf(err, errlen, "rank %d found no rank 0 of this job at %s (%s) before the "
+			 "timeout (%s)", st->rank, host, at, first);
 out:
 	freeaddrinfo(res);
 	return fd;

@@ -73,7 +73,7 @@ int dl_world_tcp_open(struct dl_world *w, const struct dl_world_env *env, double
 	struct dl_auth auth;
 	int lfd = -1, rfd = -1, rv = -1, rank = env->rank, size = env->size;
 	double deadline = dl_now() + timeout_s;
-	char e[512];
+	char e[512], note[768];
 
 	if (dl_auth_init(&auth, env->secret, env->have_secret, env->jobkey, err, errlen) < 0)
 		return -1;
@@ -83,7 +83,9 @@ int dl_world_tcp_open(struct dl_world *w, const struct dl_world_env *env, double
 		return -1;
 	}
 	t->timeout_s = timeout_s;
-	/* Rank 0 listens on MASTER_ADDR's address only, on the first free
+	/* Rank 0 listens on MASTER_ADDR's address only (or, when this host maps
+	 * it to loopback and the job has another host, on the address through
+	 * which this host reaches it), on the first free
 	 * candidate port: one taken by another job's step or any program is
 	 * skipped (the others try the same candidates in the same order and
 	 * know this job's rank 0 by its proof). */
@@ -96,17 +98,27 @@ int dl_world_tcp_open(struct dl_world *w, const struct dl_world_env *env, double
 			goto out;
 		}
 		port = env->master_port + k;
-		lfd = dl_listen_host(env->master_addr, port, e, sizeof(e));
+		lfd = dl_listen_host("MASTER_ADDR", env->master_addr, port, env->other_node, note,
+				     sizeof(note), e, sizeof(e));
 		if (lfd == -1) {
 			snprintf(err, errlen, "rank 0 on %s: MASTER_ADDR=%s MASTER_PORT=%d: %s",
 				 env->node, env->master_addr, port, e);
 			goto out;
 		}
+		if (lfd >= 0 && note[0])
+			fprintf(stderr, "dljob: note: rank 0 on %s: %s\n", env->node, note);
 		if (lfd >= 0 && k > 0)
 			fprintf(stderr, "dljob: note: rank 0 on %s: MASTER_PORT=%d is in use, so "
 				"the rendezvous is on port %d\n", env->node, env->master_port, port);
 	}
-	if (dl_star_open(&t->star, rank, size, lfd, env->master_addr, env->master_port, tries,
+	/* A rank on rank 0's host whose /etc/hosts maps MASTER_ADDR to
+	 * loopback goes where rank 0 listens, off loopback. */
+	char at[256];
+	if (rank > 0)
+		(void)dl_connect_host(env->master_addr, env->other_node, at, sizeof(at));
+	else
+		snprintf(at, sizeof(at), "%s", env->master_addr);
+	if (dl_star_open(&t->star, rank, size, lfd, at, env->master_port, tries,
 			 &rfd, env->node, &auth, deadline, e, sizeof(e)) < 0) {
 		snprintf(err, errlen, "%s", e);
 		goto out;

@@ -19,7 +19,14 @@
 #   6. each node gets a bridge with the same address (as docker0 has on every
 #      node), which Open MPI takes for a way to its peer: the PMIx world
 #      fails in bounded time, naming OMPI_MCA_btl_tcp_if_include, and trains
-#      once that names eth0, or with DLJOB_COLLECTIVES=ring.
+#      once that names eth0, or with DLJOB_COLLECTIVES=ring;
+#   7. n1's own /etc/hosts maps its name to 127.0.1.1 (Debian's default),
+#      n2's to its address: rank 0 listens where n2 reaches it, not on
+#      loopback, and says so; 2-rank training over TCP and under PMIx (the
+#      star and ring) still equals one rank, and with 2 ranks per node the
+#      one beside rank 0 finds it too; MASTER_ADDR=localhost on a
+#      2-host step fails at once on rank 0, and the rank on n2 names the
+#      address it tried.
 # Open MPI runs with its defaults (no OMPI_MCA_* from the caller), as on a
 # site that has not tuned it.
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
@@ -177,6 +184,53 @@ for fix in OMPI_MCA_btl_tcp_if_include=eth0 DLJOB_COLLECTIVES=ring; do
 	echo "ok   ... and trains with $fix (2x32 vs 1x64, rel err $err)"
 done
 
+# 7. Debian's "127.0.1.1 n1" in n1's /etc/hosts (n1's mount namespace only;
+# n2 still resolves n1 to its address): rank 0 must not listen on loopback.
+lo_pid=$(cat "$CLUSTER_DIR/slurmd.n1.pid") && [ -e "/proc/$lo_pid/ns/mnt" ] || fail "no slurmd pid for n1"
+sed "s/^${sub//./\\.}11 n1\$/127.0.1.1 n1/" "$CLUSTER_DIR/hosts" >"$WORK/hosts.n1" || fail "hosts.n1"
+grep -q "^127\.0\.1\.1 n1$" "$WORK/hosts.n1" || fail "no n1 line to change in $CLUSTER_DIR/hosts"
+lo_undo() { nsenter --mount="/proc/$lo_pid/ns/mnt" umount /etc/hosts 2>/dev/null; }
+trap 'lo_undo; _spank_cleanup' EXIT
+nsenter --mount="/proc/$lo_pid/ns/mnt" mount --bind "$WORK/hosts.n1" /etc/hosts || fail "bind-mount n1's hosts"
+srun --overlap -N2 -n2 bash -c 'echo "$(hostname) $(getent hosts n1 | cut -d" " -f1)"' | sort >lo.hosts 2>&1
+printf 'n1 127.0.1.1\nn2 %s11\n' "$sub" | diff - lo.hosts >/dev/null || fail "n1 not at 127.0.1.1 on n1 only: $(cat lo.hosts)"
+for w in tcp pmix; do
+	rm -rf "lo$w"
+	if [ $w = tcp ]; then how=(--mpi=none); else how=(--mpi=pmix --export=ALL,DLJOB_COLLECTIVES=ring); fi
+	timeout 60 srun --overlap -N2 -n2 "${how[@]}" "$DLJOB_BIN" "${common[@]}" --batch 32 --timeout 10 \
+		--out "lo$w" >"lo$w.log" 2>&1 || fail "$w, n1 at 127.0.1.1 in its /etc/hosts: $(tail -20 "lo$w.log")"
+	what=MASTER_ADDR
+	if [ $w = pmix ]; then what="the host name"; fi
+	grep -q "^dljob: note: rank 0 on n1: $what 'n1' resolves to the loopback address 127.0.1.1 .* rank 0 listens on ${sub}11 instead" "lo$w.log" ||
+		fail "$w: rank 0 did not say where it listens: $(cat "lo$w.log")"
+	err=$(rel_err one/model.safetensors "lo$w/model.safetensors") || fail "cannot compare the weights"
+	"$TORCH" -c "import sys; sys.exit(0 if float('$err') < 1e-4 else 1)" || fail "$w, 127.0.1.1: 2x32 vs 1x64: rel err $err"
+	echo "ok   $w: n1 maps its name to 127.0.1.1: rank 0 listens on ${sub}11 and 2x32 equals 1x64 (rel err $err)"
+done
+# Two ranks per node: rank 1 shares n1 (and its /etc/hosts) with rank 0 and
+# must find it off loopback too.
+for mpi in none pmix; do
+	how=(--mpi=$mpi)
+	[ $mpi = pmix ] && how+=(--export=ALL,DLJOB_COLLECTIVES=ring)
+	timeout 60 srun --overlap -N2 -n4 "${how[@]}" "$WC" --timeout 10 --steps 2 >"lo4.$mpi" 2>&1 ||
+		fail "--mpi=$mpi, 4 ranks, n1 at 127.0.1.1 on n1: $(tail -20 "lo4.$mpi")"
+	for r in 0 1 2 3; do
+		grep -q "^world_check: rank $r OK" "lo4.$mpi" || fail "--mpi=$mpi, 4 ranks: rank $r: $(cat "lo4.$mpi")"
+	done
+	echo "ok   --mpi=$mpi: 4 ranks on 2 nodes with n1 at 127.0.1.1 on n1: every collective exact"
+done
+# MASTER_ADDR=localhost asks for loopback: rank 0 fails at once, naming it;
+# rank 1 (on n2) fails at its timeout, naming the address it tried.
+timeout 60 srun --overlap -N2 -n2 --mpi=none --export=ALL,MASTER_ADDR=localhost "$DLJOB_BIN" "${common[@]}" \
+	--batch 32 --timeout 4 --out lolocal >lolocal.log 2>&1 && fail "MASTER_ADDR=localhost on 2 hosts: exited 0"
+grep -q "MASTER_ADDR 'localhost' is the loopback address 127.0.0.1, but the job has ranks on n2, another host" lolocal.log ||
+	fail "MASTER_ADDR=localhost: rank 0 did not say why: $(cat lolocal.log)"
+grep -q "rank 1 found no rank 0 of this job at localhost (127.0.0.1" lolocal.log ||
+	fail "MASTER_ADDR=localhost: rank 1 did not name the address it tried: $(cat lolocal.log)"
+echo "ok   MASTER_ADDR=localhost on 2 hosts: rank 0 refuses it at once, rank 1 names 127.0.0.1"
+lo_undo || fail "cannot unmount n1's hosts"
+trap _spank_cleanup EXIT
+
 scancel "$SLURM_JOB_ID"
 nodes_idle
-echo "PASS: training (TCP and PMIx), PyTorch env://, dljob eval and rank failure across two network hosts"
+echo "PASS: training (TCP and PMIx), PyTorch env://, dljob eval, rank failure and a 127.0.1.1 host name across two network hosts"

@@ -121,6 +121,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (e.size < 1 || e.size > DL_WORLD_MAX || e.rank < 0 || e.rank >= e.size ||
 		    !printable(e.node, sizeof(e.node)) || strnlen(e.jobkey, sizeof(e.jobkey)) == sizeof(e.jobkey))
 			abort();
+		if (e.other_node[0] && (!printable(e.other_node, sizeof(e.other_node)) ||
+					strcmp(e.other_node, e.node) == 0))
+			abort();
 		if (e.kind == DL_WORLD_TCP &&
 		    (e.size < 2 || !printable(e.master_addr, sizeof(e.master_addr)) || e.master_port < 1 ||
 		     e.master_port > 65535))

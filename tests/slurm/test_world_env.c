@@ -1,8 +1,9 @@
 /* How the world decides to bootstrap, from the environment alone
  * (runtime/world_env.c): precedence PMIx > RANK/WORLD_SIZE > SLURM_* >
  * single, MASTER_ADDR from the step's first node, MASTER_PORT Slurm's
- * reserved port or from the job and step ids, the candidate ports, one-line errors naming the bad variable; and the hostlist
- * parser on the forms Slurm writes. */
+ * reserved port or from the job and step ids, the candidate ports, one-line errors naming the bad variable; the hostlist
+ * parser on the forms Slurm writes; and the other node of the step that
+ * rank 0 checks its listening address against (other_node). */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,37 @@ int main(void)
 	hostlist("r[1-2]n[03-04],x", "r1n03");
 	hostlist("n[1-2", NULL);
 	hostlist("", NULL);
+
+	/* other_node: a host of the step's node list that is not this node,
+	 * "" for a one-node step or a list that cannot be parsed. */
+	static const struct { const char *list, *me, *want; } on[] = {
+		{ "n[1-2]", "n1", "n2" },      { "n[1-2]", "n2", "n1" },
+		{ "n1", "n1", "" },            { "n[01-04,7],gpu1", "n01", "n02" },
+		{ "n07,n[1-2]", "n07", "n1" }, { "r[1-2]n[3-4]", "r1n3", "r1n4" },
+		{ "gpu[3,5]-ib", "gpu3-ib", "gpu5-ib" }, { "a,b", "b", "a" },
+		{ "n[1-2", "n1", "" },         { "n[]", "n1", "" },
+		{ "n[2-1]", "n1", "" },        { "n[1-99999999999]", "n1", "" },
+		{ "n[1-2]", "x", "n1" },       { "x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,y", "x", "" },
+		{ "", "n1", "" },              { "n[1-2]x[]", "n1x", "" },
+		/* Walked in bounded time (no host, 10^8 prefixes). */
+		{ "n[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][]", "n1", "" },
+	};
+	for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
+		char nl[96], me[96];
+		snprintf(nl, sizeof(nl), "SLURM_STEP_NODELIST=%s", on[i].list);
+		snprintf(me, sizeof(me), "SLURMD_NODENAME=%s", on[i].me);
+		rc = dl_world_env(&e, (char *const[]){ nl, me, NULL }, err, sizeof(err));
+		CHECK(rc == 0 && strcmp(e.other_node, on[i].want) == 0, "other node of %s in '%s': "
+		      "rc %d '%s', want '%s' (%s)", on[i].me, on[i].list, rc, e.other_node, on[i].want, err);
+	}
+	rc = dl_world_env(&e, (char *const[]){ "SLURM_JOB_NODELIST=j[1-2]", "SLURMD_NODENAME=j1", NULL },
+			  err, sizeof(err));
+	CHECK(rc == 0 && strcmp(e.other_node, "j2") == 0, "other node from the job's list: '%s'",
+	      e.other_node);
+	rc = dl_world_env(&e, (char *const[]){ "SLURM_STEP_NODELIST=s1", "SLURM_JOB_NODELIST=s[1-2]",
+					       "SLURMD_NODENAME=s1", NULL }, err, sizeof(err));
+	CHECK(rc == 0 && strcmp(e.other_node, "") == 0, "a one-node step of a 2-node job: '%s'",
+	      e.other_node);
 
 	/* Nothing: a single process. */
 	env_set((const char *[]){ NULL });

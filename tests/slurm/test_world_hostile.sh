@@ -210,7 +210,7 @@ case_busy() {
 	[ "${RCS[*]}" = "1 1" ] || fail "all ports busy: exit statuses ${RCS[*]}: $(all "$o")"
 	grep -q "MASTER_PORT=$port and the next 15 ports are all in use" "$o.0" ||
 		fail "rank 0 did not say every candidate port is in use: $(all "$o")"
-	grep -q "rank 1 found no rank 0 of this job at 127.0.0.1 ports $port-$((port + 15)) before the timeout (port $port: the program listening there is not a dljob rank 0 (it sent \"SSH-2.0-OpenSSH_" "$o.1" ||
+	grep -q "rank 1 found no rank 0 of this job at 127.0.0.1 (127.0.0.1) ports $port-$((port + 15)) before the timeout (port $port: the program listening there is not a dljob rank 0 (it sent \"SSH-2.0-OpenSSH_" "$o.1" ||
 		fail "rank 1 did not name the program on MASTER_PORT: $(all "$o")"
 	kill "$ps" 2>/dev/null
 	echo "all 16 candidate ports held: both ranks named it in $((SECONDS - t0)) s"
