@@ -16,7 +16,6 @@
 #include "config.h"
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,17 +27,6 @@
 
 /* Values quoted in messages: escaped, cut to this many bytes. */
 #define QUOTE_LEN 80
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 /* 1 if s is 1 to max-1 printable ASCII bytes without blanks: a name that
  * fits its buffer whole and that peers accept (dl_star_parse_hello). */
@@ -63,7 +51,7 @@ static int node_name(char *const *envp, char *out, size_t outlen, char *err, siz
 	 * host (as in the test cluster), and the node is what an admin greps. */
 	if (n && *n) {
 		if (!is_name(n, outlen))
-			return fail(err, errlen, "SLURMD_NODENAME='%s' is not a node name (printable, no blanks, "
+			return dl_errf(err, errlen, "SLURMD_NODENAME='%s' is not a node name (printable, no blanks, "
 				    "at most %zu bytes)", dl_optval_escape(n, q, sizeof(q)), outlen - 1);
 		snprintf(out, outlen, "%s", n);
 		return 0;
@@ -86,7 +74,7 @@ static int tcp_master(struct dl_world_env *e, char *const *envp, int from_slurm,
 
 	if (addr && *addr) {
 		if (!is_name(addr, sizeof(e->master_addr)))
-			return fail(err, errlen, "MASTER_ADDR='%s' is not a host name or address (printable, no "
+			return dl_errf(err, errlen, "MASTER_ADDR='%s' is not a host name or address (printable, no "
 				    "blanks, at most %zu bytes)", dl_optval_escape(addr, q, sizeof(q)),
 				    sizeof(e->master_addr) - 1);
 		snprintf(e->master_addr, sizeof(e->master_addr), "%s", addr);
@@ -97,33 +85,33 @@ static int tcp_master(struct dl_world_env *e, char *const *envp, int from_slurm,
 			nl = dl_env_get(envp, var);
 		}
 		if (!nl || !*nl)
-			return fail(err, errlen, "MASTER_ADDR is unset and so are SLURM_STEP_NODELIST "
+			return dl_errf(err, errlen, "MASTER_ADDR is unset and so are SLURM_STEP_NODELIST "
 				    "and SLURM_JOB_NODELIST: cannot tell where rank 0 runs");
 		if (dl_hostlist_first(nl, e->master_addr, sizeof(e->master_addr)) < 0 ||
 		    !is_name(e->master_addr, sizeof(e->master_addr)))
-			return fail(err, errlen, "%s='%s': cannot parse the node list", var,
+			return dl_errf(err, errlen, "%s='%s': cannot parse the node list", var,
 				    dl_optval_escape(nl, q, sizeof(q)));
 	} else {
-		return fail(err, errlen, "RANK/WORLD_SIZE are set but MASTER_ADDR is not");
+		return dl_errf(err, errlen, "RANK/WORLD_SIZE are set but MASTER_ADDR is not");
 	}
 
 	if ((have = dl_env_long(envp, "MASTER_PORT", 1, 65535, &port, err, errlen)) < 0)
 		return -1;
 	if (!have) {
 		if (!from_slurm)
-			return fail(err, errlen, "RANK/WORLD_SIZE are set but MASTER_PORT is not");
+			return dl_errf(err, errlen, "RANK/WORLD_SIZE are set but MASTER_PORT is not");
 		if ((have = dl_env_long(envp, "SLURM_JOB_ID", 0, LONG_MAX, &jobid, err, errlen)) < 0 ||
 		    dl_env_long(envp, "SLURM_STEP_ID", 0, LONG_MAX, &stepid, err, errlen) < 0)
 			return -1;
 		if (!have)
-			return fail(err, errlen, "MASTER_PORT and SLURM_JOB_ID are unset");
+			return dl_errf(err, errlen, "MASTER_PORT and SLURM_JOB_ID are unset");
 		/* Every step of a job gets its own port, so back-to-back steps do
 		 * not meet each other's leftovers; Slurm's reserved port is the
 		 * step's own on the node. */
 		const char *resv = dl_env_get(envp, "SLURM_STEP_RESV_PORTS");
 		if (resv && *resv) {
 			if ((port = dl_resv_port_first(resv)) < 0)
-				return fail(err, errlen, "SLURM_STEP_RESV_PORTS='%s' is not a list of ports",
+				return dl_errf(err, errlen, "SLURM_STEP_RESV_PORTS='%s' is not a list of ports",
 					    dl_optval_escape(resv, q, sizeof(q)));
 		} else {
 			port = dl_master_port((unsigned long)jobid, (unsigned long)stepid,
@@ -253,7 +241,7 @@ static int world_knobs(struct dl_world_env *e, char *const *envp, char *err, siz
 
 	if (coll && *coll) {
 		if (strcmp(coll, "ring") != 0 && strcmp(coll, "mpi") != 0)
-			return fail(err, errlen, "DLJOB_COLLECTIVES='%s': expected mpi or ring",
+			return dl_errf(err, errlen, "DLJOB_COLLECTIVES='%s': expected mpi or ring",
 				    dl_optval_escape(coll, q, sizeof(q)));
 		e->use_ring = strcmp(coll, "ring") == 0;
 	}
@@ -283,14 +271,14 @@ int dl_world_env(struct dl_world_env *e, char *const *envp, char *err, size_t er
 	if (force && !*force)
 		force = NULL;
 	if (force && strcmp(force, "single") != 0 && strcmp(force, "pmix") != 0 && strcmp(force, "tcp") != 0)
-		return fail(err, errlen, "DLJOB_WORLD='%s': expected single, pmix or tcp",
+		return dl_errf(err, errlen, "DLJOB_WORLD='%s': expected single, pmix or tcp",
 			    dl_optval_escape(force, q, sizeof(q)));
 	if (force && strcmp(force, "single") == 0)
 		return 0;
 	if ((force && strcmp(force, "pmix") == 0) ||
 	    (!force && dl_env_get(envp, "PMIX_RANK") && dl_env_get(envp, "PMIX_NAMESPACE"))) {
 		if (!dl_env_get(envp, "PMIX_NAMESPACE"))
-			return fail(err, errlen, "DLJOB_WORLD=pmix but PMIX_NAMESPACE is unset "
+			return dl_errf(err, errlen, "DLJOB_WORLD=pmix but PMIX_NAMESPACE is unset "
 				    "(not started by srun --mpi=pmix?)");
 		e->kind = DL_WORLD_PMIX;
 		/* srun hands the SPANK plugin's secret to every task. */
@@ -302,7 +290,7 @@ int dl_world_env(struct dl_world_env *e, char *const *envp, char *err, size_t er
 	    (r2 = dl_env_long(envp, "WORLD_SIZE", 1, DL_WORLD_MAX, &size, err, errlen)) < 0)
 		return -1;
 	if (r1 != r2)
-		return fail(err, errlen, "%s is set but %s is not", r1 ? "RANK" : "WORLD_SIZE",
+		return dl_errf(err, errlen, "%s is set but %s is not", r1 ? "RANK" : "WORLD_SIZE",
 			    r1 ? "WORLD_SIZE" : "RANK");
 	if (!r1) {
 		if ((r1 = dl_env_long(envp, "SLURM_PROCID", 0, DL_WORLD_MAX - 1, &rank, err, errlen)) < 0 ||
@@ -310,7 +298,7 @@ int dl_world_env(struct dl_world_env *e, char *const *envp, char *err, size_t er
 			return -1;
 		if (!(r1 && r2)) {
 			if (force && strcmp(force, "tcp") == 0)
-				return fail(err, errlen, "DLJOB_WORLD=tcp but neither RANK/WORLD_SIZE nor "
+				return dl_errf(err, errlen, "DLJOB_WORLD=tcp but neither RANK/WORLD_SIZE nor "
 					    "SLURM_PROCID/SLURM_STEP_NUM_TASKS are set");
 			return 0; /* single */
 		}
@@ -321,7 +309,7 @@ int dl_world_env(struct dl_world_env *e, char *const *envp, char *err, size_t er
 		from_slurm = dl_env_get(envp, "SLURM_JOB_ID") != NULL;
 	}
 	if (rank >= size)
-		return fail(err, errlen, "rank %ld is not below the world size %ld (%s, %s)", rank, size, rank_var,
+		return dl_errf(err, errlen, "rank %ld is not below the world size %ld (%s, %s)", rank, size, rank_var,
 			    size_var);
 	e->rank = (int)rank;
 	e->size = (int)size;
@@ -351,7 +339,7 @@ int dl_world_env_secret(struct dl_world_env *e, char *const *envp, char *err, si
 		return 0;
 	/* Never echo the value: it is the job's secret. */
 	if (strlen(s) != 2 * DL_SECRET_LEN)
-		return fail(err, errlen, "DLJOB_JOB_SECRET must be %d lowercase hex digits, it has %zu "
+		return dl_errf(err, errlen, "DLJOB_JOB_SECRET must be %d lowercase hex digits, it has %zu "
 			    "characters", 2 * DL_SECRET_LEN, strlen(s));
 	for (int i = 0; i < DL_SECRET_LEN; i++) {
 		int v = 0;
@@ -359,7 +347,7 @@ int dl_world_env_secret(struct dl_world_env *e, char *const *envp, char *err, si
 			char c = s[2 * i + k];
 			int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 			if (d < 0)
-				return fail(err, errlen, "DLJOB_JOB_SECRET must be %d lowercase hex digits "
+				return dl_errf(err, errlen, "DLJOB_JOB_SECRET must be %d lowercase hex digits "
 					    "(character %d is not)", 2 * DL_SECRET_LEN, 2 * i + k + 1);
 			v = v * 16 + d;
 		}
