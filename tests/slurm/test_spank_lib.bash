@@ -65,6 +65,7 @@ srun_bounded() {
 	{
 		echo "srun $* did not finish in ${limit}s; the cluster's jobs:"
 		squeue -h -o '%i %j %T reason=%r nodes=%N cpus=%C tres_per_node=%b'
+		squeue -h -s -o 'step %i %j %T nodes=%N'
 		scontrol -o show job
 	} >&2
 	kill "$pid" 2>/dev/null
