@@ -12,14 +12,17 @@
 # $(SLURM_CURRENT_BUILDDIR)/check-slurm-current.result for .ci/run.
 SLURM_CURRENT_CACHE = /var/cache/dljob
 SLURM_CURRENT_BUILDDIR = _slurm-current
-# Not test_spank_gpus.sh: on a 2-CPU machine Slurm 24.11 refuses its
-# 'srun -n2 -O --gpus-per-task=1' beside another job ("Requested node
-# configuration is not available"; 22.05 overcommits).
+# On a 2-CPU node Slurm 24.11 does not overcommit a job whose -O comes with
+# a per-task TRES (-c, --gpus-per-task): it refuses it ("Requested node
+# configuration is not available") or keeps it pending for Resources
+# forever; 22.05 overcommits.  test_spank_bind.sh and test_spank_gpus.sh
+# make such requests as steps of an allocation, which both allow.
 SLURM_CURRENT_TESTS = tests/current/test_slurm_release.sh tests/cluster/test_cluster.sh \
 	tests/slurm/test_spank_options.sh tests/slurm/test_spank_env.sh tests/slurm/test_spank_model.sh \
 	tests/slurm/test_spank_setup.sh tests/slurm/test_spank_sbatch.sh \
 	tests/slurm/test_spank_train.sh tests/slurm/test_world_pmix.sh tests/slurm/test_spank_container.sh \
-	tests/slurm/test_spank_paths.sh tests/cluster/test_netns.sh tests/slurm/test_spank_cpuset.sh
+	tests/slurm/test_spank_paths.sh tests/cluster/test_netns.sh tests/slurm/test_spank_cpuset.sh \
+	tests/slurm/test_spank_bind.sh tests/slurm/test_spank_gpus.sh
 SLURM_CURRENT_TOOLS = dljob dljob.la tests/slurm/marker_spank.la tests/slurm/container_spank.la tests/slurm/world_check \
 	tests/slurm/needs_lib
 EXTRA_DIST += tests/current/build-slurm.sh tests/current/test_slurm_release.sh

@@ -44,6 +44,35 @@ spank_cluster_up() {
 	export SLURM_TIMELIMIT=2 SBATCH_TIMELIMIT=2 SLURM_WAIT=30
 }
 
+# srun_bounded ARGS...: srun ARGS, stopped if it has not finished after
+# $SRUN_BOUND seconds (default 120): then it fails (status 124) after
+# printing every job of the cluster with its state and reason to stderr.
+# SLURM_TIMELIMIT bounds a step once it runs, never a job that pends: Slurm
+# 24.11 keeps some requests a 2-CPU node cannot place pending for
+# "Resources" forever (test_spank_bind.sh), which must fail the test, with
+# why, not hang make check.
+srun_bounded() {
+	local pid i limit=${SRUN_BOUND:-120}
+	srun "$@" &
+	pid=$!
+	for ((i = 0; i < limit * 10; i++)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid"
+			return
+		fi
+		sleep 0.1
+	done
+	{
+		echo "srun $* did not finish in ${limit}s; the cluster's jobs:"
+		squeue -h -o '%i %j %T reason=%r nodes=%N cpus=%C tres_per_node=%b'
+		squeue -h -s -o 'step %i %j %T nodes=%N'
+		scontrol -o show job
+	} >&2
+	kill "$pid" 2>/dev/null
+	wait "$pid"
+	return 124
+}
+
 # A plugin failure must fail the step, never drain or down a node.
 nodes_idle() {
 	local t=0 s
@@ -109,8 +138,8 @@ shared_node_check() {
 	holder=$!
 	for _ in $(seq 300); do [ -s held.txt ] && break; sleep 0.1; done
 	held=$(cat held.txt 2>/dev/null)
-	[ -n "$held" ] || fail "job A (the holder) did not start"
-	srun -w n1 -n2 -O --dl-job=env --dl-bind=closest,verbose bash -c "$probe" >out.txt 2>err.txt
+	[ -n "$held" ] || fail "job A (the holder) did not start: $(squeue -h -o '%i %j %T reason=%r')"
+	srun_bounded -w n1 -n2 -O --dl-job=env --dl-bind=closest,verbose bash -c "$probe" >out.txt 2>err.txt
 	rc=$?
 	scancel -n dljob-holder
 	wait "$holder" 2>/dev/null
