@@ -9,12 +9,29 @@
  * those not marked shared disjoint. */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "spank/mapping.h"
+
+/* hwloc loads its libxml2 importer (a plugin, and libxml2 with it) for each
+ * topology and unloads it with the topology.  After some malformed files
+ * libxml2 still holds allocations from its own globals; once the library is
+ * unmapped nothing points at them, and LeakSanitizer reported them as a
+ * leak of the input (tests/fuzz/corpus/fuzz_topology/libxml2-unloaded).
+ * With libxml2 kept loaded the same input reports nothing, so it is kept
+ * loaded; a leak of the mapping code's own is still reported. */
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	(void)dlopen("libxml2.so.2", RTLD_NOW | RTLD_NODELETE);
+	return 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
