@@ -299,6 +299,10 @@ int dl_star_exchange(struct dl_star *st, const void *mine, size_t len, void *all
  * reports to rank 0, which waits a grace period for the reports and names
  * the ranks that never sent one (hung, stopped, or stuck elsewhere).
  * Returns -1 with that verdict in err; the job is then over for everybody. */
+/* How a timeout's diagnosis begins when every rank was alive and waiting
+ * (no rank to blame); the message reaches every rank, so this is how a
+ * rank tells that case from a hung or dead peer. */
+#define DL_STAR_ALL_WAITED "every rank waited"
 int dl_star_timeout(struct dl_star *st, const char *what, char *err, size_t errlen);
 /* This rank gives up: tell the others why (rank 0 tells all, the others tell
  * rank 0, which passes it on).  Best effort, bounded. */

@@ -555,7 +555,7 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 	if (mpi_wait(p, &dup_req, "MPI_Comm_idup", e, sizeof(e)) < 0) {
 		/* All alive and waiting (rank 0's diagnosis in world_star.c):
 		 * not a rank's fault but the network's. */
-		if (strstr(e, "every rank waited"))
+		if (strstr(e, DL_STAR_ALL_WAITED))
 			snprintf(err, errlen, "Open MPI's connections between the ranks did not come "
 				 "up in %g s (every rank waited in MPI_Comm_idup, their first exchange "
 				 "over them): name the interface that joins the nodes in "

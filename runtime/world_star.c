@@ -1133,7 +1133,7 @@ static void diagnose(struct dl_star *st)
 		nsus++;
 	}
 	if (nsus == 0)
-		snprintf(st->why, sizeof(st->why), "every rank waited %g s in %s without progress "
+		snprintf(st->why, sizeof(st->why), DL_STAR_ALL_WAITED " %g s in %s without progress "
 			 "(did the ranks call different collectives?)", st->timeout_s, st->stuck_what);
 	else
 		snprintf(st->why, sizeof(st->why), "%s did not answer for %g s (hung or stopped?) "

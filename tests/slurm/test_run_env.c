@@ -11,18 +11,8 @@
 #include <string.h>
 #include "runtime/env.h"
 #include "runtime/optval.h"
+#include "tests/data/check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-	do {                                                               \
-		if (!(cond)) {                                             \
-			fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);    \
-			fprintf(stderr, __VA_ARGS__);                      \
-			fputc('\n', stderr);                               \
-			failures++;                                        \
-		}                                                          \
-	} while (0)
 
 #define ENV(...) ((char *const[]){ __VA_ARGS__, NULL })
 
@@ -113,8 +103,8 @@ int main(void)
 	      "dl_env_get: '%s'", dl_env_get(lk, "SLURM_JOB_ID") ? dl_env_get(lk, "SLURM_JOB_ID") : "(null)");
 	CHECK(dl_env_get(NULL, "X") == NULL && dl_env_get(lk, "SLURM") == NULL, "dl_env_get: prefix or NULL");
 
-	if (failures) {
-		fprintf(stderr, "test_run_env: %d check(s) failed\n", failures);
+	if (check_failures) {
+		fprintf(stderr, "test_run_env: %d check(s) failed\n", check_failures);
 		return 1;
 	}
 	printf("test_run_env: all checks passed\n");

@@ -17,7 +17,7 @@ tests_slurm_test_world_env_SOURCES = tests/slurm/test_world_env.c runtime/world_
 TESTS += tests/slurm/test_world_env
 # The training command's environment (runtime/env.c), every bad value by name.
 check_PROGRAMS += tests/slurm/test_run_env
-tests_slurm_test_run_env_SOURCES = tests/slurm/test_run_env.c runtime/env.c runtime/env.h runtime/optval.c
+tests_slurm_test_run_env_SOURCES = tests/slurm/test_run_env.c tests/data/check.h runtime/env.c runtime/env.h runtime/optval.c
 TESTS += tests/slurm/test_run_env
 # An LD_PRELOAD shim that hangs one rank inside MPI_Init_thread/MPI_Finalize.
 check_LTLIBRARIES += tests/slurm/libmpihang.la
