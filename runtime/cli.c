@@ -437,47 +437,147 @@ static int check_data_id(const char *data, const struct dl_run_env *re, char *er
 	return 0;
 }
 
+/* Where the output directory path really is, into res: absolute (a
+ * relative path is from this process's working directory), with "." and
+ * ".." taken and symbolic links followed, as realpath(3) does; but the
+ * directory and some of its parents may not exist yet (make_dirs creates
+ * them).  So the longest prefix of path that exists is resolved by
+ * realpath and the rest, the part still to be created, is appended: that
+ * rest may not hold "..", since what it would mean depends on what gets
+ * created (a/../.. is two levels up only once a exists, and a may become
+ * a symbolic link), nor start at a dangling symbolic link (mkdir would not
+ * follow it, the later writes would).  Returns 0, or -1 with why in err. */
+static int resolve_out(const char *path, char *res, size_t reslen, char *err, size_t errlen)
+{
+	char abs[DL_PATH_MAX + 2], pre[DL_PATH_MAX + 2], real[PATH_MAX], q[256];
+	size_t n, cut;
+
+	if (path[0] == '/') {
+		if (strlen(path) >= sizeof(abs))
+			return dl_errf(err, errlen, "longer than %d bytes", DL_PATH_MAX);
+		memcpy(abs, path, strlen(path) + 1);
+	} else {
+		if (!getcwd(abs, sizeof(abs)))
+			return dl_errf(err, errlen, "cannot read the working directory: %s", strerror(errno));
+		n = strlen(abs);
+		if (n + 1 + strlen(path) >= sizeof(abs))
+			return dl_errf(err, errlen, "longer than %d bytes from the working directory", DL_PATH_MAX);
+		snprintf(abs + n, sizeof(abs) - n, "%s%s", n > 1 ? "/" : "", path);
+	}
+	/* pre = abs[0, cut) ("/" when cut is 0, which always exists), one
+	 * component shorter each time it does not exist; never ending in '/',
+	 * which would follow a symbolic link before lstat sees it. */
+	for (cut = strlen(abs); cut > 0 && abs[cut - 1] == '/';)
+		cut--;
+	for (;;) {
+		struct stat lst;
+
+		memcpy(pre, abs, cut);
+		snprintf(pre + cut, sizeof(pre) - cut, "%s", cut ? "" : "/");
+		if (realpath(pre, real))
+			break;
+		if (errno != ENOENT)
+			return dl_errf(err, errlen, "%s: %s", dl_optval_escape(pre, q, sizeof(q)), strerror(errno));
+		if (lstat(pre, &lst) == 0 && S_ISLNK(lst.st_mode))
+			return dl_errf(err, errlen, "%s is a symbolic link to a path that does not exist",
+				    dl_optval_escape(pre, q, sizeof(q)));
+		while (cut > 0 && abs[cut - 1] != '/')
+			cut--;
+		while (cut > 0 && abs[cut - 1] == '/')
+			cut--;
+	}
+	n = strlen(real);
+	if (n >= reslen)
+		return dl_errf(err, errlen, "resolves to more than %zu bytes", reslen - 1);
+	memcpy(res, real, n + 1);
+	/* The rest, component by component ("" and "." add nothing). */
+	for (const char *p = abs + cut; *p;) {
+		size_t len = strcspn(p, "/");
+
+		if (len == 2 && p[0] == '.' && p[1] == '.') {
+			size_t k = (size_t)(p - abs);
+
+			while (k > 1 && abs[k - 1] == '/')
+				k--;
+			abs[k] = '\0';
+			return dl_errf(err, errlen, "'..' after %s, which does not exist yet",
+				    dl_optval_escape(abs, q, sizeof(q)));
+		}
+		if (len && !(len == 1 && p[0] == '.')) {
+			int sep = n > 1;
+
+			if (n + (size_t)sep + len >= reslen)
+				return dl_errf(err, errlen, "resolves to more than %zu bytes", reslen - 1);
+			if (sep)
+				res[n++] = '/';
+			memcpy(res + n, p, len);
+			n += len;
+			res[n] = '\0';
+		}
+		p += len;
+		while (*p == '/')
+			p++;
+	}
+	return 0;
+}
+
 /* Model mode: DLJOB_OUT_BASE is the step's working directory on the host,
  * which a relative --dl-out (and the default, DIR/dljob-JOBID) is under.
- * Here, possibly inside a container, DIR must still be that directory
- * (mounted at the same path): else the output would go to the container's
- * own file system and be lost with it (spank-dljob(8), CONTAINERS). */
-static int check_out_base(const char *out, const struct dl_run_env *re, char *err, size_t errlen)
+ * The output directory must really be under it, wherever its spelling
+ * leads (resolve_out: "..", symbolic links), and here, possibly inside a
+ * container, DIR must still be that directory (mounted at the same path):
+ * else the output would go to the container's own file system and be lost
+ * with it (spank-dljob(8), CONTAINERS). */
+static int check_out_base(const char *opt, const char *out, const struct dl_run_env *re, char *err, size_t errlen)
 {
 	const char *dir = re->base_dir;
-	char qo[256], qd[256];
+	char qo[256], qd[256], qr[256], res[PATH_MAX], rbase[PATH_MAX], why[512];
 	struct stat sb;
 	size_t n;
 
 	if (!re->have_out_base)
 		return 0;
-	n = strlen(dir);
 	dl_optval_escape(out, qo, sizeof(qo));
 	dl_optval_escape(dir, qd, sizeof(qd));
-	/* dir is canonical (runtime/env.c): "/" or no '/' at its end */
-	if (strncmp(out, dir, n) != 0 || (out[n] != '/' && out[n] != '\0' && n > 1))
-		return dl_errf(err, errlen, "--dl-out %s is not under DLJOB_OUT_BASE's %s", qo, qd);
-	if (stat(dir, &sb) < 0 || (unsigned long long)sb.st_dev != re->base_dev ||
-	    (unsigned long long)sb.st_ino != re->base_ino)
-		return dl_errf(err, errlen, "--dl-out %s is under the step's working directory %s, which is not the "
-			    "host's here (a container that does not mount it): the output would be lost with the "
-			    "container; mount it at the same path (--container-mounts=%s:%s, or an enroot mounts.d "
-			    "entry) or give --dl-out a directory mounted from the host", qo, qd, qd, qd);
-	return 0;
+	if (resolve_out(out, res, sizeof(res), why, sizeof(why)) < 0)
+		return dl_errf(err, errlen, "%s %s: %s", opt, qo, why);
+	dl_optval_escape(res, qr, sizeof(qr));
+	/* DIR where it really is too (a symbolic link in its path); as it is
+	 * spelled when it is not there (a container that lacks it: below). */
+	if (!realpath(dir, rbase))
+		snprintf(rbase, sizeof(rbase), "%s", dir);
+	n = strlen(rbase);
+	if (strncmp(res, rbase, n) != 0 || (res[n] != '/' && res[n] != '\0' && n > 1))
+		return dl_errf(err, errlen, "%s %s resolves to %s, which is not under DLJOB_OUT_BASE's %s", opt, qo,
+			    qr, qd);
+	if (stat(dir, &sb) == 0 && (unsigned long long)sb.st_dev == re->base_dev &&
+	    (unsigned long long)sb.st_ino == re->base_ino)
+		return 0;
+	return dl_errf(err, errlen, "%s %s is under the step's working directory %s, which is not the "
+		    "host's here (a container that does not mount it): the output would be lost with the "
+		    "container; mount it at the same path (--container-mounts=%s:%s, or an enroot mounts.d "
+		    "entry) or give %s a directory mounted from the host", opt, qo, qd, qd, qd, opt);
 }
 
 /* The output directory, made before anything is read or trained: it must
  * be a directory this process can write, or the run's results would be
- * lost at its first checkpoint. */
+ * lost at its first checkpoint.  Under DLJOB_OUT_BASE it is checked before
+ * it is made (a refused path creates nothing) and again after (its path
+ * now exists to its end, so a symbolic link put into it meanwhile is
+ * followed).  Neither stops a directory of the path being replaced later,
+ * while the run writes into it by name: only the user, who owns the output
+ * anyway, can write in those directories. */
 static int make_out(const char *out, const struct dl_run_env *re, char *err, size_t errlen)
 {
 	const char *opt = re->model && re->have_out ? "--dl-out" : "--out";
 	char why[512];
 
-	if (check_out_base(out, re, err, errlen) < 0)
+	if (check_out_base(opt, out, re, err, errlen) < 0)
 		return -1;
 	if (make_dirs(out, why, sizeof(why)) < 0)
 		return dl_errf(err, errlen, "%s %s: %s", opt, out, why);
+	if (check_out_base(opt, out, re, err, errlen) < 0)
+		return -1;
 	if (access(out, W_OK | X_OK) < 0)
 		return dl_errf(err, errlen, "%s %s: not writable here: %s (in a container: give %s a directory "
 			    "mounted from the host, writable)", opt, out, strerror(errno), opt);

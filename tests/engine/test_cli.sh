@@ -255,5 +255,48 @@ for g in "$other|not the directory that srun --dl-data named" "1:x|DLJOB_DATA_ID
 done
 rm -rf out
 
+# DLJOB_OUT_BASE (model mode, a relative or the default --dl-out): the
+# output directory must really be under that directory, wherever its
+# spelling leads: a relative path is from the working directory, '..' and
+# symbolic links are followed; one that does not exist yet is created.  A
+# refused one creates nothing, inside or outside.
+rwork=$(cd "$work" && pwd -P)
+mkdir -p base/in outside && ln -s "$rwork/outside" base/link && ln -s "$rwork/base/in" base/inlink &&
+	ln -s "$rwork/nowhere" base/dangling || exit 1
+bid=$(stat -L -c '%d:%i' base)
+# out_base OUT [PATTERN]: run in base/ with DLJOB_OUT=OUT; accepted (the run's
+# weights in OUT) without PATTERN, else refused with one line holding it.
+out_base() {
+	local out=$1 pat=${2:-} rc d=base/$1
+	case $out in /*) d=$out;; esac
+	(cd base && DLJOB_MODEL=resnet20 DLJOB_DATA=$syn DLJOB_OUT=$out DLJOB_OUT_BASE="$bid:$rwork/base" \
+		DLJOB_BATCH=16 "$bin" --backend ref --steps 1 --eval 0 --threads 1 >../stdout 2>../stderr)
+	rc=$?
+	if [ -z "$pat" ]; then
+		if [ $rc -ne 0 ] || [ ! -s "$d/model.safetensors" ]; then
+			echo "FAIL: DLJOB_OUT_BASE: --dl-out $out refused: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
+		else
+			echo "ok: DLJOB_OUT_BASE: --dl-out $out accepted"
+		fi
+	elif [ $rc -ne 1 ] || [ "$(wc -l <stderr)" -ne 1 ] || ! grep -qF -- "$pat" stderr ||
+	     [ -n "$(ls outside)" ] || [ -e escaped ] || [ -e base/new ] || [ -e nowhere ]; then
+		echo "FAIL: DLJOB_OUT_BASE: --dl-out $out: rc=$rc (want 1): $(cat stderr); outside: $(ls outside)"
+		fails=$((fails + 1))
+	else
+		echo "ok: DLJOB_OUT_BASE: --dl-out $out refused: $(cat stderr)"
+	fi
+}
+out_base results
+out_base "$rwork/base/a/b/c"
+out_base inlink/r
+out_base ../escaped "dljob: --dl-out ../escaped resolves to $rwork/escaped, which is not under DLJOB_OUT_BASE's $rwork/base"
+out_base "$rwork/base/../escaped" "resolves to $rwork/escaped, which is not under"
+out_base link/r "dljob: --dl-out link/r resolves to $rwork/outside/r, which is not under DLJOB_OUT_BASE's"
+out_base link "dljob: --dl-out link resolves to $rwork/outside, which is not under"
+out_base "$rwork/base/link/r" "resolves to $rwork/outside/r, which is not under"
+out_base new/../../escaped "dljob: --dl-out new/../../escaped: '..' after $rwork/base/new, which does not exist yet"
+out_base dangling/r "dljob: --dl-out dangling/r: $rwork/base/dangling is a symbolic link to a path that does not exist"
+out_base "$rwork/basement" "resolves to $rwork/basement, which is not under"
+
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 exit 0
