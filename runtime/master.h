@@ -7,7 +7,8 @@
  * node (another job's step, any program): dljob's rank 0 then listens on the
  * next free one of DL_MASTER_PORT_TRIES candidates and every other rank
  * looks for it there, asking each listener for the job's proof
- * (runtime/world_star.c).  Shared by spank/ and runtime/. */
+ * (runtime/world_star.c).  Shared by spank/ and runtime/; the node list is
+ * read by runtime/hostlist.c. */
 #ifndef DLJOB_RUNTIME_MASTER_H
 #define DLJOB_RUNTIME_MASTER_H
 
@@ -18,11 +19,6 @@
  * Admins may change it with the plugin's master_port_range=. */
 #define DL_MASTER_PORT_LO 29500
 #define DL_MASTER_PORT_HI 29999
-
-/* First host of a Slurm compressed host list: "n1", "n[1-2],x",
- * "gpu[007-010,12]-ib" -> "gpu007", "r[1-2]n[3-4]" -> "r1n3".  Returns 0,
- * or -1 if the list is empty, malformed or the name does not fit. */
-int dl_hostlist_first(const char *list, char *out, size_t outlen);
 
 /* MASTER_PORT for step `step` of job `job` inside [lo, hi]; steps of one job
  * that run at the same time get different ports. */

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "runtime/env.h"
+#include "runtime/hostlist.h"
 #include "runtime/master.h"
 #include "runtime/optval.h"
 #include "runtime/world_int.h"
@@ -87,10 +88,10 @@ static int tcp_master(struct dl_world_env *e, char *const *envp, int from_slurm,
 		if (!nl || !*nl)
 			return dl_errf(err, errlen, "MASTER_ADDR is unset and so are SLURM_STEP_NODELIST "
 				    "and SLURM_JOB_NODELIST: cannot tell where rank 0 runs");
-		if (dl_hostlist_first(nl, e->master_addr, sizeof(e->master_addr)) < 0 ||
-		    !is_name(e->master_addr, sizeof(e->master_addr)))
-			return dl_errf(err, errlen, "%s='%s': cannot parse the node list", var,
-				    dl_optval_escape(nl, q, sizeof(q)));
+		char why[256];
+		if (dl_hostlist_first(nl, e->master_addr, sizeof(e->master_addr), why, sizeof(why)) < 0)
+			return dl_errf(err, errlen, "%s='%s': not a Slurm node list: %s", var,
+				    dl_optval_escape(nl, q, sizeof(q)), why);
 	} else {
 		return dl_errf(err, errlen, "RANK/WORLD_SIZE are set but MASTER_ADDR is not");
 	}
@@ -122,113 +123,33 @@ static int tcp_master(struct dl_world_env *e, char *const *envp, int from_slurm,
 	return 0;
 }
 
-/* Walking a Slurm host list ("n[01-04,7],gpu1", "r[1-2]n[3-4]") in order,
- * host by host, until one differs from skip: at most WALK_MAX hosts and
- * WALK_STEPS expansion steps (the list's hosts are distinct, so the second
- * one already differs; the limits only bound a malformed or hostile list). */
-#define WALK_MAX 16
-#define WALK_STEPS 4096
-
-struct walk {
-	const char *skip;
-	char *out;
-	size_t outlen;
-	int seen, steps, found;
-};
-
-/* Expand pattern p[0..n) after the prefix buf[0..o): 0 to go on, 1 when
- * done (found, limit reached) or the list is malformed. */
-static int walk_hosts(struct walk *w, const char *p, size_t n, char *buf, size_t o, size_t cap)
-{
-	size_t i = 0;
-
-	if (++w->steps > WALK_STEPS)
-		return 1;
-	while (i < n && p[i] != '[') {
-		if (o + 1 >= cap)
-			return 1;
-		buf[o++] = p[i++];
-	}
-	if (i == n) {
-		buf[o] = '\0';
-		if (++w->seen > WALK_MAX)
-			return 1;
-		if (o > 0 && strcmp(buf, w->skip) != 0 && o < w->outlen) {
-			memcpy(w->out, buf, o + 1);
-			w->found = 1;
-			return 1;
-		}
-		return 0;
-	}
-	const char *close = memchr(p + i, ']', n - i);
-	if (!close || close == p + i + 1)
-		return 1; /* unclosed, or "[]" */
-	size_t rest = (size_t)(close + 1 - p);
-	/* Items "a" or "a-b" (digits, a's width is the zero padding). */
-	for (const char *q = p + i + 1; q < close;) {
-		const char *a = q;
-		unsigned long lo = 0, hi;
-		while (q < close && *q >= '0' && *q <= '9' && lo < 100000000)
-			lo = lo * 10 + (unsigned long)(*q++ - '0');
-		int width = (int)(q - a);
-		if (width == 0 || width > 9)
-			return 1;
-		hi = lo;
-		if (q < close && *q == '-') {
-			const char *b = ++q;
-			hi = 0;
-			while (q < close && *q >= '0' && *q <= '9' && hi < 100000000)
-				hi = hi * 10 + (unsigned long)(*q++ - '0');
-			if (q == b || hi < lo)
-				return 1;
-		}
-		if (q < close && *q != ',')
-			return 1;
-		if (q < close)
-			q++;
-		for (unsigned long v = lo; v <= hi; v++) {
-			int k = snprintf(buf + o, cap - o, "%0*lu", width, v);
-			if (k < 0 || (size_t)k >= cap - o)
-				return 1;
-			if (walk_hosts(w, p + rest, n - rest, buf, o + (size_t)k, cap))
-				return 1;
-		}
-	}
-	return 0;
-}
-
-/* A host of the Slurm host list that is not skip, into out ("" if none:
- * a one-node step, or a list that cannot be parsed). */
-static void hostlist_other(const char *list, const char *skip, char *out, size_t outlen)
-{
-	struct walk w = { skip, out, outlen, 0, 0, 0 };
-	char buf[256];
-
-	out[0] = '\0';
-	for (const char *p = list; p && *p && !w.found && w.seen <= WALK_MAX;) {
-		/* One element: up to a comma outside brackets. */
-		const char *q = p;
-		int depth = 0;
-		while (*q && (*q != ',' || depth)) {
-			depth += *q == '[' ? 1 : *q == ']' ? -1 : 0;
-			q++;
-		}
-		if (walk_hosts(&w, p, (size_t)(q - p), buf, 0, sizeof(buf)) && !w.found)
-			break;
-		p = *q ? q + 1 : q;
-	}
-	if (!w.found || !is_name(out, outlen))
-		out[0] = '\0';
-}
-
 /* Which other node takes part: rank 0 needs one to tell whether its
- * listening address must reach beyond this host (world_net.c). */
+ * listening address must reach beyond this host (world_net.c).  The first
+ * host of the step's node list that is not this node, "" when there is
+ * none (a one-node step) or the list cannot be parsed; at most
+ * OTHER_NODE_TRIES hosts looked at (a list's hosts are distinct, so the
+ * second one already differs; the bound is for a hostile list of repeats). */
+#define OTHER_NODE_TRIES 16
 static void other_node(struct dl_world_env *e, char *const *envp)
 {
 	const char *nl = dl_env_get(envp, "SLURM_STEP_NODELIST");
+	struct dl_hostlist h;
+	char why[256];
+
+	e->other_node[0] = '\0';
 	if (!nl || !*nl)
 		nl = dl_env_get(envp, "SLURM_JOB_NODELIST");
-	hostlist_other(nl, e->node, e->other_node, sizeof(e->other_node));
+	if (!nl || dl_hostlist_init(&h, nl, why, sizeof(why)) < 0)
+		return;
+	for (int i = 0; i < OTHER_NODE_TRIES; i++) {
+		int rc = dl_hostlist_next(&h, e->other_node, sizeof(e->other_node), why, sizeof(why));
+
+		if (rc == 1 && strcmp(e->other_node, e->node) != 0)
+			return;
+		if (rc < 1)
+			break;
+	}
+	e->other_node[0] = '\0';
 }
 
 /* DLJOB_COLLECTIVES=mpi|ring and DLJOB_WORLD_VERBOSE=0|1 (the PMIx world's;

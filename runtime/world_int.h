@@ -102,9 +102,6 @@ int dl_auth_check(const struct dl_auth *a, const char *label, const unsigned cha
 		  const unsigned char *n2, const uint32_t *ints, int nints, const void *extra,
 		  size_t extralen, const unsigned char mac[DL_MAC_LEN]);
 
-/* The first host name of a Slurm hostlist ("n[01-04,7],gpu1" -> "n01").
- * Returns 0, or -1 if it cannot be parsed or does not fit in out. */
-
 /* ---- sockets and time (world_net.c) ---- */
 
 double dl_now(void);          /* monotonic seconds */

@@ -23,6 +23,7 @@
 #include "spank/slurm_api.h"
 
 #include "spank/mapping.h"
+#include "runtime/hostlist.h"
 #include "runtime/master.h"
 #include "spank/plugin.h"
 
@@ -905,8 +906,11 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 	if (spank_getenv(sp, "SLURM_STEP_NODELIST", nodes, sizeof(nodes)) != ESPANK_SUCCESS &&
 	    spank_getenv(sp, "SLURM_NODELIST", nodes, sizeof(nodes)) != ESPANK_SUCCESS)
 		nodes[0] = '\0';
-	if (dl_hostlist_first(nodes, master, sizeof(master)) < 0) {
-		dl_error(1, "cannot find the first node in SLURM_STEP_NODELIST='%s'", nodes);
+	char why[256];
+	if (dl_hostlist_first(nodes, master, sizeof(master), why, sizeof(why)) < 0) {
+		char q[256];
+		dl_error(1, "cannot find the first node in SLURM_STEP_NODELIST='%s': %s",
+			 dl_optval_escape(nodes, q, sizeof(q)), why);
 		return -1;
 	}
 	/* MASTER_PORT: the step's first reserved port (MpiParams=ports=...:

@@ -9,7 +9,9 @@ dist_check_SCRIPTS += tests/test_relocatable.sh
 # The plugin's fuzz targets: built and run by make check-asan once
 # tests/fuzz/local.mk includes tests/fuzz/spank.mk.
 EXTRA_DIST += tests/fuzz/spank.mk tests/fuzz/fuzz_plugstack.c tests/fuzz/fuzz_options.c tests/fuzz/fuzz_master.c \
-	tests/fuzz/corpus/fuzz_plugstack tests/fuzz/corpus/fuzz_options tests/fuzz/corpus/fuzz_master
+	tests/fuzz/fuzz_hostlist.c \
+	tests/fuzz/corpus/fuzz_plugstack tests/fuzz/corpus/fuzz_options tests/fuzz/corpus/fuzz_master \
+	tests/fuzz/corpus/fuzz_hostlist
 include tests/cluster/local.mk
 include tests/current/local.mk
 include tests/engine/ops.mk

@@ -68,7 +68,7 @@ tests_fuzz_fuzz_metrics_LDADD = $(JANSSON_LIBS) $(CAIRO_LIBS) -lfontconfig -lm
 FUZZ_TARGETS += tests/fuzz/fuzz_env
 # the runtime's environment: the process group's variables and the plugin's
 tests_fuzz_fuzz_env_SOURCES = tests/fuzz/fuzz_env.c runtime/world_env.c runtime/env.c runtime/optval.c \
-	runtime/master.c
+	runtime/master.c runtime/hostlist.c
 tests_fuzz_fuzz_env_LDFLAGS = $(FUZZ_LINKFLAGS)
 
 EXTRA_PROGRAMS = $(FUZZ_TARGETS)
@@ -78,5 +78,5 @@ ASAN_TESTS = tests/data/test_loader tests/data/test_fmnist tests/data/test_u8 \
 	tests/data/test_hostile_files.py tests/engine/test_checkpoint_parse \
 	tests/data/test_bad_inputs.py tests/data/test_pack.py \
 	tests/slurm/test_spank_units tests/slurm/test_world_env tests/slurm/test_run_env tests/slurm/test_map \
-	tests/slurm/test_world_star
+	tests/slurm/test_world_star tests/slurm/test_hostlist
 ASAN_TOOLS = tests/data/dataset_tool tests/data/pack_tool tests/data/dump_sample

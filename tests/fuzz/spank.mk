@@ -20,3 +20,7 @@ tests_fuzz_fuzz_topology_LDADD = $(HWLOC_LIBS)
 FUZZ_TARGETS += tests/fuzz/fuzz_master
 tests_fuzz_fuzz_master_SOURCES = tests/fuzz/fuzz_master.c runtime/master.c
 tests_fuzz_fuzz_master_LDFLAGS = $(FUZZ_LINKFLAGS)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_hostlist
+tests_fuzz_fuzz_hostlist_SOURCES = tests/fuzz/fuzz_hostlist.c runtime/hostlist.c runtime/optval.c
+tests_fuzz_fuzz_hostlist_LDFLAGS = $(FUZZ_LINKFLAGS)

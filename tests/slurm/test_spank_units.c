@@ -1,6 +1,6 @@
-/* The plugin's pure parts without Slurm: plugstack.conf arguments, the first
- * host of a Slurm node list (MASTER_ADDR), MASTER_PORT, and the shared
- * option-value parsers and escaping (runtime/optval.c). */
+/* The plugin's pure parts without Slurm: plugstack.conf arguments,
+ * MASTER_PORT, and the shared option-value parsers and escaping
+ * (runtime/optval.c).  The node list (MASTER_ADDR): test_hostlist.c. */
 #include "config.h"
 
 #include <stdint.h>
@@ -17,16 +17,6 @@ static void check(int ok, const char *what)
 {
 	printf("%s %s\n", ok ? "ok  " : "FAIL", what);
 	fails += !ok;
-}
-
-static void host(const char *list, const char *want)
-{
-	char out[64] = "", msg[160];
-	int rc = dl_hostlist_first(list, out, sizeof(out));
-
-	snprintf(msg, sizeof(msg), "first host of '%s' is %s (got %s)", list, want ? want : "an error",
-		 rc < 0 ? "an error" : out);
-	check(want ? rc == 0 && !strcmp(out, want) : rc < 0, msg);
 }
 
 static void args(const char *line, const char *want_err)
@@ -51,16 +41,6 @@ int main(void)
 	char *av[] = { "runtime=/opt/dljob/bin/dljob", "data_allow=/d1:/d2", "default_data=/d1/in",
 		       "topology=/t.xml", "nic=none", "master_port_range=40000-40009" };
 
-	host("n1", "n1");
-	host("n[1-2],x", "n1");
-	host("n[1-2]", "n1");
-	host("gpu[007-010,12]-ib,cpu1", "gpu007-ib");
-	host("a,b", "a");
-	host("node-12", "node-12");
-	host("r[1-2]n[03-04],r3n1", "r1n03");
-	host("", NULL);
-	host("n[", NULL);
-	host("n[x]", NULL);
 
 	check(dl_master_port(5, 0, 29500, 29999) == 29500 + 155, "MASTER_PORT for job 5 step 0 is 29655");
 	check(dl_master_port(5, 1, 29500, 29999) == 29500 + 156, "another step of the job gets another port");

@@ -13,8 +13,14 @@ dist_check_SCRIPTS += tests/slurm/test_world_hostile.sh tests/slurm/world_strang
 EXTRA_DIST += tests/bench/bench_launch.sh tests/bench/bench_launch_torch.py
 check_PROGRAMS += tests/slurm/test_world_env
 tests_slurm_test_world_env_SOURCES = tests/slurm/test_world_env.c runtime/world_env.c runtime/env.c \
-	runtime/env.h runtime/optval.c runtime/master.c runtime/master.h runtime/world_int.h
+	runtime/env.h runtime/optval.c runtime/master.c runtime/master.h runtime/hostlist.c \
+	runtime/hostlist.h runtime/world_int.h
 TESTS += tests/slurm/test_world_env
+# The one parser of Slurm node lists (runtime/hostlist.c), for the plugin and the runtime.
+check_PROGRAMS += tests/slurm/test_hostlist
+tests_slurm_test_hostlist_SOURCES = tests/slurm/test_hostlist.c tests/data/check.h runtime/hostlist.c \
+	runtime/hostlist.h runtime/optval.c
+TESTS += tests/slurm/test_hostlist
 # The training command's environment (runtime/env.c), every bad value by name.
 check_PROGRAMS += tests/slurm/test_run_env
 tests_slurm_test_run_env_SOURCES = tests/slurm/test_run_env.c tests/data/check.h runtime/env.c runtime/env.h runtime/optval.c
