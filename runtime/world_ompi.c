@@ -118,6 +118,21 @@ out:
 	return rv;
 }
 
+/* file_chooses on dir/name; a path too long to build counts as choosing
+ * (dljob cannot look). */
+static int in_dir_chooses(const char *dir, const char *name, char *why, size_t whylen)
+{
+	char path[4200];
+	int k = snprintf(path, sizeof(path), "%s/%s", dir, name);
+
+	if (k < 0 || (size_t)k >= sizeof(path)) {
+		snprintf(why, whylen, "the path of Open MPI's parameter file %s is longer than %zu bytes",
+			 name, sizeof(path) - 1);
+		return 1;
+	}
+	return file_chooses(path, why, whylen);
+}
+
 /* 1 if one of the parameter files Open MPI reads chooses the interfaces
  * (why: which), else 0. */
 static int files_choose(const struct dl_ompi_env *o, char *why, size_t whylen)
@@ -154,21 +169,13 @@ static int files_choose(const struct dl_ompi_env *o, char *why, size_t whylen)
 		/* Open MPI's home directory: HOME, else the password entry. */
 		if (!home && getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
 			home = pw.pw_dir;
-		if (home && snprintf(path, sizeof(path), "%s/.openmpi/mca-params.conf", home) <
-				    (int)sizeof(path) &&
-		    file_chooses(path, why, whylen))
-			return 1;
-		if (snprintf(path, sizeof(path), "%s/openmpi-mca-params.conf", sys) < (int)sizeof(path) &&
-		    file_chooses(path, why, whylen))
+		if ((home && in_dir_chooses(home, ".openmpi/mca-params.conf", why, whylen)) ||
+		    in_dir_chooses(sys, "openmpi-mca-params.conf", why, whylen))
 			return 1;
 	}
 site_override:
 	/* Read whatever the list: its values beat the environment. */
-	if (snprintf(path, sizeof(path), "%s/openmpi-mca-params-override.conf", sys) <
-		    (int)sizeof(path) &&
-	    file_chooses(path, why, whylen))
-		return 1;
-	return 0;
+	return in_dir_chooses(sys, "openmpi-mca-params-override.conf", why, whylen);
 }
 
 void dl_ompi_tcp_if(const struct dl_ompi_env *o, const char *other, const char *node,
