@@ -11,8 +11,9 @@
  * A batch script itself has SLURM_PROCID=0 but no SLURM_STEP_NUM_TASKS, so it
  * runs as a single process instead of waiting for tasks that never come.
  * Also DLJOB_COLLECTIVES, DLJOB_WORLD_VERBOSE and Open MPI's parameters
- * (PMIx: dl_ompi_env_parse), SLURMD_NODENAME and DLJOB_JOB_SECRET.  A pure function of the environment array it is given
- * (runtime/env.h; fuzzed by tests/fuzz/fuzz_env.c). */
+ * (PMIx: dl_ompi_env_parse), SLURMD_NODENAME and DLJOB_JOB_SECRET.  A pure
+ * function of the environment array it is given (runtime/env.h; fuzzed by
+ * tests/fuzz/fuzz_env.c). */
 #include "config.h"
 #include <errno.h>
 #include <limits.h>
