@@ -1,6 +1,8 @@
 /* The training command's environment (runtime/env.h): what the SPANK
  * plugin hands over in model mode (DLJOB_*), and what Slurm sets
- * (SLURM_JOB_ID, SLURM_RESTART_COUNT), read from an environment array. */
+ * (SLURM_JOB_ID, SLURM_RESTART_COUNT), read from an environment array; and
+ * the Open MPI parameters that decide whether dljob chooses Open MPI's TCP
+ * interfaces (OMPI_MCA_*, HOME, OPAL_SYSCONFDIR). */
 #include "config.h"
 
 #include <errno.h>
@@ -167,4 +169,25 @@ int dl_run_env_parse(struct dl_run_env *r, char *const *envp, char *err, size_t 
 		r->tmpdir = s;
 	}
 	return 0;
+}
+
+void dl_ompi_env_parse(struct dl_ompi_env *o, char *const *envp)
+{
+	/* Set, even to "": the user's word, which dljob never overrides. */
+	static const char *const chosen[] = {
+		"OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_btl_tcp_if_exclude",
+		"OMPI_MCA_mca_base_param_file_prefix", "OMPI_MCA_mca_base_envar_file_prefix",
+	};
+	const char *s;
+
+	memset(o, 0, sizeof(*o));
+	for (size_t i = 0; i < sizeof(chosen) / sizeof(chosen[0]) && !o->set_var; i++)
+		if ((o->set_val = dl_env_get(envp, chosen[i])))
+			o->set_var = chosen[i];
+	if (!(o->param_files = dl_env_get(envp, "OMPI_MCA_mca_base_param_files")))
+		o->param_files = dl_env_get(envp, "OMPI_MCA_mca_param_files");
+	if ((s = dl_env_get(envp, "HOME")) && *s)
+		o->home = s;
+	if ((s = dl_env_get(envp, "OPAL_SYSCONFDIR")) && *s)
+		o->sysconfdir = s;
 }

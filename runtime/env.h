@@ -2,7 +2,8 @@
  * parsed by a pure function of an environment array (NAME=VALUE strings up
  * to a NULL, as environ): dl_world_env (runtime/world_env.c) for how the
  * process joins its job, dl_run_env_parse (here) for what the training
- * command takes from the SPANK plugin and from Slurm.  Only the entry
+ * command takes from the SPANK plugin and from Slurm, dl_ompi_env_parse
+ * (here) for who chose Open MPI's TCP interfaces.  Only the entry
  * points (dl_world_open, dl_cli_train_main) pass environ; the fuzz target
  * tests/fuzz/fuzz_env.c passes any bytes.  A bad value is refused with one
  * line naming the variable and what is wrong, the value escaped
@@ -49,5 +50,24 @@ int dl_run_env_parse(struct dl_run_env *r, char *const *envp, char *err, size_t 
 /* "DEV:INO" (decimal, each fitting 64 bits) at the start of s: the end of
  * INO, or NULL. */
 const char *dl_env_dev_ino(const char *s, unsigned long long *dev, unsigned long long *ino);
+
+/* Whether the user (or the site, through the environment) chose Open MPI's
+ * TCP interfaces, and where Open MPI reads its parameter files: the PMIx
+ * world (runtime/world_ompi.c) chooses them only when nobody did. */
+struct dl_ompi_env {
+	const char *set_var;     /* the first of OMPI_MCA_btl_tcp_if_include, _if_exclude,
+				  * OMPI_MCA_mca_base_param_file_prefix, _envar_file_prefix
+				  * (aggregate sets, which dljob cannot read) that is set,
+				  * even empty; NULL if none */
+	const char *set_val;     /* its value (untrusted: escape it in messages) */
+	const char *param_files; /* OMPI_MCA_mca_base_param_files, else its synonym
+				  * OMPI_MCA_mca_param_files (',' separated; "none": no
+				  * files); NULL if unset: Open MPI's default files */
+	const char *home;        /* HOME, NULL if unset or empty (~/.openmpi/mca-params.conf) */
+	const char *sysconfdir;  /* OPAL_SYSCONFDIR, NULL if unset or empty: Open MPI's own */
+};
+
+/* Fill o from envp (o's strings point into envp).  Never fails. */
+void dl_ompi_env_parse(struct dl_ompi_env *o, char *const *envp);
 
 #endif

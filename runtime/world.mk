@@ -2,7 +2,7 @@
 DLJOB_WORLD_SOURCES = runtime/world.h runtime/world_int.h runtime/world_open.c \
 	runtime/world_single.c runtime/world_env.c runtime/master.c runtime/master.h runtime/hostlist.c runtime/hostlist.h runtime/world_net.c \
 	runtime/world_auth.c runtime/world_star.c runtime/world_ring.c runtime/world_tcp.c runtime/world_pmix.c \
-	runtime/env.h runtime/env.c
+	runtime/world_ompi.c runtime/env.h runtime/env.c
 # (they quote bad values with runtime/optval.c, which runtime/local.mk lists)
 dljob_SOURCES += $(DLJOB_WORLD_SOURCES)
 # libsodium: the rendezvous's challenge-response (runtime/world_auth.c).

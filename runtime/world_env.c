@@ -10,9 +10,10 @@
  *   otherwise                                   a single process.
  * A batch script itself has SLURM_PROCID=0 but no SLURM_STEP_NUM_TASKS, so it
  * runs as a single process instead of waiting for tasks that never come.
- * Also DLJOB_COLLECTIVES, DLJOB_WORLD_VERBOSE (PMIx), SLURMD_NODENAME and
- * DLJOB_JOB_SECRET.  A pure function of the environment array it is given
- * (runtime/env.h; fuzzed by tests/fuzz/fuzz_env.c). */
+ * Also DLJOB_COLLECTIVES, DLJOB_WORLD_VERBOSE and Open MPI's parameters
+ * (PMIx: dl_ompi_env_parse), SLURMD_NODENAME and DLJOB_JOB_SECRET.  A pure
+ * function of the environment array it is given (runtime/env.h; fuzzed by
+ * tests/fuzz/fuzz_env.c). */
 #include "config.h"
 #include <errno.h>
 #include <limits.h>
@@ -188,6 +189,7 @@ int dl_world_env(struct dl_world_env *e, char *const *envp, char *err, size_t er
 	    world_knobs(e, envp, err, errlen) < 0)
 		return -1;
 	other_node(e, envp);
+	dl_ompi_env_parse(&e->ompi, envp);
 
 	if (force && !*force)
 		force = NULL;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
+#include "runtime/env.h"
 #include "runtime/world.h"
 
 /* The largest world accepted from the environment or from PMIx: beyond it
@@ -61,6 +62,7 @@ struct dl_world_env {
 	int have_secret;
 	int use_ring;              /* PMIx: DLJOB_COLLECTIVES=ring (else mpi) */
 	int verbose;               /* PMIx: DLJOB_WORLD_VERBOSE=1, phase timings */
+	struct dl_ompi_env ompi;   /* PMIx: who chose Open MPI's TCP interfaces */
 };
 
 /* Decide how to join from the environment array envp (NAME=VALUE strings up
@@ -71,6 +73,24 @@ int dl_world_env(struct dl_world_env *e, char *const *envp, char *err, size_t er
 /* DLJOB_JOB_SECRET into e->secret (e->have_secret = 1); unset leaves
  * have_secret 0.  Returns 0, or -1 if it is not 64 lowercase hex digits. */
 int dl_world_env_secret(struct dl_world_env *e, char *const *envp, char *err, size_t errlen);
+
+/* ---- Open MPI's TCP interface (world_ompi.c) ---- */
+
+struct dl_ompi_if {
+	int chosen;      /* 1: dljob set OMPI_MCA_btl_tcp_if_include=value */
+	char value[64];  /* "10.0.0.0/24" (IPv4) or the interface's name (IPv6) */
+	char note[512];  /* one line: what was chosen, or who chose, or why nothing */
+};
+
+/* Before MPI_Init: unless o says the user or the site chose Open MPI's TCP
+ * interfaces, set OMPI_MCA_btl_tcp_if_include to the network through which
+ * this host (node) reaches other, a node of the step ("" if none).  Never
+ * fails: r says what happened. */
+void dl_ompi_tcp_if(const struct dl_ompi_env *o, const char *other, const char *node,
+		    struct dl_ompi_if *r);
+/* 1 if the Open MPI parameter file text[0..len) has a line for name
+ * ("name = value", blanks optional, '#' comments), else 0. */
+int dl_mca_file_names(const char *text, size_t len, const char *name);
 
 /* ---- authentication (world_auth.c) ----
  * Every connection of the rendezvous (rank -> rank 0, rank -> its ring
@@ -133,6 +153,12 @@ int dl_listen_host(const char *what, const char *host, int port, const char *oth
  * 0's (this rank shares its host) and goes to out as numbers.  Returns 1 if
  * it moved, else 0. */
 int dl_connect_host(const char *host, const char *other, char *out, size_t outlen);
+/* The interface through which this host reaches host other (the route's
+ * source address, IPv4 first, as dl_listen_host moves off loopback): its
+ * name, this host's address on it and that address's prefix length (the
+ * network it is on).  Returns 0, or -1 with err. */
+int dl_reach_if(const char *other, char *ifname, size_t iflen, struct sockaddr_storage *addr,
+		int *prefix, char *err, size_t errlen);
 /* 1 if sa is a loopback address (127/8, ::1, ::ffff:127/104), else 0. */
 int dl_is_loopback(const struct sockaddr *sa);
 /* sa's address as text, without port ("10.0.0.1", "::1"). */

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -168,6 +169,59 @@ static int reach_addr(const char *other, int fam, struct sockaddr_storage *ss, s
 	}
 	close(fd);
 	freeaddrinfo(res);
+	return 0;
+}
+
+int dl_reach_if(const char *other, char *ifname, size_t iflen, struct sockaddr_storage *addr,
+		int *prefix, char *err, size_t errlen)
+{
+	struct ifaddrs *ifs = NULL;
+	socklen_t len;
+	char e4[256], at[INET6_ADDRSTRLEN];
+	int found = 0;
+
+	/* IPv4 first, as dl_listen_host. */
+	if (reach_addr(other, AF_INET, addr, &len, e4, sizeof(e4)) < 0 &&
+	    reach_addr(other, AF_INET6, addr, &len, err, errlen) < 0) {
+		snprintf(err, errlen, "%s", e4);
+		return -1;
+	}
+	if (getifaddrs(&ifs) < 0) {
+		snprintf(err, errlen, "getifaddrs: %s", strerror(errno));
+		return -1;
+	}
+	for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+		const unsigned char *a, *b, *m;
+		size_t n;
+		if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != addr->ss_family)
+			continue;
+		if (addr->ss_family == AF_INET) {
+			a = (const unsigned char *)&((const struct sockaddr_in *)i->ifa_addr)->sin_addr;
+			b = (const unsigned char *)&((const struct sockaddr_in *)addr)->sin_addr;
+			m = (const unsigned char *)&((const struct sockaddr_in *)i->ifa_netmask)->sin_addr;
+			n = 4;
+		} else {
+			a = ((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr.s6_addr;
+			b = ((const struct sockaddr_in6 *)addr)->sin6_addr.s6_addr;
+			m = ((const struct sockaddr_in6 *)i->ifa_netmask)->sin6_addr.s6_addr;
+			n = 16;
+		}
+		if (memcmp(a, b, n) != 0)
+			continue;
+		*prefix = 0;
+		for (size_t k = 0; k < n; k++)
+			for (int bit = 7; bit >= 0 && (m[k] >> bit & 1); bit--)
+				++*prefix;
+		snprintf(ifname, iflen, "%s", i->ifa_name);
+		found = 1;
+	}
+	freeifaddrs(ifs);
+	if (!found) {
+		dl_addr_text((struct sockaddr *)addr, at, sizeof(at));
+		snprintf(err, errlen, "no interface of this host has the address %s through which it "
+			 "reaches '%s'", at, other);
+		return -1;
+	}
 	return 0;
 }
 

@@ -10,7 +10,10 @@
  * when a process dies its connection closes, rank 0 tells everybody which
  * rank it was, and the survivors leave their wait with that message instead
  * of hanging in MPI.  After a failure MPI_Finalize is skipped (it would wait
- * for the dead), and the caller exits non-zero. */
+ * for the dead), and the caller exits non-zero.
+ *
+ * Before anything of MPI starts, the world names Open MPI's TCP interface
+ * (runtime/world_ompi.c) unless the user or the site did. */
 #include "config.h"
 #include <errno.h>
 #include <limits.h>
@@ -40,6 +43,7 @@ struct pmix_world {
 	atomic_int fence_status;
 	int fence_pending;       /* a fence never finished: impl must not be freed */
 	struct dl_ring *ring;    /* DLJOB_COLLECTIVES=ring: collectives without MPI */
+	struct dl_ompi_if tcp_if; /* Open MPI's TCP interface: who chose which */
 	int failed;
 	char why[512];
 };
@@ -393,6 +397,10 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 	p->timeout_s = timeout_s;
 	p->comm = MPI_COMM_NULL;
 	PMIX_INFO_LOAD(&p->fence_info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+	/* Before PMIx_Init starts its thread (setenv beside a getenv is a
+	 * race) and before MPI_Init reads Open MPI's parameters. */
+	if (!use_ring)
+		dl_ompi_tcp_if(&env->ompi, env->other_node, env->node, &p->tcp_if);
 
 	if ((rc = PMIx_Init(&p->me, NULL, 0)) != PMIX_SUCCESS) {
 		snprintf(err, errlen, "PMIx_Init: %s (PMIX_RANK is set: was this started by "
@@ -518,6 +526,9 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 		goto out;
 	}
 
+	if (verbose && rank == 0)
+		fprintf(stderr, "dljob: world pmix rank 0: Open MPI's TCP interface: %s\n",
+			p->tcp_if.note);
 	/* Open MPI finds the same PMIx server (and our PMIx_Init is counted).
 	 * SERIALIZED: collectives may come from any one thread at a time. */
 	int provided, mr = -1, ms = -1, irc;
@@ -559,7 +570,8 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 			snprintf(err, errlen, "Open MPI's connections between the ranks did not come "
 				 "up in %g s (every rank waited in MPI_Comm_idup, their first exchange "
 				 "over them): name the interface that joins the nodes in "
-				 "OMPI_MCA_btl_tcp_if_include", timeout_s);
+				 "OMPI_MCA_btl_tcp_if_include, or set DLJOB_COLLECTIVES=ring; TCP "
+				 "interface: %s", timeout_s, p->tcp_if.note);
 		else
 			snprintf(err, errlen, "%s", e);
 		goto out;

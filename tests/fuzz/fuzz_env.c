@@ -3,7 +3,8 @@
  * (runtime/world_env.c: how the process joins its job) and
  * dl_run_env_parse (runtime/env.c: DLJOB_DATA_ID, DLJOB_OUT_BASE,
  * DLJOB_GPU, SLURM_JOB_ID, TMPDIR, ...), both pure functions of an
- * environment array.  Input: NUL-separated entries; an entry whose first
+ * environment array, the first with Open MPI's variables
+ * (dl_ompi_env_parse: OMPI_MCA_btl_tcp_if_*, HOME, ...).  Input: NUL-separated entries; an entry whose first
  * byte is 1..N (N names[] below) is names[byte - 1], its value the rest (so
  * every variable is one byte away), any other entry is taken whole as a
  * NAME=VALUE string (or a string without '=').  Checks: an error is one
@@ -26,7 +27,9 @@ static const char *const names[] = {
 	"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_JOB_ID",
 	"SLURM_STEP_ID", "SLURMD_NODENAME", "DLJOB_JOB_SECRET", "SLURM_STEP_RESV_PORTS", "DLJOB_COLLECTIVES",
 	"DLJOB_WORLD_VERBOSE", "DLJOB_MODEL", "DLJOB_OUT", "DLJOB_PREPENDED", "DLJOB_GPU", "DLJOB_GPU_BUSID",
-	"DLJOB_DATA_ID", "DLJOB_OUT_BASE", "SLURM_RESTART_COUNT", "TMPDIR",
+	"DLJOB_DATA_ID", "DLJOB_OUT_BASE", "SLURM_RESTART_COUNT", "TMPDIR", "OMPI_MCA_btl_tcp_if_include",
+	"OMPI_MCA_btl_tcp_if_exclude", "OMPI_MCA_mca_base_envar_file_prefix", "OMPI_MCA_mca_base_param_files",
+	"OMPI_MCA_mca_param_files", "HOME", "OPAL_SYSCONFDIR",
 };
 #define NNAMES (sizeof(names) / sizeof(names[0]))
 
@@ -131,6 +134,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (e.kind != DL_WORLD_TCP && e.kind != DL_WORLD_PMIX && e.kind != DL_WORLD_SINGLE)
 			abort();
 		if ((e.use_ring != 0 && e.use_ring != 1) || (e.verbose != 0 && e.verbose != 1))
+			abort();
+		/* Open MPI's: whether set, pointers into envp's values. */
+		if (!e.ompi.set_var != !e.ompi.set_val || (e.ompi.home && !*e.ompi.home) ||
+		    (e.ompi.sysconfdir && !*e.ompi.sysconfdir) ||
+		    (e.ompi.set_var && strncmp(e.ompi.set_var, "OMPI_MCA_", 9) != 0))
 			abort();
 	}
 

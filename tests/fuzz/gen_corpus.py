@@ -130,8 +130,18 @@ def checkpoint():
                                                      {"format": "pt", "model": "tiny"}))
 
 
+def mca():
+    # Open MPI parameter files (dl_mca_file_names): a site file, the keys
+    # dljob looks for in Open MPI's spellings, a comment and near misses
+    put("fuzz_mca", "site", b"# site\nbtl_base_warn_component_unused=0\nbtl = ^uct,openib,ofi\npml = ^ucx\n")
+    put("fuzz_mca", "include", b"btl_tcp_if_include = eth0\n")
+    put("fuzz_mca", "exclude", b"  # btl_tcp_if_include = eth0\n\tbtl_tcp_if_exclude=docker0\r\n")
+    put("fuzz_mca", "near", b"btl_tcp_if_include_x = 1\nbtl_tcp_if_includ=2\n")
+
+
 idx()
 shards()
 imagefolder()
 image()
 checkpoint()
+mca()

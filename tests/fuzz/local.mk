@@ -71,6 +71,11 @@ tests_fuzz_fuzz_env_SOURCES = tests/fuzz/fuzz_env.c runtime/world_env.c runtime/
 	runtime/master.c runtime/hostlist.c
 tests_fuzz_fuzz_env_LDFLAGS = $(FUZZ_LINKFLAGS)
 
+FUZZ_TARGETS += tests/fuzz/fuzz_mca
+# Open MPI's parameter files, scanned for btl_tcp_if_include (runtime/world_ompi.c)
+tests_fuzz_fuzz_mca_SOURCES = tests/fuzz/fuzz_mca.c runtime/world_ompi.c runtime/world_net.c runtime/optval.c
+tests_fuzz_fuzz_mca_LDFLAGS = $(FUZZ_LINKFLAGS)
+
 EXTRA_PROGRAMS = $(FUZZ_TARGETS)
 
 # The unit tests make check-asan runs under the sanitizers.
@@ -78,5 +83,5 @@ ASAN_TESTS = tests/data/test_loader tests/data/test_fmnist tests/data/test_u8 \
 	tests/data/test_hostile_files.py tests/engine/test_checkpoint_parse \
 	tests/data/test_bad_inputs.py tests/data/test_pack.py \
 	tests/slurm/test_spank_units tests/slurm/test_world_env tests/slurm/test_run_env tests/slurm/test_map \
-	tests/slurm/test_world_star tests/slurm/test_hostlist
+	tests/slurm/test_world_star tests/slurm/test_hostlist tests/slurm/test_world_ompi
 ASAN_TOOLS = tests/data/dataset_tool tests/data/pack_tool tests/data/dump_sample

@@ -21,6 +21,12 @@ check_PROGRAMS += tests/slurm/test_hostlist
 tests_slurm_test_hostlist_SOURCES = tests/slurm/test_hostlist.c tests/data/check.h runtime/hostlist.c \
 	runtime/hostlist.h runtime/optval.c
 TESTS += tests/slurm/test_hostlist
+# Who chooses Open MPI's TCP interface (runtime/world_ompi.c): the user's
+# variables and parameter files win; the file scanner.
+check_PROGRAMS += tests/slurm/test_world_ompi
+tests_slurm_test_world_ompi_SOURCES = tests/slurm/test_world_ompi.c tests/data/check.h runtime/world_ompi.c \
+	runtime/world_net.c runtime/env.c runtime/env.h runtime/optval.c runtime/world_int.h
+TESTS += tests/slurm/test_world_ompi
 # The training command's environment (runtime/env.c), every bad value by name.
 check_PROGRAMS += tests/slurm/test_run_env
 tests_slurm_test_run_env_SOURCES = tests/slurm/test_run_env.c tests/data/check.h runtime/env.c runtime/env.h runtime/optval.c

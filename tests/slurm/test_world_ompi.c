@@ -1,0 +1,134 @@
+/* Who chooses Open MPI's TCP interface for the PMIx world
+ * (runtime/world_ompi.c): the user's OMPI_MCA_ variables (even empty) and
+ * the parameter files Open MPI reads win, and dljob then sets nothing; a
+ * one-node step or a node on the same host gets Open MPI's defaults; the
+ * parameter-file scanner on the forms Open MPI accepts.  (The network
+ * chosen across real hosts: tests/cluster/test_netns.sh.) */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "tests/data/check.h"
+#include "runtime/world_int.h"
+
+#define VAR "OMPI_MCA_btl_tcp_if_include"
+
+static void scan(const char *text, int want)
+{
+	int got = dl_mca_file_names(text, strlen(text), "btl_tcp_if_include");
+	CHECK(got == want, "'%s': %d, want %d", text, got, want);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
+}
+
+/* dl_ompi_tcp_if on envp: nothing chosen, VAR still unset, note has want. */
+static void left_alone(char **envp, const char *other, const char *want)
+{
+	struct dl_ompi_env o;
+	struct dl_ompi_if r;
+
+	unsetenv(VAR);
+	dl_ompi_env_parse(&o, envp);
+	dl_ompi_tcp_if(&o, other, "n1", &r);
+	CHECK(!r.chosen && !r.value[0] && !getenv(VAR), "chose '%s' (%s)", r.value, r.note);
+	CHECK_CONTAINS(r.note, want);
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/dljob-ompi.XXXXXX", files[256], sys[300], path[300], home[300];
+	struct dl_ompi_env o;
+
+	/* The scanner: Open MPI's "key = value" lines. */
+	scan("btl_tcp_if_include = eth0\n", 1);
+	scan("btl_tcp_if_include=10.0.0.0/8", 1);
+	scan("  \tbtl_tcp_if_include\t= eth0\r\n", 1);
+	scan("btl_tcp_if_include\n", 1);
+	scan("a = 1\nbtl_tcp_if_include = eth0", 1);
+	scan("# btl_tcp_if_include = eth0\n", 0);
+	scan("btl_tcp_if_include_x = 1\nbtl_tcp_if_includ = 1\nx btl_tcp_if_include = 1\n", 0);
+	scan("", 0);
+	CHECK(dl_mca_file_names("btl_tcp_if_include", 17, "btl_tcp_if_include") == 0,
+	      "read past the length");
+
+	/* The environment: the first variable that chooses, pointers into envp. */
+	char *e1[] = { "HOME=/h", "OMPI_MCA_btl_tcp_if_exclude=", VAR "=eth1", "OPAL_SYSCONFDIR=/s",
+		       "OMPI_MCA_mca_param_files=/f", NULL };
+	dl_ompi_env_parse(&o, e1);
+	CHECK(o.set_var && strcmp(o.set_var, VAR) == 0 && strcmp(o.set_val, "eth1") == 0,
+	      "set_var %s", o.set_var ? o.set_var : "(null)");
+	CHECK(o.home && strcmp(o.home, "/h") == 0 && o.sysconfdir && strcmp(o.sysconfdir, "/s") == 0 &&
+	      o.param_files && strcmp(o.param_files, "/f") == 0, "home, sysconfdir, param_files");
+	char *e2[] = { "HOME=", "OPAL_SYSCONFDIR=", "OMPI_MCA_mca_base_param_files=/a",
+		       "OMPI_MCA_mca_param_files=/b", NULL };
+	dl_ompi_env_parse(&o, e2);
+	CHECK(!o.set_var && !o.home && !o.sysconfdir && strcmp(o.param_files, "/a") == 0,
+	      "empty HOME/OPAL_SYSCONFDIR, the full name before the synonym");
+
+	/* The user's word wins, even empty; an aggregate set too. */
+	char *u1[] = { VAR "=dock0", NULL };
+	left_alone(u1, "127.0.0.1", VAR "='dock0' from the environment");
+	char *u2[] = { "OMPI_MCA_btl_tcp_if_exclude=", NULL };
+	left_alone(u2, "127.0.0.1", "OMPI_MCA_btl_tcp_if_exclude='' from the environment");
+	char *u3[] = { "OMPI_MCA_mca_base_envar_file_prefix=x", NULL };
+	left_alone(u3, "127.0.0.1", "OMPI_MCA_mca_base_envar_file_prefix='x'");
+
+	/* Parameter files: the user's list, ~/ in it, the site's, the override. */
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/a.conf", dir);
+	write_file(path, "# mine\nbtl_base_verbose = 0\n");
+	snprintf(home, sizeof(home), "%s/b.conf", dir);
+	write_file(home, "btl_tcp_if_exclude = docker0\n");
+	snprintf(files, sizeof(files), "OMPI_MCA_mca_base_param_files=%s/a.conf,,~/b.conf", dir);
+	snprintf(home, sizeof(home), "HOME=%s", dir);
+	char *f1[] = { files, home, NULL };
+	left_alone(f1, "127.0.0.1", "b.conf sets btl_tcp_if_include or btl_tcp_if_exclude");
+	/* The site's file and its override, in OPAL_SYSCONFDIR. */
+	snprintf(sys, sizeof(sys), "OPAL_SYSCONFDIR=%s", dir);
+	snprintf(files, sizeof(files), "OMPI_MCA_mca_base_param_files=%s/a.conf", dir);
+	char *f2[] = { files, sys, home, NULL };
+	left_alone(f2, "", "the step has no other node");
+	snprintf(path, sizeof(path), "%s/openmpi-mca-params-override.conf", dir);
+	write_file(path, "btl_tcp_if_include = ib0\n");
+	left_alone(f2, "", "openmpi-mca-params-override.conf sets");
+	CHECK(unlink(path) == 0, "unlink %s", path);
+	snprintf(path, sizeof(path), "%s/openmpi-mca-params.conf", dir);
+	write_file(path, "btl_tcp_if_include = ib0\n");
+	char *f3[] = { sys, home, NULL };
+	left_alone(f3, "", "openmpi-mca-params.conf sets");
+	CHECK(unlink(path) == 0, "unlink %s", path);
+	/* A parameter file dljob cannot read whole: it cannot tell, so nothing. */
+	snprintf(path, sizeof(path), "%s/.openmpi", dir);
+	CHECK(mkdir(path, 0700) == 0, "mkdir %s", path);
+	snprintf(path, sizeof(path), "%s/.openmpi/mca-params.conf", dir);
+	CHECK(mkdir(path, 0700) == 0, "mkdir %s", path);
+	left_alone(f3, "", "mca-params.conf is not a regular file");
+	CHECK(rmdir(path) == 0, "rmdir %s", path);
+	/* Nobody chose: one node, or the other node on this host. */
+	left_alone(f3, "", "Open MPI's defaults (the step has no other node)");
+	left_alone(f3, "127.0.0.1", "Open MPI's defaults (n1 reaches 127.0.0.1 through loopback");
+	left_alone(f3, "no-such-host.invalid", "Open MPI's defaults: cannot tell the interface");
+
+	snprintf(path, sizeof(path), "%s/.openmpi", dir);
+	rmdir(path);
+	snprintf(path, sizeof(path), "%s/a.conf", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/b.conf", dir);
+	unlink(path);
+	rmdir(dir);
+	if (check_failures) {
+		fprintf(stderr, "test_world_ompi: %d failure(s)\n", check_failures);
+		return 1;
+	}
+	printf("test_world_ompi: OK\n");
+	return 0;
+}
