@@ -5,10 +5,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/mman.h>
 
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include "engine/cpu/cpu_common.h"
+
+/* Huge pages for the large buffers (activations, their gradients, the
+ * weights of the deep layers, the scratchpad): a 51 MB activation spans
+ * 12,500 4 KiB pages, more than the TLB holds, and a convolution on
+ * nChw16c reads its channel blocks a plane apart, so with 4 KiB pages
+ * most blocks of a tile cost a page walk.  Transparent huge pages are
+ * "madvise" on most distributions, hence the advice.  The buffer starts
+ * on a 2 MiB boundary; its size is not rounded up, so only the whole
+ * 2 MiB ranges inside it become huge pages and the tail stays in small
+ * ones (no memory is added: the peak RSS does not grow).  Where the
+ * kernel has no THP (EINVAL) the buffer works the same with small pages.
+ * Measured in tests/bench/RESULTS.md ("Huge pages"). */
+#define HUGE_BYTES ((size_t)2 << 20)
+#define PAGE_BYTES ((size_t)4 << 10)
+
+void *cpu_aligned_alloc(size_t bytes)
+{
+	size_t align = bytes >= HUGE_BYTES ? HUGE_BYTES : 64;
+	size_t rounded = (bytes + 63) / 64 * 64;
+	void *p = aligned_alloc(align, rounded ? rounded : 64);
+
+	if (p && align == HUGE_BYTES &&
+	    madvise(p, (bytes + PAGE_BYTES - 1) / PAGE_BYTES * PAGE_BYTES, MADV_HUGEPAGE) < 0 && errno != EINVAL) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
 
 void cpu_fail(struct cpu_ctx *c, const char *file, int line, const char *call, dnnl_status_t st)
 {
@@ -59,7 +89,7 @@ int cpu_ctx_finalize(struct cpu_ctx *c)
 {
 	free(c->scratch);
 	/* 64-byte alignment for the AVX-512 kernels; never a zero-sized request. */
-	c->scratch = aligned_alloc(64, (c->scratch_size + 64) / 64 * 64);
+	c->scratch = cpu_aligned_alloc(c->scratch_size);
 	CHECK(c->scratch, "cpu backend: out of memory for %zu bytes of scratchpad", c->scratch_size);
 	for (int i = 0; i < c->n_scratch_mems; i++)
 		DN(dnnl_memory_set_data_handle(c->scratch_mems[i], c->scratch));
@@ -69,7 +99,7 @@ int cpu_ctx_finalize(struct cpu_ctx *c)
 		s->buf = NULL;
 		if (!s->n_mems)
 			continue;
-		s->buf = aligned_alloc(64, (s->size + 64) / 64 * 64);
+		s->buf = cpu_aligned_alloc(s->size);
 		CHECK(s->buf, "cpu backend: out of memory for a %zu-byte temporary", s->size);
 		for (int i = 0; i < s->n_mems; i++)
 			DN(dnnl_memory_set_data_handle(s->mems[i], s->buf));
@@ -141,13 +171,17 @@ int cpu_md4(struct cpu_ctx *c, dnnl_memory_desc_t *md, int n, int ch, int h, int
 dnnl_memory_t cpu_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, void *handle)
 {
 	dnnl_memory_t m = NULL;
-	DN(dnnl_memory_create(&m, md, c->eng, handle ? handle : DNNL_MEMORY_ALLOCATE));
+	int own = !handle;
+	/* The ctx's own buffers (cpu_alloc: zeroed, huge pages when large),
+	 * not oneDNN's allocator. */
+	if (own && !(handle = cpu_alloc(c, dnnl_memory_desc_get_size(md))))
+		return NULL;
+	DN(dnnl_memory_create(&m, md, c->eng, handle));
 	if (PUSH(mems, m) < 0) {
 		dnnl_memory_destroy(m);
 		return NULL;
 	}
-	if (!handle) { /* fresh allocations start at zero, not garbage */
-		memset(cpu_handle(m), 0, dnnl_memory_desc_get_size(md));
+	if (own) {
 		if (PUSH(owned, m) < 0)
 			return NULL;
 		c->owned_sorted = 0;
@@ -159,8 +193,7 @@ fail:
 
 void *cpu_alloc(struct cpu_ctx *c, size_t bytes)
 {
-	size_t rounded = (bytes + 63) / 64 * 64;
-	void *p = aligned_alloc(64, rounded ? rounded : 64);
+	void *p = cpu_aligned_alloc(bytes);
 	if (!p) {
 		cpu_errf(c, "cpu backend: out of memory for a %zu-byte buffer", bytes);
 		return NULL;
@@ -169,7 +202,7 @@ void *cpu_alloc(struct cpu_ctx *c, size_t bytes)
 		free(p);
 		return NULL;
 	}
-	memset(p, 0, rounded);
+	memset(p, 0, bytes);
 	return p;
 }
 

@@ -112,7 +112,7 @@ int cpu_md_dt(struct cpu_ctx *c, dnnl_memory_desc_t *md, int ndims, const dnnl_d
 	      dnnl_data_type_t dt, dnnl_format_tag_t tag);
 int cpu_md4_dt(struct cpu_ctx *c, dnnl_memory_desc_t *md, int n, int ch, int h, int w,
 	       dnnl_data_type_t dt, dnnl_format_tag_t tag);
-/* Memory owned by oneDNN (handle NULL: allocate, zeroed) or over a caller's buffer. */
+/* Memory over a buffer of the ctx (handle NULL: cpu_alloc, zeroed) or over a caller's buffer. */
 dnnl_memory_t cpu_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, void *handle);
 /* Memory with no buffer: a view whose handle the caller sets (cpu_set_handle)
  * before every use, e.g. onto the caller's weight arrays.  Nothing is
@@ -121,6 +121,10 @@ dnnl_memory_t cpu_view(struct cpu_ctx *c, const dnnl_memory_desc_t *md);
 /* A zeroed, 64-byte aligned buffer the ctx frees at destroy; NULL (with
  * ctx->err set) when out of memory. */
 void *cpu_alloc(struct cpu_ctx *c, size_t bytes);
+/* aligned_alloc for the backend's buffers: 64-byte aligned, and from 2 MiB
+ * up 2 MiB-aligned with transparent huge pages advised; free() frees it.
+ * NULL when out of memory. */
+void *cpu_aligned_alloc(size_t bytes);
 /* Memory over the shared temporary `which` (enum cpu_tmp; contents live
  * until the next use). */
 dnnl_memory_t cpu_tmp_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, enum cpu_tmp which);

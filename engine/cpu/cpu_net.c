@@ -246,7 +246,7 @@ static int pool_acquire(struct dl_backend *b, int v, int *slot)
 			best = i;
 	if (best < 0) {
 		best = b->n_pool++;
-		void *buf = aligned_alloc(64, (need + 64) / 64 * 64);
+		void *buf = cpu_aligned_alloc(need);
 		CHECK(buf, "cpu backend: out of memory for a %zu-byte gradient buffer", need);
 		memset(buf, 0, need); /* blocked layouts expect zero channel padding */
 		b->pool[best] = buf;
