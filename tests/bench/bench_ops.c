@@ -8,10 +8,11 @@
  * in the forward's layout as the network keeps them, so backward-data
  * includes the reorder into its own layout where it reads another), then the
  * same per CPU-second used, which stays meaningful on a busy machine
- * (with OMP_NUM_THREADS=1 it is the per-core rate; one core of this
- * AMD EPYC peaks at about 116 GFLOP/s fp32: 512-bit FMAs issue at the 256-bit
- * rate, measured with 12 independent FMA chains, and oneDNN's sgemm reaches
- * 110). */
+ * (with OMP_NUM_THREADS=1 it is the per-core rate).  The fp32 FMA peak of
+ * the machine in hand is the yardstick: 12 independent chains of 512-bit
+ * FMAs measured 283 GFLOP/s on one core and 551 on two of today's AMD EPYC
+ * (Zen 5 class) VM, 116 per core on the Zen VM of the earlier sessions, whose
+ * 512-bit FMAs issued at the 256-bit rate (tests/bench/RESULTS.md). */
 #include "config.h"
 
 #include <stdio.h>
