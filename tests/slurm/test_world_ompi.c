@@ -40,10 +40,33 @@ static void left_alone(char **envp, const char *other, const char *want)
 	CHECK_CONTAINS(r.note, want);
 }
 
-int main(void)
+/* test_world_ompi --scan FILE: 1 if the scanner says FILE sets
+ * btl_tcp_if_include (by its name or its long name), else 0; for
+ * test_mca_ompi.sh, which asks Open MPI's ompi_info the same. */
+static int scan_file(const char *path)
+{
+	static char buf[1 << 21];
+	FILE *f = fopen(path, "rb");
+	size_t n;
+
+	if (!f) {
+		perror(path);
+		return 2;
+	}
+	n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	printf("%d\n", dl_mca_file_names(buf, n, "btl_tcp_if_include") ||
+			   dl_mca_file_names(buf, n, "opal_btl_tcp_if_include"));
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	char dir[] = "/tmp/dljob-ompi.XXXXXX", files[256], sys[300], path[300], home[300];
 	struct dl_ompi_env o;
+
+	if (argc == 3 && strcmp(argv[1], "--scan") == 0)
+		return scan_file(argv[2]);
 
 	/* The scanner: Open MPI's "key = value" lines. */
 	scan("btl_tcp_if_include = eth0\n", 1);
