@@ -194,4 +194,6 @@ void dl_ompi_env_parse(struct dl_ompi_env *o, char *const *envp)
 	o->home = dl_env_get(envp, "HOME");
 	if ((s = dl_env_get(envp, "OPAL_SYSCONFDIR")) && *s)
 		o->sysconfdir = s;
+	if ((s = dl_env_get(envp, "OPAL_PREFIX")) && *s)
+		o->prefix = s;
 }

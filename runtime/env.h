@@ -69,6 +69,7 @@ struct dl_ompi_env {
 				  * there reads no file */
 	const char *home;        /* HOME, even empty (Open MPI's home directory); NULL if unset */
 	const char *sysconfdir;  /* OPAL_SYSCONFDIR, NULL if unset or empty: Open MPI's own */
+	const char *prefix;      /* OPAL_PREFIX, NULL if unset or empty: a moved Open MPI */
 };
 
 /* Fill o from envp (o's strings point into envp).  Never fails. */

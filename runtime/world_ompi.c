@@ -437,6 +437,11 @@ static int files_choose(const struct dl_ompi_env *o, char *why, size_t whylen)
 {
 	const char *sys = o->sysconfdir ? o->sysconfdir : DLJOB_OMPI_SYSCONFDIR;
 	const char *lists[2] = { o->param_files_syn ? o->param_files_syn : o->param_files, o->param_files };
+	/* An Open MPI built with sysconfdir ${prefix}/etc and moved
+	 * (OPAL_PREFIX, as HPC-X and relocatable installs set it) reads its
+	 * site files in OPAL_PREFIX/etc: dljob cannot tell how it was built
+	 * and looks there too. */
+	const char *pfx = o->sysconfdir ? NULL : o->prefix;
 
 	if (lists[0] && strcmp(lists[0], "none") == 0)
 		return 0;
@@ -457,12 +462,14 @@ static int files_choose(const struct dl_ompi_env *o, char *why, size_t whylen)
 			if (!home && getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
 				home = pw.pw_dir;
 			if ((home && in_dir_chooses(home, ".openmpi/mca-params.conf", why, whylen)) ||
-			    in_dir_chooses(sys, "openmpi-mca-params.conf", why, whylen))
+			    in_dir_chooses(sys, "openmpi-mca-params.conf", why, whylen) ||
+			    (pfx && in_dir_chooses(pfx, "etc/openmpi-mca-params.conf", why, whylen)))
 				return 1;
 		}
 	}
 	/* Read whatever the list: its values beat the environment. */
-	return in_dir_chooses(sys, "openmpi-mca-params-override.conf", why, whylen);
+	return in_dir_chooses(sys, "openmpi-mca-params-override.conf", why, whylen) ||
+	       (pfx && in_dir_chooses(pfx, "etc/openmpi-mca-params-override.conf", why, whylen));
 }
 
 void dl_ompi_tcp_if(const struct dl_ompi_env *o, const char *other, const char *node,

@@ -183,6 +183,16 @@ int main(int argc, char **argv)
 	char *f3[] = { sys, home, NULL };
 	left_alone(f3, "", "openmpi-mca-params.conf sets");
 	CHECK(unlink(path) == 0, "unlink %s", path);
+	/* a moved Open MPI (OPAL_PREFIX): its site files in PREFIX/etc too */
+	char pfx[320], etc[320];
+	snprintf(pfx, sizeof(pfx), "OPAL_PREFIX=%s", dir);
+	snprintf(etc, sizeof(etc), "%s/etc", dir);
+	CHECK(mkdir(etc, 0700) == 0, "mkdir %s", etc);
+	snprintf(path, sizeof(path), "%s/etc/openmpi-mca-params-override.conf", dir);
+	write_file(path, "btl_tcp_if_exclude = docker0\n");
+	char *f7[] = { pfx, home, NULL };
+	left_alone(f7, "", "etc/openmpi-mca-params-override.conf sets btl_tcp_if_exclude");
+	CHECK(unlink(path) == 0 && rmdir(etc) == 0, "rm %s", path);
 	/* A parameter file dljob cannot read whole: it cannot tell, so nothing. */
 	snprintf(path, sizeof(path), "%s/.openmpi", dir);
 	CHECK(mkdir(path, 0700) == 0, "mkdir %s", path);
