@@ -383,7 +383,7 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 /* mkdir -p: the parents of --out may not exist yet (e.g. runs/resnet50/1). */
 static int make_dirs(const char *path, char *err, size_t errlen)
 {
-	char buf[4096];
+	char buf[4096], q[256];
 	size_t len = strlen(path);
 	if (len >= sizeof(buf))
 		return dl_errf(err, errlen, "--out: path too long");
@@ -394,12 +394,14 @@ static int make_dirs(const char *path, char *err, size_t errlen)
 		char saved = buf[i];
 		buf[i] = '\0';
 		if (mkdir(buf, 0777) < 0 && errno != EEXIST)
-			return dl_errf(err, errlen, "cannot create output directory %s: %s", buf, strerror(errno));
+			return dl_errf(err, errlen, "cannot create output directory %s: %s",
+				    dl_optval_escape(buf, q, sizeof(q)), strerror(errno));
 		buf[i] = saved;
 	}
 	struct stat st;
 	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-		return dl_errf(err, errlen, "output directory %s is not a directory", path);
+		return dl_errf(err, errlen, "output directory %s is not a directory",
+			    dl_optval_escape(path, q, sizeof(q)));
 	return 0;
 }
 
@@ -570,17 +572,18 @@ static int check_out_base(const char *opt, const char *out, const struct dl_run_
 static int make_out(const char *out, const struct dl_run_env *re, char *err, size_t errlen)
 {
 	const char *opt = re->model && re->have_out ? "--dl-out" : "--out";
-	char why[512];
+	char why[512], q[256];
 
 	if (check_out_base(opt, out, re, err, errlen) < 0)
 		return -1;
 	if (make_dirs(out, why, sizeof(why)) < 0)
-		return dl_errf(err, errlen, "%s %s: %s", opt, out, why);
+		return dl_errf(err, errlen, "%s %s: %s", opt, dl_optval_escape(out, q, sizeof(q)), why);
 	if (check_out_base(opt, out, re, err, errlen) < 0)
 		return -1;
 	if (access(out, W_OK | X_OK) < 0)
 		return dl_errf(err, errlen, "%s %s: not writable here: %s (in a container: give %s a directory "
-			    "mounted from the host, writable)", opt, out, strerror(errno), opt);
+			    "mounted from the host, writable)", opt, dl_optval_escape(out, q, sizeof(q)),
+			    strerror(errno), opt);
 	return 0;
 }
 

@@ -175,8 +175,10 @@ void dl_ompi_env_parse(struct dl_ompi_env *o, char *const *envp)
 {
 	/* Set, even to "": the user's word, which dljob never overrides. */
 	static const char *const chosen[] = {
-		"OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_btl_tcp_if_exclude",
-		"OMPI_MCA_mca_base_param_file_prefix", "OMPI_MCA_mca_base_envar_file_prefix",
+		"OMPI_MCA_opal_btl_tcp_if_include", "OMPI_MCA_btl_tcp_if_include",
+		"OMPI_MCA_opal_btl_tcp_if_exclude", "OMPI_MCA_btl_tcp_if_exclude",
+		"OMPI_MCA_opal_mca_base_param_file_prefix", "OMPI_MCA_mca_base_param_file_prefix",
+		"OMPI_MCA_opal_mca_base_envar_file_prefix", "OMPI_MCA_mca_base_envar_file_prefix",
 	};
 	const char *s;
 
@@ -184,10 +186,14 @@ void dl_ompi_env_parse(struct dl_ompi_env *o, char *const *envp)
 	for (size_t i = 0; i < sizeof(chosen) / sizeof(chosen[0]) && !o->set_var; i++)
 		if ((o->set_val = dl_env_get(envp, chosen[i])))
 			o->set_var = chosen[i];
-	if (!(o->param_files = dl_env_get(envp, "OMPI_MCA_mca_base_param_files")))
-		o->param_files = dl_env_get(envp, "OMPI_MCA_mca_param_files");
-	if ((s = dl_env_get(envp, "HOME")) && *s)
-		o->home = s;
+	/* Open MPI looks a parameter up by its long name (opal_...) first */
+	if (!(o->param_files = dl_env_get(envp, "OMPI_MCA_opal_mca_base_param_files")))
+		o->param_files = dl_env_get(envp, "OMPI_MCA_mca_base_param_files");
+	if (!(o->param_files_syn = dl_env_get(envp, "OMPI_MCA_opal_mca_param_files")))
+		o->param_files_syn = dl_env_get(envp, "OMPI_MCA_mca_param_files");
+	o->home = dl_env_get(envp, "HOME");
 	if ((s = dl_env_get(envp, "OPAL_SYSCONFDIR")) && *s)
 		o->sysconfdir = s;
+	if ((s = dl_env_get(envp, "OPAL_PREFIX")) && *s)
+		o->prefix = s;
 }

@@ -57,14 +57,19 @@ const char *dl_env_dev_ino(const char *s, unsigned long long *dev, unsigned long
 struct dl_ompi_env {
 	const char *set_var;     /* the first of OMPI_MCA_btl_tcp_if_include, _if_exclude,
 				  * OMPI_MCA_mca_base_param_file_prefix, _envar_file_prefix
-				  * (aggregate sets, which dljob cannot read) that is set,
-				  * even empty; NULL if none */
+				  * (aggregate sets, which dljob cannot read), each by its long
+				  * name (OMPI_MCA_opal_btl_tcp_if_include...) or its name,
+				  * that is set, even empty; NULL if none */
 	const char *set_val;     /* its value (untrusted: escape it in messages) */
-	const char *param_files; /* OMPI_MCA_mca_base_param_files, else its synonym
-				  * OMPI_MCA_mca_param_files (',' separated; "none": no
+	const char *param_files; /* OMPI_MCA_opal_mca_base_param_files, else
+				  * OMPI_MCA_mca_base_param_files (',' separated; "none": no
 				  * files); NULL if unset: Open MPI's default files */
-	const char *home;        /* HOME, NULL if unset or empty (~/.openmpi/mca-params.conf) */
+	const char *param_files_syn; /* the same of the synonym mca_param_files, NULL if unset:
+				  * when set, Open MPI reads its list as well, and "none"
+				  * there reads no file */
+	const char *home;        /* HOME, even empty (Open MPI's home directory); NULL if unset */
 	const char *sysconfdir;  /* OPAL_SYSCONFDIR, NULL if unset or empty: Open MPI's own */
+	const char *prefix;      /* OPAL_PREFIX, NULL if unset or empty: a moved Open MPI */
 };
 
 /* Fill o from envp (o's strings point into envp).  Never fails. */

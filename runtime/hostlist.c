@@ -27,7 +27,8 @@ static const char *what(const char *p, char *buf, size_t len)
 
 /* A number at *p (moved past it): its value and digit count; -1 (with
  * err) if there is none or it is too long. */
-static int number(const char *list, const char **p, unsigned long *v, int *digits, char *err, size_t errlen)
+static int number(const char *list, const char **p, unsigned long long *v, int *digits, char *err,
+		  size_t errlen)
 {
 	const char *s = *p, *q = s;
 	char w[16];
@@ -37,7 +38,7 @@ static int number(const char *list, const char **p, unsigned long *v, int *digit
 		if (q - s == DL_HOSTLIST_DIGITS)
 			return dl_errf(err, errlen, "the number at byte %zu has more than %d digits",
 				       (size_t)(s - list) + 1, DL_HOSTLIST_DIGITS);
-		*v = *v * 10 + (unsigned long)(*q - '0');
+		*v = *v * 10 + (unsigned long long)(*q - '0');
 	}
 	if (q == s)
 		return dl_errf(err, errlen, "%s at byte %zu is not a number", what(q, w, sizeof(w)),
@@ -50,7 +51,7 @@ static int number(const char *list, const char **p, unsigned long *v, int *digit
 /* An item "lo" or "lo-hi" at *p (moved to the ',' or ']' after it) inside
  * the group opened at open: its range, its width and the most bytes its
  * hosts' numbers take; -1 (with err) if it is not one. */
-static int item(const char *list, const char *open, const char **p, unsigned long *lo, unsigned long *hi,
+static int item(const char *list, const char *open, const char **p, unsigned long long *lo, unsigned long long *hi,
 		int *width, int *bytes, char *err, size_t errlen)
 {
 	const char *s = *p;
@@ -69,10 +70,10 @@ static int item(const char *list, const char *open, const char **p, unsigned lon
 		if (number(list, p, hi, &hd, err, errlen) < 0)
 			return -1;
 		if (*hi < *lo)
-			return dl_errf(err, errlen, "the range %lu-%lu at byte %zu goes down", *lo, *hi,
+			return dl_errf(err, errlen, "the range %llu-%llu at byte %zu goes down", *lo, *hi,
 				       (size_t)(s - list) + 1);
 		if (*hi - *lo >= DL_HOSTLIST_RANGE_MAX)
-			return dl_errf(err, errlen, "the range %lu-%lu at byte %zu has more than %d hosts", *lo, *hi,
+			return dl_errf(err, errlen, "the range %llu-%llu at byte %zu has more than %d hosts", *lo, *hi,
 				       (size_t)(s - list) + 1, DL_HOSTLIST_RANGE_MAX);
 		if (hd > *bytes)
 			*bytes = hd;
@@ -88,7 +89,7 @@ static int item(const char *list, const char *open, const char **p, unsigned lon
 /* Group g at its item it, at the item's first number (checked before). */
 static void group_at(struct dl_hostlist_group *g, const char *it)
 {
-	unsigned long lo;
+	unsigned long long lo;
 	int bytes;
 
 	g->item = it;
@@ -141,7 +142,7 @@ int dl_hostlist_init(struct dl_hostlist *h, const char *list, char *err, size_t 
 					return dl_errf(err, errlen, "more than %d bracket groups in one host name (byte %zu)",
 						    DL_HOSTLIST_GROUPS, (size_t)(open - list) + 1);
 				for (;;) {
-					unsigned long lo, hi;
+					unsigned long long lo, hi;
 					int width, bytes;
 
 					if (item(list, open, &p, &lo, &hi, &width, &bytes, err, errlen) < 0)
@@ -186,7 +187,7 @@ int dl_hostlist_next(struct dl_hostlist *h, char *out, size_t outlen, char *err,
 	for (const char *p = h->elem; p < h->end && o < sizeof(buf);) {
 		if (*p == '[') {
 			const struct dl_hostlist_group *g = &h->g[k++];
-			int n = snprintf(buf + o, sizeof(buf) - o, "%0*lu", g->width, g->cur);
+			int n = snprintf(buf + o, sizeof(buf) - o, "%0*llu", g->width, g->cur);
 
 			o += n > 0 ? (size_t)n : 0;
 			p = g->close + 1;

@@ -8,7 +8,8 @@
  *   element = one or more of: text, "[" item { "," item } "]"
  *   item    = number [ "-" number ]          (the first <= the second)
  * text is printable ASCII other than blank, ',', '[' and ']'; a number has
- * 1 to DL_HOSTLIST_DIGITS digits, and the digit count of an item's first
+ * 1 to DL_HOSTLIST_DIGITS digits (Slurm ranges a name's numeric suffix of
+ * any length: "node[20231124001-20231124002]"), and the digit count of an item's first
  * number (its leading zeros) is the width of every host of the item:
  * "n[08-10]" is n08 n09 n10, "n[8-10]" is n8 n9 n10.  An element may hold
  * up to DL_HOSTLIST_GROUPS bracket groups ("r[1-2]n[3-4]", rare in Slurm
@@ -30,7 +31,7 @@
 
 #define DL_HOSTLIST_LEN_MAX (1 << 20)
 #define DL_HOSTLIST_NAME_MAX 255
-#define DL_HOSTLIST_DIGITS 9
+#define DL_HOSTLIST_DIGITS 18
 #define DL_HOSTLIST_RANGE_MAX (1 << 20)
 #define DL_HOSTLIST_GROUPS 4
 
@@ -38,7 +39,7 @@
 struct dl_hostlist_group {
 	const char *open, *close;  /* its '[' and ']' in the list */
 	const char *item;          /* the current item */
-	unsigned long cur, hi;     /* the current number, the item's last */
+	unsigned long long cur, hi; /* the current number, the item's last */
 	int width;                 /* the item's zero padding */
 };
 

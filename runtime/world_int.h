@@ -88,8 +88,8 @@ struct dl_ompi_if {
  * fails: r says what happened. */
 void dl_ompi_tcp_if(const struct dl_ompi_env *o, const char *other, const char *node,
 		    struct dl_ompi_if *r);
-/* 1 if the Open MPI parameter file text[0..len) has a line for name
- * ("name = value", blanks optional, '#' comments), else 0. */
+/* 1 if Open MPI 4.1 reading the parameter file text[0..len) would set the
+ * parameter name ("name = value", "--mca name value"; comments), else 0. */
 int dl_mca_file_names(const char *text, size_t len, const char *name);
 
 /* ---- authentication (world_auth.c) ----

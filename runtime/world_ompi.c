@@ -16,10 +16,13 @@
  * Chosen already, and so left alone, when: OMPI_MCA_btl_tcp_if_include or
  * _if_exclude is set in the environment (even empty), or an aggregate
  * parameter set is (mca_base_param_file_prefix, mca_base_envar_file_prefix:
- * dljob cannot tell what they set); or a parameter file Open MPI reads
- * (OMPI_MCA_mca_base_param_files, else ~/.openmpi/mca-params.conf and the
- * site's openmpi-mca-params.conf, plus openmpi-mca-params-override.conf)
- * names btl_tcp_if_include or btl_tcp_if_exclude, or cannot be read whole.
+ * dljob cannot tell what they set), each by its name or its long name
+ * (OMPI_MCA_opal_btl_tcp_if_include, which Open MPI looks up first); or a
+ * parameter file Open MPI reads (OMPI_MCA_mca_base_param_files and its
+ * synonym mca_param_files, else ~/.openmpi/mca-params.conf and the site's
+ * openmpi-mca-params.conf, plus openmpi-mca-params-override.conf) sets
+ * btl_tcp_if_include or btl_tcp_if_exclude (or their long names) as Open
+ * MPI 4.1 reads it (dl_mca_file_names), or cannot be read whole.
  * Nothing is chosen either on a one-node step (no other node: its ranks
  * meet in shared memory, and Open MPI's defaults are right), nor when the
  * other node is reached through loopback (the nodes share this host).
@@ -45,26 +48,271 @@
  * sets, so it chooses nothing. */
 #define MCA_FILE_MAX (1 << 20)
 
+/* Open MPI 4.1's parameter-file reader, emulated, so that "does the file
+ * set this parameter" is answered as Open MPI answers it: the flex scanner
+ * of opal/util/keyval/keyval_lex.l (its rules and start states; the
+ * longest match wins, the earlier rule on a tie, trailing context counted;
+ * an unmatched byte is skipped, flex's default rule) and the parser of
+ * opal/util/keyval_parse.c, which on a token it does not expect drops that
+ * token and starts over at the next one.  So a parameter is set by
+ * "key = value" (or "key" alone) wherever a key token may start: after
+ * blanks (' ', '\t', '\f', '\v'), after a byte that starts no token ("@",
+ * a NUL: "@btl_tcp_if_include = x" sets it) or after a block comment that
+ * ends on the line; and by "--mca key value" or "-mca key value", several
+ * to a line.  Never inside a value, a block comment, or a '#' or "//"
+ * comment that a newline ends (at the end of a file without a newline,
+ * "# key = v" is no comment: '#' is a stray byte, and the key is set).
+ * Linear in the file's size. */
+enum { T_DONE, T_NEWLINE, T_EQUAL, T_WORD, T_VALUE, T_MCAVAR, T_ENVEQL, T_ENVVAR, T_ERROR, T_BLANK };
+enum { S_INITIAL, S_VALUE, S_COMMENT, S_MCA_VALUE };
+
+struct kv_lex {
+	const char *t;
+	size_t n, pos;
+	int state;
+	size_t key, keylen;    /* T_WORD: the word; T_MCAVAR: its parameter's name */
+	size_t eol_from, eol;  /* the first newline at or after eol_from (n if none) */
+	size_t q_eol, q[2];    /* in the line ending at q_eol: past the last ' and " followed by a blank */
+};
+
+static int kv_white(char c) { return c == ' ' || c == '\t' || c == '\f' || c == '\v'; }
+static int kv_char(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+	       c == '-' || c == '.';
+}
+static size_t kv_run(const struct kv_lex *l, size_t p, int (*in)(char))
+{
+	while (p < l->n && in(l->t[p]))
+		p++;
+	return p;
+}
+
+/* The newline that ends the line of p (n if none); p only grows. */
+static size_t kv_eol(struct kv_lex *l, size_t p)
+{
+	if (p < l->eol_from || p > l->eol) {
+		const char *nl = memchr(l->t + p, '\n', l->n - p);
+		l->eol_from = p;
+		l->eol = nl ? (size_t)(nl - l->t) : l->n;
+	}
+	return l->eol;
+}
+
+/* "-"?"-x"{WHITE}+{CHAR}+ or "-"?"-mca"{WHITE}+{CHAR}+ at p: the end of
+ * the name (0 if none), its start in *name. */
+static size_t kv_dash(const struct kv_lex *l, size_t p, const char *word, size_t *name)
+{
+	size_t wl = strlen(word), q = p;
+
+	if (q < l->n && l->t[q] == '-' && l->n - q > wl && memcmp(l->t + q + 1, word, wl) == 0)
+		q++;
+	if (l->n - q < wl || memcmp(l->t + q, word, wl) != 0)
+		return 0;
+	*name = kv_run(l, q + wl, kv_white);
+	if (*name == q + wl)
+		return 0;
+	q = kv_run(l, *name, kv_char);
+	return q == *name ? 0 : q;
+}
+
+/* One rule's match: the longest so far wins, the earlier rule on a tie. */
+struct kv_best {
+	size_t len, eat; /* matched (trailing context counted), consumed */
+	int tok, state;
+};
+static int kv_cand(struct kv_best *b, size_t len, size_t eat, int tok, int state)
+{
+	if (len <= b->len)
+		return 0;
+	*b = (struct kv_best){ len, eat, tok, state };
+	return 1;
+}
+
+/* The INITIAL state's rules at p (< n), in keyval_lex.l's order. */
+static int kv_initial(struct kv_lex *l, size_t p)
+{
+	const char *t = l->t;
+	size_t n = l->n, w = kv_run(l, p, kv_white), c, e, name = 0;
+	struct kv_best b = { 0, 0, T_ERROR, S_INITIAL };
+
+	if (w < n && t[w] == '\n')                          /* {WHITE}*\n */
+		kv_cand(&b, w + 1 - p, w + 1 - p, T_NEWLINE, S_INITIAL);
+	if ((t[p] == '#' || (t[p] == '/' && p + 1 < n && t[p + 1] == '/')) && (e = kv_eol(l, p)) < n)
+		kv_cand(&b, e + 1 - p, e + 1 - p, T_NEWLINE, S_INITIAL); /* #.*\n "//".*\n */
+	if (t[p] == '/' && p + 1 < n && t[p + 1] == '*')    /* "/" "*" */
+		kv_cand(&b, 2, 2, T_NEWLINE, S_COMMENT);
+	if (w < n && t[w] == '=') {                         /* {WHITE}*"="{WHITE}* */
+		e = kv_run(l, w + 1, kv_white);
+		kv_cand(&b, e - p, e - p, T_EQUAL, S_VALUE);
+	}
+	if (w > p)                                          /* {WHITE}+ */
+		kv_cand(&b, w - p, w - p, T_BLANK, S_INITIAL);
+	if ((c = kv_run(l, p, kv_char)) > p &&              /* {CHAR}+ */
+	    kv_cand(&b, c - p, c - p, T_WORD, S_INITIAL)) {
+		l->key = p;
+		l->keylen = c - p;
+	}
+	/* "-"?"-mca"{WHITE}+{CHAR}+{WHITE}+ */
+	if ((c = kv_dash(l, p, "-mca", &name)) && (e = kv_run(l, c, kv_white)) > c &&
+	    kv_cand(&b, e - p, e - p, T_MCAVAR, S_MCA_VALUE)) {
+		/* the name as trim_name leaves it ("-mca --mcaX v" sets X) */
+		l->key = name;
+		l->keylen = c - name;
+		if (t[p + 1] == 'm' && l->keylen >= 5 && memcmp(t + name, "--mca", 5) == 0) {
+			l->key += 5;
+			l->keylen -= 5;
+		}
+	}
+	if ((c = kv_dash(l, p, "-x", &name))) {
+		e = kv_run(l, c, kv_white);
+		if (e < n && t[e] == '=') { /* "-"?"-x"{WHITE}+{CHAR}+{WHITE}*"="{WHITE}* */
+			size_t v = kv_run(l, e + 1, kv_white);
+			kv_cand(&b, v - p, v - p, T_ENVEQL, S_MCA_VALUE);
+		} else if (e < n) {         /* "-"?"-x"{WHITE}+{CHAR}+{WHITE}* / [^=] */
+			kv_cand(&b, e + 1 - p, e - p, T_ENVVAR, S_INITIAL);
+		} else if (e > c) {         /* at the end: the last blank is the context */
+			kv_cand(&b, e - p, e - 1 - p, T_ENVVAR, S_INITIAL);
+		} else if (c - name >= 2) { /* or the name's last byte */
+			kv_cand(&b, c - p, c - 1 - p, T_ENVVAR, S_INITIAL);
+		}
+	}
+	kv_cand(&b, 1, 1, T_ERROR, S_INITIAL);              /* . */
+	l->pos = p + b.eat;
+	l->state = b.state;
+	return b.tok;
+}
+
+/* The MCA_VALUE state's rules at p (< n). */
+static int kv_mca_value(struct kv_lex *l, size_t p)
+{
+	const char *t = l->t;
+	size_t n = l->n, e = kv_eol(l, p), q, w;
+	struct kv_best b = { 0, 0, T_ERROR, S_INITIAL };
+
+	for (q = p; q < e && t[q] != ' ' && t[q] != '\t'; q++) /* [^\n \t]+ */
+		;
+	kv_cand(&b, q - p, q - p, T_VALUE, S_INITIAL);
+	if (l->q_eol != e + 1) { /* once per line */
+		size_t start = e;
+		while (start > 0 && t[start - 1] != '\n')
+			start--;
+		l->q[0] = l->q[1] = 0;
+		for (q = e; q > start; q--)
+			for (int k = 0; k < 2; k++)
+				if (!l->q[k] && t[q - 1] == (k ? '"' : '\'') && q < n && kv_white(t[q]))
+					l->q[k] = q;
+		l->q_eol = e + 1;
+	}
+	for (int k = 0; k < 2; k++) /* "'"[^\n]*"'"{WHITE}+, the same with '"' */
+		if (t[p] == (k ? '"' : '\'') && l->q[k] > p + 1) {
+			w = kv_run(l, l->q[k], kv_white);
+			kv_cand(&b, w - p, w - p, T_VALUE, S_INITIAL);
+		}
+	w = kv_run(l, p, kv_white);
+	if (w < n && t[w] == '\n') /* {WHITE}*\n */
+		kv_cand(&b, w + 1 - p, w + 1 - p, T_NEWLINE, S_INITIAL);
+	if (!b.len) { /* ' ' and '\t' before no newline: each skipped */
+		while (p < n && (t[p] == ' ' || t[p] == '\t'))
+			p++;
+		l->pos = p;
+		return T_BLANK;
+	}
+	l->pos = p + b.eat;
+	l->state = b.state;
+	return b.tok;
+}
+
+/* The next token, blanks and skipped bytes left out. */
+static int kv_next(struct kv_lex *l)
+{
+	const char *t = l->t;
+	size_t n = l->n;
+
+	for (;;) {
+		size_t p = l->pos, q, e, w;
+		int tok;
+
+		if (p >= n)
+			return T_DONE;
+		switch (l->state) {
+		case S_INITIAL:
+			tok = kv_initial(l, p);
+			break;
+		case S_MCA_VALUE:
+			tok = kv_mca_value(l, p);
+			break;
+		case S_COMMENT:
+			/* \n; "*"+"/" (back to INITIAL); "*"+[^*"/"\n]*; [^*\n]* */
+			if (t[p] == '\n') {
+				l->pos = p + 1;
+				return T_NEWLINE;
+			}
+			for (q = p; q < n && t[q] == '*'; q++)
+				;
+			if (q > p && q < n && t[q] == '/') {
+				l->pos = q + 1;
+				l->state = S_INITIAL;
+				return T_NEWLINE;
+			}
+			while (q < n && t[q] != '*' && t[q] != '\n' && !(q > p && t[p] == '*' && t[q] == '/'))
+				q++;
+			l->pos = q;
+			continue;
+		default: /* S_VALUE: {WHITE}*\n, else [^\n]*[^\t \n] / [\t ]* */
+			w = kv_run(l, p, kv_white);
+			if (w < n && t[w] == '\n') {
+				l->pos = w + 1;
+				l->state = S_INITIAL;
+				return T_NEWLINE;
+			}
+			for (e = kv_eol(l, p); e > p && (t[e - 1] == ' ' || t[e - 1] == '\t'); e--)
+				;
+			/* [p, e) is the value; nothing but ' ' and '\t' up to the end of
+			 * the file is skipped */
+			l->pos = e > p ? e : n;
+			if (e > p)
+				return T_VALUE;
+			continue;
+		}
+		if (tok != T_BLANK)
+			return tok;
+	}
+}
+
 int dl_mca_file_names(const char *text, size_t len, const char *name)
 {
+	struct kv_lex l = { .t = text, .n = len, .eol_from = 1, .eol = 0 };
 	size_t nl = strlen(name);
+	int tok;
 
-	for (size_t i = 0; i < len;) {
-		size_t end = i;
-		while (end < len && text[end] != '\n')
-			end++;
-		/* "  key = value", "key=value", "key": Open MPI's keyval syntax;
-		 * '#' starts a comment line. */
-		size_t k = i;
-		while (k < end && (text[k] == ' ' || text[k] == '\t'))
-			k++;
-		size_t ke = k;
-		while (ke < end && text[ke] != ' ' && text[ke] != '\t' && text[ke] != '=' &&
-		       text[ke] != '\r' && text[ke] != '#')
-			ke++;
-		if (ke - k == nl && memcmp(text + k, name, nl) == 0)
-			return 1;
-		i = end + 1;
+	while ((tok = kv_next(&l)) != T_DONE) {
+		size_t key = l.key, keylen = l.keylen;
+		int named = keylen == nl && memcmp(text + key, name, nl) == 0;
+
+		if (tok == T_WORD) { /* parse_line: key, "=", a value or the end of the line */
+			if (kv_next(&l) != T_EQUAL)
+				continue;
+			tok = kv_next(&l);
+			if (named && (tok == T_VALUE || tok == T_NEWLINE || tok == T_DONE))
+				return 1;
+			if (tok == T_VALUE)
+				kv_next(&l);
+		} else if (tok == T_MCAVAR || tok == T_ENVEQL || tok == T_ENVVAR) { /* parse_line_new */
+			while (tok != T_NEWLINE && tok != T_DONE) {
+				named = l.keylen == nl && memcmp(text + l.key, name, nl) == 0;
+				if (tok == T_MCAVAR || tok == T_ENVEQL) {
+					int mca = tok == T_MCAVAR;
+					if (kv_next(&l) != T_VALUE)
+						break;
+					if (mca && named)
+						return 1;
+				} else if (tok != T_ENVVAR) {
+					break;
+				}
+				tok = kv_next(&l);
+			}
+		}
 	}
 	return 0;
 }
@@ -107,11 +355,12 @@ static int file_chooses(const char *path, char *why, size_t whylen)
 		}
 		got += (size_t)n;
 	}
-	rv = dl_mca_file_names(buf, got, "btl_tcp_if_include") ||
-	     dl_mca_file_names(buf, got, "btl_tcp_if_exclude");
-	if (rv)
-		snprintf(why, whylen, "%s sets btl_tcp_if_include or btl_tcp_if_exclude",
-			 dl_optval_escape(path, q, sizeof(q)));
+	/* Open MPI takes a parameter's long name too (opal_, its project) */
+	rv = 0;
+	for (const char *const *k = (const char *const[]){ "btl_tcp_if_include", "btl_tcp_if_exclude",
+			"opal_btl_tcp_if_include", "opal_btl_tcp_if_exclude", NULL }; *k && !rv; k++)
+		if ((rv = dl_mca_file_names(buf, got, *k)))
+			snprintf(why, whylen, "%s sets %s", dl_optval_escape(path, q, sizeof(q)), *k);
 out:
 	free(buf);
 	close(fd);
@@ -133,49 +382,94 @@ static int in_dir_chooses(const char *dir, const char *name, char *why, size_t w
 	return file_chooses(path, why, whylen);
 }
 
-/* 1 if one of the parameter files Open MPI reads chooses the interfaces
- * (why: which), else 0. */
-static int files_choose(const struct dl_ompi_env *o, char *why, size_t whylen)
+/* 1 if a file of the list Open MPI reads from value chooses the interfaces
+ * (why: which), else 0.  As Open MPI 4.1's var_set_string and read_files:
+ * "~/" at the start of value and after every ':' is the home directory
+ * (dropped when HOME is unset), then value is split at ','. */
+static int list_chooses(const char *value, const char *home, char *why, size_t whylen)
 {
-	const char *sys = o->sysconfdir ? o->sysconfdir : DLJOB_OMPI_SYSCONFDIR;
 	char path[4200];
 
-	if (o->param_files) {
-		/* The user's list replaces the default one ("none": no files);
-		 * "~/" at the start is the home directory, as in Open MPI. */
-		if (strcmp(o->param_files, "none") == 0)
-			goto site_override;
-		for (const char *p = o->param_files; *p;) {
-			size_t n = strcspn(p, ",");
-			const char *home = o->home ? o->home : "";
-			int tilde = n >= 2 && p[0] == '~' && p[1] == '/';
-			int k = snprintf(path, sizeof(path), "%s%.*s", tilde ? home : "",
-					 (int)(tilde ? n - 1 : n), tilde ? p + 1 : p);
-			if (k < 0 || (size_t)k >= sizeof(path)) {
+	for (const char *p = value; *p;) {
+		size_t n = strcspn(p, ","), k = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			const char *add = NULL;
+			size_t len;
+			if (p[i] == '~' && i + 1 < n && p[i + 1] == '/' && ((p == value && i == 0) ||
+			    (i > 0 && p[i - 1] == ':'))) {
+				add = home;
+				i++; /* the '/' follows home, or nothing does */
+				if (!home)
+					continue;
+			}
+			len = add ? strlen(add) + 1 : 1;
+			if (k + len >= sizeof(path)) {
 				snprintf(why, whylen, "OMPI_MCA_mca_base_param_files names a path of more "
 					 "than %zu bytes", sizeof(path) - 1);
 				return 1;
 			}
-			if (n > 0 && file_chooses(path, why, whylen))
-				return 1;
-			p += n;
-			if (*p)
-				p++;
+			if (add) {
+				memcpy(path + k, add, len - 1);
+				path[k + len - 1] = '/';
+			} else {
+				path[k] = p[i];
+			}
+			k += len;
 		}
-	} else {
-		const char *home = o->home;
-		struct passwd pw, *pwp = NULL;
-		char pwbuf[4096];
-		/* Open MPI's home directory: HOME, else the password entry. */
-		if (!home && getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
-			home = pw.pw_dir;
-		if ((home && in_dir_chooses(home, ".openmpi/mca-params.conf", why, whylen)) ||
-		    in_dir_chooses(sys, "openmpi-mca-params.conf", why, whylen))
+		path[k] = '\0';
+		if (n > 0 && file_chooses(path, why, whylen))
 			return 1;
+		p += n;
+		if (*p)
+			p++;
 	}
-site_override:
+	return 0;
+}
+
+/* 1 if one of the parameter files Open MPI reads chooses the interfaces
+ * (why: which), else 0.  Open MPI 4.1 (mca_base_var_cache_files) reads
+ * the list of mca_base_param_files (the default: ~/.openmpi/mca-params.conf
+ * and the site's openmpi-mca-params.conf), and when its synonym
+ * mca_param_files is set, that one's list too; none of them and not the
+ * override file either when the list in effect is "none". */
+static int files_choose(const struct dl_ompi_env *o, char *why, size_t whylen)
+{
+	const char *sys = o->sysconfdir ? o->sysconfdir : DLJOB_OMPI_SYSCONFDIR;
+	const char *lists[2] = { o->param_files_syn ? o->param_files_syn : o->param_files, o->param_files };
+	/* An Open MPI built with sysconfdir ${prefix}/etc and moved
+	 * (OPAL_PREFIX, as HPC-X and relocatable installs set it) reads its
+	 * site files in OPAL_PREFIX/etc: dljob cannot tell how it was built
+	 * and looks there too. */
+	const char *pfx = o->sysconfdir ? NULL : o->prefix;
+
+	if (lists[0] && strcmp(lists[0], "none") == 0)
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		if (i == 1 && lists[1] == lists[0])
+			break;
+		if (lists[i]) {
+			if (list_chooses(lists[i], o->home, why, whylen))
+				return 1;
+		} else {
+			const char *home = o->home;
+			struct passwd pw, *pwp = NULL;
+			char pwbuf[4096];
+			/* Open MPI's home directory is HOME's value; unset, it
+			 * reads no file of the user's, but the password entry's is
+			 * looked at all the same (dljob errs on the side of
+			 * choosing nothing). */
+			if (!home && getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
+				home = pw.pw_dir;
+			if ((home && in_dir_chooses(home, ".openmpi/mca-params.conf", why, whylen)) ||
+			    in_dir_chooses(sys, "openmpi-mca-params.conf", why, whylen) ||
+			    (pfx && in_dir_chooses(pfx, "etc/openmpi-mca-params.conf", why, whylen)))
+				return 1;
+		}
+	}
 	/* Read whatever the list: its values beat the environment. */
-	return in_dir_chooses(sys, "openmpi-mca-params-override.conf", why, whylen);
+	return in_dir_chooses(sys, "openmpi-mca-params-override.conf", why, whylen) ||
+	       (pfx && in_dir_chooses(pfx, "etc/openmpi-mca-params-override.conf", why, whylen));
 }
 
 void dl_ompi_tcp_if(const struct dl_ompi_env *o, const char *other, const char *node,

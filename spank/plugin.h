@@ -71,6 +71,10 @@ int dl_local_post_opt(spank_t sp, const struct dl_args *a, const char *args_err)
 int dl_remote_post_opt(spank_t sp, const struct dl_args *a, const char *args_err);
 int dl_remote_user_init(spank_t sp, const struct dl_args *a);
 int dl_remote_task_init(spank_t sp, const struct dl_args *a);
+/* spank/nodes.c: MASTER_ADDR, the first host of SLURM_STEP_NODELIST (of
+ * SLURM_NODELIST when that is unset), read whole.  Returns 0, or -1 with
+ * one line in err. */
+int dl_spank_master_addr(spank_t sp, char *out, size_t outlen, char *err, size_t errlen);
 void dl_remote_exit(void);
 
 

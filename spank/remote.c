@@ -880,7 +880,7 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 	const struct dl_opts *o = dl_opts();
 	uint32_t rank = 0, world = 0, nlocal = 0;
 	int local = 0;
-	char nodes[8192], master[256], resv[256];
+	char master[256], resv[256];
 
 	if (!st.active)
 		return 0;
@@ -903,14 +903,9 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 		dl_error(1, "cannot read the task's rank from Slurm");
 		return -1;
 	}
-	if (spank_getenv(sp, "SLURM_STEP_NODELIST", nodes, sizeof(nodes)) != ESPANK_SUCCESS &&
-	    spank_getenv(sp, "SLURM_NODELIST", nodes, sizeof(nodes)) != ESPANK_SUCCESS)
-		nodes[0] = '\0';
-	char why[256];
-	if (dl_hostlist_first(nodes, master, sizeof(master), why, sizeof(why)) < 0) {
-		char q[256];
-		dl_error(1, "cannot find the first node in SLURM_STEP_NODELIST='%s': %s",
-			 dl_optval_escape(nodes, q, sizeof(q)), why);
+	char why[DL_ERR_LEN];
+	if (dl_spank_master_addr(sp, master, sizeof(master), why, sizeof(why)) < 0) {
+		dl_error(1, "%s", why);
 		return -1;
 	}
 	/* MASTER_PORT: the step's first reserved port (MpiParams=ports=...:

@@ -298,5 +298,19 @@ out_base new/../../escaped "dljob: --dl-out new/../../escaped: '..' after $rwork
 out_base dangling/r "dljob: --dl-out dangling/r: $rwork/base/dangling is a symbolic link to a path that does not exist"
 out_base "$rwork/basement" "resolves to $rwork/basement, which is not under"
 
+# An output directory that cannot be made: the message quotes the path
+# escaped (a control byte never reaches the terminal or the log).
+esc=$(printf 'f\033')
+: >"$esc"
+"$bin" --model resnet20 --backend ref --data $syn --out "$esc/x" >stdout 2>stderr
+rc=$?
+if [ $rc -ne 1 ] || [ "$(wc -l <stderr)" -ne 1 ] || grep -q "$(printf '\033')" stderr ||
+   ! grep -qF 'dljob: --out f\x1b/x: cannot create output directory f\x1b/x: Not a directory' stderr; then
+	echo "FAIL: --out with a control byte: rc=$rc: $(cat -v stderr)"; fails=$((fails + 1))
+else
+	echo "ok: --out with a control byte: $(cat stderr)"
+fi
+rm -f "$esc"
+
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 exit 0

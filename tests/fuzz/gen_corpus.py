@@ -137,6 +137,8 @@ def mca():
     put("fuzz_mca", "include", b"btl_tcp_if_include = eth0\n")
     put("fuzz_mca", "exclude", b"  # btl_tcp_if_include = eth0\n\tbtl_tcp_if_exclude=docker0\r\n")
     put("fuzz_mca", "near", b"btl_tcp_if_include_x = 1\nbtl_tcp_if_includ=2\n")
+    put("fuzz_mca", "mpirun-forms", b"--mca btl_tcp_if_include eth0\n-x A=b -x C\n-mca a 'b c' --mca d \"e\" \n")
+    put("fuzz_mca", "comments", b"/* a\n**/ btl_tcp_if_include = x\n// y\n@b=\f1\n# z")
 
 
 idx()

@@ -100,9 +100,13 @@ int main(void)
 	REFUSED("a\x80", "0x80 at byte 2");
 	REFUSED("n1,m[1-2", "the '[' at byte 5 is not closed"); /* the whole list is checked */
 	/* hostile: huge numbers and ranges, many groups, long names, long lists */
-	REFUSED("n[0-999999999999]", "the number at byte 5 has more than 9 digits");
-	REFUSED("n[99999999999999999999999999]", "more than 9 digits");
+	REFUSED("n[0-9999999999999999999]", "the number at byte 5 has more than 18 digits");
+	REFUSED("n[99999999999999999999999999]", "more than 18 digits");
 	REFUSED("n[0-999999999]", "the range 0-999999999 at byte 3 has more than 1048576 hosts");
+	REFUSED("n[0-999999999999999999]", "the range 0-999999999999999999 at byte 3 has more than");
+	/* Slurm ranges a numeric suffix of any length (strtoul, no bound) */
+	HOSTS("node[20231124001-20231124002],x[000000000000000007,999999999999999999]",
+	      "node20231124001 node20231124002 x000000000000000007 x999999999999999999");
 	/* the largest range is accepted (and only walked as far as asked) */
 	CHECK(strcmp(expand("n[0-1048575]", 3, 256), "n0 n1 n2") == 0, "largest range: %s",
 	      expand("n[0-1048575]", 3, 256));

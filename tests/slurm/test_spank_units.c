@@ -1,12 +1,16 @@
 /* The plugin's pure parts without Slurm: plugstack.conf arguments,
  * MASTER_PORT, and the shared option-value parsers and escaping
- * (runtime/optval.c).  The node list (MASTER_ADDR): test_hostlist.c. */
+ * (runtime/optval.c).  The node list's parser: test_hostlist.c; the
+ * plugin's reading of it (spank/nodes.c, MASTER_ADDR) here, with a
+ * spank_getenv that copies as slurmstepd's does. */
 #include "config.h"
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "runtime/hostlist.h"
 #include "runtime/master.h"
 #include "runtime/optval.h"
 #include "spank/plugin.h"
@@ -17,6 +21,46 @@ static void check(int ok, const char *what)
 {
 	printf("%s %s\n", ok ? "ok  " : "FAIL", what);
 	fails += !ok;
+}
+
+/* slurmstepd's environment for spank_getenv, which copies as Slurm 22.05's
+ * does (strlcpy: cut, ESPANK_NOSPACE when it does not fit). */
+static const char *fake_env[4];
+
+spank_err_t spank_getenv(spank_t sp, const char *var, char *buf, int len)
+{
+	size_t n = strlen(var);
+
+	(void)sp;
+	for (const char **e = fake_env; *e; e++)
+		if (strncmp(*e, var, n) == 0 && (*e)[n] == '=') {
+			snprintf(buf, (size_t)len, "%s", *e + n + 1);
+			return strlen(*e + n + 1) >= (size_t)len ? ESPANK_NOSPACE : ESPANK_SUCCESS;
+		}
+	return ESPANK_ENV_NOEXIST;
+}
+
+const char *spank_strerror(spank_err_t e)
+{
+	return e == ESPANK_ENV_NOEXIST ? "not set" : "error";
+}
+
+/* dl_spank_master_addr on step (SLURM_STEP_NODELIST, NULL: unset) and job
+ * (SLURM_NODELIST): want is the master, or (want_err) a part of the error. */
+static void master(const char *step, const char *job, const char *want, int want_err)
+{
+	char out[256] = "", err[DL_ERR_LEN] = "", msg[400];
+	int k = 0, rc;
+
+	if (step)
+		fake_env[k++] = step;
+	if (job)
+		fake_env[k++] = job;
+	fake_env[k] = NULL;
+	rc = dl_spank_master_addr(NULL, out, sizeof(out), err, sizeof(err));
+	snprintf(msg, sizeof(msg), "MASTER_ADDR from %.40s%s / %.40s -> %s (got: %s)", step ? step : "(unset)",
+		 step && strlen(step) > 40 ? "..." : "", job ? job : "(unset)", want, rc < 0 ? err : out);
+	check(want_err ? rc < 0 && strstr(err, want) : rc == 0 && !strcmp(out, want), msg);
 }
 
 static void args(const char *line, const char *want_err)
@@ -127,6 +171,33 @@ int main(void)
 		      "absolute path: kept as given");
 		check(dl_optval_path_abs("/home/u", "0123456789012345678901234567", out, sizeof(out)) < 0,
 		      "relative path: too long for the buffer is an error");
+	}
+
+	/* MASTER_ADDR: the step's list read whole, however long (a large job
+	 * on a fragmented allocation: 12 KiB here); the job's list only when
+	 * the step's is unset (its first node need not be in the step). */
+	{
+		size_t len = 3 * (size_t)DL_HOSTLIST_LEN_MAX;
+		char *step = malloc(len);
+		size_t o;
+
+		if (!step)
+			return 1;
+		o = (size_t)snprintf(step, len, "SLURM_STEP_NODELIST=nid[");
+		for (int i = 2; i < 4002; i += 2)
+			o += (size_t)snprintf(step + o, len - o, "%s%05d", i > 2 ? "," : "", i);
+		snprintf(step + o, len - o, "]");
+		master(step, "SLURM_NODELIST=x1", "nid00002", 0);
+		master(NULL, "SLURM_NODELIST=a[3-4]", "a3", 0);
+		master(NULL, NULL, "cannot read SLURM_NODELIST (not set)", 1);
+		master("SLURM_STEP_NODELIST=n1,m[2-", "SLURM_NODELIST=x1",
+		       "cannot find the first node in SLURM_STEP_NODELIST='n1,m[2-': the '[' at byte 5 is not closed", 1);
+		memset(step + 20, 'n', len - 21);
+		step[len - 1] = '\0';
+		master(step, "SLURM_NODELIST=x1", "SLURM_STEP_NODELIST is longer than 1048576 bytes", 1);
+		step[20 + DL_HOSTLIST_LEN_MAX + 1] = '\0'; /* read whole, refused by the parser */
+		master(step, "SLURM_NODELIST=x1", "SLURM_STEP_NODELIST='nnnn", 1);
+		free(step);
 	}
 
 	printf("%s\n", fails ? "FAIL" : "PASS");

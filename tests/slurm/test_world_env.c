@@ -223,8 +223,8 @@ int main(void)
 		/* The whole list is checked, with the old parsers' blind spots:
 		 * a range of 10^12 hosts (n0 was taken), a bad later element. */
 		{ { "SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "2", "SLURM_JOB_ID", "1", "SLURM_STEP_NODELIST",
-		    "n[0-999999999999]", NULL }, "'n[0-999999999999]': not a Slurm node list: the number at byte 5 "
-		    "has more than 9 digits" },
+		    "n[0-999999999999]", NULL }, "'n[0-999999999999]': not a Slurm node list: the range "
+		    "0-999999999999 at byte 3 has more than 1048576 hosts" },
 		{ { "SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "2", "SLURM_JOB_ID", "1", "SLURM_STEP_NODELIST",
 		    "n1,m[2-", NULL }, "the '[' at byte 5 is not closed" },
 		{ { "SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "2", "SLURM_JOB_ID", "1", "SLURM_STEP_NODELIST",

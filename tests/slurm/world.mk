@@ -27,6 +27,9 @@ check_PROGRAMS += tests/slurm/test_world_ompi
 tests_slurm_test_world_ompi_SOURCES = tests/slurm/test_world_ompi.c tests/data/check.h runtime/world_ompi.c \
 	runtime/world_net.c runtime/env.c runtime/env.h runtime/optval.c runtime/world_int.h
 TESTS += tests/slurm/test_world_ompi
+# ... and that scanner against Open MPI's own reading (ompi_info), file by file.
+dist_check_SCRIPTS += tests/slurm/test_mca_ompi.sh
+TESTS += tests/slurm/test_mca_ompi.sh
 # The training command's environment (runtime/env.c), every bad value by name.
 check_PROGRAMS += tests/slurm/test_run_env
 tests_slurm_test_run_env_SOURCES = tests/slurm/test_run_env.c tests/data/check.h runtime/env.c runtime/env.h runtime/optval.c
