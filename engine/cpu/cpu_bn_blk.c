@@ -18,7 +18,12 @@
  *     shortcut and clamps, so the BN output is never written (cpu_net.c);
  *   backward: one pass for both reductions (sum dy, sum dy*(x-mean)), one
  *     for dx; a fused ReLU's mask is recomputed from x and the folded
- *     scale/shift instead of being stored.
+ *     scale/shift instead of being stored;
+ *   the residual add's ReLU: the fused forward above also writes its mask,
+ *     one bit per value (a 16-bit word per position of a chunk), and the
+ *     first BN backward to read the add's gradient applies it in its sums
+ *     pass, writing the masked gradient back for the shortcut (cpu_net.c),
+ *     instead of a separate ReLU backward pass that reads the add's output.
  *
  * The tensor is N*C/16 chunks of H*W*16 floats, each chunk one sample and
  * one block of 16 channels, so a chunk is contiguous and its 16 lanes are
@@ -59,6 +64,27 @@ INLINE v16 relu16(v16 v)
 	return (v16)((v16i)v & (v > zero));
 }
 
+/* The ReLU mask of v: bit l set where lane l is > 0. */
+INLINE uint16_t gt0_bits(v16 v)
+{
+	const v16i lane = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768 };
+	v16 zero = { 0 };
+	v16i t = (v16i)(v > zero) & lane;
+	int r = 0;
+	for (int l = 0; l < BLK; l++)
+		r |= t[l];
+	return (uint16_t)r;
+}
+
+/* g where bit l of bits is set, 0 elsewhere. */
+INLINE v16 keep_bits(v16 g, uint16_t bits)
+{
+	const v16i lane = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768 };
+	v16i b = ((v16i){ 0 } + (int)bits) & lane;
+	v16i zero = { 0 };
+	return (v16)((v16i)g & (b != zero));
+}
+
 /* s1, s2 (16 each) = sums over the chunk of (x - shift) and (x - shift)^2. */
 INLINE void stats_body(const float *x, size_t hw, const float *shift, double *s1, double *s2)
 {
@@ -91,15 +117,18 @@ INLINE void stats_body(const float *x, size_t hw, const float *shift, double *s1
 	}
 }
 
-/* y = (x - m) * sc + sh (+ res) (ReLU'd if relu).  res may be NULL. */
-INLINE void apply_body(const float *x, const float *res, float *y, size_t hw, const float *mean,
-		       const float *sc, const float *sh, int relu)
+/* y = (x - m) * sc + sh (+ res) (ReLU'd if relu).  res may be NULL; with
+ * mask (relu only) the ReLU's mask too, one word per position. */
+INLINE void apply_body(const float *x, const float *res, float *y, uint16_t *mask, size_t hw,
+		       const float *mean, const float *sc, const float *sh, int relu)
 {
 	v16 m = *(const v16 *)mean, a = *(const v16 *)sc, b = *(const v16 *)sh;
 	for (size_t p = 0; p < hw; p++) {
 		v16 v = (*(const v16 *)(x + p * BLK) - m) * a + b;
 		if (res)
 			v += *(const v16 *)(res + p * BLK);
+		if (mask)
+			mask[p] = gt0_bits(v);
 		if (relu)
 			v = relu16(v);
 		*(v16 *)(y + p * BLK) = v;
@@ -155,6 +184,44 @@ INLINE void bwd_sums_body(const float *x, const float *dy, size_t hw, const floa
 	}
 }
 
+/* bwd_sums_body without a ReLU of its own, for the gradient of a residual
+ * add whose ReLU mask is given (one word per position): g = dy where the
+ * mask is set, written back into dy (the shortcut's gradient too). */
+INLINE void bwd_sums_mask_body(const float *x, float *dy, const uint16_t *mask, size_t hw,
+			       const float *mean, double *sdy, double *sdx)
+{
+	v16 m = *(const v16 *)mean;
+	for (int l = 0; l < BLK; l++)
+		sdy[l] = sdx[l] = 0;
+	for (size_t p0 = 0; p0 < hw; p0 += SUB) {
+		size_t p1 = p0 + SUB < hw ? p0 + SUB : hw;
+		v16 s = { 0 }, t = { 0 }, s2 = { 0 }, t2 = { 0 };
+		size_t p = p0;
+		for (; p + 1 < p1; p += 2) {
+			v16 g = keep_bits(*(const v16 *)(dy + p * BLK), mask[p]);
+			v16 g2 = keep_bits(*(const v16 *)(dy + (p + 1) * BLK), mask[p + 1]);
+			*(v16 *)(dy + p * BLK) = g;
+			*(v16 *)(dy + (p + 1) * BLK) = g2;
+			s += g;
+			t += g * (*(const v16 *)(x + p * BLK) - m);
+			s2 += g2;
+			t2 += g2 * (*(const v16 *)(x + (p + 1) * BLK) - m);
+		}
+		if (p < p1) {
+			v16 g = keep_bits(*(const v16 *)(dy + p * BLK), mask[p]);
+			*(v16 *)(dy + p * BLK) = g;
+			s += g;
+			t += g * (*(const v16 *)(x + p * BLK) - m);
+		}
+		s += s2;
+		t += t2;
+		for (int l = 0; l < BLK; l++) {
+			sdy[l] += s[l];
+			sdx[l] += t[l];
+		}
+	}
+}
+
 /* dx = k1 * g + k2 * (x - mean) + k0 (g as masked_dy); dx may be dy. */
 INLINE void bwd_dx_body(const float *x, const float *dy, float *dx, size_t hw, const float *mean,
 			const float *sc, const float *sh, int relu, const float *k0, const float *k2)
@@ -171,14 +238,16 @@ INLINE void bwd_dx_body(const float *x, const float *dy, float *dx, size_t hw, c
 /* The writing passes again with streaming stores (dst 64-byte aligned),
  * for outputs of NT_MIN_BYTES and more; AVX-512 only. */
 __attribute__((target("avx512f"))) static void apply_nt(const float *x, const float *res, float *y,
-							size_t hw, const float *mean, const float *sc,
-							const float *sh, int relu)
+							uint16_t *mask, size_t hw, const float *mean,
+							const float *sc, const float *sh, int relu)
 {
 	v16 m = *(const v16 *)mean, a = *(const v16 *)sc, b = *(const v16 *)sh;
 	for (size_t p = 0; p < hw; p++) {
 		v16 v = (*(const v16 *)(x + p * BLK) - m) * a + b;
 		if (res)
 			v += *(const v16 *)(res + p * BLK);
+		if (mask)
+			mask[p] = (uint16_t)_mm512_cmp_ps_mask((__m512)v, _mm512_setzero_ps(), _CMP_GT_OQ);
 		if (relu)
 			v = relu16(v);
 		_mm512_stream_ps(y + p * BLK, (__m512)v);
@@ -211,13 +280,16 @@ __attribute__((target("avx512f"))) static void bwd_dx_nt(const float *x, const f
 	{                                                                                          \
 		stats_body(x, hw, shift, s1, s2);                                                  \
 	}                                                                                          \
-	attr static void apply_##sfx(const float *x, const float *res, float *y, size_t hw,       \
-				     const float *m, const float *sc, const float *sh, int relu)   \
+	attr static void apply_##sfx(const float *x, const float *res, float *y, uint16_t *mask,  \
+				     size_t hw, const float *m, const float *sc, const float *sh,  \
+				     int relu)                                                     \
 	{                                                                                          \
-		if (res)                                                                           \
-			apply_body(x, res, y, hw, m, sc, sh, relu);                                \
+		if (mask)                                                                          \
+			apply_body(x, res, y, mask, hw, m, sc, sh, relu);                          \
+		else if (res)                                                                      \
+			apply_body(x, res, y, NULL, hw, m, sc, sh, relu);                          \
 		else                                                                               \
-			apply_body(x, NULL, y, hw, m, sc, sh, relu);                               \
+			apply_body(x, NULL, y, NULL, hw, m, sc, sh, relu);                         \
 	}                                                                                          \
 	attr static void bwd_sums_##sfx(const float *x, const float *dy, size_t hw,               \
 					const float *mean, const float *sc, const float *sh,       \
@@ -227,6 +299,12 @@ __attribute__((target("avx512f"))) static void bwd_dx_nt(const float *x, const f
 			bwd_sums_body(x, dy, hw, mean, sc, sh, 1, sdy, sdx);                       \
 		else                                                                               \
 			bwd_sums_body(x, dy, hw, mean, sc, sh, 0, sdy, sdx);                       \
+	}                                                                                          \
+	attr static void bwd_sums_mask_##sfx(const float *x, float *dy, const uint16_t *mask,     \
+					     size_t hw, const float *mean, double *sdy,            \
+					     double *sdx)                                          \
+	{                                                                                          \
+		bwd_sums_mask_body(x, dy, mask, hw, mean, sdy, sdx);                               \
 	}                                                                                          \
 	attr static void bwd_dx_##sfx(const float *x, const float *dy, float *dx, size_t hw,      \
 				      const float *mean, const float *sc, const float *sh,         \
@@ -238,13 +316,13 @@ __attribute__((target("avx512f"))) static void bwd_dx_nt(const float *x, const f
 			bwd_dx_body(x, dy, dx, hw, mean, sc, sh, 0, k0, k2);                       \
 	}                                                                                          \
 	static const struct cpu_bn_kern kern_##sfx = { stats_##sfx, apply_##sfx, bwd_sums_##sfx,  \
-						       bwd_dx_##sfx };
+						       bwd_sums_mask_##sfx, bwd_dx_##sfx };
 
 BN_KERNELS(avx512, __attribute__((target("avx512f"))))
 BN_KERNELS(base, )
 
 static const struct cpu_bn_kern kern_avx512_nt = { stats_avx512, apply_nt, bwd_sums_avx512,
-						   bwd_dx_nt };
+						   bwd_sums_mask_avx512, bwd_dx_nt };
 
 /* The kernels for an output at dst: streaming stores where worth it. */
 static const struct cpu_bn_kern *kern_for(const struct cpu_bn *l, const void *dst)
@@ -366,7 +444,7 @@ static void train_stats(struct cpu_bn *l, const float *gamma, const float *beta,
 
 /* dst = bn(src) (+ res) (ReLU'd) over blocks [b0, b1), as folded. */
 static void apply_range(struct cpu_bn *l, const struct cpu_bn_kern *k, const float *x,
-			const float *r, float *y, int relu, int b0, int b1)
+			const float *r, float *y, uint16_t *mask, int relu, int b0, int b1)
 {
 	const float *fm = cpu_handle(l->fmean), *sc = cpu_handle(l->fscale);
 	const float *sh = cpu_handle(l->fshift);
@@ -376,7 +454,8 @@ static void apply_range(struct cpu_bn *l, const struct cpu_bn_kern *k, const flo
 	for (int i = 0; i < nchunk; i++) {
 		size_t off = CHUNK(i, b0, nb);
 		int ch = CBLK(i, b0, nb);
-		k->apply(x + off, r ? r + off : NULL, y + off, hw, fm + ch, sc + ch, sh + ch, relu);
+		k->apply(x + off, r ? r + off : NULL, y + off, mask ? mask + off / BLK : NULL, hw, fm + ch,
+			 sc + ch, sh + ch, relu);
 	}
 }
 
@@ -417,12 +496,13 @@ fail:
 }
 
 int cpu_bn_blk_apply(struct cpu_ctx *c, struct cpu_bn *l, dnnl_memory_t src, dnnl_memory_t res,
-		     dnnl_memory_t dst, int relu)
+		     dnnl_memory_t dst, int relu, uint16_t *mask)
 {
 	const float *x = cpu_handle(src), *r = res ? cpu_handle(res) : NULL;
 	float *y = cpu_handle(dst);
 	CHECK(x && y && (r || !res), "%s:%d: batch norm memory has no buffer", __FILE__, __LINE__);
-	apply_range(l, kern_for(l, y), x, r, y, relu, 0, l->c / BLK);
+	CHECK(!mask || relu, "%s:%d: a ReLU mask without a ReLU", __FILE__, __LINE__);
+	apply_range(l, kern_for(l, y), x, r, y, mask, relu, 0, l->c / BLK);
 	return 0;
 fail:
 	return -1;
@@ -442,7 +522,7 @@ int cpu_bn_blk_forward_train(struct cpu_ctx *c, struct cpu_bn *l, const float *g
 	for (int b0 = 0; b0 < cb; b0 += g) {
 		int b1 = b0 + g < cb ? b0 + g : cb;
 		train_stats(l, gamma, beta, x, b0, b1, s1, s2);
-		apply_range(l, k, x, NULL, y, l->relu, b0, b1);
+		apply_range(l, k, x, NULL, y, NULL, l->relu, b0, b1);
 	}
 	return 0;
 fail:
@@ -451,9 +531,10 @@ fail:
 
 int cpu_bn_blk_backward(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma, float *dgamma,
 			float *dbeta, dnnl_memory_t src, dnnl_memory_t diff_dst,
-			dnnl_memory_t diff_src)
+			dnnl_memory_t diff_src, const uint16_t *mask)
 {
-	const float *x = cpu_handle(src), *dy = cpu_handle(diff_dst);
+	const float *x = cpu_handle(src);
+	float *dy = cpu_handle(diff_dst);
 	float *dx = cpu_handle(diff_src);
 	const float *var = cpu_handle(l->var), *fm = cpu_handle(l->fmean);
 	const float *sc = cpu_handle(l->fscale), *sh = cpu_handle(l->fshift);
@@ -466,6 +547,8 @@ int cpu_bn_blk_backward(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma,
 	double sdy[l->c], sdx[l->c];
 
 	CHECK(x && dy && dx, "%s:%d: batch norm memory has no buffer", __FILE__, __LINE__);
+	CHECK(!mask || (!relu && dx != dy), "%s:%d: a residual ReLU mask on a BN with a ReLU or in place",
+	      __FILE__, __LINE__);
 	if (have_buffers(c, l) < 0)
 		goto fail;
 	const struct cpu_bn_kern *k = l->kern, *kd = kern_for(l, dx);
@@ -475,8 +558,12 @@ int cpu_bn_blk_backward(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma,
 		for (int i = 0; i < nchunk; i++) {
 			size_t off = CHUNK(i, b0, nb), ci = off / (hw * BLK);
 			int ch = CBLK(i, b0, nb);
-			k->bwd_sums(x + off, dy + off, hw, fm + ch, sc + ch, sh + ch, relu,
-				    part + ci * 2 * BLK, part + ci * 2 * BLK + BLK);
+			if (mask)
+				k->bwd_sums_mask(x + off, dy + off, mask + off / BLK, hw, fm + ch,
+						 part + ci * 2 * BLK, part + ci * 2 * BLK + BLK);
+			else
+				k->bwd_sums(x + off, dy + off, hw, fm + ch, sc + ch, sh + ch, relu,
+					    part + ci * 2 * BLK, part + ci * 2 * BLK + BLK);
 		}
 		chunk_sums_combine(l, part, b0, b1, sdy, sdx);
 		/* With g the masked dy, xc = x - mean (exact mean) and a = gamma

@@ -6,6 +6,8 @@
 #ifndef DLJOB_ENGINE_CPU_CPU_LAYERS_H
 #define DLJOB_ENGINE_CPU_CPU_LAYERS_H
 
+#include <stdint.h>
+
 #include "engine/cpu/cpu_common.h"
 #include "engine/cpu/cpu_wino.h"
 
@@ -101,10 +103,12 @@ int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w
  * set per instruction set. */
 struct cpu_bn_kern {
 	void (*stats)(const float *x, size_t hw, const float *shift, double *s1, double *s2);
-	void (*apply)(const float *x, const float *res, float *y, size_t hw, const float *m,
-		      const float *sc, const float *sh, int relu);
+	void (*apply)(const float *x, const float *res, float *y, uint16_t *mask, size_t hw,
+		      const float *m, const float *sc, const float *sh, int relu);
 	void (*bwd_sums)(const float *x, const float *dy, size_t hw, const float *mean,
 			 const float *sc, const float *sh, int relu, double *sdy, double *sdx);
+	void (*bwd_sums_mask)(const float *x, float *dy, const uint16_t *mask, size_t hw,
+			      const float *mean, double *sdy, double *sdx);
 	void (*bwd_dx)(const float *x, const float *dy, float *dx, size_t hw, const float *mean,
 		       const float *sc, const float *sh, int relu, const float *k0,
 		       const float *k2);
@@ -144,21 +148,24 @@ int cpu_bn_backward_exec(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma
  * usable: whether md (C channels) qualifies; prepare: with run_mean NULL the
  * batch statistics of src into l->mean/l->var (training), else the given
  * running ones, folded with gamma/beta into l->fscale/fshift; apply: dst =
- * bn(src) (+ res if non-NULL) (ReLU'd if relu), with what prepare folded;
- * backward: as cpu_bn_backward_exec (diff_src may be diff_dst). */
+ * bn(src) (+ res if non-NULL) (ReLU'd if relu), with what prepare folded,
+ * and with mask (relu only) the ReLU's mask, one bit per value (N*C/16*H*W
+ * words); backward: as cpu_bn_backward_exec (diff_src may be diff_dst), or
+ * with mask (a residual add's, from apply; a BN without ReLU, diff_src not
+ * diff_dst) diff_dst masked first and written back masked. */
 int cpu_bn_blk_usable(struct cpu_ctx *c, const dnnl_memory_desc_t *md, int ch);
 int cpu_bn_blk_init(struct cpu_ctx *c, struct cpu_bn *l, const dnnl_memory_desc_t *md, float eps);
 int cpu_bn_blk_prepare(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma, const float *beta,
 		       const float *run_mean, const float *run_var, dnnl_memory_t src);
 int cpu_bn_blk_apply(struct cpu_ctx *c, struct cpu_bn *l, dnnl_memory_t src, dnnl_memory_t res,
-		     dnnl_memory_t dst, int relu);
+		     dnnl_memory_t dst, int relu, uint16_t *mask);
 /* prepare (training) + apply in one, group of channels by group so the
  * second read of src comes from the cache. */
 int cpu_bn_blk_forward_train(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma,
 			     const float *beta, dnnl_memory_t src, dnnl_memory_t dst);
 int cpu_bn_blk_backward(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma, float *dgamma,
 			float *dbeta, dnnl_memory_t src, dnnl_memory_t diff_dst,
-			dnnl_memory_t diff_src);
+			dnnl_memory_t diff_src, const uint16_t *mask);
 
 /* ReLU; backward uses the forward output (dst), so it can run in place. */
 struct cpu_relu {

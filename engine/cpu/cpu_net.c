@@ -38,6 +38,14 @@ struct cpu_node {
 	 * BN node's index + 1 (0: none), add_bn_j the input it feeds. */
 	int bn_in_add;
 	int add_bn, add_bn_j;
+	/* The residual ReLU's mask (ADD node with add_bn and a ReLU): written
+	 * by the training forward, one bit per value, and applied by the BN
+	 * node just before the ADD in the graph (relu_mask_of on it: the ADD's
+	 * index + 1) in its backward's sums pass, on the add's gradient buffer
+	 * that both add inputs share, instead of a ReLU backward pass reading
+	 * the add's output (relu_mask_ok). */
+	uint16_t *relu_mask;
+	int relu_mask_of;
 };
 
 struct dl_backend {
@@ -285,6 +293,28 @@ static int add_bn_fusable(struct dl_backend *b, int i, int j)
 											     0;
 }
 
+/* Can the BN node just before ADD node i apply the add's ReLU mask in its
+ * backward?  Then it is the first node whose backward reads the add's
+ * gradient: its output feeds the add and takes over the add's gradient
+ * buffer (alias), the add's other input shares that buffer too or is the
+ * image (no copy of the unmasked gradient is ever made), it has no ReLU of
+ * its own, runs the own kernels, and computes a dx (into another buffer). */
+static int relu_mask_ok(const struct dl_backend *b, int i)
+{
+	const struct dl_graph *g = b->g;
+	const struct dl_node *d = &g->nodes[i], *p = i > 0 ? &g->nodes[i - 1] : NULL;
+	const struct cpu_node *cn = &b->nodes[i];
+	int j;
+	if (!d->relu || !cn->add_bn || !p || p->kind != DL_NODE_BN || p->relu || !b->nodes[i - 1].bn.blk ||
+	    p->in[0] == g->input)
+		return 0;
+	for (j = 0; j < 2 && d->in[j] != p->out; j++)
+		;
+	if (j == 2 || d->in[0] == d->in[1] || !cn->sink[j].alias)
+		return 0;
+	return d->in[1 - j] == g->input || cn->sink[1 - j].alias;
+}
+
 static int build_node(struct dl_backend *b, int i)
 {
 	struct cpu_ctx *c = &b->c;
@@ -519,6 +549,15 @@ static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_b
 		}
 		b->pool_busy[slot[d->out]]--;
 	}
+	for (int i = 0; i < g->n_nodes; i++) {
+		struct cpu_node *cn = &b->nodes[i];
+		if (g->nodes[i].kind != DL_NODE_ADD || !relu_mask_ok(b, i))
+			continue;
+		const struct dl_shape *s = &g->values[g->nodes[i].out];
+		if (!(cn->relu_mask = cpu_alloc(c, (size_t)n * s->c / 16 * s->h * s->w * sizeof(uint16_t))))
+			goto fail;
+		b->nodes[i - 1].relu_mask_of = i + 1;
+	}
 	/* Weights that can stay in their forward's blocked layout between
 	 * steps (f32 convolutions and the FC), with their gradient and momentum
 	 * in it too; the layers' weight memories. */
@@ -725,7 +764,8 @@ int dl_cpu_forward(struct dl_backend *b, const float *x, int train)
 				const struct dl_node *bd = &g->nodes[cn->add_bn - 1];
 				rc = cpu_bn_blk_apply(c, &b->nodes[cn->add_bn - 1].bn,
 						      b->val[bd->in[0]],
-						      b->val[d->in[1 - cn->add_bn_j]], out, d->relu);
+						      b->val[d->in[1 - cn->add_bn_j]], out, d->relu,
+						      train ? cn->relu_mask : NULL);
 			} else {
 				rc = cpu_add_forward_exec(c, &cn->add, in, b->val[d->in[1]], out);
 			}
@@ -826,7 +866,11 @@ static int backward(struct dl_backend *b, const float *dlogits, int reduce)
 						    GRAD(d->param[0]), in, dy, dx);
 			break;
 		case DL_NODE_BN:
-			if (has_dx)
+			if (has_dx && cn->relu_mask_of)
+				rc = cpu_bn_blk_backward(c, &cn->bn, wdata(b, d->param[0]), GRAD(d->param[0]),
+							 GRAD(d->param[1]), in, dy, dx,
+							 b->nodes[cn->relu_mask_of - 1].relu_mask);
+			else if (has_dx)
 				rc = cpu_bn_backward_exec(c, &cn->bn, wdata(b, d->param[0]),
 							  GRAD(d->param[0]),
 							  GRAD(d->param[1]), in, dy, dx);
@@ -838,7 +882,7 @@ static int backward(struct dl_backend *b, const float *dlogits, int reduce)
 				rc = cpu_relu_backward_exec(c, &cn->relu, b->val[d->out], dy, dx);
 			break;
 		case DL_NODE_ADD:
-			if (d->relu)
+			if (d->relu && !cn->relu_mask) /* else the BN before applies the mask */
 				rc = cpu_relu_backward_exec(c, &cn->add.relu_l, b->val[d->out], dy, dy);
 			for (int j = 0; j < 2 && rc == 0; j++) {
 				int v = d->in[j];
