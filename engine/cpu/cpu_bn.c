@@ -71,7 +71,7 @@ int cpu_bn_forward_eval_exec(struct cpu_ctx *c, struct cpu_bn *l, const float *g
 {
 	if (l->blk)
 		return cpu_bn_blk_prepare(c, l, gamma, beta, run_mean, run_var, src) < 0 ? -1 :
-			cpu_bn_blk_apply(c, l, src, NULL, dst, l->relu, NULL);
+			cpu_bn_blk_apply(c, l, src, NULL, NULL, dst, l->relu, NULL);
 	if (cpu_set_handle(c, l->scale, gamma) < 0 || cpu_set_handle(c, l->shift, beta) < 0 ||
 	    cpu_set_handle(c, l->run_mean, run_mean) < 0 ||
 	    cpu_set_handle(c, l->run_var, run_var) < 0)

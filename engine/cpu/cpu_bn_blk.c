@@ -118,14 +118,25 @@ INLINE void stats_body(const float *x, size_t hw, const float *shift, double *s1
 }
 
 /* y = (x - m) * sc + sh (+ res) (ReLU'd if relu).  res may be NULL; with
- * mask (relu only) the ReLU's mask too, one word per position. */
+ * rn (3 pointers: res's own mean, scale, shift) res is normalized too, the
+ * downsampling block's shortcut BN; with mask (relu only) the ReLU's mask
+ * too, one word per position. */
 INLINE void apply_body(const float *x, const float *res, float *y, uint16_t *mask, size_t hw,
-		       const float *mean, const float *sc, const float *sh, int relu)
+		       const float *mean, const float *sc, const float *sh, const float *const *rn,
+		       int relu)
 {
 	v16 m = *(const v16 *)mean, a = *(const v16 *)sc, b = *(const v16 *)sh;
+	v16 rm = { 0 }, ra = { 0 }, rb = { 0 };
+	if (rn) {
+		rm = *(const v16 *)rn[0];
+		ra = *(const v16 *)rn[1];
+		rb = *(const v16 *)rn[2];
+	}
 	for (size_t p = 0; p < hw; p++) {
 		v16 v = (*(const v16 *)(x + p * BLK) - m) * a + b;
-		if (res)
+		if (rn)
+			v += (*(const v16 *)(res + p * BLK) - rm) * ra + rb;
+		else if (res)
 			v += *(const v16 *)(res + p * BLK);
 		if (mask)
 			mask[p] = gt0_bits(v);
@@ -239,12 +250,21 @@ INLINE void bwd_dx_body(const float *x, const float *dy, float *dx, size_t hw, c
  * for outputs of NT_MIN_BYTES and more; AVX-512 only. */
 __attribute__((target("avx512f"))) static void apply_nt(const float *x, const float *res, float *y,
 							uint16_t *mask, size_t hw, const float *mean,
-							const float *sc, const float *sh, int relu)
+							const float *sc, const float *sh,
+							const float *const *rn, int relu)
 {
 	v16 m = *(const v16 *)mean, a = *(const v16 *)sc, b = *(const v16 *)sh;
+	v16 rm = { 0 }, ra = { 0 }, rb = { 0 };
+	if (rn) {
+		rm = *(const v16 *)rn[0];
+		ra = *(const v16 *)rn[1];
+		rb = *(const v16 *)rn[2];
+	}
 	for (size_t p = 0; p < hw; p++) {
 		v16 v = (*(const v16 *)(x + p * BLK) - m) * a + b;
-		if (res)
+		if (rn)
+			v += (*(const v16 *)(res + p * BLK) - rm) * ra + rb;
+		else if (res)
 			v += *(const v16 *)(res + p * BLK);
 		if (mask)
 			mask[p] = (uint16_t)_mm512_cmp_ps_mask((__m512)v, _mm512_setzero_ps(), _CMP_GT_OQ);
@@ -282,14 +302,18 @@ __attribute__((target("avx512f"))) static void bwd_dx_nt(const float *x, const f
 	}                                                                                          \
 	attr static void apply_##sfx(const float *x, const float *res, float *y, uint16_t *mask,  \
 				     size_t hw, const float *m, const float *sc, const float *sh,  \
-				     int relu)                                                     \
+				     const float *const *rn, int relu)                             \
 	{                                                                                          \
-		if (mask)                                                                          \
-			apply_body(x, res, y, mask, hw, m, sc, sh, relu);                          \
+		if (mask && rn)                                                                    \
+			apply_body(x, res, y, mask, hw, m, sc, sh, rn, relu);                      \
+		else if (mask)                                                                     \
+			apply_body(x, res, y, mask, hw, m, sc, sh, NULL, relu);                    \
+		else if (rn)                                                                       \
+			apply_body(x, res, y, NULL, hw, m, sc, sh, rn, relu);                      \
 		else if (res)                                                                      \
-			apply_body(x, res, y, NULL, hw, m, sc, sh, relu);                          \
+			apply_body(x, res, y, NULL, hw, m, sc, sh, NULL, relu);                    \
 		else                                                                               \
-			apply_body(x, NULL, y, NULL, hw, m, sc, sh, relu);                         \
+			apply_body(x, NULL, y, NULL, hw, m, sc, sh, NULL, relu);                   \
 	}                                                                                          \
 	attr static void bwd_sums_##sfx(const float *x, const float *dy, size_t hw,               \
 					const float *mean, const float *sc, const float *sh,       \
@@ -444,18 +468,22 @@ static void train_stats(struct cpu_bn *l, const float *gamma, const float *beta,
 
 /* dst = bn(src) (+ res) (ReLU'd) over blocks [b0, b1), as folded. */
 static void apply_range(struct cpu_bn *l, const struct cpu_bn_kern *k, const float *x,
-			const float *r, float *y, uint16_t *mask, int relu, int b0, int b1)
+			const float *r, const struct cpu_bn *lr, float *y, uint16_t *mask, int relu, int b0,
+			int b1)
 {
 	const float *fm = cpu_handle(l->fmean), *sc = cpu_handle(l->fscale);
 	const float *sh = cpu_handle(l->fshift);
+	const float *rfm = lr ? cpu_handle(lr->fmean) : NULL, *rsc = lr ? cpu_handle(lr->fscale) : NULL;
+	const float *rsh = lr ? cpu_handle(lr->fshift) : NULL;
 	int cb = l->c / BLK, nb = b1 - b0, nchunk = l->n * nb;
 	size_t hw = l->hw;
 #pragma omp parallel for schedule(static)
 	for (int i = 0; i < nchunk; i++) {
 		size_t off = CHUNK(i, b0, nb);
 		int ch = CBLK(i, b0, nb);
+		const float *rn[3] = { rfm ? rfm + ch : NULL, rsc ? rsc + ch : NULL, rsh ? rsh + ch : NULL };
 		k->apply(x + off, r ? r + off : NULL, y + off, mask ? mask + off / BLK : NULL, hw, fm + ch,
-			 sc + ch, sh + ch, relu);
+			 sc + ch, sh + ch, lr ? rn : NULL, relu);
 	}
 }
 
@@ -496,13 +524,15 @@ fail:
 }
 
 int cpu_bn_blk_apply(struct cpu_ctx *c, struct cpu_bn *l, dnnl_memory_t src, dnnl_memory_t res,
-		     dnnl_memory_t dst, int relu, uint16_t *mask)
+		     const struct cpu_bn *lres, dnnl_memory_t dst, int relu, uint16_t *mask)
 {
 	const float *x = cpu_handle(src), *r = res ? cpu_handle(res) : NULL;
 	float *y = cpu_handle(dst);
 	CHECK(x && y && (r || !res), "%s:%d: batch norm memory has no buffer", __FILE__, __LINE__);
 	CHECK(!mask || relu, "%s:%d: a ReLU mask without a ReLU", __FILE__, __LINE__);
-	apply_range(l, kern_for(l, y), x, r, y, mask, relu, 0, l->c / BLK);
+	CHECK(!lres || (r && lres->blk && lres->c == l->c && lres->n == l->n && lres->hw == l->hw),
+	      "%s:%d: the shortcut's batch norm does not match", __FILE__, __LINE__);
+	apply_range(l, kern_for(l, y), x, r, lres, y, mask, relu, 0, l->c / BLK);
 	return 0;
 fail:
 	return -1;
@@ -522,7 +552,7 @@ int cpu_bn_blk_forward_train(struct cpu_ctx *c, struct cpu_bn *l, const float *g
 	for (int b0 = 0; b0 < cb; b0 += g) {
 		int b1 = b0 + g < cb ? b0 + g : cb;
 		train_stats(l, gamma, beta, x, b0, b1, s1, s2);
-		apply_range(l, k, x, NULL, y, NULL, l->relu, b0, b1);
+		apply_range(l, k, x, NULL, NULL, y, NULL, l->relu, b0, b1);
 	}
 	return 0;
 fail:

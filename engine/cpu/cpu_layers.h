@@ -104,7 +104,7 @@ int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w
 struct cpu_bn_kern {
 	void (*stats)(const float *x, size_t hw, const float *shift, double *s1, double *s2);
 	void (*apply)(const float *x, const float *res, float *y, uint16_t *mask, size_t hw,
-		      const float *m, const float *sc, const float *sh, int relu);
+		      const float *m, const float *sc, const float *sh, const float *const *rn, int relu);
 	void (*bwd_sums)(const float *x, const float *dy, size_t hw, const float *mean,
 			 const float *sc, const float *sh, int relu, double *sdy, double *sdx);
 	void (*bwd_sums_mask)(const float *x, float *dy, const uint16_t *mask, size_t hw,
@@ -148,7 +148,8 @@ int cpu_bn_backward_exec(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma
  * usable: whether md (C channels) qualifies; prepare: with run_mean NULL the
  * batch statistics of src into l->mean/l->var (training), else the given
  * running ones, folded with gamma/beta into l->fscale/fshift; apply: dst =
- * bn(src) (+ res if non-NULL) (ReLU'd if relu), with what prepare folded,
+ * bn(src) (+ res if non-NULL; + lres's bn(res) if lres is non-NULL, a BN that
+ * prepare also ran for) (ReLU'd if relu), with what prepare folded,
  * and with mask (relu only) the ReLU's mask, one bit per value (N*C/16*H*W
  * words); backward: as cpu_bn_backward_exec (diff_src may be diff_dst), or
  * with mask (a residual add's, from apply; a BN without ReLU, diff_src not
@@ -158,7 +159,7 @@ int cpu_bn_blk_init(struct cpu_ctx *c, struct cpu_bn *l, const dnnl_memory_desc_
 int cpu_bn_blk_prepare(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma, const float *beta,
 		       const float *run_mean, const float *run_var, dnnl_memory_t src);
 int cpu_bn_blk_apply(struct cpu_ctx *c, struct cpu_bn *l, dnnl_memory_t src, dnnl_memory_t res,
-		     dnnl_memory_t dst, int relu, uint16_t *mask);
+		     const struct cpu_bn *lres, dnnl_memory_t dst, int relu, uint16_t *mask);
 /* prepare (training) + apply in one, group of channels by group so the
  * second read of src comes from the cache. */
 int cpu_bn_blk_forward_train(struct cpu_ctx *c, struct cpu_bn *l, const float *gamma,

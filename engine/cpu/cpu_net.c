@@ -35,9 +35,12 @@ struct cpu_node {
 	/* BN + residual add fusion: bn_in_add on the BN node (forward only
 	 * folds the statistics, the ADD node writes relu(bn(x) + s) in one
 	 * pass, so the BN output is never stored); add_bn on the ADD node: the
-	 * BN node's index + 1 (0: none), add_bn_j the input it feeds. */
+	 * BN node's index + 1 (0: none), add_bn_j the input it feeds; add_bn2:
+	 * the same for a BN on the other input (a downsampling block's
+	 * shortcut), normalized in the same pass, its output never stored
+	 * either. */
 	int bn_in_add;
-	int add_bn, add_bn_j;
+	int add_bn, add_bn_j, add_bn2;
 	/* The residual ReLU's mask (ADD node with add_bn and a ReLU): written
 	 * by the training forward, one bit per value, and applied by the BN
 	 * node just before the ADD in the graph (relu_mask_of on it: the ADD's
@@ -462,6 +465,8 @@ static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_b
 			if ((cn->add_bn = add_bn_fusable(b, i, j))) {
 				cn->add_bn_j = j;
 				b->nodes[cn->add_bn - 1].bn_in_add = 1;
+				if ((cn->add_bn2 = add_bn_fusable(b, i, 1 - j)))
+					b->nodes[cn->add_bn2 - 1].bn_in_add = 1;
 			}
 	}
 
@@ -762,10 +767,11 @@ int dl_cpu_forward(struct dl_backend *b, const float *x, int train)
 		case DL_NODE_ADD:
 			if (cn->add_bn) {
 				const struct dl_node *bd = &g->nodes[cn->add_bn - 1];
-				rc = cpu_bn_blk_apply(c, &b->nodes[cn->add_bn - 1].bn,
-						      b->val[bd->in[0]],
-						      b->val[d->in[1 - cn->add_bn_j]], out, d->relu,
-						      train ? cn->relu_mask : NULL);
+				const struct cpu_bn *bn2 = cn->add_bn2 ? &b->nodes[cn->add_bn2 - 1].bn : NULL;
+				dnnl_memory_t res = cn->add_bn2 ? b->val[g->nodes[cn->add_bn2 - 1].in[0]] :
+								  b->val[d->in[1 - cn->add_bn_j]];
+				rc = cpu_bn_blk_apply(c, &b->nodes[cn->add_bn - 1].bn, b->val[bd->in[0]], res, bn2,
+						      out, d->relu, train ? cn->relu_mask : NULL);
 			} else {
 				rc = cpu_add_forward_exec(c, &cn->add, in, b->val[d->in[1]], out);
 			}

@@ -277,7 +277,7 @@ int cpu_bn_add(const float *x, const float *gamma, const float *beta, const floa
 	      h, w);
 	if (io_in(c, &tx, x) < 0 || io_in(c, &ts, s) < 0 ||
 	    cpu_bn_blk_prepare(c, &l, gamma, beta, run_mean, run_var, tx.blk) < 0 ||
-	    cpu_bn_blk_apply(c, &l, tx.blk, ts.blk, tz.blk, relu, NULL) < 0 || io_out(c, &tz, z) < 0)
+	    cpu_bn_blk_apply(c, &l, tx.blk, ts.blk, NULL, tz.blk, relu, NULL) < 0 || io_out(c, &tz, z) < 0)
 		goto out;
 	if (!run_mean) {
 		memcpy(mean, cpu_handle(l.mean), sizeof(float) * ch);

@@ -86,7 +86,7 @@ static int run(const struct shape *s, int own, int reps, double ms[3])
 		double t2 = now();
 		if (own) {
 			if (cpu_bn_blk_prepare(c, &l, g, b, NULL, NULL, x) < 0 ||
-			    cpu_bn_blk_apply(c, &l, x, r, z, 1, NULL) < 0)
+			    cpu_bn_blk_apply(c, &l, x, r, NULL, z, 1, NULL) < 0)
 				goto out;
 		} else if (cpu_bn_forward_train_exec(c, &l, g, b, x, y) < 0 ||
 			   cpu_add_forward_exec(c, &add, y, r, z) < 0) {
