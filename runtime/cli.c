@@ -4,6 +4,7 @@
  * run directory behind (or clobbers a real one). */
 #include "config.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -380,31 +381,6 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 	return 0;
 }
 
-/* mkdir -p: the parents of --out may not exist yet (e.g. runs/resnet50/1). */
-static int make_dirs(const char *path, char *err, size_t errlen)
-{
-	char buf[4096], q[256];
-	size_t len = strlen(path);
-	if (len >= sizeof(buf))
-		return dl_errf(err, errlen, "--out: path too long");
-	memcpy(buf, path, len + 1);
-	for (size_t i = 1; i <= len; i++) {
-		if (buf[i] != '/' && buf[i] != '\0')
-			continue;
-		char saved = buf[i];
-		buf[i] = '\0';
-		if (mkdir(buf, 0777) < 0 && errno != EEXIST)
-			return dl_errf(err, errlen, "cannot create output directory %s: %s",
-				    dl_optval_escape(buf, q, sizeof(q)), strerror(errno));
-		buf[i] = saved;
-	}
-	struct stat st;
-	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-		return dl_errf(err, errlen, "output directory %s is not a directory",
-			    dl_optval_escape(path, q, sizeof(q)));
-	return 0;
-}
-
 /* DIR/train-images-idx3-ubyte[.gz] and no DIR/train or shard index. */
 static int install_stop_handlers(char *err, size_t errlen)
 {
@@ -442,14 +418,16 @@ static int check_data_id(const char *data, const struct dl_run_env *re, char *er
 /* Where the output directory path really is, into res: absolute (a
  * relative path is from this process's working directory), with "." and
  * ".." taken and symbolic links followed, as realpath(3) does; but the
- * directory and some of its parents may not exist yet (make_dirs creates
+ * directory and some of its parents may not exist yet (walk_out creates
  * them).  So the longest prefix of path that exists is resolved by
  * realpath and the rest, the part still to be created, is appended: that
  * rest may not hold "..", since what it would mean depends on what gets
  * created (a/../.. is two levels up only once a exists, and a may become
  * a symbolic link), nor start at a dangling symbolic link (mkdir would not
- * follow it, the later writes would).  Returns 0, or -1 with why in err. */
-static int resolve_out(const char *path, char *res, size_t reslen, char *err, size_t errlen)
+ * follow it, the later writes would).  *nexist is the length of res's
+ * prefix that existed (res[0, *nexist)); res has no symbolic link, empty,
+ * "." or ".." component.  Returns 0, or -1 with why in err. */
+static int resolve_out(const char *path, char *res, size_t reslen, size_t *nexist, char *err, size_t errlen)
 {
 	char abs[DL_PATH_MAX + 2], pre[DL_PATH_MAX + 2], real[PATH_MAX], q[256];
 	size_t n, cut;
@@ -492,6 +470,7 @@ static int resolve_out(const char *path, char *res, size_t reslen, char *err, si
 	if (n >= reslen)
 		return dl_errf(err, errlen, "resolves to more than %zu bytes", reslen - 1);
 	memcpy(res, real, n + 1);
+	*nexist = n;
 	/* The rest, component by component ("" and "." add nothing). */
 	for (const char *p = abs + cut; *p;) {
 		size_t len = strcspn(p, "/");
@@ -526,23 +505,26 @@ static int resolve_out(const char *path, char *res, size_t reslen, char *err, si
 /* Model mode: DLJOB_OUT_BASE is the step's working directory on the host,
  * which a relative --dl-out (and the default, DIR/dljob-JOBID) is under.
  * The output directory must really be under it, wherever its spelling
- * leads (resolve_out: "..", symbolic links), and here, possibly inside a
- * container, DIR must still be that directory (mounted at the same path):
- * else the output would go to the container's own file system and be lost
- * with it (spank-dljob(8), CONTAINERS). */
-static int check_out_base(const char *opt, const char *out, const struct dl_run_env *re, char *err, size_t errlen)
+ * leads (res, from resolve_out: "..", symbolic links), and here, possibly
+ * inside a container, DIR must still be that directory (mounted at the
+ * same path): else the output would go to the container's own file system
+ * and be lost with it (spank-dljob(8), CONTAINERS).  *nbase is the length
+ * of res's prefix that is DIR where it really is (walk_out checks the
+ * directory it passes there again, by device and inode); 0 without
+ * DLJOB_OUT_BASE. */
+static int check_out_base(const char *opt, const char *out, const char *res, const struct dl_run_env *re,
+			  size_t *nbase, char *err, size_t errlen)
 {
 	const char *dir = re->base_dir;
-	char qo[256], qd[256], qr[256], res[PATH_MAX], rbase[PATH_MAX], why[512];
+	char qo[256], qd[256], qr[256], rbase[PATH_MAX];
 	struct stat sb;
 	size_t n;
 
+	*nbase = 0;
 	if (!re->have_out_base)
 		return 0;
 	dl_optval_escape(out, qo, sizeof(qo));
 	dl_optval_escape(dir, qd, sizeof(qd));
-	if (resolve_out(out, res, sizeof(res), why, sizeof(why)) < 0)
-		return dl_errf(err, errlen, "%s %s: %s", opt, qo, why);
 	dl_optval_escape(res, qr, sizeof(qr));
 	/* DIR where it really is too (a symbolic link in its path); as it is
 	 * spelled when it is not there (a container that lacks it: below). */
@@ -553,37 +535,179 @@ static int check_out_base(const char *opt, const char *out, const struct dl_run_
 		return dl_errf(err, errlen, "%s %s resolves to %s, which is not under DLJOB_OUT_BASE's %s", opt, qo,
 			    qr, qd);
 	if (stat(dir, &sb) == 0 && (unsigned long long)sb.st_dev == re->base_dev &&
-	    (unsigned long long)sb.st_ino == re->base_ino)
+	    (unsigned long long)sb.st_ino == re->base_ino) {
+		*nbase = n;
 		return 0;
+	}
 	return dl_errf(err, errlen, "%s %s is under the step's working directory %s, which is not the "
 		    "host's here (a container that does not mount it): the output would be lost with the "
 		    "container; mount it at the same path (--container-mounts=%s:%s, or an enroot mounts.d "
 		    "entry) or give %s a directory mounted from the host", opt, qo, qd, qd, qd, opt);
 }
 
+/* The directory name in the directory dfd, path being both, opened without
+ * following a symbolic link (O_PATH: search permission is enough, as for a
+ * path).  Returns the descriptor, or -1 with what is wrong in err. */
+static int open_dir_at(int dfd, const char *name, const char *path, char *err, size_t errlen)
+{
+	char q[256];
+	struct stat lst;
+	int fd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), e = errno;
+
+	if (fd >= 0)
+		return fd;
+	dl_optval_escape(path, q, sizeof(q));
+	if (e == ENOTDIR && fstatat(dfd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lst.st_mode))
+		return dl_errf(err, errlen, "%s was made a symbolic link after the path was checked (not followed)", q);
+	if (e == ENOTDIR)
+		return dl_errf(err, errlen, "%s is not a directory", q);
+	if (e == ENOENT)
+		return dl_errf(err, errlen, "%s was removed after the path was checked", q);
+	return dl_errf(err, errlen, "cannot open %s: %s", q, strerror(e));
+}
+
+/* Makes and checks the output directory res (resolve_out: absolute, no
+ * symbolic link, res[0, nexist) existed) without following any symbolic
+ * link: from "/", each component is opened with openat(O_NOFOLLOW) in the
+ * directory opened before it, and one of the part that did not exist is
+ * first made there with mkdirat.  A component replaced by a symbolic link
+ * after resolve_out (by someone who can write to its parent) is refused
+ * where it is met, so nothing is ever created outside the path that was
+ * checked, and the directory reached is res itself: under DLJOB_OUT_BASE
+ * when check_out_base said so, whose directory is checked again as it is
+ * passed (res[0, nbase), when nbase is not 0).
+ *
+ * Ownership, the rule (the output directory holds the checkpoints that
+ * --resume loads, so whoever can write in it decides what a resumed run
+ * trains from):
+ * - every directory dljob creates (what did not exist: res[nexist...]) is
+ *   made with mode 0755, less the umask (never writable by others, whatever
+ *   the umask: umask 002 would give 0775), and must then be owned by the
+ *   effective uid: another owner means another user made it first (the
+ *   directory above is writable by others: /tmp, a project directory) or a
+ *   file system that maps owners (NFS root_squash);
+ * - the output directory itself, made now or already there, must be owned
+ *   by the effective uid: a DIR/dljob-JOBID (or any --dl-out) that another
+ *   user made beforehand in a shared working directory is refused, root's
+ *   too; and it may not be writable by others (S_IWOTH), with or without
+ *   the sticky bit (which only stops others removing the user's files:
+ *   they could still create checkpoint.safetensors before the first
+ *   checkpoint).  Group-writable is the owner's choice, accepted: only the
+ *   owner (or root) sets the mode, umask 002 with a group of one's own
+ *   (Debian's and Red Hat's default) makes every directory 0775, and a
+ *   group the owner opened it to is one they trust with their files;
+ * - directories above that already existed are not checked: /tmp or a
+ *   shared project directory are legitimate places.  Someone who can write
+ *   to one could still rename the output directory away while the run
+ *   writes into it by name (later writes would go to whatever they put at
+ *   that path); in /tmp the sticky bit stops that.
+ * *created is set when the output directory itself was made here. */
+static int walk_out(const char *opt, const char *res, size_t nexist, size_t nbase, const struct dl_run_env *re,
+		    int *created, char *err, size_t errlen)
+{
+	char path[PATH_MAX], name[PATH_MAX], q[256];
+	size_t end = 1, rlen = strlen(res);
+	unsigned me = (unsigned)geteuid();
+	struct stat sb;
+	int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return dl_errf(err, errlen, "cannot open /: %s", strerror(errno));
+	/* fd is res[0, end) ("/" when end is 1) */
+	for (;;) {
+		if (nbase && end == nbase && (fstat(fd, &sb) < 0 || (unsigned long long)sb.st_dev != re->base_dev ||
+					      (unsigned long long)sb.st_ino != re->base_ino)) {
+			close(fd);
+			return dl_errf(err, errlen, "the step's working directory %s was replaced after it was checked",
+				    dl_optval_escape(re->base_dir, q, sizeof(q)));
+		}
+		if (res[end] == '\0')
+			break;
+		size_t start = end > 1 ? end + 1 : 1, len = strcspn(res + start, "/");
+		int made = 0, nfd;
+
+		memcpy(name, res + start, len);
+		name[len] = '\0';
+		memcpy(path, res, start + len);
+		path[start + len] = '\0';
+		if (start + len > nexist) {
+			if (mkdirat(fd, name, 0755) == 0) {
+				made = 1;
+			} else if (errno != EEXIST) {
+				int e = errno;
+
+				close(fd);
+				return dl_errf(err, errlen, "cannot create output directory %s: %s",
+					    dl_optval_escape(path, q, sizeof(q)), strerror(e));
+			}
+		}
+		nfd = open_dir_at(fd, name, path, err, errlen);
+		close(fd);
+		if (nfd < 0)
+			return -1;
+		fd = nfd;
+		end = start + len;
+		if (made && end == rlen)
+			*created = 1;
+		if (end > nexist && (fstat(fd, &sb) < 0 || (unsigned)sb.st_uid != me)) {
+			close(fd);
+			dl_optval_escape(path, q, sizeof(q));
+			if (made)
+				return dl_errf(err, errlen, "dljob created %s, but it is owned by uid %u, not by you "
+					    "(uid %u): the file system maps owners (an NFS export with root_squash?) or "
+					    "another user replaced it; give %s a directory on a file system that keeps "
+					    "owners", q, (unsigned)sb.st_uid, me, opt);
+			return dl_errf(err, errlen, "%s, which did not exist when the path was checked, was made "
+				    "meanwhile by uid %u, not by you (uid %u): another user can write to the directory "
+				    "above it; give %s a directory that only you can create", q, (unsigned)sb.st_uid,
+				    me, opt);
+		}
+	}
+	if (fstat(fd, &sb) < 0) {
+		int e = errno;
+
+		close(fd);
+		return dl_errf(err, errlen, "cannot stat %s: %s", dl_optval_escape(res, q, sizeof(q)), strerror(e));
+	}
+	close(fd);
+	dl_optval_escape(res, q, sizeof(q));
+	if ((unsigned)sb.st_uid != me)
+		return dl_errf(err, errlen, "the output directory %s is owned by uid %u, not by you (uid %u): its "
+			    "owner could put a checkpoint there that --resume would load; give %s a directory of "
+			    "your own (a path that does not exist yet is created)", q, (unsigned)sb.st_uid, me, opt);
+	if (sb.st_mode & S_IWOTH)
+		return dl_errf(err, errlen, "the output directory %s is writable by every user (mode %04o): "
+			    "anyone could put a checkpoint there that --resume would load; chmod o-w it, or give "
+			    "%s another directory", q, (unsigned)(sb.st_mode & 07777), opt);
+	return 0;
+}
+
 /* The output directory, made before anything is read or trained: it must
- * be a directory this process can write, or the run's results would be
- * lost at its first checkpoint.  Under DLJOB_OUT_BASE it is checked before
- * it is made (a refused path creates nothing) and again after (its path
- * now exists to its end, so a symbolic link put into it meanwhile is
- * followed).  Neither stops a directory of the path being replaced later,
- * while the run writes into it by name: only the user, who owns the output
- * anyway, can write in those directories. */
-static int make_out(const char *out, const struct dl_run_env *re, char *err, size_t errlen)
+ * be a directory of the user's (walk_out says which) that this process can
+ * write, or the run's results would be lost at its first checkpoint.
+ * Under DLJOB_OUT_BASE its path is checked before anything is made (a
+ * refused path creates nothing), and walk_out makes it without following
+ * a symbolic link, so a symbolic link put into the path after that check
+ * is refused before anything is made past it, and no second check is
+ * needed.  Nothing stops a directory above being renamed later, while the
+ * run writes into the output by name (walk_out). */
+static int make_out(const char *out, const struct dl_run_env *re, int *created, char *err, size_t errlen)
 {
 	const char *opt = re->model && re->have_out ? "--dl-out" : "--out";
-	char why[512], q[256];
+	char res[PATH_MAX], why[2048], q[256];
+	size_t nexist = 0, nbase = 0;
 
-	if (check_out_base(opt, out, re, err, errlen) < 0)
+	*created = 0;
+	dl_optval_escape(out, q, sizeof(q));
+	if (resolve_out(out, res, sizeof(res), &nexist, why, sizeof(why)) < 0)
+		return dl_errf(err, errlen, "%s %s: %s", opt, q, why);
+	if (check_out_base(opt, out, res, re, &nbase, err, errlen) < 0)
 		return -1;
-	if (make_dirs(out, why, sizeof(why)) < 0)
-		return dl_errf(err, errlen, "%s %s: %s", opt, dl_optval_escape(out, q, sizeof(q)), why);
-	if (check_out_base(opt, out, re, err, errlen) < 0)
-		return -1;
+	if (walk_out(opt, res, nexist, nbase, re, created, why, sizeof(why)) < 0)
+		return dl_errf(err, errlen, "%s %s: %s", opt, q, why);
 	if (access(out, W_OK | X_OK) < 0)
 		return dl_errf(err, errlen, "%s %s: not writable here: %s (in a container: give %s a directory "
-			    "mounted from the host, writable)", opt, dl_optval_escape(out, q, sizeof(q)),
-			    strerror(errno), opt);
+			    "mounted from the host, writable)", opt, q, strerror(errno), opt);
 	return 0;
 }
 
@@ -653,9 +777,7 @@ int dl_cli_train_main(int argc, char **argv)
 		.max_bad_fraction = 0.01,
 		.have_norm = cli->norm.have_norm,
 	};
-	struct stat st;
-	created_out = stat(c->out_dir, &st) < 0;
-	if (make_out(c->out_dir, &re, err, sizeof(err)) < 0) {
+	if (make_out(c->out_dir, &re, &created_out, err, sizeof(err)) < 0) {
 		fprintf(stderr, "dljob: %s\n", err);
 		goto out;
 	}

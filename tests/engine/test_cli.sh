@@ -264,12 +264,14 @@ rwork=$(cd "$work" && pwd -P)
 mkdir -p base/in outside && ln -s "$rwork/outside" base/link && ln -s "$rwork/base/in" base/inlink &&
 	ln -s "$rwork/nowhere" base/dangling || exit 1
 bid=$(stat -L -c '%d:%i' base)
-# out_base OUT [PATTERN]: run in base/ with DLJOB_OUT=OUT; accepted (the run's
-# weights in OUT) without PATTERN, else refused with one line holding it.
+# out_base OUT [PATTERN]: run in base/ with DLJOB_OUT=OUT (and the variables
+# in swap); accepted (the run's weights in OUT) without PATTERN, else
+# refused with one line holding it.
+swap=()
 out_base() {
 	local out=$1 pat=${2:-} rc d=base/$1
 	case $out in /*) d=$out;; esac
-	(cd base && DLJOB_MODEL=resnet20 DLJOB_DATA=$syn DLJOB_OUT=$out DLJOB_OUT_BASE="$bid:$rwork/base" \
+	(cd base && env "${swap[@]}" DLJOB_MODEL=resnet20 DLJOB_DATA=$syn DLJOB_OUT=$out DLJOB_OUT_BASE="$bid:$rwork/base" \
 		DLJOB_BATCH=16 "$bin" --backend ref --steps 1 --eval 0 --threads 1 >../stdout 2>../stderr)
 	rc=$?
 	if [ -z "$pat" ]; then
@@ -298,6 +300,71 @@ out_base new/../../escaped "dljob: --dl-out new/../../escaped: '..' after $rwork
 out_base dangling/r "dljob: --dl-out dangling/r: $rwork/base/dangling is a symbolic link to a path that does not exist"
 out_base "$rwork/basement" "resolves to $rwork/basement, which is not under"
 
+# Whose the output directory is (runtime/cli.c, walk_out): it must be the
+# effective user's, root's too, and not writable by every user (sticky bit
+# or not: checkpoint.safetensors could be put there before the run's
+# first); group-writable is its owner's choice.  A DIR/dljob-JOBID that
+# another user made beforehand in a shared working directory is refused
+# and gets nothing written into it.
+nobody=$(id -u nobody) || exit 1
+me=$(id -u)
+mkdir base/dljob-77 base/open base/sticky base/grp && chown nobody base/dljob-77 &&
+	chmod 0777 base/open && chmod 1777 base/sticky && chmod 0775 base/grp || exit 1
+out_base dljob-77 "dljob: --dl-out dljob-77: the output directory $rwork/base/dljob-77 is owned by uid $nobody, not by you (uid $me): its owner could put a checkpoint there that --resume would load; give --dl-out a directory of your own"
+out_base open "dljob: --dl-out open: the output directory $rwork/base/open is writable by every user (mode 0777): anyone could put a checkpoint there that --resume would load; chmod o-w it"
+out_base sticky "the output directory $rwork/base/sticky is writable by every user (mode 1777)"
+out_base grp
+for d in dljob-77 open sticky; do
+	[ -z "$(ls -A base/$d)" ] || { echo "FAIL: a refused --dl-out $d got files: $(ls base/$d)"; fails=$((fails + 1)); }
+done
+# The race: between the check of the path and its making, another user who
+# can write to a directory of the path swaps a component for a symbolic
+# link out of DLJOB_OUT_BASE, or makes a component dljob was to create
+# (tests/engine/out_swap.c does it right after the check resolves
+# DLJOB_OUT_BASE's directory).  Refused, nothing made outside (before, the
+# directories were made through the link, and the second check came late)
+# nor in the other user's directory.
+shim=${DLJOB_BUILDDIR:?DLJOB_BUILDDIR not set}/tests/engine/.libs/libout_swap.so
+[ -f "$shim" ] || { echo "FAIL: no $shim"; exit 1; }
+mkdir base/mid || exit 1
+swap=(LD_PRELOAD="$shim" OUTSWAP_AFTER="$rwork/base" OUTSWAP_LINK="$rwork/base/mid:$rwork/outside")
+out_base mid/new/r "dljob: --dl-out mid/new/r: $rwork/base/mid was made a symbolic link after the path was checked (not followed)"
+[ -L base/mid ] || { echo "FAIL: out_swap did not swap base/mid"; fails=$((fails + 1)); }
+swap=(LD_PRELOAD="$shim" OUTSWAP_AFTER="$rwork/base" OUTSWAP_DIR="$rwork/base/planted:$nobody")
+out_base planted/r "dljob: --dl-out planted/r: $rwork/base/planted, which did not exist when the path was checked, was made meanwhile by uid $nobody, not by you (uid $me)"
+[ -d base/planted ] && [ -z "$(ls -A base/planted)" ] ||
+	{ echo "FAIL: base/planted: $(ls -la base/planted 2>&1)"; fails=$((fails + 1)); }
+swap=()
+
+# The same rule without DLJOB_OUT_BASE (dljob train --out): another user's
+# directory refused, one's own accepted; what dljob makes is never
+# writable by others, whatever the umask (0755 less the umask).
+mkdir theirs mine && chown nobody theirs || exit 1
+"$bin" --model resnet20 --backend ref --data $syn --batch 16 --steps 1 --eval 0 --threads 1 --out theirs >stdout 2>stderr
+rc=$?
+if [ $rc -ne 1 ] || [ "$(wc -l <stderr)" -ne 1 ] || [ -n "$(ls -A theirs)" ] ||
+   ! grep -qF "dljob: --out theirs: the output directory $rwork/theirs is owned by uid $nobody, not by you (uid $me)" stderr; then
+	echo "FAIL: --out another user's directory: rc=$rc: $(cat stderr); in it: $(ls -A theirs)"; fails=$((fails + 1))
+else
+	echo "ok: --out another user's directory refused: $(cat stderr)"
+fi
+(umask 000 && exec "$bin" --model resnet20 --backend ref --data $syn --batch 16 --steps 1 --eval 0 --threads 1 \
+	--out made/run >stdout 2>stderr)
+rc=$?
+if [ $rc -ne 0 ] || [ "$(stat -c %a made made/run)" != "$(printf '755\n755')" ]; then
+	echo "FAIL: --out made/run under umask 000: rc=$rc, modes $(stat -c %a made made/run): $(cat stderr)"
+	fails=$((fails + 1))
+else
+	echo "ok: --out made/run under umask 000: made 0755"
+fi
+"$bin" --model resnet20 --backend ref --data $syn --batch 16 --steps 1 --eval 0 --threads 1 --out mine >stdout 2>stderr
+rc=$?
+if [ $rc -ne 0 ] || [ ! -s mine/model.safetensors ]; then
+	echo "FAIL: --out an existing directory of one's own: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
+else
+	echo "ok: --out an existing directory of one's own accepted"
+fi
+
 # An output directory that cannot be made: the message quotes the path
 # escaped (a control byte never reaches the terminal or the log).
 esc=$(printf 'f\033')
@@ -305,7 +372,7 @@ esc=$(printf 'f\033')
 "$bin" --model resnet20 --backend ref --data $syn --out "$esc/x" >stdout 2>stderr
 rc=$?
 if [ $rc -ne 1 ] || [ "$(wc -l <stderr)" -ne 1 ] || grep -q "$(printf '\033')" stderr ||
-   ! grep -qF 'dljob: --out f\x1b/x: cannot create output directory f\x1b/x: Not a directory' stderr; then
+   ! grep -qF "dljob: --out f\\x1b/x: $rwork/f\\x1b/x: Not a directory" stderr; then
 	echo "FAIL: --out with a control byte: rc=$rc: $(cat -v stderr)"; fails=$((fails + 1))
 else
 	echo "ok: --out with a control byte: $(cat stderr)"

@@ -13,3 +13,8 @@ TRAIN_TESTS = \
 	tests/engine/test_train_u8.sh
 TESTS += $(TRAIN_TESTS)
 dist_check_SCRIPTS += $(TRAIN_TESTS)
+# An LD_PRELOAD shim for test_cli.sh: another user's move on the output
+# directory's path, between dljob's check of it and its making.
+check_LTLIBRARIES += tests/engine/libout_swap.la
+tests_engine_libout_swap_la_SOURCES = tests/engine/out_swap.c
+tests_engine_libout_swap_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
