@@ -8,6 +8,13 @@ tests_engine_test_ops_LDADD = engine/libdlengine.la -lm
 tests_engine_test_net_SOURCES = tests/engine/test_net.c tests/engine/test_ops_util.h
 tests_engine_test_net_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
 tests_engine_test_net_LDADD = engine/libdlengine.la -lm
+# The same network with 32-channel blocks: the own nChw16c batch norm and its
+# fusions with the residual add.
+check_PROGRAMS += tests/engine/test_net_blk
+TESTS += tests/engine/test_net_blk
+tests_engine_test_net_blk_SOURCES = tests/engine/test_net_blk.c
+tests_engine_test_net_blk_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS)
+tests_engine_test_net_blk_LDADD = engine/libdlengine.la -lm
 # bf16 mixed precision (--precision bf16) of the same network.
 check_PROGRAMS += tests/engine/test_bf16_ops tests/engine/test_bf16_net
 TESTS += tests/engine/test_bf16_ops tests/engine/test_bf16_net

@@ -26,6 +26,16 @@
 #ifndef NET_BF16
 #define NET_BF16 0
 #endif
+/* The stem's and the blocks' channels: 8 and 24 run oneDNN's batch norm
+ * (not multiples of 16; oneDNN then picks nhwc for the blocks);
+ * tests/engine/test_net_blk.c builds this file again with 16 and 32, which
+ * keep nChw16c and run the own batch-norm kernels and their fusions with
+ * the residual add (its ReLU mask applied in the BN backward, the
+ * shortcut BN in the add). */
+#ifndef NET_CH
+#define NET_STEM 8
+#define NET_CH 24
+#endif
 #if NET_BF16
 /* Forward values and BN statistics to bf16's rounding.  Gradients looser:
  * a ReLU mask or max-pool argmax decided by a value within bf16 rounding of
@@ -72,13 +82,13 @@ static void add_tensor(struct dl_tensor_f32 *t, const char *name, int ndim, cons
 static void build(struct dl_graph *g)
 {
 	static const struct dl_shape shapes[N_VALUES] = {
-		[V_IN] = { 3, 20, 20 },	 [V_C1] = { 8, 10, 10 },   [V_B1] = { 8, 10, 10 },
-		[V_MP] = { 8, 5, 5 },	 [V_L1C1] = { 24, 3, 3 },  [V_L1B1] = { 24, 3, 3 },
-		[V_L1R1] = { 24, 3, 3 }, [V_L1C2] = { 24, 3, 3 },  [V_L1B2] = { 24, 3, 3 },
-		[V_DSC] = { 24, 3, 3 },	 [V_DSB] = { 24, 3, 3 },   [V_ADD] = { 24, 3, 3 },
-		[V_L2C1] = { 24, 3, 3 }, [V_L2B1] = { 24, 3, 3 },  [V_L2C2] = { 24, 3, 3 },
-		[V_L2B2] = { 24, 3, 3 }, [V_ADD2] = { 24, 3, 3 },
-		[V_GAP] = { 24, 1, 1 },	 [V_FC] = { K, 1, 1 },
+		[V_IN] = { 3, 20, 20 },	 [V_C1] = { NET_STEM, 10, 10 },   [V_B1] = { NET_STEM, 10, 10 },
+		[V_MP] = { NET_STEM, 5, 5 },	 [V_L1C1] = { NET_CH, 3, 3 },  [V_L1B1] = { NET_CH, 3, 3 },
+		[V_L1R1] = { NET_CH, 3, 3 }, [V_L1C2] = { NET_CH, 3, 3 },  [V_L1B2] = { NET_CH, 3, 3 },
+		[V_DSC] = { NET_CH, 3, 3 },	 [V_DSB] = { NET_CH, 3, 3 },   [V_ADD] = { NET_CH, 3, 3 },
+		[V_L2C1] = { NET_CH, 3, 3 }, [V_L2B1] = { NET_CH, 3, 3 },  [V_L2C2] = { NET_CH, 3, 3 },
+		[V_L2B2] = { NET_CH, 3, 3 }, [V_ADD2] = { NET_CH, 3, 3 },
+		[V_GAP] = { NET_CH, 1, 1 },	 [V_FC] = { K, 1, 1 },
 	};
 	memset(g, 0, sizeof(*g));
 	snprintf(g->model, sizeof(g->model), "tinyresnet");
@@ -97,12 +107,12 @@ static void build(struct dl_graph *g)
 	struct {
 		const char *name;
 		int co, ci, k;
-	} convs[N_CONV] = { { "conv1", 8, 3, 7 },
-			    { "layer1.0.conv1", 24, 8, 3 },
-			    { "layer1.0.conv2", 24, 24, 3 },
-			    { "layer1.0.downsample.0", 24, 8, 1 },
-			    { "layer1.1.conv1", 24, 24, 3 },
-			    { "layer1.1.conv2", 24, 24, 3 } };
+	} convs[N_CONV] = { { "conv1", NET_STEM, 3, 7 },
+			    { "layer1.0.conv1", NET_CH, NET_STEM, 3 },
+			    { "layer1.0.conv2", NET_CH, NET_CH, 3 },
+			    { "layer1.0.downsample.0", NET_CH, NET_STEM, 1 },
+			    { "layer1.1.conv1", NET_CH, NET_CH, 3 },
+			    { "layer1.1.conv2", NET_CH, NET_CH, 3 } };
 	const char *bns[N_CONV] = { "bn1",	    "layer1.0.bn1", "layer1.0.bn2", "layer1.0.downsample.1",
 				    "layer1.1.bn1", "layer1.1.bn2" };
 	int conv_p[N_CONV], bn_p[N_CONV], bn_b[N_CONV];
@@ -138,7 +148,7 @@ static void build(struct dl_graph *g)
 		add_tensor(t, name, 1, c, 0);
 		test_fill(t->data, t->count, 0.5, 1.5);
 	}
-	int fcw[2] = { K, 24 }, fcb[1] = { K };
+	int fcw[2] = { K, NET_CH }, fcb[1] = { K };
 	int fc_p = g->n_params;
 	add_tensor(&g->params[g->n_params++], "fc.weight", 2, fcw, 1);
 	test_fill(g->params[fc_p].data, g->params[fc_p].count, -0.3, 0.3);
