@@ -117,6 +117,27 @@ INLINE void stats_body(const float *x, size_t hw, const float *shift, double *s1
 	}
 }
 
+/* One batch norm's folded mean, scale and shift for a block of 16 channels. */
+struct bn16 {
+	v16 m, a, b;
+};
+INLINE struct bn16 bn16_at(const float *mean, const float *sc, const float *sh)
+{
+	return (struct bn16){ *(const v16 *)mean, *(const v16 *)sc, *(const v16 *)sh };
+}
+
+/* apply's value at p before the ReLU: bn(x) (+ res, normalized by r when
+ * rn is set). */
+INLINE v16 bn_res_at(const float *x, const float *res, size_t p, struct bn16 n, int rn, struct bn16 r)
+{
+	v16 v = (*(const v16 *)(x + p * BLK) - n.m) * n.a + n.b;
+	if (rn)
+		v += (*(const v16 *)(res + p * BLK) - r.m) * r.a + r.b;
+	else if (res)
+		v += *(const v16 *)(res + p * BLK);
+	return v;
+}
+
 /* y = (x - m) * sc + sh (+ res) (ReLU'd if relu).  res may be NULL; with
  * rn (3 pointers: res's own mean, scale, shift) res is normalized too, the
  * downsampling block's shortcut BN; with mask (relu only) the ReLU's mask
@@ -125,19 +146,9 @@ INLINE void apply_body(const float *x, const float *res, float *y, uint16_t *mas
 		       const float *mean, const float *sc, const float *sh, const float *const *rn,
 		       int relu)
 {
-	v16 m = *(const v16 *)mean, a = *(const v16 *)sc, b = *(const v16 *)sh;
-	v16 rm = { 0 }, ra = { 0 }, rb = { 0 };
-	if (rn) {
-		rm = *(const v16 *)rn[0];
-		ra = *(const v16 *)rn[1];
-		rb = *(const v16 *)rn[2];
-	}
+	struct bn16 n = bn16_at(mean, sc, sh), r = rn ? bn16_at(rn[0], rn[1], rn[2]) : n;
 	for (size_t p = 0; p < hw; p++) {
-		v16 v = (*(const v16 *)(x + p * BLK) - m) * a + b;
-		if (rn)
-			v += (*(const v16 *)(res + p * BLK) - rm) * ra + rb;
-		else if (res)
-			v += *(const v16 *)(res + p * BLK);
+		v16 v = bn_res_at(x, res, p, n, rn != NULL, r);
 		if (mask)
 			mask[p] = gt0_bits(v);
 		if (relu)
@@ -160,9 +171,24 @@ INLINE v16 masked_dy(const float *x, const float *dy, size_t p, v16 m, v16 a, v1
 	return g;
 }
 
-/* sdy, sdx (16 each) = sums of g and g * (x - mean), g as masked_dy. */
-INLINE void bwd_sums_body(const float *x, const float *dy, size_t hw, const float *mean,
-			  const float *sc, const float *sh, int relu, double *sdy, double *sdx)
+/* The gradient the sums pass takes at p: masked_dy, or with a residual
+ * add's ReLU mask (one word per position; the BN has no ReLU of its own)
+ * dy where the mask is set, written back into dyw (the shortcut's
+ * gradient too). */
+INLINE v16 sums_dy(const float *x, const float *dy, float *dyw, const uint16_t *mask, size_t p, v16 m,
+		   v16 a, v16 b, int relu)
+{
+	if (!mask)
+		return masked_dy(x, dy, p, m, a, b, relu);
+	v16 g = keep_bits(*(const v16 *)(dy + p * BLK), mask[p]);
+	*(v16 *)(dyw + p * BLK) = g;
+	return g;
+}
+
+/* sdy, sdx (16 each) = sums of g and g * (x - mean), g as sums_dy. */
+INLINE void bwd_sums_body(const float *x, const float *dy, float *dyw, const uint16_t *mask, size_t hw,
+			  const float *mean, const float *sc, const float *sh, int relu, double *sdy,
+			  double *sdx)
 {
 	v16 m = *(const v16 *)mean, a = *(const v16 *)sc, b = *(const v16 *)sh;
 	for (int l = 0; l < BLK; l++)
@@ -174,53 +200,15 @@ INLINE void bwd_sums_body(const float *x, const float *dy, size_t hw, const floa
 		v16 s = { 0 }, t = { 0 }, s2 = { 0 }, t2 = { 0 };
 		size_t p = p0;
 		for (; p + 1 < p1; p += 2) {
-			v16 g = masked_dy(x, dy, p, m, a, b, relu);
-			v16 g2 = masked_dy(x, dy, p + 1, m, a, b, relu);
+			v16 g = sums_dy(x, dy, dyw, mask, p, m, a, b, relu);
+			v16 g2 = sums_dy(x, dy, dyw, mask, p + 1, m, a, b, relu);
 			s += g;
 			t += g * (*(const v16 *)(x + p * BLK) - m);
 			s2 += g2;
 			t2 += g2 * (*(const v16 *)(x + (p + 1) * BLK) - m);
 		}
 		if (p < p1) {
-			v16 g = masked_dy(x, dy, p, m, a, b, relu);
-			s += g;
-			t += g * (*(const v16 *)(x + p * BLK) - m);
-		}
-		s += s2;
-		t += t2;
-		for (int l = 0; l < BLK; l++) {
-			sdy[l] += s[l];
-			sdx[l] += t[l];
-		}
-	}
-}
-
-/* bwd_sums_body without a ReLU of its own, for the gradient of a residual
- * add whose ReLU mask is given (one word per position): g = dy where the
- * mask is set, written back into dy (the shortcut's gradient too). */
-INLINE void bwd_sums_mask_body(const float *x, float *dy, const uint16_t *mask, size_t hw,
-			       const float *mean, double *sdy, double *sdx)
-{
-	v16 m = *(const v16 *)mean;
-	for (int l = 0; l < BLK; l++)
-		sdy[l] = sdx[l] = 0;
-	for (size_t p0 = 0; p0 < hw; p0 += SUB) {
-		size_t p1 = p0 + SUB < hw ? p0 + SUB : hw;
-		v16 s = { 0 }, t = { 0 }, s2 = { 0 }, t2 = { 0 };
-		size_t p = p0;
-		for (; p + 1 < p1; p += 2) {
-			v16 g = keep_bits(*(const v16 *)(dy + p * BLK), mask[p]);
-			v16 g2 = keep_bits(*(const v16 *)(dy + (p + 1) * BLK), mask[p + 1]);
-			*(v16 *)(dy + p * BLK) = g;
-			*(v16 *)(dy + (p + 1) * BLK) = g2;
-			s += g;
-			t += g * (*(const v16 *)(x + p * BLK) - m);
-			s2 += g2;
-			t2 += g2 * (*(const v16 *)(x + (p + 1) * BLK) - m);
-		}
-		if (p < p1) {
-			v16 g = keep_bits(*(const v16 *)(dy + p * BLK), mask[p]);
-			*(v16 *)(dy + p * BLK) = g;
+			v16 g = sums_dy(x, dy, dyw, mask, p, m, a, b, relu);
 			s += g;
 			t += g * (*(const v16 *)(x + p * BLK) - m);
 		}
@@ -253,19 +241,9 @@ __attribute__((target("avx512f"))) static void apply_nt(const float *x, const fl
 							const float *sc, const float *sh,
 							const float *const *rn, int relu)
 {
-	v16 m = *(const v16 *)mean, a = *(const v16 *)sc, b = *(const v16 *)sh;
-	v16 rm = { 0 }, ra = { 0 }, rb = { 0 };
-	if (rn) {
-		rm = *(const v16 *)rn[0];
-		ra = *(const v16 *)rn[1];
-		rb = *(const v16 *)rn[2];
-	}
+	struct bn16 n = bn16_at(mean, sc, sh), r = rn ? bn16_at(rn[0], rn[1], rn[2]) : n;
 	for (size_t p = 0; p < hw; p++) {
-		v16 v = (*(const v16 *)(x + p * BLK) - m) * a + b;
-		if (rn)
-			v += (*(const v16 *)(res + p * BLK) - rm) * ra + rb;
-		else if (res)
-			v += *(const v16 *)(res + p * BLK);
+		v16 v = bn_res_at(x, res, p, n, rn != NULL, r);
 		if (mask)
 			mask[p] = (uint16_t)_mm512_cmp_ps_mask((__m512)v, _mm512_setzero_ps(), _CMP_GT_OQ);
 		if (relu)
@@ -320,15 +298,16 @@ __attribute__((target("avx512f"))) static void bwd_dx_nt(const float *x, const f
 					int relu, double *sdy, double *sdx)                        \
 	{                                                                                          \
 		if (relu)                                                                          \
-			bwd_sums_body(x, dy, hw, mean, sc, sh, 1, sdy, sdx);                       \
+			bwd_sums_body(x, dy, NULL, NULL, hw, mean, sc, sh, 1, sdy, sdx);           \
 		else                                                                               \
-			bwd_sums_body(x, dy, hw, mean, sc, sh, 0, sdy, sdx);                       \
+			bwd_sums_body(x, dy, NULL, NULL, hw, mean, sc, sh, 0, sdy, sdx);           \
 	}                                                                                          \
 	attr static void bwd_sums_mask_##sfx(const float *x, float *dy, const uint16_t *mask,     \
 					     size_t hw, const float *mean, double *sdy,            \
 					     double *sdx)                                          \
 	{                                                                                          \
-		bwd_sums_mask_body(x, dy, mask, hw, mean, sdy, sdx);                               \
+		/* no ReLU of its own: sums_dy reads no scale or shift */                         \
+		bwd_sums_body(x, dy, dy, mask, hw, mean, mean, mean, 0, sdy, sdx);                 \
 	}                                                                                          \
 	attr static void bwd_dx_##sfx(const float *x, const float *dy, float *dx, size_t hw,      \
 				      const float *mean, const float *sc, const float *sh,         \

@@ -43,12 +43,10 @@ struct cpu_node {
 	int add_bn, add_bn_j, add_bn2;
 	/* The residual ReLU's mask (ADD node with add_bn and a ReLU): written
 	 * by the training forward, one bit per value, and applied by the BN
-	 * node just before the ADD in the graph (relu_mask_of on it: the ADD's
-	 * index + 1) in its backward's sums pass, on the add's gradient buffer
-	 * that both add inputs share, instead of a ReLU backward pass reading
-	 * the add's output (relu_mask_ok). */
+	 * node just before the ADD in the graph in its backward's sums pass,
+	 * on the add's gradient buffer that both add inputs share, instead of
+	 * a ReLU backward pass reading the add's output (relu_mask_ok). */
 	uint16_t *relu_mask;
-	int relu_mask_of;
 };
 
 struct dl_backend {
@@ -561,7 +559,6 @@ static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_b
 		const struct dl_shape *s = &g->values[g->nodes[i].out];
 		if (!(cn->relu_mask = cpu_alloc(c, (size_t)n * s->c / 16 * s->h * s->w * sizeof(uint16_t))))
 			goto fail;
-		b->nodes[i - 1].relu_mask_of = i + 1;
 	}
 	/* Weights that can stay in their forward's blocked layout between
 	 * steps (f32 convolutions and the FC), with their gradient and momentum
@@ -863,6 +860,8 @@ static int backward(struct dl_backend *b, const float *dlogits, int reduce)
 		const struct dl_node *d = &g->nodes[i];
 		struct cpu_node *cn = &b->nodes[i];
 		int v0 = d->in[0], has_dx = v0 != g->input;
+		/* the next node's residual ReLU mask, which this BN applies */
+		const uint16_t *relu_mask = i + 1 < g->n_nodes ? b->nodes[i + 1].relu_mask : NULL;
 		dnnl_memory_t in = b->val[v0], dy = b->dval[d->out];
 		dnnl_memory_t dx = has_dx ? sink_target(b, &cn->sink[0], v0) : NULL;
 		int rc = 0;
@@ -872,10 +871,9 @@ static int backward(struct dl_backend *b, const float *dlogits, int reduce)
 						    GRAD(d->param[0]), in, dy, dx);
 			break;
 		case DL_NODE_BN:
-			if (has_dx && cn->relu_mask_of)
+			if (has_dx && relu_mask)
 				rc = cpu_bn_blk_backward(c, &cn->bn, wdata(b, d->param[0]), GRAD(d->param[0]),
-							 GRAD(d->param[1]), in, dy, dx,
-							 b->nodes[cn->relu_mask_of - 1].relu_mask);
+							 GRAD(d->param[1]), in, dy, dx, relu_mask);
 			else if (has_dx)
 				rc = cpu_bn_backward_exec(c, &cn->bn, wdata(b, d->param[0]),
 							  GRAD(d->param[0]),
