@@ -62,8 +62,12 @@ int dl_checkpoint_save(const char *dir, const struct dl_graph *g, const struct d
 		snprintf(err, errlen, "cannot rename %s to %s: %s", cur, prev, strerror(errno));
 		goto out;
 	}
-	if (dl_model_state_write(cur, g, extra, n_extra, meta, err, errlen) < 0)
+	if (dl_model_state_write(cur, g, extra, n_extra, meta, err, errlen) < 0) {
+		size_t k = strlen(err);
+		if (access(prev, F_OK) == 0 && k < errlen)
+			snprintf(err + k, errlen - k, "; the checkpoint before is kept as %s, --resume takes it", prev);
 		goto out;
+	}
 	rv = 0;
 out:
 	free(extra);
