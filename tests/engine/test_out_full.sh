@@ -15,6 +15,7 @@
 #     --resume of the finished run writes the weights
 #  E  metrics.png does not fit: exit 0, the cause said; no half-written
 #     picture, and the one drawn before still there and whole
+#  G  two ranks: rank 0's failed write stops rank 1 at once, with its reason
 #  F  --out read-only: refused at once naming the file, nothing changed
 # Each case has its own tmpfs (size= decides what fits), in a private mount
 # namespace: nothing of it is seen outside the test.  Linux refuses to
@@ -30,7 +31,8 @@ fi
 bin=$DLJOB_BIN
 work=$(mktemp -d "${TMPDIR:-/tmp}/dljob-outfull.XXXXXX") || exit 1
 pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; umount "$work/m" 2>/dev/null; rm -rf "$work"' EXIT
+pids=()
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; umount "$work/m" 2>/dev/null; rm -rf "$work"' EXIT
 cd "$work" || exit 1
 mkdir m
 
@@ -138,6 +140,30 @@ for e in E1 E2; do
 	fi
 done
 rm -f m/fill
+
+# ---- G: two ranks (TCP rendezvous): rank 0's failed write stops rank 1 too, with its reason
+fresh 8m
+port=$(${TORCH_PYTHON:-/usr/bin/python3} -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+pids=()
+for r in 0 1; do
+	env -u SLURM_JOB_ID -u SLURM_PROCID -u PMIX_RANK DLJOB_WORLD=tcp RANK=$r WORLD_SIZE=2 \
+		MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" DLJOB_JOB_SECRET="$(printf '%064x' 7)" \
+		"$bin" "${args[@]}" --epochs 50 --timeout 60 2>g$r.log &
+	pids+=($!)
+done
+t=0
+while [ "$(lines)" -lt 25 ] && kill -0 "${pids[0]}" 2>/dev/null && [ $t -lt 1200 ]; do sleep 0.05; t=$((t + 1)); done
+check "G: two ranks train (25 steps logged)" [ "$(lines)" -ge 25 ]
+dd if=/dev/zero of=m/fill bs=64k 2>/dev/null
+wait "${pids[0]}"
+rc0=$?
+wait "${pids[1]}"
+rc1=$?
+pids=()
+check "G: both ranks exit 1 (got $rc0 and $rc1)" [ $rc0 -eq 1 -a $rc1 -eq 1 ]
+check "G: rank 1 says rank 0's reason: $(grep '^dljob: rank 1:' g1.log)" \
+	grep -Eq "^dljob: rank 1: .*rank 0 .*(writing|cannot write) m/run/[^ ]*: No space left on device" g1.log
+rm m/fill
 
 # ---- F: read-only
 cp -a m/run run.before
