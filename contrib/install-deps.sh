@@ -10,7 +10,7 @@ PKGS_BUILD="build-essential autoconf automake libtool pkg-config
 PKGS_TEST="slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins
   dataset-fashion-mnist python3-torch python3-torchvision python3-numpy python3-pil
   libjpeg-turbo-progs imagemagick python3-skimage python3-sklearn iproute2 util-linux
-  protobuf-compiler python3-protobuf fonts-dejavu-core"
+  protobuf-compiler python3-protobuf fonts-dejavu-core e2fsprogs"
 # make check-asan: clang with the ASan/UBSan/libFuzzer runtimes, OpenMP for clang
 PKGS_ASAN="clang libclang-rt-14-dev libomp-dev"
 # make check-packages: dpkg-buildpackage (debhelper), lintian, rpmbuild (rpm), unpacking

@@ -1,5 +1,7 @@
 #include "config.h"
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -7,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/checkpoint.h"
@@ -62,12 +65,59 @@ int dl_checkpoint_save(const char *dir, const struct dl_graph *g, const struct d
 		snprintf(err, errlen, "cannot rename %s to %s: %s", cur, prev, strerror(errno));
 		goto out;
 	}
-	if (dl_model_state_write(cur, g, extra, n_extra, meta, err, errlen) < 0)
+	if (dl_model_state_write(cur, g, extra, n_extra, meta, err, errlen) < 0) {
+		size_t k = strlen(err);
+		if (access(prev, F_OK) == 0 && k < errlen)
+			snprintf(err + k, errlen - k, "; the checkpoint before is kept as %s, --resume takes it", prev);
 		goto out;
+	}
 	rv = 0;
 out:
 	free(extra);
 	return rv;
+}
+
+/* Is name "<prefix>.tmp.<digits>", of a pid other than ours? */
+static int is_stale_tmp(const char *name)
+{
+	static const char *const outs[] = {DL_CHECKPOINT_NAME, "model.safetensors", "metrics.png"};
+	const char *t = strstr(name, ".tmp."), *d;
+	size_t plen;
+	if (!t)
+		return 0;
+	plen = (size_t)(t - name);
+	d = t + 5;
+	if (!*d || strspn(d, "0123456789") != strlen(d) || strtol(d, NULL, 10) == (long)getpid())
+		return 0;
+	for (size_t i = 0; i < sizeof(outs) / sizeof(outs[0]); i++)
+		if (plen == strlen(outs[i]) && strncmp(name, outs[i], plen) == 0)
+			return 1;
+	/* the ImageFolder index cache: imagefolder-<16 hex>.idx */
+	return plen == 12 + 16 + 4 && strncmp(name, "imagefolder-", 12) == 0 && strncmp(name + 28, ".idx", 4) == 0;
+}
+
+int dl_out_remove_stale_tmp(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	struct stat sb;
+	int n = 0;
+	if (!d)
+		return 0; /* what writes there next says why */
+	while ((e = readdir(d)))
+		if (is_stale_tmp(e->d_name) && fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(sb.st_mode)) {
+			if (unlinkat(dirfd(d), e->d_name, 0) == 0) {
+				fprintf(stderr, "dljob: removed %s/%s, a temporary file left by a writer that was killed\n",
+				        dir, e->d_name);
+				n++;
+			} else {
+				fprintf(stderr, "dljob: cannot remove %s/%s (a temporary file left by a writer that was "
+				        "killed): %s\n", dir, e->d_name, strerror(errno));
+			}
+		}
+	closedir(d);
+	return n;
 }
 
 int dl_checkpoint_find(const char *dir, char *path, size_t len)

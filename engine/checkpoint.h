@@ -36,6 +36,17 @@ struct dl_ckpt_state {
 int dl_checkpoint_save(const char *dir, const struct dl_graph *g, const struct dl_optim_state *o,
                        const struct dl_ckpt_state *s, char *err, size_t errlen);
 
+/* Remove from DIR the temporary files a killed writer of dljob's outputs
+ * left: NAME.tmp.PID (engine/safetensors.h, runtime/plot.c, the index
+ * cache) for NAME checkpoint.safetensors, model.safetensors, metrics.png or
+ * imagefolder-*.idx, when they are regular files and PID is not this
+ * process.  Nothing reads them (a checkpoint is only ever taken under its
+ * own name), but each is as large as what it was to become, and a job
+ * killed again and again would fill the disk with them.  Rank 0 calls it
+ * before it writes anything; each removal is said on stderr.  Returns the
+ * number removed. */
+int dl_out_remove_stale_tmp(const char *dir);
+
 /* The newest complete checkpoint in DIR, written to path.  Returns 0, or -1
  * if there is none. */
 int dl_checkpoint_find(const char *dir, char *path, size_t len);

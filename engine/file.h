@@ -41,4 +41,33 @@ fail:
 	return -1;
 }
 
+/* Append n bytes to fd (opened O_APPEND, written only by us) as a whole or
+ * not at all: a record of a log that fails part-way (the disk filled, an
+ * I/O error) is cut off again, so the file still ends where a record
+ * ended.  Returns 0, or -1 with errno that of the failed write (or of the
+ * fstat before it). */
+static inline int dl_append_whole(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return -1;
+	for (size_t done = 0; done < n;) {
+		ssize_t w = write(fd, p + done, n - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			int e = w < 0 ? errno : EIO;
+			if (ftruncate(fd, st.st_size) != 0) {
+				/* then readers skip the torn last record and the
+				 * next run cuts it (dl_metrics_open) */
+			}
+			errno = e;
+			return -1;
+		}
+		done += (size_t)w;
+	}
+	return 0;
+}
+
 #endif

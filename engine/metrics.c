@@ -5,23 +5,57 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/file.h"
 #include "engine/metrics.h"
+
+/* The file's length once a torn last line (no newline) is left out. */
+static int whole_lines_len(int fd, off_t *len)
+{
+	struct stat st;
+	char buf[4096];
+	if (fstat(fd, &st) != 0)
+		return -1;
+	off_t end = st.st_size;
+	while (end > 0) {
+		size_t k = end < (off_t)sizeof(buf) ? (size_t)end : sizeof(buf);
+		ssize_t r = pread(fd, buf, k, end - (off_t)k);
+		if (r != (ssize_t)k) {
+			if (r >= 0)
+				errno = EIO; /* shrank under us */
+			return -1;
+		}
+		const char *nl = memrchr(buf, '\n', k);
+		if (nl) {
+			end -= (off_t)k - (off_t)(nl - buf) - 1;
+			break;
+		}
+		end -= (off_t)k;
+	}
+	*len = end;
+	return 0;
+}
 
 int dl_metrics_open(struct dl_metrics *m, const char *dir, long resumed_at, char *err, size_t errlen)
 {
-	char path[4096];
-	int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (resumed_at < 0 ? O_TRUNC : 0);
+	int flags = O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | (resumed_at < 0 ? O_TRUNC : 0);
+	off_t whole;
 	m->events.fd = -1;
-	int n = snprintf(path, sizeof(path), "%s/metrics.jsonl", dir);
-	if (n < 0 || (size_t)n >= sizeof(path)) {
+	int n = snprintf(m->path, sizeof(m->path), "%s/metrics.jsonl", dir);
+	if (n < 0 || (size_t)n >= sizeof(m->path)) {
 		snprintf(err, errlen, "output path too long: %s", dir);
 		return -1;
 	}
-	m->fd = open(path, flags, 0666);
+	m->fd = open(m->path, flags, 0666);
 	if (m->fd < 0) {
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		snprintf(err, errlen, "cannot open %s: %s", m->path, strerror(errno));
+		return -1;
+	}
+	if (whole_lines_len(m->fd, &whole) != 0 || ftruncate(m->fd, whole) != 0) {
+		snprintf(err, errlen, "cannot cut the torn last line of %s: %s", m->path, strerror(errno));
+		dl_metrics_close(m);
 		return -1;
 	}
 	if (dl_events_open(&m->events, dir, resumed_at, err, errlen) < 0) {
@@ -96,15 +130,9 @@ int dl_metrics_write(struct dl_metrics *m, const struct dl_metrics_record *r, ch
 
 	/* One write per line: with O_APPEND a reader never sees half a record
 	 * from us, only possibly the tail of a crash. */
-	for (size_t done = 0; done < n;) {
-		ssize_t w = write(m->fd, line + done, n - done);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			snprintf(err, errlen, "writing metrics: %s", strerror(errno));
-			return -1;
-		}
-		done += (size_t)w;
+	if (dl_append_whole(m->fd, line, n) != 0) {
+		snprintf(err, errlen, "writing %s: %s", m->path, strerror(errno));
+		return -1;
 	}
 	return write_events(m, r, err, errlen);
 too_long:

@@ -14,6 +14,7 @@
 
 struct dl_metrics {
 	int fd; /* -1: closed */
+	char path[4096];
 	struct dl_events events;
 };
 
@@ -43,9 +44,14 @@ struct dl_metrics_record {
 /* Open DIR/metrics.jsonl and a new TensorBoard event file in DIR.  A
  * fresh run (resumed_at -1) starts metrics.jsonl afresh; one resumed after
  * step resumed_at appends to it (and marks the event file, see
- * dl_events_open).  Returns 0 or -1. */
+ * dl_events_open), after cutting a torn last line (one without its
+ * newline: the run before was killed mid-write, or its disk filled), which
+ * would otherwise run into the first new record and break the file for
+ * every reader.  Returns 0 or -1. */
 int dl_metrics_open(struct dl_metrics *m, const char *dir, long resumed_at, char *err, size_t errlen);
-/* Append r as one line (a single write(2)), non-finite numbers as null, and
+/* Append r as one line (a single write(2); if it fails, the part written is
+ * cut off again, so the file still ends with a whole line), non-finite
+ * numbers as null, and
  * as one Event of scalars: train/loss, train/lr, train/img_per_s,
  * time/loader_stall_s, time/compute_s, time/comm_s, time/exposed_comm_s,
  * and with has_eval eval/top1, eval/top5, eval/loss. */

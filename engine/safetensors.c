@@ -163,7 +163,7 @@ int dl_safetensors_write_ex(const char *path, struct dl_tensor_f32 *const *tenso
 	rv = 0;
 	goto out;
 werr:
-	snprintf(err, errlen, "%s: write failed: %s", tmp, strerror(errno));
+	snprintf(err, errlen, "cannot write %s: %s (its temporary file %s was removed)", path, strerror(errno), tmp);
 	if (fd >= 0)
 		close(fd);
 	fd = -1;

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/file.h"
 #include "engine/tfevent.pb-c.h"
 #include "engine/tfevents.h"
 
@@ -63,25 +64,16 @@ static int write_event(struct dl_events *e, const Tensorflow__Event *ev, char *e
 		return -1;
 	}
 	put_le(rec + 12 + len, masked_crc(rec + 12, len), 4);
-	size_t n = len + 16;
-	for (size_t done = 0; done < n;) {
-		ssize_t w = write(e->fd, rec + done, n - done);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			snprintf(err, errlen, "writing TensorBoard events: %s", strerror(errno));
-			free(rec);
-			return -1;
-		}
-		done += (size_t)w;
-	}
+	int rv = dl_append_whole(e->fd, rec, len + 16);
+	if (rv != 0)
+		snprintf(err, errlen, "writing %s: %s", e->path, strerror(errno));
 	free(rec);
-	return 0;
+	return rv;
 }
 
 int dl_events_open(struct dl_events *e, const char *dir, long resumed_at, char *err, size_t errlen)
 {
-	char host[64], path[4096];
+	char host[64], *path = e->path;
 	e->fd = -1;
 	if (gethostname(host, sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "localhost");
@@ -90,9 +82,9 @@ int dl_events_open(struct dl_events *e, const char *dir, long resumed_at, char *
 	for (char *c = host; *c; c++)
 		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_", *c))
 			*c = '_';
-	int n = snprintf(path, sizeof(path), "%s/events.out.tfevents.%lld.%s.%ld", dir, (long long)time(NULL), host,
+	int n = snprintf(path, sizeof(e->path), "%s/events.out.tfevents.%lld.%s.%ld", dir, (long long)time(NULL), host,
 	                 (long)getpid());
-	if (n < 0 || (size_t)n >= sizeof(path)) {
+	if (n < 0 || (size_t)n >= sizeof(e->path)) {
 		snprintf(err, errlen, "output path too long: %s", dir);
 		return -1;
 	}

@@ -13,6 +13,7 @@
 
 struct dl_events {
 	int fd; /* -1: closed */
+	char path[4096];
 };
 
 struct dl_event_scalar {

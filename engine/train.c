@@ -389,6 +389,8 @@ static int setup(struct run *r, char *err, size_t errlen)
 	}
 
 	if (r->comm->rank == 0) {
+		/* What a killed writer left goes before anything is written. */
+		dl_out_remove_stale_tmp(c->out_dir);
 		/* A resumed run continues the same log; a fresh one starts it over. */
 		if (dl_metrics_open(&r->metrics, c->out_dir, c->resume ? r->pos.step : -1, err, errlen) < 0)
 			return -1;

@@ -7,9 +7,12 @@
  * needs. */
 #include "config.h"
 #include <cairo.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/plot.h"
 
@@ -214,6 +217,29 @@ static void panel(cairo_t *cr, double px, double py, double pw, double ph, int x
 #undef PY
 }
 
+/* cairo's PNG writer into a file descriptor, keeping the errno of a
+ * failed write (a full disk) to say it. */
+struct png_out {
+	int fd, err;
+};
+
+static cairo_status_t png_write(void *closure, const unsigned char *data, unsigned int len)
+{
+	struct png_out *po = closure;
+	while (len > 0) {
+		ssize_t w = write(po->fd, data, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			po->err = w < 0 ? errno : EIO;
+			return CAIRO_STATUS_WRITE_ERROR;
+		}
+		data += w;
+		len -= (unsigned int)w;
+	}
+	return CAIRO_STATUS_SUCCESS;
+}
+
 int dl_plot_png(const char *path, const char *title, const struct dl_plot_series *s, size_t n, char *err,
                 size_t errlen)
 {
@@ -263,9 +289,18 @@ int dl_plot_png(const char *path, const char *title, const struct dl_plot_series
 		for (int x = 0; x < 2; x++)
 			panel(cr, x * pw, top + y * ph, pw, ph, x, y, unit, unit_name, s, n);
 	cairo_surface_flush(sf);
-	cairo_status_t st = cairo_surface_write_to_png(sf, path);
-	if (st != CAIRO_STATUS_SUCCESS) {
-		snprintf(err, errlen, "writing %s: %s", path, cairo_status_to_string(st));
+	struct png_out po = {.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)};
+	if (po.fd < 0) {
+		snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+		goto out;
+	}
+	cairo_status_t st = cairo_surface_write_to_png_stream(sf, png_write, &po);
+	if (close(po.fd) != 0 && !po.err)
+		po.err = errno;
+	if (st != CAIRO_STATUS_SUCCESS || po.err) {
+		/* cairo says only "error while writing to output stream": the
+		 * cause is the write's errno */
+		snprintf(err, errlen, "writing %s: %s", path, po.err ? strerror(po.err) : cairo_status_to_string(st));
 		goto out;
 	}
 	rv = 0;
@@ -277,10 +312,11 @@ out:
 
 int dl_plot_run_dir(const char *dir, char *err, size_t errlen)
 {
-	char in[4096], out[4096];
+	char in[4096], out[4096], tmp[4096];
 	struct dl_metrics_log log;
-	int a = snprintf(in, sizeof(in), "%s/metrics.jsonl", dir), b = snprintf(out, sizeof(out), "%s/metrics.png", dir);
-	if (a < 0 || (size_t)a >= sizeof(in) || b < 0 || (size_t)b >= sizeof(out)) {
+	int a = snprintf(in, sizeof(in), "%s/metrics.jsonl", dir), b = snprintf(out, sizeof(out), "%s/metrics.png", dir),
+	    c = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", out, (long)getpid());
+	if (a < 0 || (size_t)a >= sizeof(in) || b < 0 || (size_t)b >= sizeof(out) || c < 0 || (size_t)c >= sizeof(tmp)) {
 		snprintf(err, errlen, "output path too long: %s", dir);
 		return -1;
 	}
@@ -289,7 +325,15 @@ int dl_plot_run_dir(const char *dir, char *err, size_t errlen)
 	char label[64];
 	snprintf(label, sizeof(label), "%d rank%s", log.rec[log.n - 1].ranks, log.rec[log.n - 1].ranks == 1 ? "" : "s");
 	struct dl_plot_series s = {.label = label, .log = &log};
-	int rv = dl_plot_png(out, dir, &s, 1, err, errlen);
+	/* Through a temporary file and a rename: a write that fails (a full
+	 * disk) leaves the picture an earlier run of this directory drew. */
+	int rv = dl_plot_png(tmp, dir, &s, 1, err, errlen);
+	if (rv == 0 && rename(tmp, out) != 0) {
+		snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
+		rv = -1;
+	}
+	if (rv != 0)
+		unlink(tmp);
 	dl_metrics_log_free(&log);
 	return rv;
 }

@@ -18,7 +18,8 @@ struct dl_plot_series {
 int dl_plot_png(const char *path, const char *title, const struct dl_plot_series *s, size_t n, char *err,
                 size_t errlen);
 
-/* DIR/metrics.jsonl drawn into DIR/metrics.png. */
+/* DIR/metrics.jsonl drawn into DIR/metrics.png, through DIR/metrics.png.tmp.PID
+ * and a rename: a failed write leaves the one there before. */
 int dl_plot_run_dir(const char *dir, char *err, size_t errlen);
 
 #endif

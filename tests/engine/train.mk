@@ -5,6 +5,9 @@ TRAIN_TESTS = \
 	tests/engine/test_index_cache.sh \
 	tests/engine/test_fmnist_cache.sh \
 	tests/engine/test_resume.sh \
+	tests/engine/test_out_full.sh \
+	tests/engine/test_out_eio.sh \
+	tests/engine/test_ckpt_kill.sh \
 	tests/engine/test_report.sh \
 	tests/engine/test_resume_slurm.sh \
 	tests/engine/test_tfevents.sh \
