@@ -92,8 +92,9 @@ static int is_stale_tmp(const char *name)
 	for (size_t i = 0; i < sizeof(outs) / sizeof(outs[0]); i++)
 		if (plen == strlen(outs[i]) && strncmp(name, outs[i], plen) == 0)
 			return 1;
-	/* the ImageFolder index cache: imagefolder-<16 hex>.idx */
-	return plen == 12 + 16 + 4 && strncmp(name, "imagefolder-", 12) == 0 && strncmp(name + 28, ".idx", 4) == 0;
+	/* Not the ImageFolder index cache's: every rank may write one into
+	 * --out, and another rank's (another node's pid) may be live now. */
+	return 0;
 }
 
 int dl_out_remove_stale_tmp(const char *dir)
