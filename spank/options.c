@@ -201,7 +201,10 @@ int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, const char *w
 	const char *data;
 	struct stat st;
 
-	data = o->data[0] ? o->data : a->default_data;
+	/* default_data is the runtime's data: an env job's program never
+	 * reads it, so it is not checked there (it may exist only on some
+	 * nodes, or not on the submit host). */
+	data = o->data[0] ? o->data : dl_opts_is_env(o) ? "" : a->default_data;
 	if (!data[0]) {
 		if (dl_opts_is_env(o))
 			return 0;
