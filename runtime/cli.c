@@ -42,7 +42,7 @@ static void on_stop_signal(int sig)
 void dl_cli_usage(FILE *f)
 {
 	fprintf(f,
-	"Usage: dljob [OPTION]...           train a ResNet (data-parallel under Slurm)\n"
+	"Usage: dljob --model NAME [OPTION]...  train a ResNet (data-parallel under Slurm)\n"
 	"       dljob pack SRC DST [OPTION]...  pack an image folder into shards\n"
 	"       dljob topo --tasks N [--xml FILE] [--gpus LIST]  explain the node mapping\n"
 	"       dljob report RUN_DIR...         throughput, phases, scaling of runs (--help)\n"
