@@ -24,7 +24,13 @@ export DLJOB_PLUGSTACK_ARGS="runtime=$top/_build/dljob default_data=$DATA"
 # shellcheck source=../tests/cluster/cluster.sh
 source "$top/tests/cluster/cluster.sh"
 cluster_start
-trap cluster_stop EXIT
+bin=$(mktemp -d /tmp/dljob-quickstart-bin.XXXXXX)
+trap 'cluster_stop; rm -rf "$bin"' EXIT
+# In model mode the task's command, `dljob`, must be the plugin's runtime=
+# found on the tasks' PATH (an installed dljob, on a real cluster): here the
+# freshly built one, through a link on the PATH that srun passes on.
+ln -s "$top/_build/dljob" "$bin/dljob"
+export PATH="$bin:$PATH"
 out=$(mktemp -d /tmp/dljob-quickstart.XXXXXX)
 echo "quickstart: srun -N2 -n$TASKS --mpi=pmix --dl-job=resnet20 --dl-data=$DATA --dl-epochs=$EPOCHS --dl-out=$out dljob"
 # Both "nodes" are this one host: Open MPI's shared-memory transport would

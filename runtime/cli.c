@@ -1,7 +1,9 @@
 /* dljob's training command line.  Order matters here: every option, the
- * model, the backend, the dataset and an explicit resume file are checked
- * before the output directory is created, so a typo never leaves an empty
- * run directory behind (or clobbers a real one). */
+ * model and the backend are checked before the output directory is
+ * created, and a run that fails after it (a dataset or resume file that
+ * cannot be read, a peer that never came) removes the directories it
+ * created while still empty, so a typo never leaves an empty run directory
+ * behind (or clobbers a real one). */
 #include "config.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -40,7 +42,7 @@ static void on_stop_signal(int sig)
 void dl_cli_usage(FILE *f)
 {
 	fprintf(f,
-	"Usage: dljob [OPTION]...           train a ResNet (data-parallel under Slurm)\n"
+	"Usage: dljob --model NAME [OPTION]...  train a ResNet (data-parallel under Slurm)\n"
 	"       dljob pack SRC DST [OPTION]...  pack an image folder into shards\n"
 	"       dljob topo --tasks N [--xml FILE] [--gpus LIST]  explain the node mapping\n"
 	"       dljob report RUN_DIR...         throughput, phases, scaling of runs (--help)\n"
@@ -51,8 +53,8 @@ void dl_cli_usage(FILE *f)
 	"  --data SPEC            fashion-mnist[+aug]:DIR, synthetic[:C,H,W,K[,N]] or DIR\n"
 	"                         (default " DL_DEFAULT_DATA ")\n"
 	"  --synthetic            same as --data synthetic\n"
-	"  --image-size N         input side for JPEG data (default: 224; 0: native)\n"
-	"  --normalize N          JPEG data: imagenet (default), none, or MR,MG,MB:SR,SG,SB\n"
+	"  --image-size N         input side for JPEG/PNG data (default: 224; 0: native)\n"
+	"  --normalize N          JPEG/PNG data: imagenet (default), none, or MR,MG,MB:SR,SG,SB\n"
 	"                         (per-channel mean and std of x/255)\n"
 	"  --init PATH            start from these weights (safetensors, torchvision names;\n"
 	"                         strict: every missing, unexpected or mis-shaped tensor named)\n"
@@ -62,7 +64,7 @@ void dl_cli_usage(FILE *f)
 	"  --batch N              samples per process per step (default 128)\n"
 	"  --lr X                 base learning rate for a global batch of 256 (default 0.1)\n"
 	"  --schedule S           step|cosine|poly|constant (default cosine)\n"
-	"  --warmup-epochs X      linear warmup length (default 0)\n"
+	"  --warmup-epochs X      linear warmup length in epochs, at most --epochs (default 0)\n"
 	"  --momentum X           SGD momentum (default 0.9)\n"
 	"  --nesterov             Nesterov momentum\n"
 	"  --weight-decay X       L2 penalty, not on BN/bias (default 1e-4)\n"
@@ -81,7 +83,8 @@ void dl_cli_usage(FILE *f)
 	"                         activations in bfloat16 with fp32 master weights (cpu, cuda);\n"
 	"                         fp16 with dynamic loss scaling (cuda only)\n"
 	"  --conv-algo A          auto|direct|winograd: 3x3 convolutions of the cpu backend\n"
-	"                         (default auto: Winograd for 3x3 stride-1, direct elsewhere)\n"
+	"                         (default auto: Winograd for 3x3 stride-1 where it measured\n"
+	"                         faster, direct elsewhere; ref and cuda: auto only)\n"
 	"  --threads N            compute threads (default 0: all CPUs of the task)\n"
 	"  --loader-threads N     data worker threads (default 0: automatic)\n"
 	"  --timeout S            seconds to wait for peers at startup and in collectives (default 300)\n"
@@ -601,12 +604,13 @@ static int open_dir_at(int dfd, const char *name, const char *path, char *err, s
  *   to one could still rename the output directory away while the run
  *   writes into it by name (later writes would go to whatever they put at
  *   that path); in /tmp the sticky bit stops that.
- * *created is set when the output directory itself was made here. */
+ * *made_top is the length of res's prefix that is the first directory made
+ * here (left 0 when none was made), also when walk_out fails. */
 static int walk_out(const char *opt, const char *res, size_t nexist, size_t nbase, const struct dl_run_env *re,
-		    int *created, char *err, size_t errlen)
+		    size_t *made_top, char *err, size_t errlen)
 {
 	char path[PATH_MAX], name[PATH_MAX], q[256];
-	size_t end = 1, rlen = strlen(res);
+	size_t end = 1;
 	unsigned me = (unsigned)geteuid();
 	struct stat sb;
 	int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -647,8 +651,8 @@ static int walk_out(const char *opt, const char *res, size_t nexist, size_t nbas
 			return -1;
 		fd = nfd;
 		end = start + len;
-		if (made && end == rlen)
-			*created = 1;
+		if (made && !*made_top)
+			*made_top = end;
 		if (end > nexist && (fstat(fd, &sb) < 0 || (unsigned)sb.st_uid != me)) {
 			close(fd);
 			dl_optval_escape(path, q, sizeof(q));
@@ -690,25 +694,47 @@ static int walk_out(const char *opt, const char *res, size_t nexist, size_t nbas
  * a symbolic link, so a symbolic link put into the path after that check
  * is refused before anything is made past it, and no second check is
  * needed.  Nothing stops a directory above being renamed later, while the
- * run writes into the output by name (walk_out). */
-static int make_out(const char *out, const struct dl_run_env *re, int *created, char *err, size_t errlen)
+ * run writes into the output by name (walk_out).  made (PATH_MAX bytes)
+ * gets the output directory's resolved path and *made_top the length of
+ * its prefix that is the first directory made (0: none), for unmake_out. */
+static int make_out(const char *out, const struct dl_run_env *re, char *made, size_t *made_top, char *err,
+		    size_t errlen)
 {
 	const char *opt = re->model && re->have_out ? "--dl-out" : "--out";
-	char res[PATH_MAX], why[2048], q[256];
+	char why[2048], q[256];
 	size_t nexist = 0, nbase = 0;
 
-	*created = 0;
+	*made_top = 0;
 	dl_optval_escape(out, q, sizeof(q));
-	if (resolve_out(out, res, sizeof(res), &nexist, why, sizeof(why)) < 0)
+	if (resolve_out(out, made, PATH_MAX, &nexist, why, sizeof(why)) < 0)
 		return dl_errf(err, errlen, "%s %s: %s", opt, q, why);
-	if (check_out_base(opt, out, res, re, &nbase, err, errlen) < 0)
+	if (check_out_base(opt, out, made, re, &nbase, err, errlen) < 0)
 		return -1;
-	if (walk_out(opt, res, nexist, nbase, re, created, why, sizeof(why)) < 0)
+	if (walk_out(opt, made, nexist, nbase, re, made_top, why, sizeof(why)) < 0)
 		return dl_errf(err, errlen, "%s %s: %s", opt, q, why);
 	if (access(out, W_OK | X_OK) < 0)
 		return dl_errf(err, errlen, "%s %s: not writable here: %s (in a container: give %s a directory "
 			    "mounted from the host, writable)", opt, q, strerror(errno), opt);
 	return 0;
+}
+
+/* A run that failed removes what make_out made: made (the output
+ * directory, resolved) and its parents down to made[0, top), the first
+ * directory made, deepest first, each only while empty (rmdir keeps a
+ * non-empty one and so everything above it).  Nothing when top is 0. */
+static void unmake_out(char *made, size_t top)
+{
+	size_t n = top ? strlen(made) : 0;
+
+	while (top && n >= top) {
+		if (rmdir(made) < 0 && errno != ENOENT)
+			return;
+		while (n > 0 && made[n - 1] != '/')
+			n--;
+		while (n > 1 && made[n - 1] == '/')
+			n--;
+		made[n] = '\0';
+	}
 }
 
 int dl_cli_train_main(int argc, char **argv)
@@ -719,7 +745,9 @@ int dl_cli_train_main(int argc, char **argv)
 	int nargc = 0, nfixed = 0;
 	struct dl_dataset *ds = NULL;
 	struct dl_world world;
-	int world_open = 0, created_out = 0;
+	int world_open = 0;
+	char out_made[PATH_MAX] = "";
+	size_t out_top = 0;
 	char err[4608];
 	int rv = DL_EXIT_ERROR;
 
@@ -777,7 +805,7 @@ int dl_cli_train_main(int argc, char **argv)
 		.max_bad_fraction = 0.01,
 		.have_norm = cli->norm.have_norm,
 	};
-	if (make_out(c->out_dir, &re, &created_out, err, sizeof(err)) < 0) {
+	if (make_out(c->out_dir, &re, out_made, &out_top, err, sizeof(err)) < 0) {
 		fprintf(stderr, "dljob: %s\n", err);
 		goto out;
 	}
@@ -851,10 +879,11 @@ int dl_cli_train_main(int argc, char **argv)
 out:
 	if (world_open)
 		dl_world_close(&world);
-	/* A run that failed before writing anything (no GPU, a peer that never
-	 * came) leaves no empty directory behind; rmdir keeps a non-empty one. */
-	if (rv != DL_EXIT_OK && created_out)
-		rmdir(cli->cfg.out_dir);
+	/* A run that failed before writing anything (unreadable data, no GPU,
+	 * a peer that never came) leaves no empty directory behind, nor the
+	 * parents it made for it. */
+	if (rv != DL_EXIT_OK)
+		unmake_out(out_made, out_top);
 	if (ds)
 		dl_dataset_close(ds);
 	free(cli);

@@ -68,8 +68,9 @@ static void eval_usage(FILE *f)
 	"  --model NAME           the architecture the weights are for (required)\n"
 	"  --weights PATH         safetensors with torchvision state_dict names (required)\n"
 	"  --data SPEC            as for training: an ImageFolder, shards, IDX files\n"
+	"                         (default fashion-mnist:/usr/share/datasets/fashion-mnist)\n"
 	"  --split val|train      which split (default val)\n"
-	"  --image-size N         input side for JPEG data (default 224): Resize(round(N/0.875)),\n"
+	"  --image-size N         input side for JPEG/PNG data (default 224): Resize(round(N/0.875)),\n"
 	"                         CenterCrop(N), as torchvision\n"
 	"  --normalize N          imagenet (default), none, or MR,MG,MB:SR,SG,SB\n"
 	"  --batch N              samples per rank per forward (default 64)\n"
@@ -78,7 +79,8 @@ static void eval_usage(FILE *f)
 	"  --json PATH            also write the results as JSON to PATH ('-': stdout, no table)\n"
 	"  --threads N            compute threads (default 0: all CPUs of the task)\n"
 	"  --loader-threads N     data worker threads (default 0: automatic)\n"
-	"  --timeout S            seconds to wait for peers (default 300)\n");
+	"  --timeout S            seconds to wait for peers (default 300)\n"
+	"  --help                 this text\n");
 }
 
 enum {

@@ -92,10 +92,11 @@ static struct spank_option table[] = {
 	{ "dl-data", "DIR", "Dataset directory (default: the site's default_data).", 1, OPT_DATA, opt_cb },
 	{ "dl-epochs", "N", "Number of epochs.", 1, OPT_EPOCHS, opt_cb },
 	{ "dl-batch", "N", "Batch size per task.", 1, OPT_BATCH, opt_cb },
-	{ "dl-lr", "X", "Learning rate.", 1, OPT_LR, opt_cb },
+	{ "dl-lr", "X", "Base learning rate, for a global batch of 256.", 1, OPT_LR, opt_cb },
 	{ "dl-out", "DIR", "Output directory (default: ./dljob-<jobid>).", 1, OPT_OUT, opt_cb },
-	{ "dl-bind", "closest|none[,verbose]", "Bind each task to its GPU's NUMA node and nearest "
-	  "NICs (closest, the default) or not (none); verbose prints the mapping per task.",
+	{ "dl-bind", "closest|none[,verbose]", "Bind each task to cores of its own near its GPU, its "
+	  "GPU's NUMA node and nearest NICs (closest, the default) or not (none); verbose prints "
+	  "the node's mapping and each task's binding.",
 	  1, OPT_BIND, opt_cb },
 	SPANK_OPTIONS_TABLE_END
 };
@@ -200,7 +201,10 @@ int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, const char *w
 	const char *data;
 	struct stat st;
 
-	data = o->data[0] ? o->data : a->default_data;
+	/* default_data is the runtime's data: an env job's program never
+	 * reads it, so it is not checked there (it may exist only on some
+	 * nodes, or not on the submit host). */
+	data = o->data[0] ? o->data : dl_opts_is_env(o) ? "" : a->default_data;
 	if (!data[0]) {
 		if (dl_opts_is_env(o))
 			return 0;

@@ -66,6 +66,26 @@ expect 1 "\-\-init: cannot read /nonexistent.safetensors" --model resnet20 --bac
 for n in 0x1,0,0:1,1,1 nan,0,0:1,1,1 0,0,0:1,0,1 1,2 1,2,3:4,5,6,7 "0,0,0:1,1,1x"; do
 	expect 2 "\-\-normalize: '$n' is not imagenet, none or MR,MG,MB:SR,SG,SB" --model resnet20 --data $syn --normalize "$n"
 done
+# A run that fails after making its output directory (unreadable data or
+# resume file, a batch larger than the data, a backend that refuses an
+# option) removes it and every parent it made for it, not only the last; a
+# parent that was there before stays.
+mkdir -p keep
+for args in "--data /nonexistent/images" "--data $syn --resume=/nonexistent.safetensors" "--data $syn --batch 128" \
+	"--data $syn --batch 8 --conv-algo winograd"; do
+	# shellcheck disable=SC2086  # $args: several words
+	"$bin" --model resnet20 --backend ref $args --out keep/made/deeper/out >stdout 2>stderr
+	rc=$?
+	if [ $rc -ne 1 ] || [ -e keep/made ] || [ ! -d keep ]; then
+		echo "FAIL: dljob $args --out keep/made/deeper/out: rc=$rc (want 1), left: $(find keep -mindepth 1 | tr '\n' ' ')"
+		sed 's/^/  stderr: /' stderr
+		fails=$((fails + 1))
+		rm -rf keep/made
+	else
+		echo "ok: dljob $args --out keep/made/deeper/out -> 1, nothing left in keep/"
+	fi
+done
+rm -rf keep
 # dljob eval: the same, without --out (it writes nothing but --json)
 expect_eval() {
 	local want=$1 pat=$2; shift 2
