@@ -117,6 +117,26 @@ case_ring() {
 	echo "strangers on the ring listeners: dropped, the sums are exact"
 }
 
+# 3b. A stranger floods the ring listeners with silent connections (many
+# more than a listener keeps in its handshake) while the ring is built.
+# The honest predecessor's connection must not be the one pushed out, and
+# a rank pushed out anyway connects again: the sums are exact.
+case_ringflood() {
+	local o port p0 p1 p2 ps
+	o=$WTMP/ringflood port=$(free_port)
+	rank 0 3 "$port" "$o" ""; p0=$!
+	rank 1 3 "$port" "$o" ""; p1=$!
+	sleep 0.5
+	stranger "$o" ringflood --pids "$p0,$p1" --skip "$port" --seconds 30; ps=$!
+	sleep 1.5
+	rank 2 3 "$port" "$o" ""; p2=$!
+	wait_all 12 $p0 $p1 $p2
+	ok_ranks "$o" 3
+	grep -q "flooding port" "$o.stranger" || fail "the stranger found no ring listener: $(all "$o")"
+	kill "$ps" 2>/dev/null
+	echo "a flood of strangers on the ring listeners: the ring is built, the sums are exact"
+}
+
 # 4. Idle and partial connections to MASTER_PORT before the ranks arrive
 # (40 of them: sequential 5 s reads would take 200 s).
 case_idle() {
@@ -362,7 +382,7 @@ case_nosecret() {
 
 # HOSTILE_CASES="impostor ring": run only those (to try one case on another
 # build); default: all.
-for c in ${HOSTILE_CASES:-impostor rogue0 ring idle range death busy moved collide spelling size sigterm trickle nosecret}; do
+for c in ${HOSTILE_CASES:-impostor rogue0 ring ringflood idle range death busy moved collide spelling size sigterm trickle nosecret}; do
 	"case_$c"
 done
 echo "PASS: hostile peers are dropped or named, honest ranks finish exactly"

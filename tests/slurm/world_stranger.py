@@ -24,6 +24,10 @@ Modes (every mode prints "stranger: ..." lines saying what happened):
                        connect to every listener of those processes (their
                        ring listeners): once silently, and once claiming to
                        be each rank, then streaming floats of 1000.0.
+  ringflood --pids P,Q --skip PORT --seconds S [--hold N]
+                       open connections to every listener of those processes
+                       (their ring listeners) as fast as it can, saying
+                       nothing, each held until N newer ones are open.
 """
 import argparse
 import hashlib
@@ -283,6 +287,35 @@ def mode_ringhijack(a):
     time.sleep(3600)
 
 
+def mode_ringflood(a):
+    pids = [int(p) for p in a.pids.split(",")]
+    held, made = {}, 0
+    until = time.monotonic() + a.seconds
+    next_look = 0
+    while time.monotonic() < until:
+        if time.monotonic() >= next_look:
+            for port in listening_ports(pids) - set(held) - {a.skip}:
+                held[port] = []
+                say("flooding port", port)
+            next_look = time.monotonic() + 0.2
+        for port, conns in held.items():
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            except OSError:
+                s.close()
+                continue
+            conns.append(s)
+            made += 1
+            while len(conns) > a.hold:
+                conns.pop(0).close()
+    say("made %d connections" % made)
+    time.sleep(3600)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="mode", required=True)
@@ -314,9 +347,15 @@ def main():
     j.add_argument("--skip", type=int, default=0)
     j.add_argument("--size", type=int, required=True)
     j.add_argument("--seconds", type=float, default=4)
+    f = sub.add_parser("ringflood")
+    f.add_argument("--pids", required=True)
+    f.add_argument("--skip", type=int, default=0)
+    f.add_argument("--seconds", type=float, default=4)
+    f.add_argument("--hold", type=int, default=64)
     a = p.parse_args()
     return {"hello": mode_hello, "rogue0": mode_rogue0, "busy": mode_busy,
-            "idle": mode_idle, "ringhijack": mode_ringhijack, "member": mode_member}[a.mode](a)
+            "idle": mode_idle, "ringhijack": mode_ringhijack, "member": mode_member,
+            "ringflood": mode_ringflood}[a.mode](a)
 
 
 if __name__ == "__main__":
