@@ -842,6 +842,8 @@ static int handshake_root(struct dl_star *st, int fd, int port, int *ring_fd, co
 	dl_auth_mac(&st->auth, "dljob star hello", n0, mine, ints, 3, nodebuf, DL_NODE_MAX,
 		    hello + 16 + DL_NODE_MAX + DL_NONCE_LEN);
 	double hd = dl_now() + DL_HANDSHAKE_S;
+	if (hd > deadline)
+		hd = deadline; /* a stranger that greets and then waits must not hold it longer */
 	if (dl_write_full(fd, hello, sizeof(hello), hd, e, sizeof(e)) < 0 ||
 	    dl_read_full(fd, proof, sizeof(proof), hd, &got, e, sizeof(e)) < 0) {
 		snprintf(err, errlen, "port %d: the dljob rank 0 there refused rank %d's proof (%s): "

@@ -234,6 +234,24 @@ case_busy() {
 		fail "rank 1 did not name the program on MASTER_PORT: $(all "$o")"
 	kill "$ps" 2>/dev/null
 	echo "all 16 candidate ports held: both ranks named it in $((SECONDS - t0)) s"
+	# A stranger on MASTER_PORT greets like a rank 0, then never sends its
+	# proof, and no rank 0 comes: rank 1 stops at its 1 s timeout, not
+	# after the 5 s a handshake may take (that wait ran past the timeout).
+	o=$WTMP/greet port=$(free_port)
+	stranger "$o" busy "$port" --greet; ps=$!
+	wait_listen "$port"
+	t0=$(date +%s%N)
+	"${CLEAN_ENV[@]}" RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+		DLJOB_JOB_SECRET="$SECRET" "$WC" --timeout 1 --steps 1 >"$o.1" 2>&1 &
+	q1=$!
+	BG_PIDS+=($q1)
+	wait_all 10 "$q1"
+	n=$((($(date +%s%N) - t0) / 1000000))
+	[ "${RCS[*]}" = 1 ] || fail "a greeting stranger: exit status ${RCS[*]}: $(all "$o")"
+	[ "$n" -lt 3000 ] || fail "a greeting stranger on MASTER_PORT kept rank 1 for $n ms (timeout 1 s): $(all "$o")"
+	grep -q "rank 1 found no rank 0 of this job" "$o.1" || fail "rank 1 did not say it found no rank 0: $(all "$o")"
+	kill "$ps" 2>/dev/null
+	echo "a stranger that greets and stays silent on MASTER_PORT: rank 1 stopped in $n ms (timeout 1 s)"
 }
 
 # 7a. Rank 0 took the next port because MASTER_PORT was held when it

@@ -11,9 +11,10 @@ Modes (every mode prints "stranger: ..." lines saying what happened):
       join as rank R; without --secret, with a random key (an impostor).
       --after-table exit: a rank of the job that dies after the table.
   rogue0 PORT          listen on 127.0.0.1:PORT as a fake rank 0.
-  busy PORT [--talk] [--count N]
+  busy PORT [--talk|--greet] [--count N]
                        hold PORT (and the N-1 ports after it): accept and stay
-                       silent (or say hello in another protocol), never close.
+                       silent (or say hello in another protocol, or send a
+                       rank 0's greeting and then nothing), never close.
   idle HOST PORT --count N [--partial]
                        N connections that say nothing (or half a hello).
   member HOST PORT --secret HEX --trickle S
@@ -229,6 +230,8 @@ def mode_busy(a):
             conns.append(c)
             if a.talk:
                 c.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+            if a.greet:
+                c.sendall(struct.pack(">II", MAGIC, 1) + os.urandom(32))
 
 
 def mode_idle(a):
@@ -331,6 +334,7 @@ def main():
     b = sub.add_parser("busy")
     b.add_argument("port", type=int)
     b.add_argument("--talk", action="store_true")
+    b.add_argument("--greet", action="store_true")
     b.add_argument("--count", type=int, default=1)
     i = sub.add_parser("idle")
     i.add_argument("host")
