@@ -98,6 +98,28 @@ case_rogue0() {
 	echo "rogue rank 0 on MASTER_PORT: passed over by every rank, job done in $((SECONDS - t0)) s"
 }
 
+# 2b. A stranger holds MASTER_PORT (derived ports are predictable) and
+# passes every connection on to the next port, where rank 0 went, byte for
+# byte: a rank's handshake must not pass through it, or the stranger sits
+# in the middle of that rank's connection (the table, the exchanges: where
+# the ring connects, NCCL's id).  The ranks pass over it and find rank 0.
+case_relay() {
+	local o port p0 p1 p2 ps
+	o=$WTMP/relay port=$(free_port_range 2)
+	stranger "$o" relay "$port" --to $((port + 1)); ps=$!
+	wait_listen "$port"
+	rank 0 3 "$port" "$o" ""; p0=$!
+	rank 1 3 "$port" "$o" ""; p1=$!
+	rank 2 3 "$port" "$o" ""; p2=$!
+	wait_all 12 $p0 $p1 $p2
+	ok_ranks "$o" 3
+	grep -q "a rank came" "$o.stranger" || fail "no rank went through the relay: $(all "$o")"
+	! grep -q "relayed a table" "$o.stranger" ||
+		fail "a stranger relaying MASTER_PORT to rank 0's port got in the middle: $(all "$o")"
+	kill "$ps" 2>/dev/null
+	echo "a relay on MASTER_PORT: passed over by every rank"
+}
+
 # 3. Strangers connect to the ring listeners (before the ring is built, as
 # rank 2 comes late): one stays silent, the others claim every rank and
 # stream floats.  All are dropped, the ring is built at once, sums exact.
@@ -400,7 +422,7 @@ case_nosecret() {
 
 # HOSTILE_CASES="impostor ring": run only those (to try one case on another
 # build); default: all.
-for c in ${HOSTILE_CASES:-impostor rogue0 ring ringflood idle range death busy moved collide spelling size sigterm trickle nosecret}; do
+for c in ${HOSTILE_CASES:-impostor rogue0 relay ring ringflood idle range death busy moved collide spelling size sigterm trickle nosecret}; do
 	"case_$c"
 done
 echo "PASS: hostile peers are dropped or named, honest ranks finish exactly"
