@@ -238,16 +238,23 @@ struct ring_out {
 	uint8_t buf[DL_GREETING_LEN];
 };
 
-/* Drop pending k, keeping the others in the order they came, so that pd[0]
- * is always the oldest: a flood of strangers pushes out the connections
- * that had the longest time to say hello, never the predecessor that has
- * just connected (the old swap moved the newest into slot 0, the next
- * victim, so two more strangers pushed out any rank). */
-static void ring_drop(struct ring_pending *pd, int *npend, int k)
+/* Take pending k out, keeping the others in the order they came, so that
+ * pd[0] is always the oldest: a flood of strangers pushes out the
+ * connections that had the longest time to say hello, never the
+ * predecessor that has just connected (the old swap moved the newest into
+ * slot 0, the next victim, so two more strangers pushed out any rank).
+ * Returns its fd. */
+static int ring_take(struct ring_pending *pd, int *npend, int k)
 {
-	close(pd[k].fd);
+	int fd = pd[k].fd;
 	memmove(&pd[k], &pd[k + 1], (size_t)(*npend - k - 1) * sizeof(pd[0]));
 	--*npend;
+	return fd;
+}
+
+static void ring_drop(struct ring_pending *pd, int *npend, int k)
+{
+	close(ring_take(pd, npend, k));
 }
 
 /* Read what is there into buf (up to want bytes): 0, or -1 on EOF/error. */
@@ -342,7 +349,7 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 	struct ring_pending pd[RING_PENDING_MAX];
 	struct ring_out out;
 	struct pollfd pf[RING_PENDING_MAX + 2];
-	char e[512], name[96], closed_why[256] = "";
+	char e[512], ce[256] = "", name[96], closed_why[256] = "";
 	int rank = st->rank, size = st->size, npend = 0, closed = 0;
 
 	t = calloc(1, sizeof(*t));
@@ -355,26 +362,13 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 	t->timeout_s = timeout_s;
 	memset(&out, 0, sizeof(out));
 
-	/* Connect to the successor (its listener is up since before the
-	 * table), then, all at once: its handshake, and the handshakes of
-	 * whoever connects here, until the predecessor proves who it is.  The
-	 * star is watched all along: a death is named at once. */
+	/* All at once: connect to the successor (its listener is up since
+	 * before the table) and do its handshake, again whenever it pushes
+	 * this rank out, and the handshakes of whoever connects here, until
+	 * the predecessor proves who it is.  The star is watched all along: a
+	 * death is named at once. */
 	int next = (rank + 1) % size, prev = (rank - 1 + size) % size;
 	double rd = dl_now() + timeout_s;
-	while (t->next_fd < 0) {
-		double cd = dl_now() + 0.2;
-		t->next_fd = dl_connect_addr(&st->peer[next].sa, st->peer[next].salen,
-					     cd < rd ? cd : rd, e, sizeof(e));
-		if (t->next_fd >= 0)
-			break;
-		if (dl_star_pump(st, 20, err, errlen) < 0)
-			goto bad;
-		if (dl_now() >= rd) {
-			dl_star_name(st, next, name, sizeof(name));
-			snprintf(err, errlen, "ring: cannot connect to %s: %s", name, e);
-			goto bad;
-		}
-	}
 	while (out.state != 2 || t->prev_fd < 0) {
 		int np = 0, oi = -1;
 		if (t->prev_fd < 0) {
@@ -410,7 +404,7 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 		if (out.state != 2 && t->next_fd < 0) {
 			double cd = dl_now() + 0.2;
 			t->next_fd = dl_connect_addr(&st->peer[next].sa, st->peer[next].salen,
-						     cd < rd ? cd : rd, e, sizeof(e));
+						     cd < rd ? cd : rd, ce, sizeof(ce));
 		}
 		if (out.state != 2 && t->next_fd >= 0) {
 			oi = np;
@@ -443,14 +437,10 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 				continue;
 			}
 			if (p->got == RING_HELLO_LEN) {
-				if (ring_in_hello(t, p, prev)) {
-					t->prev_fd = p->fd;
-					p->fd = -1;
-					memmove(&pd[k], &pd[k + 1], (size_t)(npend - k - 1) * sizeof(pd[0]));
-					npend--;
-				} else {
+				if (ring_in_hello(t, p, prev))
+					t->prev_fd = ring_take(pd, &npend, k);
+				else
 					ring_drop(pd, &npend, k); /* not our predecessor: a stranger */
-				}
 				continue;
 			}
 			if (now > p->until)
@@ -465,7 +455,7 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 					 "the handshake (the first: %s; a flood of connections to its ring "
 					 "listener?)", name, closed, closed_why);
 			else if (out.state != 2 && t->next_fd < 0)
-				snprintf(err, errlen, "ring: cannot connect to %s: %s", name, e);
+				snprintf(err, errlen, "ring: cannot connect to %s: %s", name, ce);
 			else
 				snprintf(err, errlen, out.state != 2 ? "ring: %s did not answer the handshake" :
 					 "ring: %s never connected", name);
