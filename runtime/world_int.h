@@ -216,8 +216,11 @@ enum dl_star_msg {
 /* The handshake of the star (a connection from rank r to rank 0):
  *   0 -> r  greeting: magic, role (1: star, 2: ring), nonce0      (40 bytes)
  *   r -> 0  hello:    magic, rank, size, ring port, node, nonce_r,
- *                     MAC("dljob star hello", nonce0, nonce_r, ...) (144 bytes)
- *   0 -> r  proof:    magic, MAC("dljob star proof", nonce_r, nonce0, r)
+ *                     MAC("dljob star hello", nonce0, nonce_r, rank, size,
+ *                     ring port, END, node)                       (144 bytes)
+ *   0 -> r  proof:    magic, MAC("dljob star proof", nonce_r, nonce0, r, END)
+ * END is rank 0's address and port on this connection as each side sees
+ * it (world_star.c star_end: never sent, so a relay is caught).
  * then framed messages.  The ring's is the same with role 2 and a shorter
  * hello (world_ring.c). */
 #define DL_GREETING_LEN 40

@@ -238,6 +238,25 @@ struct ring_out {
 	uint8_t buf[DL_GREETING_LEN];
 };
 
+/* Take pending k out, keeping the others in the order they came, so that
+ * pd[0] is always the oldest: a flood of strangers pushes out the
+ * connections that had the longest time to say hello, never the
+ * predecessor that has just connected (the old swap moved the newest into
+ * slot 0, the next victim, so two more strangers pushed out any rank).
+ * Returns its fd. */
+static int ring_take(struct ring_pending *pd, int *npend, int k)
+{
+	int fd = pd[k].fd;
+	memmove(&pd[k], &pd[k + 1], (size_t)(*npend - k - 1) * sizeof(pd[0]));
+	--*npend;
+	return fd;
+}
+
+static void ring_drop(struct ring_pending *pd, int *npend, int k)
+{
+	close(ring_take(pd, npend, k));
+}
+
 /* Read what is there into buf (up to want bytes): 0, or -1 on EOF/error. */
 static int ring_read(int fd, uint8_t *buf, size_t *got, size_t want)
 {
@@ -252,7 +271,9 @@ static int ring_read(int fd, uint8_t *buf, size_t *got, size_t want)
 }
 
 /* The successor's side of this rank's outgoing connection: greeting in,
- * hello out, proof in.  Returns 0 (progress or done), or -1 with err. */
+ * hello out, proof in.  Returns 0 (progress or done), -2 when the
+ * successor closed the connection before its proof (its listener pushed it
+ * out among a flood of strangers: connect again), or -1 with err. */
 static int ring_out_step(struct dl_ring *t, struct ring_out *o, int next, char *err,
 			 size_t errlen)
 {
@@ -264,9 +285,8 @@ static int ring_out_step(struct dl_ring *t, struct ring_out *o, int next, char *
 	dl_star_name(st, next, name, sizeof(name));
 	if (ring_read(t->next_fd, o->buf, &o->got, want) < 0) {
 		snprintf(err, errlen, "ring: %s closed the connection during the handshake (%s)",
-			 name, o->state == 0 ? "before greeting" :
-			 "it refused this rank's proof: DLJOB_JOB_SECRET differs?");
-		return -1;
+			 name, o->state == 0 ? "before its greeting" : "before its proof");
+		return -2;
 	}
 	if (o->got < want)
 		return 0;
@@ -329,8 +349,8 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 	struct ring_pending pd[RING_PENDING_MAX];
 	struct ring_out out;
 	struct pollfd pf[RING_PENDING_MAX + 2];
-	char e[512], name[96];
-	int rank = st->rank, size = st->size, npend = 0;
+	char e[512], ce[256] = "", name[96], closed_why[256] = "";
+	int rank = st->rank, size = st->size, npend = 0, closed = 0;
 
 	t = calloc(1, sizeof(*t));
 	if (!t) {
@@ -342,42 +362,26 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 	t->timeout_s = timeout_s;
 	memset(&out, 0, sizeof(out));
 
-	/* Connect to the successor (its listener is up since before the
-	 * table), then, all at once: its handshake, and the handshakes of
-	 * whoever connects here, until the predecessor proves who it is.  The
-	 * star is watched all along: a death is named at once. */
+	/* All at once: connect to the successor (its listener is up since
+	 * before the table) and do its handshake, again whenever it pushes
+	 * this rank out, and the handshakes of whoever connects here, until
+	 * the predecessor proves who it is.  The star is watched all along: a
+	 * death is named at once. */
 	int next = (rank + 1) % size, prev = (rank - 1 + size) % size;
 	double rd = dl_now() + timeout_s;
-	while (t->next_fd < 0) {
-		double cd = dl_now() + 0.2;
-		t->next_fd = dl_connect_addr(&st->peer[next].sa, st->peer[next].salen,
-					     cd < rd ? cd : rd, e, sizeof(e));
-		if (t->next_fd >= 0)
-			break;
-		if (dl_star_pump(st, 20, err, errlen) < 0)
-			goto bad;
-		if (dl_now() >= rd) {
-			dl_star_name(st, next, name, sizeof(name));
-			snprintf(err, errlen, "ring: cannot connect to %s: %s", name, e);
-			goto bad;
-		}
-	}
 	while (out.state != 2 || t->prev_fd < 0) {
 		int np = 0, oi = -1;
 		if (t->prev_fd < 0) {
 			for (;;) {
 				int fd = dl_accept_one(rfd, e, sizeof(e));
 				if (fd == -3 && npend > 0) {
-					close(pd[0].fd);
-					pd[0] = pd[--npend];
+					ring_drop(pd, &npend, 0);
 					continue;
 				}
 				if (fd < 0)
 					break;
-				if (npend == RING_PENDING_MAX) {
-					close(pd[0].fd);
-					pd[0] = pd[--npend];
-				}
+				if (npend == RING_PENDING_MAX)
+					ring_drop(pd, &npend, 0);
 				struct ring_pending *p = &pd[npend];
 				uint8_t g[DL_GREETING_LEN];
 				memset(p, 0, sizeof(*p));
@@ -397,7 +401,12 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 			for (int k = 0; k < npend; k++)
 				pf[np++] = (struct pollfd){ .fd = pd[k].fd, .events = POLLIN };
 		}
-		if (out.state != 2) {
+		if (out.state != 2 && t->next_fd < 0) {
+			double cd = dl_now() + 0.2;
+			t->next_fd = dl_connect_addr(&st->peer[next].sa, st->peer[next].salen,
+						     cd < rd ? cd : rd, ce, sizeof(ce));
+		}
+		if (out.state != 2 && t->next_fd >= 0) {
 			oi = np;
 			pf[np++] = (struct pollfd){ .fd = t->next_fd, .events = POLLIN };
 		}
@@ -405,35 +414,51 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 			snprintf(err, errlen, "ring: poll: %s", strerror(errno));
 			goto bad;
 		}
-		if (oi >= 0 && pf[oi].revents && ring_out_step(t, &out, next, err, errlen) < 0)
-			goto bad;
+		if (oi >= 0 && pf[oi].revents) {
+			int rc = ring_out_step(t, &out, next, err, errlen);
+			if (rc == -1)
+				goto bad;
+			if (rc == -2) {
+				/* Pushed out by the successor's listener: connect
+				 * again (its first error is kept for the timeout). */
+				if (!closed_why[0])
+					snprintf(closed_why, sizeof(closed_why), "%s", err);
+				closed++;
+				close(t->next_fd);
+				t->next_fd = -1;
+				memset(&out, 0, sizeof(out));
+			}
+		}
 		double now = dl_now();
 		for (int k = npend - 1; k >= 0 && t->prev_fd < 0; k--) {
 			struct ring_pending *p = &pd[k];
 			if (pf[k + 1].revents && ring_read(p->fd, p->hello, &p->got, RING_HELLO_LEN) < 0) {
-				close(p->fd);
-				pd[k] = pd[--npend];
+				ring_drop(pd, &npend, k);
 				continue;
 			}
 			if (p->got == RING_HELLO_LEN) {
 				if (ring_in_hello(t, p, prev))
-					t->prev_fd = p->fd;
+					t->prev_fd = ring_take(pd, &npend, k);
 				else
-					close(p->fd); /* not our predecessor: a stranger */
-				pd[k] = pd[--npend];
+					ring_drop(pd, &npend, k); /* not our predecessor: a stranger */
 				continue;
 			}
-			if (now > p->until) {
-				close(p->fd);
-				pd[k] = pd[--npend];
-			}
+			if (now > p->until)
+				ring_drop(pd, &npend, k);
 		}
 		if (dl_star_pump(st, 0, err, errlen) < 0)
 			goto bad;
 		if (now >= rd) {
 			dl_star_name(st, out.state != 2 ? next : prev, name, sizeof(name));
-			snprintf(err, errlen, out.state != 2 ? "ring: %s did not answer the handshake" :
-				 "ring: %s never connected", name);
+			if (out.state != 2 && closed)
+				snprintf(err, errlen, "ring: %s closed this rank's connection %d times during "
+					 "the handshake (the first: %s; a flood of connections to its ring "
+					 "listener?)", name, closed, closed_why);
+			else if (out.state != 2 && t->next_fd < 0)
+				snprintf(err, errlen, "ring: cannot connect to %s: %s", name, ce);
+			else
+				snprintf(err, errlen, out.state != 2 ? "ring: %s did not answer the handshake" :
+					 "ring: %s never connected", name);
 			goto bad;
 		}
 	}

@@ -553,6 +553,43 @@ static void greeting_put(uint8_t *g, uint32_t role, const unsigned char nonce[DL
 	memcpy(g + 8, nonce, DL_NONCE_LEN);
 }
 
+/* The rank 0 end of a star connection, as both ends see it (rank 0: the
+ * accepted socket's own address; a rank: the address it connected to), as
+ * five words for the handshake's MACs: the address (IPv4 as ::ffff:a.b.c.d)
+ * and the port.  So a stranger who holds another port or address of rank
+ * 0's host (MASTER_PORT before rank 0 came, or MASTER_ADDR's IPv6 address
+ * when rank 0 listens on its IPv4 one) and passes a rank's handshake on to
+ * rank 0 byte for byte is dropped: rank 0 sees another end than the one the
+ * rank's MAC names.  Before, that stranger sat in the middle of the rank's
+ * connection (the table, hence where the ring connects; the exchanges).  A
+ * NAT or port forwarding between the ranks and rank 0 is refused the same
+ * way.  Returns 0, or -1 if fd has no such address. */
+static int star_end(int fd, int own, uint32_t out[5])
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	uint8_t a[16] = { 0 };
+	int rc = own ? getsockname(fd, (struct sockaddr *)&ss, &sl) : getpeername(fd, (struct sockaddr *)&ss, &sl);
+
+	if (rc < 0)
+		return -1;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)&ss;
+		a[10] = a[11] = 0xff;
+		memcpy(a + 12, &s4->sin_addr, 4);
+		out[4] = ntohs(s4->sin_port);
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&ss;
+		memcpy(a, &s6->sin6_addr, 16);
+		out[4] = ntohs(s6->sin6_port);
+	} else {
+		return -1;
+	}
+	for (int i = 0; i < 4; i++)
+		out[i] = dl_get32(a + 4 * i);
+	return 0;
+}
+
 /* Rank 0: a connection in its handshake (greeted, hello not complete). */
 struct pending {
 	int fd;
@@ -576,19 +613,21 @@ static int root_hello(struct dl_star *st, struct pending *p, struct sockaddr_sto
 	struct dl_hello_view h;
 	char e[256];
 	uint8_t proof[DL_PROOF_LEN];
-	uint32_t ints[3];
+	uint32_t ints[8];
 
 	if (dl_star_parse_hello(p->hello, sizeof(p->hello), &h, e, sizeof(e)) < 0)
 		return 0;
 	ints[0] = h.rank;
 	ints[1] = h.size;
 	ints[2] = h.ring_port;
-	if (!dl_auth_check(&st->auth, "dljob star hello", p->nonce, h.nonce, ints, 3,
+	if (star_end(p->fd, 1, ints + 3) < 0 ||
+	    !dl_auth_check(&st->auth, "dljob star hello", p->nonce, h.nonce, ints, 8,
 			   p->hello + 16, DL_NODE_MAX, h.mac)) /* the node as sent */
-		return 0; /* no proof: a stranger, or another step's rank */
+		return 0; /* no proof: a stranger, another step's rank, or a relay */
 	/* A process of this job: prove rank 0 knows the secret too. */
 	dl_put32(proof, STAR_MAGIC);
-	dl_auth_mac(&st->auth, "dljob star proof", h.nonce, p->nonce, &h.rank, 1, NULL, 0,
+	ints[2] = h.rank;
+	dl_auth_mac(&st->auth, "dljob star proof", h.nonce, p->nonce, ints + 2, 6, NULL, 0,
 		    proof + 4);
 	if (dl_write_full(p->fd, proof, sizeof(proof), dl_now() + 1.0, e, sizeof(e)) < 0)
 		return 0;
@@ -782,7 +821,7 @@ static int handshake_root(struct dl_star *st, int fd, int port, int *ring_fd, co
 	uint8_t g[DL_GREETING_LEN], hello[DL_HELLO_LEN], proof[DL_PROOF_LEN];
 	unsigned char n0[DL_NONCE_LEN], mine[DL_NONCE_LEN];
 	char e[256], nodebuf[DL_NODE_MAX];
-	uint32_t ints[3];
+	uint32_t ints[8];
 	size_t got, more = 0;
 	double gd = dl_now() + DL_HANDSHAKE_S;
 
@@ -833,15 +872,21 @@ static int handshake_root(struct dl_star *st, int fd, int port, int *ring_fd, co
 	ints[0] = (uint32_t)st->rank;
 	ints[1] = (uint32_t)st->size;
 	ints[2] = ring_fd ? (uint32_t)dl_local_port(*ring_fd) : 0;
+	if (star_end(fd, 0, ints + 3) < 0) {
+		snprintf(err, errlen, "port %d: getpeername: %s", port, strerror(errno));
+		goto bad;
+	}
 	dl_put32(hello, STAR_MAGIC);
 	dl_put32(hello + 4, ints[0]);
 	dl_put32(hello + 8, ints[1]);
 	dl_put32(hello + 12, ints[2]);
 	memcpy(hello + 16, nodebuf, DL_NODE_MAX);
 	memcpy(hello + 16 + DL_NODE_MAX, mine, DL_NONCE_LEN);
-	dl_auth_mac(&st->auth, "dljob star hello", n0, mine, ints, 3, nodebuf, DL_NODE_MAX,
+	dl_auth_mac(&st->auth, "dljob star hello", n0, mine, ints, 8, nodebuf, DL_NODE_MAX,
 		    hello + 16 + DL_NODE_MAX + DL_NONCE_LEN);
 	double hd = dl_now() + DL_HANDSHAKE_S;
+	if (hd > deadline)
+		hd = deadline; /* a stranger that greets and then waits must not hold it longer */
 	if (dl_write_full(fd, hello, sizeof(hello), hd, e, sizeof(e)) < 0 ||
 	    dl_read_full(fd, proof, sizeof(proof), hd, &got, e, sizeof(e)) < 0) {
 		snprintf(err, errlen, "port %d: the dljob rank 0 there refused rank %d's proof (%s): "
@@ -849,8 +894,9 @@ static int handshake_root(struct dl_star *st, int fd, int port, int *ring_fd, co
 			 st->rank, e);
 		goto bad;
 	}
+	ints[2] = ints[0];
 	if (dl_get32(proof) != STAR_MAGIC ||
-	    !dl_auth_check(&st->auth, "dljob star proof", mine, n0, ints, 1, NULL, 0, proof + 4)) {
+	    !dl_auth_check(&st->auth, "dljob star proof", mine, n0, ints + 2, 6, NULL, 0, proof + 4)) {
 		snprintf(err, errlen, "port %d: the process there could not prove it knows the job "
 			 "secret: not this job's rank 0 (a stranger on MASTER_PORT?)", port);
 		goto bad;

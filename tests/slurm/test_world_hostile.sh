@@ -98,6 +98,28 @@ case_rogue0() {
 	echo "rogue rank 0 on MASTER_PORT: passed over by every rank, job done in $((SECONDS - t0)) s"
 }
 
+# 2b. A stranger holds MASTER_PORT (derived ports are predictable) and
+# passes every connection on to the next port, where rank 0 went, byte for
+# byte: a rank's handshake must not pass through it, or the stranger sits
+# in the middle of that rank's connection (the table, the exchanges: where
+# the ring connects, NCCL's id).  The ranks pass over it and find rank 0.
+case_relay() {
+	local o port p0 p1 p2 ps
+	o=$WTMP/relay port=$(free_port_range 2)
+	stranger "$o" relay "$port" --to $((port + 1)); ps=$!
+	wait_listen "$port"
+	rank 0 3 "$port" "$o" ""; p0=$!
+	rank 1 3 "$port" "$o" ""; p1=$!
+	rank 2 3 "$port" "$o" ""; p2=$!
+	wait_all 12 $p0 $p1 $p2
+	ok_ranks "$o" 3
+	grep -q "a rank came" "$o.stranger" || fail "no rank went through the relay: $(all "$o")"
+	! grep -q "relayed a table" "$o.stranger" ||
+		fail "a stranger relaying MASTER_PORT to rank 0's port got in the middle: $(all "$o")"
+	kill "$ps" 2>/dev/null
+	echo "a relay on MASTER_PORT: passed over by every rank"
+}
+
 # 3. Strangers connect to the ring listeners (before the ring is built, as
 # rank 2 comes late): one stays silent, the others claim every rank and
 # stream floats.  All are dropped, the ring is built at once, sums exact.
@@ -115,6 +137,26 @@ case_ring() {
 	grep -q "connected 3 times" "$o.stranger" || fail "the stranger found no ring listener: $(all "$o")"
 	kill "$ps" 2>/dev/null
 	echo "strangers on the ring listeners: dropped, the sums are exact"
+}
+
+# 3b. A stranger floods the ring listeners with silent connections (many
+# more than a listener keeps in its handshake) while the ring is built.
+# The honest predecessor's connection must not be the one pushed out, and
+# a rank pushed out anyway connects again: the sums are exact.
+case_ringflood() {
+	local o port p0 p1 p2 ps
+	o=$WTMP/ringflood port=$(free_port)
+	rank 0 3 "$port" "$o" ""; p0=$!
+	rank 1 3 "$port" "$o" ""; p1=$!
+	sleep 0.5
+	stranger "$o" ringflood --pids "$p0,$p1" --skip "$port" --seconds 30; ps=$!
+	sleep 1.5
+	rank 2 3 "$port" "$o" ""; p2=$!
+	wait_all 12 $p0 $p1 $p2
+	ok_ranks "$o" 3
+	grep -q "flooding port" "$o.stranger" || fail "the stranger found no ring listener: $(all "$o")"
+	kill "$ps" 2>/dev/null
+	echo "a flood of strangers on the ring listeners: the ring is built, the sums are exact"
 }
 
 # 4. Idle and partial connections to MASTER_PORT before the ranks arrive
@@ -214,6 +256,24 @@ case_busy() {
 		fail "rank 1 did not name the program on MASTER_PORT: $(all "$o")"
 	kill "$ps" 2>/dev/null
 	echo "all 16 candidate ports held: both ranks named it in $((SECONDS - t0)) s"
+	# A stranger on MASTER_PORT greets like a rank 0, then never sends its
+	# proof, and no rank 0 comes: rank 1 stops at its 1 s timeout, not
+	# after the 5 s a handshake may take (that wait ran past the timeout).
+	o=$WTMP/greet port=$(free_port)
+	stranger "$o" busy "$port" --greet; ps=$!
+	wait_listen "$port"
+	t0=$(date +%s%N)
+	"${CLEAN_ENV[@]}" RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+		DLJOB_JOB_SECRET="$SECRET" "$WC" --timeout 1 --steps 1 >"$o.1" 2>&1 &
+	q1=$!
+	BG_PIDS+=($q1)
+	wait_all 10 "$q1"
+	n=$((($(date +%s%N) - t0) / 1000000))
+	[ "${RCS[*]}" = 1 ] || fail "a greeting stranger: exit status ${RCS[*]}: $(all "$o")"
+	[ "$n" -lt 3000 ] || fail "a greeting stranger on MASTER_PORT kept rank 1 for $n ms (timeout 1 s): $(all "$o")"
+	grep -q "rank 1 found no rank 0 of this job" "$o.1" || fail "rank 1 did not say it found no rank 0: $(all "$o")"
+	kill "$ps" 2>/dev/null
+	echo "a stranger that greets and stays silent on MASTER_PORT: rank 1 stopped in $n ms (timeout 1 s)"
 }
 
 # 7a. Rank 0 took the next port because MASTER_PORT was held when it
@@ -362,7 +422,7 @@ case_nosecret() {
 
 # HOSTILE_CASES="impostor ring": run only those (to try one case on another
 # build); default: all.
-for c in ${HOSTILE_CASES:-impostor rogue0 ring idle range death busy moved collide spelling size sigterm trickle nosecret}; do
+for c in ${HOSTILE_CASES:-impostor rogue0 relay ring ringflood idle range death busy moved collide spelling size sigterm trickle nosecret}; do
 	"case_$c"
 done
 echo "PASS: hostile peers are dropped or named, honest ranks finish exactly"

@@ -11,9 +11,10 @@ Modes (every mode prints "stranger: ..." lines saying what happened):
       join as rank R; without --secret, with a random key (an impostor).
       --after-table exit: a rank of the job that dies after the table.
   rogue0 PORT          listen on 127.0.0.1:PORT as a fake rank 0.
-  busy PORT [--talk] [--count N]
+  busy PORT [--talk|--greet] [--count N]
                        hold PORT (and the N-1 ports after it): accept and stay
-                       silent (or say hello in another protocol), never close.
+                       silent (or say hello in another protocol, or send a
+                       rank 0's greeting and then nothing), never close.
   idle HOST PORT --count N [--partial]
                        N connections that say nothing (or half a hello).
   member HOST PORT --secret HEX --trickle S
@@ -24,6 +25,15 @@ Modes (every mode prints "stranger: ..." lines saying what happened):
                        connect to every listener of those processes (their
                        ring listeners): once silently, and once claiming to
                        be each rank, then streaming floats of 1000.0.
+  relay PORT --to PORT2
+                       hold PORT and pass every connection on to PORT2 (where
+                       rank 0 went, since PORT was taken) byte for byte, both
+                       ways, saying when a table from rank 0 went through it:
+                       then it sits in the middle of a rank's connection.
+  ringflood --pids P,Q --skip PORT --seconds S [--hold N]
+                       open connections to every listener of those processes
+                       (their ring listeners) as fast as it can, saying
+                       nothing, each held until N newer ones are open.
 """
 import argparse
 import hashlib
@@ -55,6 +65,13 @@ def mac(key, label, n1, n2, ints, extra=b"", jobkey=""):
         m.update(struct.pack(">I", i))
     m.update(extra)
     return m.digest()
+
+
+def end_words(host, port):
+    """rank 0's end of a star connection, as the MACs take it (world_star.c
+    star_end): the IPv4 address as ::ffff:a.b.c.d in 4 words, the port."""
+    a = b"\0" * 10 + b"\xff\xff" + socket.inet_aton(host)
+    return list(struct.unpack(">IIII", a)) + [port]
 
 
 def read_exact(s, n, timeout):
@@ -106,7 +123,8 @@ def mode_hello(a):
         say("not a dljob greeting")
         return 1
     mine = os.urandom(32)
-    ints = [a.rank, a.size, 0]
+    end = end_words(a.host, a.port)
+    ints = [a.rank, a.size, 0] + end
     h = struct.pack(">IIII", MAGIC, a.rank, a.size, 0) + node + mine
     h += mac(key, "dljob star hello", n0, mine, ints, node, jobkey)
     s.sendall(h)
@@ -114,7 +132,7 @@ def mode_hello(a):
     if len(p) < 36:
         say("dropped by rank 0 (%d bytes of proof)" % len(p))
         return 0
-    ok = p[4:] == mac(key, "dljob star proof", mine, n0, [a.rank], b"", jobkey)
+    ok = p[4:] == mac(key, "dljob star proof", mine, n0, [a.rank] + end, b"", jobkey)
     say("accepted as rank %d, rank 0's proof %s" % (a.rank, "good" if ok else "BAD"))
     hdr = read_exact(s, 8, 30)
     if len(hdr) == 8:
@@ -154,7 +172,8 @@ def mode_member(a):
     n0 = read_exact(s, 40, 5)[8:40]
     mine = os.urandom(32)
     h = struct.pack(">IIII", MAGIC, rank, size, rport) + node + mine
-    h += mac(key, "dljob star hello", n0, mine, [rank, size, rport], node, jobkey)
+    h += mac(key, "dljob star hello", n0, mine, [rank, size, rport] + end_words(a.host, a.port),
+             node, jobkey)
     s.sendall(h)
     read_exact(s, 36, 5)
     table = read_msg(s, 2)
@@ -225,6 +244,8 @@ def mode_busy(a):
             conns.append(c)
             if a.talk:
                 c.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+            if a.greet:
+                c.sendall(struct.pack(">II", MAGIC, 1) + os.urandom(32))
 
 
 def mode_idle(a):
@@ -283,6 +304,81 @@ def mode_ringhijack(a):
     time.sleep(3600)
 
 
+def mode_relay(a):
+    import select
+    ls = listener(a.port)
+    say("relaying port %d to %d" % (a.port, a.to))
+    peer = {}   # socket -> the other end
+    down = {}   # upstream socket -> bytes from rank 0 seen so far (to parse)
+    while True:
+        for s in select.select([ls] + list(peer), [], [])[0]:
+            if s is ls:
+                c, _ = ls.accept()
+                try:
+                    u = connect("127.0.0.1", a.to, time.monotonic() + 5)
+                except OSError:
+                    c.close()
+                    continue
+                peer[c], peer[u] = u, c
+                down[u] = b""
+                say("a rank came: passing it on")
+                continue
+            try:
+                b = s.recv(65536)
+            except OSError:
+                b = b""
+            if not b:
+                o = peer.pop(s)
+                peer.pop(o, None)
+                down.pop(s, None)
+                down.pop(o, None)
+                s.close()
+                o.close()
+                continue
+            peer[s].sendall(b)
+            if s in down:
+                # From rank 0: greeting (40), proof (36), then messages.
+                d = down[s] + b
+                off = 76
+                while len(d) >= off + 8:
+                    t, n = struct.unpack(">II", d[off:off + 8])
+                    if t == 2:
+                        say("relayed a table from rank 0: in the middle of a rank's connection")
+                    if len(d) < off + 8 + n:
+                        break
+                    d = d[:76] + d[off + 8 + n:]
+                down[s] = d
+
+
+def mode_ringflood(a):
+    pids = [int(p) for p in a.pids.split(",")]
+    held, made = {}, 0
+    until = time.monotonic() + a.seconds
+    next_look = 0
+    while time.monotonic() < until:
+        if time.monotonic() >= next_look:
+            for port in listening_ports(pids) - set(held) - {a.skip}:
+                held[port] = []
+                say("flooding port", port)
+            next_look = time.monotonic() + 0.2
+        for port, conns in held.items():
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            except OSError:
+                s.close()
+                continue
+            conns.append(s)
+            made += 1
+            while len(conns) > a.hold:
+                conns.pop(0).close()
+    say("made %d connections" % made)
+    time.sleep(3600)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="mode", required=True)
@@ -298,6 +394,7 @@ def main():
     b = sub.add_parser("busy")
     b.add_argument("port", type=int)
     b.add_argument("--talk", action="store_true")
+    b.add_argument("--greet", action="store_true")
     b.add_argument("--count", type=int, default=1)
     i = sub.add_parser("idle")
     i.add_argument("host")
@@ -314,9 +411,18 @@ def main():
     j.add_argument("--skip", type=int, default=0)
     j.add_argument("--size", type=int, required=True)
     j.add_argument("--seconds", type=float, default=4)
+    y = sub.add_parser("relay")
+    y.add_argument("port", type=int)
+    y.add_argument("--to", type=int, required=True)
+    f = sub.add_parser("ringflood")
+    f.add_argument("--pids", required=True)
+    f.add_argument("--skip", type=int, default=0)
+    f.add_argument("--seconds", type=float, default=4)
+    f.add_argument("--hold", type=int, default=64)
     a = p.parse_args()
     return {"hello": mode_hello, "rogue0": mode_rogue0, "busy": mode_busy,
-            "idle": mode_idle, "ringhijack": mode_ringhijack, "member": mode_member}[a.mode](a)
+            "idle": mode_idle, "ringhijack": mode_ringhijack, "member": mode_member,
+            "ringflood": mode_ringflood, "relay": mode_relay}[a.mode](a)
 
 
 if __name__ == "__main__":
