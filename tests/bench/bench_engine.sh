@@ -24,6 +24,7 @@ py=${TORCH_PYTHON:-/usr/bin/python3}
 steps=${BENCH_STEPS:-7}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 export BENCH_THREADS=$OMP_NUM_THREADS
+[ -f "$build/Makefile" ] || { echo "bench_engine.sh: no Makefile in '$build': name the build directory, e.g. tests/bench/bench_engine.sh _build" >&2; exit 2; }
 make -C "$build" -s tests/bench/bench_engine >/dev/null
 bench="$build/tests/bench/bench_engine"
 
