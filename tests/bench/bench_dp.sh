@@ -92,7 +92,8 @@ PY
 		srun_shape "$n" --mpi=none --export=ALL,MASTER_ADDR=127.0.0.1,MASTER_PORT="$(free_port)" \
 			/usr/bin/time -f "rss_kib %M" "$TORCH_PYTHON" "$here/bench_dp_torch.py" "$model" "$c" "$h" "$w" "$k" \
 			"$b" "$steps" 2 >"$out.torch" 2>&1 || { cat "$out.torch"; fail "torch $model x$n"; }
-		tline=$(grep '^torch-ddp' "$out.torch")
+		# rank 0's own peak_rss_kib left out: the peak over ranks follows
+		tline=$(grep '^torch-ddp' "$out.torch" | sed 's/ peak_rss_kib [0-9]*//')
 		tper=$(sed -n 's/.* per rank \([0-9.]*\).*/\1/p' <<<"$tline")
 		trss=$(sed -n 's/^rss_kib //p' "$out.torch" | sort -n | tail -1)
 		[ "$n" -eq 1 ] && BASE[torch.$model]=$tper
