@@ -8,6 +8,7 @@
 #   bench_bn       1 rep: 9 shapes and the sum
 #   bench_engine.sh / bench_data.sh given a directory with no Makefile: exit 2
 #                  saying so (not make's "config.h: No such file")
+#   bench_gpu      (CUDA build) --help: exit 2 with its usage, at once
 #   bench_gpu.sh   on a CUDA build without a GPU (no /dev/nvidiactl): exit 77
 #                  naming the missing device, not a traceback or a crash
 # Environment from make check: DLJOB_SRCDIR, DLJOB_BUILDDIR.
@@ -59,16 +60,28 @@ for s in bench_engine bench_data; do
 done
 
 if [ ! -x "$build/tests/bench/bench_gpu" ]; then
-	echo "note: no CUDA build here, bench_gpu.sh's no-GPU refusal not checked"
-elif [ -e /dev/nvidiactl ]; then
-	echo "note: a GPU driver is here, bench_gpu.sh's no-GPU refusal not checked"
+	echo "note: no CUDA build here, bench_gpu and bench_gpu.sh not checked"
 else
-	out=$(DLJOB_BUILDDIR=$build BATCH=1 SIZE=32 STEPS=1 WARMUP=1 timeout 120 bash "$src/tests/bench/bench_gpu.sh" 2>&1)
+	# a lone option is refused before any GPU is touched (it used to be
+	# dropped: --help ran the whole benchmark)
+	out=$(timeout 60 "$build/tests/bench/bench_gpu" --help 2>&1)
 	rc=$?
-	if [ $rc -eq 77 ] && grep -q '^bench_gpu.sh: no CUDA device' <<<"$out" && ! grep -q Traceback <<<"$out"; then
-		ok "bench_gpu.sh without a GPU: exit 77, names the missing device"
+	if [ $rc -eq 2 ] && grep -q '^usage: bench_gpu' <<<"$out"; then
+		ok "bench_gpu --help: exit 2, usage"
 	else
-		fail "bench_gpu.sh without a GPU: exit $rc: $out"
+		fail "bench_gpu --help: exit $rc: $out"
+	fi
+	if [ -e /dev/nvidiactl ]; then
+		echo "note: a GPU driver is here, bench_gpu.sh's no-GPU refusal not checked"
+	else
+		out=$(DLJOB_BUILDDIR=$build BATCH=1 SIZE=32 STEPS=1 WARMUP=1 timeout 120 \
+			bash "$src/tests/bench/bench_gpu.sh" 2>&1)
+		rc=$?
+		if [ $rc -eq 77 ] && grep -q '^bench_gpu.sh: no CUDA device' <<<"$out" && ! grep -q Traceback <<<"$out"; then
+			ok "bench_gpu.sh without a GPU: exit 77, names the missing device"
+		else
+			fail "bench_gpu.sh without a GPU: exit $rc: $out"
+		fi
 	fi
 fi
 
