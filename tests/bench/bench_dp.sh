@@ -60,7 +60,7 @@ declare -A BASE
 for model in $MODELS; do
 	read -r c h w k b steps < <(shape "$model")
 	total=$((steps + 2))
-	echo "## $model ${c}x${h}x${w}, batch $b per rank, $steps timed steps"
+	echo "## $model ${c}x${h}x${w}, batch $b per rank, $steps timed steps, dljob collectives ${DLJOB_COLLECTIVES:-mpi}"
 	for n in 1 2 4; do
 		out=$WTMP/$model.$n
 		rm -rf "$out"
