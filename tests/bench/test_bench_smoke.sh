@@ -9,8 +9,11 @@
 #   bench_engine.sh / bench_data.sh given a directory with no Makefile: exit 2
 #                  saying so (not make's "config.h: No such file")
 #   bench_gpu      (CUDA build) --help: exit 2 with its usage, at once
-#   bench_gpu.sh   on a CUDA build without a GPU (no /dev/nvidiactl): exit 77
-#                  naming the missing device, not a traceback or a crash
+#   on a CUDA build without a GPU (no /dev/nvidiactl), naming the missing
+#   device, not with a traceback, a crash or "unknown backend":
+#     bench_engine.sh BUILDDIR cuda  exit 1 (it loads the build's module);
+#                        bench_engine cuda with no module at hand says so
+#     bench_gpu.sh       exit 77
 # Environment from make check: DLJOB_SRCDIR, DLJOB_BUILDDIR.
 set -u
 src=${DLJOB_SRCDIR:?} build=${DLJOB_BUILDDIR:?}
@@ -72,8 +75,25 @@ else
 		fail "bench_gpu --help: exit $rc: $out"
 	fi
 	if [ -e /dev/nvidiactl ]; then
-		echo "note: a GPU driver is here, bench_gpu.sh's no-GPU refusal not checked"
+		echo "note: a GPU driver is here, the no-GPU refusals not checked"
 	else
+		# the script loads the build's module by itself
+		out=$(env -u DLJOB_MODULE_DIR BENCH_STEPS=1 BENCH_PRECISIONS=fp32 timeout 120 \
+			bash "$src/tests/bench/bench_engine.sh" "$build" cuda 2>&1)
+		rc=$?
+		if [ $rc -eq 1 ] && grep -q '^bench_engine: cuda backend: no CUDA device' <<<"$out"; then
+			ok "bench_engine.sh BUILDDIR cuda without a GPU: exit 1, names the missing device"
+		else
+			fail "bench_engine.sh BUILDDIR cuda without a GPU: exit $rc: $out"
+		fi
+		# the program alone, no module to be found: why, not "unknown backend"
+		out=$(env -u DLJOB_MODULE_DIR timeout 60 "$build/tests/bench/bench_engine" cuda resnet20 1 28 28 10 8 1 1 2>&1)
+		rc=$?
+		if [ $rc -eq 1 ] && grep -q '^bench_engine: .*\(dljob-cuda.so\|no CUDA device\)' <<<"$out"; then
+			ok "bench_engine cuda, no module given: exit 1, says why"
+		else
+			fail "bench_engine cuda, no module given: exit $rc: $out"
+		fi
 		out=$(DLJOB_BUILDDIR=$build BATCH=1 SIZE=32 STEPS=1 WARMUP=1 timeout 120 \
 			bash "$src/tests/bench/bench_gpu.sh" 2>&1)
 		rc=$?
