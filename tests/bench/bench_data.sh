@@ -26,7 +26,7 @@ if ! [ -x "$tool" ] || ! [ -x "$pack" ]; then
 fi
 tmp=$(mktemp -d /tmp/dljob-bench-data.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-cores=$(nproc)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) # nproc alone answers OMP_NUM_THREADS
 
 "$py" "$here/bench_data_fixture.py" "$tmp/folder" "$n"
 "$pack" "$tmp/folder" "$tmp/shards" --shard-size 64 2>/dev/null

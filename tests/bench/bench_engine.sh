@@ -88,7 +88,8 @@ run() { # model c h w k n
 	done
 }
 
-echo "# $(date -u +%FT%TZ) $(uname -n) nproc=$(nproc) OMP_NUM_THREADS=$OMP_NUM_THREADS backend=$backend"
+# nproc alone answers OMP_NUM_THREADS, exported above
+echo "# $(date -u +%FT%TZ) $(uname -n) nproc=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) OMP_NUM_THREADS=$OMP_NUM_THREADS backend=$backend"
 for ((r = 0; r < ${BENCH_ROUNDS:-1}; r++)); do
 	run resnet50 3 224 224 1000 16
 	run resnet20 1 28 28 10 128

@@ -63,7 +63,7 @@ srun_n() { # tasks, then srun arguments
 }
 
 # ---- one process, no srun: wall and CPU-seconds ------------------------------------
-echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) CPUs)"
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) CPUs)"
 proc_run() { # prints "wall user sys" of one dljob process to its exit after step 1
 	local TIMEFORMAT='%R %U %S'
 	rm -rf "$WTMP/proc"
