@@ -22,4 +22,5 @@ include tests/slurm/spank.mk
 include tests/slurm/world.mk
 include tests/slurm/dataparallel.mk
 include tests/gpu/local.mk
+include tests/bench/local.mk
 include tests/packages/local.mk

@@ -20,17 +20,20 @@ secs=${3:-10}
 py=${TORCH_PYTHON:-/usr/bin/python3}
 tool=$build/tests/data/dataset_tool
 pack=$build/tests/data/pack_tool
-[ -x "$tool" ] && [ -x "$pack" ] || make -C "$build" tests/data/dataset_tool tests/data/pack_tool >/dev/null
+if ! [ -x "$tool" ] || ! [ -x "$pack" ]; then
+	[ -f "$build/Makefile" ] || { echo "bench_data.sh: no Makefile in '$build': name the build directory, e.g. tests/bench/bench_data.sh _build" >&2; exit 2; }
+	make -C "$build" tests/data/dataset_tool tests/data/pack_tool >/dev/null
+fi
 tmp=$(mktemp -d /tmp/dljob-bench-data.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-cores=$(nproc)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) # nproc alone answers OMP_NUM_THREADS
 
 "$py" "$here/bench_data_fixture.py" "$tmp/folder" "$n"
 "$pack" "$tmp/folder" "$tmp/shards" --shard-size 64 2>/dev/null
 echo "# $n JPEGs, $(du -sh "$tmp/folder/train" | cut -f1), ${secs}s per run, $cores cores, $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-34s %10s %12s\n' "pipeline" "img/s" "img/cpu-s"
-row() { printf '%-34s %10s %12s\n' "$1" "$(echo "$2" | awk '{print $2}')" "$(echo "$2" | awk '{print $4}')"; }
+printf '%-36s %10s %12s\n' "pipeline" "img/s" "img/cpu-s"
+row() { printf '%-36s %10s %12s\n' "$1" "$(echo "$2" | awk '{print $2}')" "$(echo "$2" | awk '{print $4}')"; }
 row "dljob decode+transform, no loader" "$("$tool" transform 224 "$secs" $(ls "$tmp"/folder/train/*/* | head -200))"
 row "dljob decode+transform u8, no loader" "$("$tool" transform8 224 "$secs" $(ls "$tmp"/folder/train/*/* | head -200))"
 row "dljob folder, 1 worker" "$("$tool" bench "$tmp/folder" 224 1 32 "$secs")"

@@ -36,8 +36,9 @@ set +e +u
 source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
 set -e -u
 cluster_up 4
-[ "$(nproc)" -ge 4 ] ||
-	echo "# note: $(nproc) CPUs here; the 4-rank run shares them (2 'nodes' on one host): its efficiency is not meaningful"
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) # nproc alone answers OMP_NUM_THREADS
+[ "$cpus" -ge 4 ] ||
+	echo "# note: $cpus CPUs here; the 4-rank run shares them (2 'nodes' on one host): its efficiency is not meaningful"
 
 # model -> "C H W K BATCH STEPS"
 shape() {
@@ -60,7 +61,7 @@ declare -A BASE
 for model in $MODELS; do
 	read -r c h w k b steps < <(shape "$model")
 	total=$((steps + 2))
-	echo "## $model ${c}x${h}x${w}, batch $b per rank, $steps timed steps"
+	echo "## $model ${c}x${h}x${w}, batch $b per rank, $steps timed steps, dljob collectives ${DLJOB_COLLECTIVES:-mpi}"
 	for n in 1 2 4; do
 		out=$WTMP/$model.$n
 		rm -rf "$out"
@@ -92,7 +93,8 @@ PY
 		srun_shape "$n" --mpi=none --export=ALL,MASTER_ADDR=127.0.0.1,MASTER_PORT="$(free_port)" \
 			/usr/bin/time -f "rss_kib %M" "$TORCH_PYTHON" "$here/bench_dp_torch.py" "$model" "$c" "$h" "$w" "$k" \
 			"$b" "$steps" 2 >"$out.torch" 2>&1 || { cat "$out.torch"; fail "torch $model x$n"; }
-		tline=$(grep '^torch-ddp' "$out.torch")
+		# rank 0's own peak_rss_kib left out: the peak over ranks follows
+		tline=$(grep '^torch-ddp' "$out.torch" | sed 's/ peak_rss_kib [0-9]*//')
 		tper=$(sed -n 's/.* per rank \([0-9.]*\).*/\1/p' <<<"$tline")
 		trss=$(sed -n 's/^rss_kib //p' "$out.torch" | sort -n | tail -1)
 		[ "$n" -eq 1 ] && BASE[torch.$model]=$tper

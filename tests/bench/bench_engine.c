@@ -64,13 +64,13 @@ int main(int argc, char **argv)
 	char err[512] = "";
 	struct dl_graph g = {0};
 	struct dl_backend *b = NULL;
-	const struct dl_backend_ops *ops = dl_backend_find(backend, NULL, 0);
+	const struct dl_backend_ops *ops = dl_backend_find(backend, err, sizeof(err));
 	size_t xs = (size_t)n * c * h * w;
 	float *x = malloc(xs * sizeof(float));
 	int *y = malloc((size_t)n * sizeof(int));
 	double *t = calloc((size_t)(steps > 0 ? steps : 1), sizeof(double));
 	if (!ops || !x || !y || !t || steps < 1) {
-		fprintf(stderr, "bench_engine: %s\n", !ops ? "unknown backend" : "bad arguments or out of memory");
+		fprintf(stderr, "bench_engine: %s\n", !ops ? err : "bad arguments or out of memory");
 		goto out;
 	}
 	uint64_t s = 88172645463325252ULL;

@@ -16,6 +16,9 @@
 # With more than one round it ends with each ratio's median, min and max
 # over the rounds: single rounds move by several percent with the machine,
 # mostly on torch's side, so the median over rounds is the number to quote.
+# BACKEND cuda loads the build's module (DLJOB_MODULE_DIR, default
+# BUILDDIR/engine/cuda/.libs; PyTorch stays on the CPU); without a GPU it
+# stops at its first run with bench_engine's one line naming that.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-.}
@@ -24,7 +27,9 @@ py=${TORCH_PYTHON:-/usr/bin/python3}
 steps=${BENCH_STEPS:-7}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 export BENCH_THREADS=$OMP_NUM_THREADS
+[ -f "$build/Makefile" ] || { echo "bench_engine.sh: no Makefile in '$build': name the build directory, e.g. tests/bench/bench_engine.sh _build" >&2; exit 2; }
 make -C "$build" -s tests/bench/bench_engine >/dev/null
+export DLJOB_MODULE_DIR=${DLJOB_MODULE_DIR:-$(cd "$build" && pwd)/engine/cuda/.libs}
 bench="$build/tests/bench/bench_engine"
 
 med() { sed -n 's/.*median \([0-9.]*\) img.*/\1/p' <<<"$1"; }
@@ -83,7 +88,8 @@ run() { # model c h w k n
 	done
 }
 
-echo "# $(date -u +%FT%TZ) $(uname -n) nproc=$(nproc) OMP_NUM_THREADS=$OMP_NUM_THREADS backend=$backend"
+# nproc alone answers OMP_NUM_THREADS, exported above
+echo "# $(date -u +%FT%TZ) $(uname -n) nproc=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) OMP_NUM_THREADS=$OMP_NUM_THREADS backend=$backend"
 for ((r = 0; r < ${BENCH_ROUNDS:-1}; r++)); do
 	run resnet50 3 224 224 1000 16
 	run resnet20 1 28 28 10 128

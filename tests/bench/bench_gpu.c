@@ -100,8 +100,13 @@ int main(int argc, char **argv)
 {
 	const char *model = "resnet50", *prec = "bf16";
 	int batch = 256, size = 224, steps = 30, warmup = 10, graphs = 0;
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--model"))
+	static const char usage[] = "usage: bench_gpu [--model resnet50] [--batch 256] [--size 224] [--steps 30]\n"
+				    "                 [--warmup 10] [--precision bf16|fp16|fp32] [--graphs 0|1]\n";
+	for (int i = 1; i < argc; i += 2) {
+		if (i + 1 == argc) {
+			fprintf(stderr, "bench_gpu: %s: no value after it\n%s", argv[i], usage);
+			return 2;
+		} else if (!strcmp(argv[i], "--model"))
 			model = argv[i + 1];
 		else if (!strcmp(argv[i], "--batch"))
 			batch = atoi(argv[i + 1]);
@@ -116,7 +121,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--graphs"))
 			graphs = atoi(argv[i + 1]);
 		else {
-			fprintf(stderr, "bench_gpu: unknown option %s\n", argv[i]);
+			fprintf(stderr, "bench_gpu: unknown option %s\n%s", argv[i], usage);
 			return 2;
 		}
 	}

@@ -65,7 +65,7 @@ def main():
     ap.add_argument("--modes", default="eager,compile")
     args = ap.parse_args()
     if not torch.cuda.is_available():
-        print(json.dumps({"error": "no CUDA device for PyTorch"}))
+        print(json.dumps({"engine": "pytorch", "error": "no CUDA device for PyTorch"}))
         return 77
     torch.backends.cudnn.benchmark = True
     for mode in args.modes.split(","):

@@ -5,13 +5,15 @@
 # fraction of the physical limit (24.5 GFLOP/img / measured bf16 matmul rate).
 # Not part of make check.  Environment:
 #   DLJOB_BENCH_GPU_BIN  the bench_gpu program (default: $DLJOB_BUILDDIR/tests/bench/bench_gpu)
-#   TORCH_PYTHON         python with torch + torchvision (default: python3)
+#   TORCH_PYTHON         python with torch + torchvision (default: /usr/bin/python3)
 #   BATCH SIZE STEPS WARMUP PRECISION   (256 224 30 10 bf16)
 #   OUT                  if set, results are also written to $OUT/bench_gpu.jsonl
+# Without a CUDA device it stops at once, says so and exits 77 (bench_gpu's
+# own code for it).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${DLJOB_BENCH_GPU_BIN:-${DLJOB_BUILDDIR:-.}/tests/bench/bench_gpu}
-py=${TORCH_PYTHON:-python3}
+py=${TORCH_PYTHON:-/usr/bin/python3}
 batch=${BATCH:-256} size=${SIZE:-224} steps=${STEPS:-30} warmup=${WARMUP:-10} prec=${PRECISION:-bf16}
 res=$(mktemp)
 trap 'rm -f "$res"' EXIT
@@ -22,8 +24,13 @@ fi
 args="--batch $batch --size $size --steps $steps --warmup $warmup --precision $prec"
 rc=0
 for graphs in 0 1; do
-	if ! "$bin" $args --graphs "$graphs" >>"$res"; then
-		echo "{\"engine\": \"dljob\", \"cuda_graphs\": $graphs, \"error\": \"bench_gpu exited non-zero\"}" >>"$res"
+	"$bin" $args --graphs "$graphs" >>"$res"
+	brc=$?
+	if [ "$brc" -eq 77 ]; then
+		echo "bench_gpu.sh: no CUDA device on this machine: nothing to measure" >&2
+		exit 77
+	elif [ "$brc" -ne 0 ]; then
+		echo "{\"engine\": \"dljob\", \"cuda_graphs\": $graphs, \"error\": \"bench_gpu exited $brc\"}" >>"$res"
 		rc=1
 	fi
 done

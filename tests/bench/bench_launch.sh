@@ -12,17 +12,21 @@
 #   PyTorch: import torch+torchvision, gloo init_process_group + allreduce,
 #            then one DDP step of the same model   tests/bench/bench_launch_torch.py
 # Run by hand from a build directory (needs root for the cluster):
-#   DLJOB_SRCDIR=/path/to/src DLJOB_BUILDDIR=$PWD bash $DLJOB_SRCDIR/tests/bench/bench_launch.sh [REPEATS]
-# (DLJOB_BIN: the dljob to time, default $DLJOB_BUILDDIR/dljob.)
+#   DLJOB_BUILDDIR=$PWD bash /path/to/src/tests/bench/bench_launch.sh [REPEATS]
+# (DLJOB_BIN: the dljob to time, default $DLJOB_BUILDDIR/dljob; DLJOB_SRCDIR:
+# the source tree, default the one this script is in; tests/slurm/world_check
+# is built in DLJOB_BUILDDIR first.)
 # Prints markdown tables (median of REPEATS runs, default 3), then the
 # allreduce time of resnet18's gradient for each collective implementation.
 # First, without srun: one dljob process (1 step, warm node cache), wall and
 # CPU-seconds (user+sys), 3 x REPEATS runs, and the load average before and
 # after: on a shared machine CPU-seconds say more than wall time.
 set -u
-: "${DLJOB_SRCDIR:?set DLJOB_SRCDIR}" "${DLJOB_BUILDDIR:?set DLJOB_BUILDDIR}"
+export DLJOB_SRCDIR=${DLJOB_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+: "${DLJOB_BUILDDIR:?set DLJOB_BUILDDIR to the build directory}"
 DLJOB_BIN=${DLJOB_BIN:-$DLJOB_BUILDDIR/dljob}
 [ -x "$DLJOB_BIN" ] || { echo "no $DLJOB_BIN: build dljob first" >&2; exit 1; }
+make -C "$DLJOB_BUILDDIR" -s tests/slurm/world_check >/dev/null || { echo "cannot build tests/slurm/world_check in $DLJOB_BUILDDIR" >&2; exit 1; }
 REPEATS=${1:-3}
 TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
 # shellcheck source=tests/slurm/world_lib.sh
@@ -59,7 +63,7 @@ srun_n() { # tasks, then srun arguments
 }
 
 # ---- one process, no srun: wall and CPU-seconds ------------------------------------
-echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) CPUs)"
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) CPUs)"
 proc_run() { # prints "wall user sys" of one dljob process to its exit after step 1
 	local TIMEFORMAT='%R %U %S'
 	rm -rf "$WTMP/proc"

@@ -3,12 +3,16 @@
  *
  *   tests/bench/bench_ops [BATCH [REPS]]
  *
- * One line per shape: GFLOP/s of forward, backward-data, backward-weights
- * (2*N*Co*Ho*Wo*Ci*k*k flops each; the weights and their gradient resident
- * in the forward's layout as the network keeps them, so backward-data
- * includes the reorder into its own layout where it reads another), then the
- * same per CPU-second used, which stays meaningful on a busy machine
- * (with OMP_NUM_THREADS=1 it is the per-core rate).  The fp32 FMA peak of
+ * One line per shape: the algorithm the backend picked for it (direct,
+ * winograd: oneDNN's, own-wino: cpu_wino's), then GFLOP/s of forward,
+ * backward-data, backward-weights (2*N*Co*Ho*Wo*Ci*k*k flops each: the
+ * direct convolution's count, also for Winograd, which does fewer
+ * multiplications, so its rows can pass the FMA peak below; the weights and
+ * their gradient resident in the forward's layout as the network keeps
+ * them, so backward-data includes the reorder into its own layout where it
+ * reads another), then the same per CPU-second used, which stays
+ * meaningful on a busy machine (with OMP_NUM_THREADS=1 it is the per-core
+ * rate).  The fp32 FMA peak of
  * the machine in hand is the yardstick: 12 independent chains of 512-bit
  * FMAs measured 283 GFLOP/s on one core and 551 on two of today's AMD EPYC
  * (Zen 5 class) VM, 116 per core on the Zen VM of the earlier sessions, whose
@@ -106,9 +110,10 @@ static int bench(const struct shape *sh, int n, int reps)
 			t[2] += t2 - t1;
 		}
 	}
-	printf("%-16s n%-3d %4d->%-4d %3dx%-3d k%d s%d  fwd %7.1f  bwd-data %7.1f  bwd-weights %7.1f GFLOP/s"
+	static const char *const algo[] = { "direct", "winograd", "own-wino" };
+	printf("%-16s n%-3d %4d->%-4d %3dx%-3d k%d s%d %-8s  fwd %7.1f  bwd-data %7.1f  bwd-weights %7.1f GFLOP/s"
 	       "  (per CPU-second: %6.1f %6.1f %6.1f)\n",
-	       sh->name, n, sh->ci, sh->co, sh->h, sh->h, sh->k, sh->s, flops * reps / t[0] * 1e-9,
+	       sh->name, n, sh->ci, sh->co, sh->h, sh->h, sh->k, sh->s, algo[l.winograd], flops * reps / t[0] * 1e-9,
 	       sh->ci != 3 ? flops * reps / t[1] * 1e-9 : 0.0, flops * reps / t[2] * 1e-9,
 	       flops * reps / u[0] * 1e-9, sh->ci != 3 ? flops * reps / u[1] * 1e-9 : 0.0,
 	       flops * reps / u[2] * 1e-9);

@@ -1,0 +1,109 @@
+#!/bin/bash
+# The by-hand benchmarks still start (tests/bench/*; their numbers are never
+# checked here): each program once at its smallest setting, a few seconds in
+# all, and the scripts' own refusals.
+#   bench_engine   resnet20, batch 8, 1 step after 1 warm-up: its one line
+#   bench_ops      batch 1, 1 rep: 7 shapes, each naming its algorithm
+#                  (the 3x3 stride-1 ones Winograd, conv1 direct)
+#   bench_bn       1 rep: 9 shapes and the sum
+#   bench_engine.sh / bench_data.sh given a directory with no Makefile: exit 2
+#                  saying so (not make's "config.h: No such file")
+#   bench_gpu      (CUDA build) --help: exit 2 with its usage, at once
+#   on a CUDA build without a GPU (no /dev/nvidiactl), naming the missing
+#   device, not with a traceback, a crash or "unknown backend":
+#     bench_engine.sh BUILDDIR cuda  exit 1 (it loads the build's module);
+#                        bench_engine cuda with no module at hand says so
+#     bench_gpu.sh       exit 77
+# Environment from make check: DLJOB_SRCDIR, DLJOB_BUILDDIR.
+set -u
+src=${DLJOB_SRCDIR:?} build=${DLJOB_BUILDDIR:?}
+tmp=$(mktemp -d /tmp/dljob-bench-smoke.XXXXXX) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+ok() { echo "ok: $*"; }
+
+export OMP_NUM_THREADS=1
+out=$("$build/tests/bench/bench_engine" cpu resnet20 1 28 28 10 8 1 1 2>&1)
+if [ $? -eq 0 ] && grep -q '^engine cpu resnet20 8x1x28x28: median [0-9.]* img/s .* peak_rss_kib [0-9]*' <<<"$out"; then
+	ok "bench_engine: $out"
+else
+	fail "bench_engine: $out"
+fi
+
+out=$("$build/tests/bench/bench_ops" 1 1 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c 'GFLOP/s' <<<"$out")" -eq 7 ] &&
+	grep -q '^conv1 7x7/2 .* k7 s2 direct  *fwd' <<<"$out" &&
+	[ "$(grep -c ' k3 s1 winograd  *fwd' <<<"$out")" -eq 4 ]; then
+	ok "bench_ops: 7 shapes, the 3x3 ones named winograd"
+else
+	fail "bench_ops (exit $rc): $out"
+fi
+
+out=$("$build/tests/bench/bench_bn" 1 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -cE '^(r50|r20) ' <<<"$out")" -eq 9 ] && grep -q '^sum ' <<<"$out"; then
+	ok "bench_bn: 9 shapes and the sum"
+else
+	fail "bench_bn (exit $rc): $out"
+fi
+
+for s in bench_engine bench_data; do
+	out=$(cd "$tmp" && bash "$src/tests/bench/$s.sh" "$tmp" 2>&1)
+	rc=$?
+	if [ $rc -eq 2 ] && grep -q "^$s.sh: no Makefile in '$tmp'" <<<"$out"; then
+		ok "$s.sh without a build directory: exit 2, says so"
+	else
+		fail "$s.sh given $tmp (no Makefile): exit $rc: $out"
+	fi
+done
+
+if [ ! -x "$build/tests/bench/bench_gpu" ]; then
+	echo "note: no CUDA build here, bench_gpu and bench_gpu.sh not checked"
+else
+	# a lone option is refused before any GPU is touched (it used to be
+	# dropped: --help ran the whole benchmark)
+	out=$(timeout 60 "$build/tests/bench/bench_gpu" --help 2>&1)
+	rc=$?
+	if [ $rc -eq 2 ] && grep -q '^usage: bench_gpu' <<<"$out"; then
+		ok "bench_gpu --help: exit 2, usage"
+	else
+		fail "bench_gpu --help: exit $rc: $out"
+	fi
+	if [ -e /dev/nvidiactl ]; then
+		echo "note: a GPU driver is here, the no-GPU refusals not checked"
+	else
+		# the script loads the build's module by itself
+		out=$(env -u DLJOB_MODULE_DIR BENCH_STEPS=1 BENCH_PRECISIONS=fp32 timeout 120 \
+			bash "$src/tests/bench/bench_engine.sh" "$build" cuda 2>&1)
+		rc=$?
+		if [ $rc -eq 1 ] && grep -q '^bench_engine: cuda backend: no CUDA device' <<<"$out"; then
+			ok "bench_engine.sh BUILDDIR cuda without a GPU: exit 1, names the missing device"
+		else
+			fail "bench_engine.sh BUILDDIR cuda without a GPU: exit $rc: $out"
+		fi
+		# the program alone, no module to be found: why, not "unknown backend"
+		out=$(env -u DLJOB_MODULE_DIR timeout 60 "$build/tests/bench/bench_engine" cuda resnet20 1 28 28 10 8 1 1 2>&1)
+		rc=$?
+		if [ $rc -eq 1 ] && grep -q '^bench_engine: .*\(dljob-cuda.so\|no CUDA device\)' <<<"$out"; then
+			ok "bench_engine cuda, no module given: exit 1, says why"
+		else
+			fail "bench_engine cuda, no module given: exit $rc: $out"
+		fi
+		out=$(DLJOB_BUILDDIR=$build BATCH=1 SIZE=32 STEPS=1 WARMUP=1 timeout 120 \
+			bash "$src/tests/bench/bench_gpu.sh" 2>&1)
+		rc=$?
+		if [ $rc -eq 77 ] && grep -q '^bench_gpu.sh: no CUDA device' <<<"$out" && ! grep -q Traceback <<<"$out"; then
+			ok "bench_gpu.sh without a GPU: exit 77, names the missing device"
+		else
+			fail "bench_gpu.sh without a GPU: exit $rc: $out"
+		fi
+	fi
+fi
+
+[ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }
+echo "all passed"
