@@ -235,21 +235,29 @@ static int check_format(const char *v, const char *path, char *err, size_t errle
 	return -1;
 }
 
+/* A checkpoint of model `have` continued as `want`? */
+static int other_model(const char *path, const char *have, const char *want, char *err, size_t errlen)
+{
+	if (strcmp(have, want) == 0)
+		return 0;
+	snprintf(err, errlen, "%s holds a %s, not a %s: resume it with --model %s (another model is a new run, in "
+	         "another --out)", path, have, want, have);
+	return -1;
+}
+
 int dl_checkpoint_check(const char *path, const struct dl_ckpt_state *ck, const struct dl_ckpt_state *run,
                         char *err, size_t errlen)
 {
-	if (strcmp(ck->model, run->model) != 0) {
-		snprintf(err, errlen, "%s holds a %s, not a %s: resume it with --model %s (another model is a new "
-		         "run, in another --out)", path, ck->model, run->model, ck->model);
+	if (other_model(path, ck->model, run->model, err, errlen) < 0)
 		return -1;
-	}
 	/* The data: the epoch's permutation is of the training split's indices,
 	 * so another split size makes the position name other samples. */
 	if ((ck->train_samples && ck->train_samples != run->train_samples) ||
 	    (ck->eval_samples && ck->eval_samples != run->eval_samples) ||
 	    (ck->num_classes && ck->num_classes != run->num_classes)) {
 		snprintf(err, errlen, "%s was written on data of %ld training and %ld held-out samples in %d classes, "
-		         "--data now has %ld, %ld and %d: the data changed since (samples added or removed), so the "
+		         "--data now has %ld, %ld and %d: the data changed since (samples or classes added or removed), "
+		         "so the "
 		         "checkpoint's position in the epoch would name other samples; resume on the data it was "
 		         "written with, or start a new run from its weights with --init %s in another --out",
 		         path, ck->train_samples, ck->eval_samples, ck->num_classes, run->train_samples,
@@ -310,11 +318,8 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 		goto out;
 	}
 	snprintf(s->model, sizeof(s->model), "%s", v);
-	if (strcmp(s->model, g->model) != 0) {
-		snprintf(err, errlen, "%s holds a %s, not a %s: resume it with --model %s (another model is a new "
-		         "run, in another --out)", path, s->model, g->model, s->model);
+	if (other_model(path, s->model, g->model, err, errlen) < 0)
 		goto out;
-	}
 	/* epoch, epochs and global_batch become ints: range-checked first */
 	if (meta_long(st, path, "step", LONG_MAX, &s->step, err, errlen) < 0 ||
 	    meta_long(st, path, "epoch", INT_MAX, &epoch, err, errlen) < 0 ||

@@ -217,6 +217,9 @@ static void say_changes(const struct run *r)
 	char what[256] = "";
 	size_t o = 0;
 
+	if (!ck->train_samples)
+		fprintf(stderr, "dljob: note: the checkpoint was written by an older dljob, which did not record its "
+		        "rank count, data and schedule: only model, global batch and epochs are checked\n");
 	if (ck->ranks && ck->ranks != now->ranks)
 		fprintf(stderr, "dljob: note: the checkpoint's run had %d rank%s x --batch %d, this one has %d x %d: "
 		        "the same global batch %d, so each step takes the same samples at the same learning rate; "
@@ -404,6 +407,15 @@ static int setup(struct run *r, char *err, size_t errlen)
 	r->total_steps = r->steps_per_epoch * c->epochs;
 	if (c->max_steps > 0 && c->max_steps < r->total_steps)
 		r->total_steps = c->max_steps;
+	/* Only a checkpoint that did not record its data gets this far with
+	 * another training split (dl_checkpoint_check). */
+	if (c->resume && r->pos.epoch_step > r->steps_per_epoch) {
+		snprintf(err, errlen, "the checkpoint is %ld batches into epoch %d, but an epoch of --data %s has %ld "
+		         "batches of %d: the training data shrank since the checkpoint was written; resume on that "
+		         "data, or start a new run from the checkpoint with --init in another --out",
+		         r->pos.epoch_step, r->pos.epoch + 1, c->data, r->steps_per_epoch, r->pos.global_batch);
+		return -1;
+	}
 	if (c->resume && r->comm->rank == 0)
 		say_changes(r);
 

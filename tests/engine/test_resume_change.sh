@@ -17,6 +17,8 @@
 #    refused, naming the split sizes (before: resumed silently at a position
 #    in another permutation).
 #  - --lr, --precision, --backend: go on, with a note.
+#  - a checkpoint without the keys added later: resumes, saying what is not
+#    checked; on data too small for its position, refused.
 . "$DLJOB_SRCDIR/tests/lib.sh"
 need_file "$DLJOB_BIN"
 bin=$DLJOB_BIN
@@ -141,6 +143,28 @@ goes "--lr changed: a note with the learning rates" "--lr 0.2 -> 0.1: the learni
 fresh ep
 goes "--backend ref: a note" "this one in fp32 on ref" \
 	runn 1 ep --data "$data" --batch 16 --backend ref --steps 7 --resume
+
+# --- a checkpoint of a dljob before ranks, data and schedule were recorded
+fresh ep
+"$py" - ep/checkpoint.safetensors <<'EOF' || fail "cannot strip the metadata"
+import json, struct, sys
+p = sys.argv[1]
+b = open(p, "rb").read()
+n, = struct.unpack("<Q", b[:8])
+h = json.loads(b[8:8 + n])
+for k in ["ranks", "batch", "num_classes", "train_samples", "eval_samples", "lr", "warmup_epochs", "schedule",
+          "precision", "backend"]:
+    del h["__metadata__"][k]
+hb = json.dumps(h, separators=(",", ":")).encode()
+hb += b" " * (-len(hb) % 8)
+open(p, "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+EOF
+cp ep/checkpoint.safetensors old.safetensors
+goes "an older checkpoint resumes, with a note on what is not checked" "only model, global batch and epochs are checked" \
+	runn 1 ep --data "$data" --batch 16 --steps 7 --resume=old.safetensors
+refused "an older checkpoint on data too small for its position: refused" \
+	"the checkpoint is 2 batches into epoch 2, but an epoch of --data synthetic:1,16,16,4,16 has 1 batches of 16" \
+	runn 1 ep --data synthetic:1,16,16,4,16 --batch 16 --resume=old.safetensors
 
 # --- the data changed
 fresh ep
