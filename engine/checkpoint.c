@@ -331,6 +331,10 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 		snprintf(err, errlen, "%s: bad metadata: epoch %ld is past its epochs %ld", path, epoch, epochs);
 		goto out;
 	}
+	if (gb == 0) {
+		snprintf(err, errlen, "%s: bad metadata: global batch 0", path);
+		goto out;
+	}
 	s->epoch = (int)epoch;
 	s->global_batch = (int)gb;
 	s->epochs = (int)epochs;

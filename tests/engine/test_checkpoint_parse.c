@@ -84,6 +84,7 @@ static void test_metadata_ranges(void)
 		{"epochs", "4294967300", "bad \"epochs\" in its metadata: '4294967300' (an integer in [0, 2147483647])"},
 		{"global_batch", "2147483648", "bad \"global_batch\" in its metadata: '2147483648'"},
 		{"epoch", "5", "epoch 5 is past its epochs 4"},
+		{"global_batch", "0", "bad metadata: global batch 0"},
 		{"epoch", "-1", "bad \"epoch\""},
 		{"wall_s", "nan", "bad \"wall_s\""},
 		{"step", "1\\n2", "bad \"step\" in its metadata: unprintable or too long"},
