@@ -16,7 +16,12 @@
 #include "engine/optim.h"
 #include "engine/safetensors.h"
 
-#define DL_CKPT_FORMAT "dljob-checkpoint-1"
+/* The format's version is the number at the end.  Metadata keys added
+ * later are optional when read, so such an addition keeps the version:
+ * it changes only when what a key or tensor means changes. */
+#define DL_CKPT_FORMAT_PREFIX "dljob-checkpoint-"
+#define DL_CKPT_VERSION 1
+#define DL_CKPT_FORMAT DL_CKPT_FORMAT_PREFIX "1"
 
 static int path_join(char *out, size_t len, const char *dir, const char *name, char *err, size_t errlen)
 {
@@ -48,13 +53,18 @@ int dl_checkpoint_save(const char *dir, const struct dl_graph *g, const struct d
 		for (size_t i = 0; i < n_extra; i++)
 			extra[i] = &o->mom[i];
 	}
-	/* Model names are [a-z0-9]: nothing in the metadata needs escaping. */
+	/* Model, schedule, precision and backend names are [a-z0-9]: nothing in
+	 * the metadata needs escaping. */
 	int n = snprintf(meta, sizeof(meta),
 	                 "{\"format\":\"" DL_CKPT_FORMAT "\",\"model\":\"%s\",\"step\":\"%ld\","
 	                 "\"epoch\":\"%d\",\"epoch_step\":\"%ld\",\"seed\":\"%" PRIu64 "\","
-	                 "\"wall_s\":\"%.3f\",\"global_batch\":\"%d\",\"epochs\":\"%d\"}",
+	                 "\"wall_s\":\"%.3f\",\"global_batch\":\"%d\",\"epochs\":\"%d\","
+	                 "\"ranks\":\"%d\",\"batch\":\"%d\",\"num_classes\":\"%d\",\"train_samples\":\"%ld\","
+	                 "\"eval_samples\":\"%ld\",\"lr\":\"%.17g\",\"warmup_epochs\":\"%.17g\","
+	                 "\"schedule\":\"%s\",\"precision\":\"%s\",\"backend\":\"%s\"}",
 	                 s->model, s->step, s->epoch, s->epoch_step, s->seed, s->wall_s,
-	                 s->global_batch, s->epochs);
+	                 s->global_batch, s->epochs, s->ranks, s->batch, s->num_classes, s->train_samples,
+	                 s->eval_samples, s->lr, s->warmup_epochs, s->schedule, s->precision, s->backend);
 	if (n < 0 || (size_t)n >= sizeof(meta)) {
 		snprintf(err, errlen, "%s:%d: checkpoint metadata too long", __FILE__, __LINE__);
 		goto out;
@@ -159,13 +169,139 @@ static int meta_long(const struct dl_safetensors *st, const char *path, const ch
 	return 0;
 }
 
+/* An optional metadata value: absent leaves *out 0; else as meta_long. */
+static int meta_opt_long(const struct dl_safetensors *st, const char *path, const char *key, long max, long *out,
+                         char *err, size_t errlen)
+{
+	*out = 0;
+	return dl_safetensors_meta(st, key) ? meta_long(st, path, key, max, out, err, errlen) : 0;
+}
+
+/* An optional metadata value as a finite double in [0, 1e9]; absent: 0. */
+static int meta_opt_double(const struct dl_safetensors *st, const char *path, const char *key, double *out,
+                           char *err, size_t errlen)
+{
+	const char *v = dl_safetensors_meta(st, key);
+	char *end;
+	*out = 0;
+	if (!v)
+		return 0;
+	*out = strtod(v, &end);
+	if (*v == '\0' || *end != '\0' || !(*out >= 0 && *out <= 1e9)) {
+		snprintf(err, errlen, "%s: bad \"%s\" in its metadata (a number in [0, 1e9])", path, key);
+		return -1;
+	}
+	return 0;
+}
+
+/* An optional metadata name ([a-z0-9], shorter than len); absent: "". */
+static int meta_opt_name(const struct dl_safetensors *st, const char *path, const char *key, char *out, size_t len,
+                         char *err, size_t errlen)
+{
+	const char *v = dl_safetensors_meta(st, key);
+	out[0] = 0;
+	if (!v)
+		return 0;
+	if (!*v || strlen(v) >= len || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789") != strlen(v)) {
+		snprintf(err, errlen, "%s: bad \"%s\" in its metadata (a name of [a-z0-9], at most %zu)", path, key,
+		         len - 1);
+		return -1;
+	}
+	snprintf(out, len, "%s", v);
+	return 0;
+}
+
+/* The "format" value: this version's, or a message saying whose it is. */
+static int check_format(const char *v, const char *path, char *err, size_t errlen)
+{
+	const size_t P = sizeof(DL_CKPT_FORMAT_PREFIX) - 1;
+	char *end;
+	if (v && strcmp(v, DL_CKPT_FORMAT) == 0)
+		return 0;
+	if (!v || strncmp(v, DL_CKPT_FORMAT_PREFIX, P) != 0 || v[P] < '0' || v[P] > '9') {
+		snprintf(err, errlen, "%s: not a dljob checkpoint (its metadata has no \"format\": \"" DL_CKPT_FORMAT
+		         "\"); --init PATH starts a new run from the weights of a safetensors file", path);
+		return -1;
+	}
+	errno = 0;
+	unsigned long ver = strtoul(v + P, &end, 10);
+	if (*end || errno || ver > 1000000) {
+		snprintf(err, errlen, "%s: not a dljob checkpoint (unknown format version)", path);
+		return -1;
+	}
+	snprintf(err, errlen, "%s is a checkpoint of %s dljob (format version %lu; this dljob reads version %d): "
+	         "resume it with the dljob that wrote it, or start a new run from its weights with --init %s",
+	         path, ver > DL_CKPT_VERSION ? "a newer" : "an older", ver, DL_CKPT_VERSION, path);
+	return -1;
+}
+
+/* A checkpoint of model `have` continued as `want`? */
+static int other_model(const char *path, const char *have, const char *want, char *err, size_t errlen)
+{
+	if (strcmp(have, want) == 0)
+		return 0;
+	snprintf(err, errlen, "%s holds a %s, not a %s: resume it with --model %s (another model is a new run, in "
+	         "another --out)", path, have, want, have);
+	return -1;
+}
+
+int dl_checkpoint_check(const char *path, const struct dl_ckpt_state *ck, const struct dl_ckpt_state *run,
+                        char *err, size_t errlen)
+{
+	if (other_model(path, ck->model, run->model, err, errlen) < 0)
+		return -1;
+	/* The data: the epoch's permutation is of the training split's indices,
+	 * so another split size makes the position name other samples. */
+	if ((ck->train_samples && ck->train_samples != run->train_samples) ||
+	    (ck->eval_samples && ck->eval_samples != run->eval_samples) ||
+	    (ck->num_classes && ck->num_classes != run->num_classes)) {
+		snprintf(err, errlen, "%s was written on data of %ld training and %ld held-out samples in %d classes, "
+		         "--data now has %ld, %ld and %d: the data changed since (samples or classes added or removed), "
+		         "so the "
+		         "checkpoint's position in the epoch would name other samples; resume on the data it was "
+		         "written with, or start a new run from its weights with --init %s in another --out",
+		         path, ck->train_samples, ck->eval_samples, ck->num_classes, run->train_samples,
+		         run->eval_samples, run->num_classes, path);
+		return -1;
+	}
+	if (ck->global_batch != run->global_batch) {
+		int k = ck->ranks > 0 && ck->batch > 0
+			? snprintf(err, errlen, "%s was written by %d rank%s x --batch %d = global batch %d, this run is "
+			           "%d rank%s x --batch %d = %d", path, ck->ranks, ck->ranks == 1 ? "" : "s", ck->batch,
+			           ck->global_batch, run->ranks, run->ranks == 1 ? "" : "s", run->batch, run->global_batch)
+			: snprintf(err, errlen, "%s was written with global batch %d, this run has %d (%d rank%s x --batch "
+			           "%d)", path, ck->global_batch, run->global_batch, run->ranks,
+			           run->ranks == 1 ? "" : "s", run->batch);
+		size_t o = k < 0 ? 0 : (size_t)k < errlen ? (size_t)k : errlen - 1;
+		const char *why = ": a resumed run keeps the global batch, which its position in the data, its step "
+		                  "count and its learning rate are counted in";
+		if (ck->global_batch % run->ranks == 0)
+			snprintf(err + o, errlen - o, "%s; resume on %d rank%s with --batch %d", why, run->ranks,
+			         run->ranks == 1 ? "" : "s", ck->global_batch / run->ranks);
+		else
+			snprintf(err + o, errlen - o, "%s, and %d ranks cannot share %d samples evenly; resume on a rank "
+			         "count N that divides %d, with --batch %d/N", why, run->ranks, ck->global_batch,
+			         ck->global_batch, ck->global_batch);
+		return -1;
+	}
+	/* The position is in epoch `epoch`, `epoch_step` batches in: a run
+	 * must at least include that much. */
+	long need = (long)ck->epoch + (ck->epoch_step > 0);
+	if (run->epochs < need) {
+		snprintf(err, errlen, "%s is at step %ld, in epoch %ld, past --epochs %d: give --epochs %ld or more "
+		         "(its run had %d)", path, ck->step, need, run->epochs, need, ck->epochs);
+		return -1;
+	}
+	return 0;
+}
+
 int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_state *o,
-                       struct dl_ckpt_state *s, char *err, size_t errlen)
+                       struct dl_ckpt_state *s, const struct dl_ckpt_state *run, char *err, size_t errlen)
 {
 	struct dl_safetensors *st;
 	struct dl_tensor_f32 **extra = NULL;
 	size_t n_extra = o ? o->n : 0;
-	long epoch, gb, epochs;
+	long epoch, gb, epochs, ranks, batch, classes;
 	const char *v;
 	char *end;
 	int rv = -1;
@@ -174,22 +310,16 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 	st = dl_safetensors_open(path, err, errlen);
 	if (!st)
 		return -1;
-	v = dl_safetensors_meta(st, "format");
-	if (!v || strcmp(v, DL_CKPT_FORMAT) != 0) {
-		snprintf(err, errlen, "%s: not a dljob checkpoint (format '%s', expected '%s')", path,
-		         v ? v : "none", DL_CKPT_FORMAT);
+	if (check_format(dl_safetensors_meta(st, "format"), path, err, errlen) < 0)
 		goto out;
-	}
 	v = dl_safetensors_meta(st, "model");
 	if (!v || strlen(v) >= sizeof(s->model)) {
 		snprintf(err, errlen, "%s: bad \"model\" in its metadata", path);
 		goto out;
 	}
 	snprintf(s->model, sizeof(s->model), "%s", v);
-	if (strcmp(s->model, g->model) != 0) {
-		snprintf(err, errlen, "%s holds a %s, not a %s", path, s->model, g->model);
+	if (other_model(path, s->model, g->model, err, errlen) < 0)
 		goto out;
-	}
 	/* epoch, epochs and global_batch become ints: range-checked first */
 	if (meta_long(st, path, "step", LONG_MAX, &s->step, err, errlen) < 0 ||
 	    meta_long(st, path, "epoch", INT_MAX, &epoch, err, errlen) < 0 ||
@@ -201,9 +331,32 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 		snprintf(err, errlen, "%s: bad metadata: epoch %ld is past its epochs %ld", path, epoch, epochs);
 		goto out;
 	}
+	if (gb == 0) {
+		snprintf(err, errlen, "%s: bad metadata: global batch 0", path);
+		goto out;
+	}
 	s->epoch = (int)epoch;
 	s->global_batch = (int)gb;
 	s->epochs = (int)epochs;
+	if (meta_opt_long(st, path, "ranks", INT_MAX, &ranks, err, errlen) < 0 ||
+	    meta_opt_long(st, path, "batch", INT_MAX, &batch, err, errlen) < 0 ||
+	    meta_opt_long(st, path, "num_classes", INT_MAX, &classes, err, errlen) < 0 ||
+	    meta_opt_long(st, path, "train_samples", LONG_MAX, &s->train_samples, err, errlen) < 0 ||
+	    meta_opt_long(st, path, "eval_samples", LONG_MAX, &s->eval_samples, err, errlen) < 0 ||
+	    meta_opt_double(st, path, "lr", &s->lr, err, errlen) < 0 ||
+	    meta_opt_double(st, path, "warmup_epochs", &s->warmup_epochs, err, errlen) < 0 ||
+	    meta_opt_name(st, path, "schedule", s->schedule, sizeof(s->schedule), err, errlen) < 0 ||
+	    meta_opt_name(st, path, "precision", s->precision, sizeof(s->precision), err, errlen) < 0 ||
+	    meta_opt_name(st, path, "backend", s->backend, sizeof(s->backend), err, errlen) < 0)
+		goto out;
+	if ((ranks || batch) && ranks * batch != gb) {
+		snprintf(err, errlen, "%s: bad metadata: %ld ranks x batch %ld is not its global batch %ld", path, ranks,
+		         batch, gb);
+		goto out;
+	}
+	s->ranks = (int)ranks;
+	s->batch = (int)batch;
+	s->num_classes = (int)classes;
 	v = dl_safetensors_meta(st, "seed");
 	errno = 0;
 	if (!v || *v == '\0' || *v == '-' || (s->seed = strtoull(v, &end, 10), *end != '\0' || errno)) {
@@ -216,6 +369,8 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 		snprintf(err, errlen, "%s: bad \"wall_s\" in its metadata", path);
 		goto out;
 	}
+	if (run && dl_checkpoint_check(path, s, run, err, errlen) < 0)
+		goto out;
 
 	if (n_extra) {
 		extra = calloc(n_extra, sizeof(*extra));
@@ -226,11 +381,9 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 		for (size_t i = 0; i < n_extra; i++)
 			extra[i] = &o->mom[i];
 	}
-	char lerr[384];
-	if (dl_model_state_load(st, g, extra, n_extra, lerr, sizeof(lerr)) < 0) {
-		snprintf(err, errlen, "%s: %s", path, lerr);
+	/* its messages start with the path */
+	if (dl_model_state_load(st, g, extra, n_extra, err, errlen) < 0)
 		goto out;
-	}
 	/* The first optimizer step initialises the momentum buffers instead of
 	 * accumulating into them: tell it they are already live. */
 	if (o)
@@ -353,7 +506,8 @@ int dl_weights_init(const char *path, struct dl_graph *g, int new_head, char *er
 			head[1] = &g->params[g->nodes[i].param[1]];
 		}
 	const char *fmt = dl_safetensors_meta(st, "format"), *model = dl_safetensors_meta(st, "model");
-	int is_ckpt = fmt && strcmp(fmt, DL_CKPT_FORMAT) == 0;
+	/* any version's: their weights have torchvision's names too */
+	int is_ckpt = fmt && strncmp(fmt, DL_CKPT_FORMAT_PREFIX, sizeof(DL_CKPT_FORMAT_PREFIX) - 1) == 0;
 	if (model && strcmp(model, g->model) != 0) {
 		snprintf(err, errlen, "%s holds a %s, not a %s", path, printable(model, nb, sizeof(nb)), g->model);
 		goto out;

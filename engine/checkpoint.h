@@ -23,11 +23,21 @@ struct dl_ckpt_state {
 	long epoch_step;     /* batches already done in that epoch (the loader skips them) */
 	uint64_t seed;       /* init, shuffling and augmentation all derive from it */
 	double wall_s;       /* training time so far, to continue the metrics clock */
-	/* Config essentials: resuming with different ones is refused, since the
-	 * data position and the schedule would no longer mean the same thing. */
+	/* The run that wrote it, which dl_checkpoint_check compares with the run
+	 * that continues it: what would make the position mean other samples or
+	 * the weights another model is refused, the rest is allowed. */
 	char model[32];
-	int global_batch;
+	int global_batch;    /* ranks x batch: the samples of one step */
 	int epochs;
+	/* Added to format 1 later (checkpoints without them still load: 0 or ""
+	 * here, and what they would check is not checked). */
+	int ranks, batch;    /* world size, per-rank batch */
+	int num_classes;
+	long train_samples, eval_samples; /* the dataset's splits */
+	double lr, warmup_epochs;         /* --lr, --warmup-epochs */
+	char schedule[16];                /* --schedule */
+	char precision[8];                /* fp32, bf16, fp16 */
+	char backend[8];                  /* the resolved backend: cpu, cuda, ref */
 };
 
 /* Write DIR/checkpoint.safetensors atomically; the one it replaces becomes
@@ -52,10 +62,25 @@ int dl_out_remove_stale_tmp(const char *dir);
 int dl_checkpoint_find(const char *dir, char *path, size_t len);
 
 /* Load PATH into g (params, buffers, num_batches_tracked) and o (momentum
- * buffers; steps = the checkpoint's step), and its position into s.  Returns 0, or -1 with one
- * line in err naming the file and what is wrong. */
+ * buffers; steps = the checkpoint's step), and its position and run into s.
+ * run (NULL: no check): the run that continues it; dl_checkpoint_check
+ * refuses it before anything is loaded.  A checkpoint of another format
+ * version is refused naming both versions.  Returns 0, or -1 with one line
+ * in err naming the file and what is wrong (and what to do). */
 int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_state *o,
-                       struct dl_ckpt_state *s, char *err, size_t errlen);
+                       struct dl_ckpt_state *s, const struct dl_ckpt_state *run, char *err, size_t errlen);
+
+/* May run (its model, global batch, epochs, dataset splits and classes)
+ * continue checkpoint ck of PATH?  Refused: another model; another global
+ * batch (the position, the step count and the schedule are counted in
+ * global batches; another rank count is fine with --batch giving the same
+ * global batch, and the message says which --batch); a dataset whose split
+ * sizes or class count changed (the position would name other samples);
+ * --epochs that end before the checkpoint's position.  Allowed: more or
+ * fewer epochs, another --lr, --schedule, --warmup-epochs, --precision or
+ * backend (the caller says what changed).  Returns 0, or -1 with err. */
+int dl_checkpoint_check(const char *path, const struct dl_ckpt_state *ck, const struct dl_ckpt_state *run,
+                        char *err, size_t errlen);
 
 /* --init: the weights of a model to start from.  PATH is a safetensors
  * file with torchvision state_dict names: what torchvision's

@@ -89,6 +89,7 @@ struct run {
 	size_t n_weights, sample;
 	long steps_per_epoch, total_steps;
 	struct dl_ckpt_state pos;
+	struct dl_ckpt_state ck; /* the checkpoint resumed from (--resume) */
 	double wall0;     /* wall_s already spent before this process (resume) */
 	double t_start;   /* this process's clock origin */
 };
@@ -208,6 +209,56 @@ static int export_weights(struct run *r, char *err, size_t errlen)
 	return dl_model_state_write(path, &r->g, NULL, 0, meta, err, errlen);
 }
 
+/* What a resumed run does differently from the run that wrote its
+ * checkpoint, allowed by dl_checkpoint_check, said on stderr (rank 0). */
+static void say_changes(const struct run *r)
+{
+	const struct dl_ckpt_state *ck = &r->ck, *now = &r->pos;
+	char what[256] = "";
+	size_t o = 0;
+
+	if (!ck->train_samples)
+		fprintf(stderr, "dljob: note: the checkpoint was written by an older dljob, which did not record its "
+		        "rank count, data and schedule: only model, global batch and epochs are checked\n");
+	if (ck->ranks && ck->ranks != now->ranks)
+		fprintf(stderr, "dljob: note: the checkpoint's run had %d rank%s x --batch %d, this one has %d x %d: "
+		        "the same global batch %d, so each step takes the same samples at the same learning rate; "
+		        "every rank's batch-norm running statistics start from rank 0's\n", ck->ranks,
+		        ck->ranks == 1 ? "" : "s", ck->batch, now->ranks, now->batch, now->global_batch);
+	if (ck->epochs != now->epochs)
+		o += (size_t)snprintf(what + o, sizeof(what) - o, ", --epochs %d -> %d", ck->epochs, now->epochs);
+	if (ck->lr > 0 && ck->lr != now->lr && o < sizeof(what))
+		o += (size_t)snprintf(what + o, sizeof(what) - o, ", --lr %g -> %g", ck->lr, now->lr);
+	if (ck->schedule[0] && strcmp(ck->schedule, now->schedule) != 0 && o < sizeof(what))
+		o += (size_t)snprintf(what + o, sizeof(what) - o, ", --schedule %s -> %s", ck->schedule, now->schedule);
+	if (ck->schedule[0] && ck->warmup_epochs != now->warmup_epochs && o < sizeof(what))
+		o += (size_t)snprintf(what + o, sizeof(what) - o, ", --warmup-epochs %g -> %g", ck->warmup_epochs,
+		                      now->warmup_epochs);
+	if (o) {
+		/* the learning rate of the next step, with the old schedule when
+		 * the checkpoint says what it was */
+		double lr = dl_schedule_lr(&r->sched, now->step);
+		int kind = ck->schedule[0] ? dl_schedule_kind_parse(ck->schedule) : -1;
+		fprintf(stderr, "dljob: note: %s: the learning-rate schedule is computed anew, step %ld's is %g",
+		        what + 2, now->step + 1, lr);
+		if (ck->lr > 0 && kind >= 0) {
+			struct dl_schedule old = r->sched;
+			old.base_lr = ck->lr;
+			old.kind = (enum dl_sched_kind)kind;
+			old.warmup_epochs = ck->warmup_epochs;
+			old.epochs = ck->epochs;
+			fprintf(stderr, " (it would have been %g)", dl_schedule_lr(&old, now->step));
+		}
+		fputc('\n', stderr);
+	}
+	if ((ck->precision[0] && strcmp(ck->precision, now->precision) != 0) ||
+	    (ck->backend[0] && strcmp(ck->backend, now->backend) != 0))
+		fprintf(stderr, "dljob: note: the checkpoint's run trained in %s on the %s backend, this one in %s on "
+		        "%s: its fp32 weights, momentum and batch-norm statistics carry over, but the steps are no "
+		        "longer bit for bit those of the run that wrote it\n", ck->precision[0] ? ck->precision : "?",
+		        ck->backend[0] ? ck->backend : "?", now->precision, now->backend);
+}
+
 static int setup(struct run *r, char *err, size_t errlen)
 {
 	const struct dl_train_config *c = r->cfg;
@@ -237,7 +288,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return -1;
 
 	struct dl_loader_options lo = {
-		.batch = c->batch, .threads = c->loader_threads, .prefetch = 2, .seed = c->seed,
+		.batch = c->batch, .threads = c->loader_threads, .prefetch = 2, /* .seed: below, after resume */
 		.rank = r->comm->rank, .world = r->comm->size, .shuffle = 1, .drop_last = 1,
 	};
 	/* uint8 batches when the backend normalizes them itself (the CUDA
@@ -254,6 +305,55 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return -1;
 	}
 	r->backend = r->ops->name;
+	int prec = dl_precision_parse(c->precision);
+	if (prec < 0) {
+		snprintf(err, errlen, "unknown precision '%s' (fp32, bf16, fp16)", c->precision);
+		return -1;
+	}
+
+	/* This run, as its checkpoints will describe it. */
+	r->pos.seed = c->seed;
+	snprintf(r->pos.model, sizeof(r->pos.model), "%s", c->model);
+	r->pos.ranks = r->comm->size;
+	r->pos.batch = c->batch;
+	r->pos.global_batch = c->batch * r->comm->size;
+	r->pos.epochs = c->epochs;
+	r->pos.num_classes = r->ds->num_classes;
+	r->pos.train_samples = (long)r->ds->count[DL_SPLIT_TRAIN];
+	r->pos.eval_samples = (long)r->ds->count[DL_SPLIT_EVAL];
+	r->pos.lr = c->lr;
+	r->pos.warmup_epochs = c->warmup_epochs;
+	snprintf(r->pos.schedule, sizeof(r->pos.schedule), "%s", c->schedule);
+	snprintf(r->pos.precision, sizeof(r->pos.precision), "%s", prec == DL_BF16 ? "bf16" : prec == DL_FP16 ? "fp16" : "fp32");
+	snprintf(r->pos.backend, sizeof(r->pos.backend), "%s", r->backend);
+
+	/* Resume into g and ost before the backend exists (it takes g's state
+	 * at create, ost's momentum through state_in), and before the loader:
+	 * it shuffles with the checkpoint's seed. */
+	if (c->resume) {
+		char path[4096];
+		if (*c->resume) {
+			snprintf(path, sizeof(path), "%s", c->resume);
+		} else if (dl_checkpoint_find(c->out_dir, path, sizeof(path)) < 0) {
+			snprintf(err, errlen, "--resume: no checkpoint in %s", c->out_dir);
+			return -1;
+		}
+		if (dl_checkpoint_load(path, &r->g, &r->ost, &r->ck, &r->pos, err, errlen) < 0)
+			return -1;
+		if (r->ck.seed != c->seed && r->comm->rank == 0)
+			fprintf(stderr, "dljob: resuming with the checkpoint's seed %llu (not --seed %llu)\n",
+			        (unsigned long long)r->ck.seed, (unsigned long long)c->seed);
+		/* its position, this run's configuration */
+		r->pos.step = r->ck.step;
+		r->pos.epoch = r->ck.epoch;
+		r->pos.epoch_step = r->ck.epoch_step;
+		r->pos.seed = r->ck.seed;
+		r->pos.wall_s = r->ck.wall_s;
+		r->wall0 = r->ck.wall_s;
+		if (r->comm->rank == 0)
+			fprintf(stderr, "dljob: resumed from %s at step %ld (epoch %d, batch %ld)\n", path, r->ck.step,
+			        r->ck.epoch + 1, r->ck.epoch_step);
+	}
 	const struct dl_backend_ops *feed = r->ops;
 	if (feed->takes_u8 && r->ds->load_u8 && r->ds->u8_mean && r->ds->u8_std) {
 		r->u8 = 1;
@@ -273,6 +373,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 			r->train_pinned = 1;
 		}
 	}
+	lo.seed = r->pos.seed; /* --seed, or the checkpoint's */
 	r->train = dl_loader_create(r->ds, DL_SPLIT_TRAIN, &lo, err, errlen);
 	if (!r->train)
 		return -1;
@@ -306,46 +407,18 @@ static int setup(struct run *r, char *err, size_t errlen)
 	r->total_steps = r->steps_per_epoch * c->epochs;
 	if (c->max_steps > 0 && c->max_steps < r->total_steps)
 		r->total_steps = c->max_steps;
-
-	r->pos.seed = c->seed;
-	snprintf(r->pos.model, sizeof(r->pos.model), "%s", c->model);
-	r->pos.global_batch = c->batch * r->comm->size;
-	r->pos.epochs = c->epochs;
-
-	/* Resume into g and ost before the backend exists: it takes g's state
-	 * at create, ost's momentum through state_in. */
-	if (c->resume) {
-		char path[4096];
-		struct dl_ckpt_state s;
-		if (*c->resume) {
-			snprintf(path, sizeof(path), "%s", c->resume);
-		} else if (dl_checkpoint_find(c->out_dir, path, sizeof(path)) < 0) {
-			snprintf(err, errlen, "--resume: no checkpoint in %s", c->out_dir);
-			return -1;
-		}
-		if (dl_checkpoint_load(path, &r->g, &r->ost, &s, err, errlen) < 0)
-			return -1;
-		if (s.global_batch != r->pos.global_batch || s.epochs != c->epochs) {
-			snprintf(err, errlen, "%s was written with global batch %d and %d epochs, this run has %d and %d: "
-			         "the data position and schedule would not match", path, s.global_batch, s.epochs,
-			         r->pos.global_batch, c->epochs);
-			return -1;
-		}
-		if (s.seed != c->seed && r->comm->rank == 0)
-			fprintf(stderr, "dljob: resuming with the checkpoint's seed %llu (not --seed %llu)\n",
-			        (unsigned long long)s.seed, (unsigned long long)c->seed);
-		r->pos = s;
-		r->wall0 = s.wall_s;
-		if (r->comm->rank == 0)
-			fprintf(stderr, "dljob: resumed from %s at step %ld (epoch %d, batch %ld)\n", path, s.step,
-			        s.epoch + 1, s.epoch_step);
-	}
-
-	int prec = dl_precision_parse(c->precision);
-	if (prec < 0) {
-		snprintf(err, errlen, "unknown precision '%s' (fp32, bf16, fp16)", c->precision);
+	/* Only a checkpoint that did not record its data gets this far with
+	 * another training split (dl_checkpoint_check). */
+	if (c->resume && r->pos.epoch_step > r->steps_per_epoch) {
+		snprintf(err, errlen, "the checkpoint is %ld batches into epoch %d, but an epoch of --data %s has %ld "
+		         "batches of %d: the training data shrank since the checkpoint was written; resume on that "
+		         "data, or start a new run from the checkpoint with --init in another --out",
+		         r->pos.epoch_step, r->pos.epoch + 1, c->data, r->steps_per_epoch, r->pos.global_batch);
 		return -1;
 	}
+	if (c->resume && r->comm->rank == 0)
+		say_changes(r);
+
 	struct dl_backend_opts bo = {
 		.precision = (enum dl_precision)prec,
 		.conv_algo = c->conv_algo ? dl_conv_algo_parse(c->conv_algo) : DL_CONV_AUTO,

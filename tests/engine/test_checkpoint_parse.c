@@ -48,6 +48,8 @@ static void write_ckpt(const char *key, const char *value)
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
 		snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "%s\"%s\":\"%s\"", i ? "," : "", keys[i],
 		         key && strcmp(key, keys[i]) == 0 ? value : vals[i]);
+	if (key && !strstr(meta, key)) /* an optional key */
+		snprintf(meta + strlen(meta), sizeof meta - strlen(meta), ",\"%s\":\"%s\"", key, value);
 	strcat(meta, "}");
 	snprintf(h, sizeof h,
 	         "{\"__metadata__\":%s,\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
@@ -63,7 +65,7 @@ static int load(char *err, size_t errlen, struct dl_ckpt_state *s)
 	struct dl_tensor_f32 params[1] = {{.name = "w", .ndim = 2, .dims = {2, 3}, .count = 6, .data = w}};
 	struct dl_tensor_f32 buffers[1] = {{.name = "bn.running_mean", .ndim = 1, .dims = {3}, .count = 3, .data = mean}};
 	struct dl_graph g = {.model = "tiny", .n_params = 1, .params = params, .n_buffers = 1, .buffers = buffers};
-	return dl_checkpoint_load(path, &g, NULL, s, err, errlen);
+	return dl_checkpoint_load(path, &g, NULL, s, NULL, err, errlen);
 }
 
 static void test_metadata_ranges(void)
@@ -82,6 +84,7 @@ static void test_metadata_ranges(void)
 		{"epochs", "4294967300", "bad \"epochs\" in its metadata: '4294967300' (an integer in [0, 2147483647])"},
 		{"global_batch", "2147483648", "bad \"global_batch\" in its metadata: '2147483648'"},
 		{"epoch", "5", "epoch 5 is past its epochs 4"},
+		{"global_batch", "0", "bad metadata: global batch 0"},
 		{"epoch", "-1", "bad \"epoch\""},
 		{"wall_s", "nan", "bad \"wall_s\""},
 		{"step", "1\\n2", "bad \"step\" in its metadata: unprintable or too long"},
@@ -95,6 +98,83 @@ static void test_metadata_ranges(void)
 		      bad[i].value, s.epoch, s.epochs, s.global_batch);
 		CHECK_CONTAINS(err, bad[i].msg);
 	}
+}
+
+/* The format version: another one is named, newer or older, with what to
+ * do; the keys added to format 1 later are optional but checked. */
+static void test_format_version(void)
+{
+	char err[512];
+	struct dl_ckpt_state s;
+	static const struct {
+		const char *key, *value, *msg;
+	} bad[] = {
+		{"format", "dljob-checkpoint-2", "is a checkpoint of a newer dljob (format version 2; this dljob reads "
+		 "version 1): resume it with the dljob that wrote it, or start a new run from its weights with --init"},
+		{"format", "dljob-checkpoint-0", "is a checkpoint of an older dljob (format version 0"},
+		{"format", "dljob-checkpoint-99999999999999999999", "not a dljob checkpoint (unknown format version)"},
+		{"format", "dljob-checkpoint-1x", "not a dljob checkpoint (unknown format version)"},
+		{"format", "pt", "not a dljob checkpoint (its metadata has no \"format\": \"dljob-checkpoint-1\")"},
+		{"ranks", "3", "3 ranks x batch 0 is not its global batch 32"},
+		{"schedule", "Cosine", "bad \"schedule\" in its metadata (a name of [a-z0-9], at most 15)"},
+		{"backend", "cpu-x", "bad \"backend\""},
+		{"lr", "nan", "bad \"lr\" in its metadata"},
+		{"train_samples", "-5", "bad \"train_samples\""},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		write_ckpt(bad[i].key, bad[i].value);
+		err[0] = 0;
+		CHECK(load(err, sizeof err, &s) != 0, "%s=%s accepted", bad[i].key, bad[i].value);
+		CHECK_CONTAINS(err, bad[i].msg);
+	}
+	write_ckpt("ranks", "4");
+	CHECK(load(err, sizeof err, &s) != 0, "ranks 4 without batch accepted");
+	write_ckpt("schedule", "step");
+	CHECK(load(err, sizeof err, &s) == 0 && strcmp(s.schedule, "step") == 0 && s.ranks == 0 && s.lr == 0,
+	      "an optional key alone: %s", err);
+}
+
+/* dl_checkpoint_check: what is refused and what the message says. */
+static void test_check(void)
+{
+	char err[1024];
+	const struct dl_ckpt_state ck = {.model = "resnet20", .step = 6, .epoch = 1, .epoch_step = 2, .epochs = 2,
+	                                 .ranks = 2, .batch = 8, .global_batch = 16, .num_classes = 4,
+	                                 .train_samples = 64, .eval_samples = 2};
+	struct dl_ckpt_state run = ck, old = ck;
+	CHECK(dl_checkpoint_check("c", &ck, &run, err, sizeof err) == 0, "the same run: %s", err);
+	run.ranks = 4, run.batch = 4, run.epochs = 9;
+	CHECK(dl_checkpoint_check("c", &ck, &run, err, sizeof err) == 0, "4 x 4, 9 epochs: %s", err);
+	run.batch = 8, run.global_batch = 32;
+	CHECK(dl_checkpoint_check("c", &ck, &run, err, sizeof err) < 0, "4 x 8 accepted");
+	CHECK_CONTAINS(err, "c was written by 2 ranks x --batch 8 = global batch 16, this run is 4 ranks x --batch 8 = "
+	               "32: a resumed run keeps the global batch");
+	CHECK_CONTAINS(err, "resume on 4 ranks with --batch 4");
+	run.ranks = 5, run.batch = 3, run.global_batch = 15;
+	CHECK(dl_checkpoint_check("c", &ck, &run, err, sizeof err) < 0, "5 x 3 accepted");
+	CHECK_CONTAINS(err, "5 ranks cannot share 16 samples evenly; resume on a rank count N that divides 16, with "
+	               "--batch 16/N");
+	/* a checkpoint from before ranks/batch/data were recorded */
+	old.ranks = old.batch = old.num_classes = 0, old.train_samples = old.eval_samples = 0;
+	run = ck, run.train_samples = 99, run.global_batch = 24, run.ranks = 3;
+	CHECK(dl_checkpoint_check("c", &old, &run, err, sizeof err) < 0, "old: 3 x 8 accepted");
+	CHECK_CONTAINS(err, "c was written with global batch 16, this run has 24 (3 ranks x --batch 8)");
+	run = ck, run.eval_samples = 3;
+	CHECK(dl_checkpoint_check("c", &ck, &run, err, sizeof err) < 0, "another eval split accepted");
+	CHECK_CONTAINS(err, "c was written on data of 64 training and 2 held-out samples in 4 classes, --data now has "
+	               "64, 3 and 4: the data changed since");
+	run = ck, run.num_classes = 5;
+	CHECK(dl_checkpoint_check("c", &ck, &run, err, sizeof err) < 0, "another class count accepted");
+	run = ck, run.epochs = 1;
+	CHECK(dl_checkpoint_check("c", &ck, &run, err, sizeof err) < 0, "epochs 1 accepted at epoch 1 batch 2");
+	CHECK_CONTAINS(err, "c is at step 6, in epoch 2, past --epochs 1: give --epochs 2 or more (its run had 2)");
+	/* at an epoch's end: exactly that many epochs is a finished run */
+	old = ck, old.epoch_step = 0, old.step = 4;
+	CHECK(dl_checkpoint_check("c", &old, &run, err, sizeof err) == 0, "1 epoch after epoch 1 refused: %s", err);
+	run = ck;
+	snprintf(run.model, sizeof run.model, "resnet32");
+	CHECK(dl_checkpoint_check("c", &ck, &run, err, sizeof err) < 0, "another model accepted");
+	CHECK_CONTAINS(err, "c holds a resnet20, not a resnet32: resume it with --model resnet20");
 }
 
 static void expect_open_fails(const char *what, const char *msg)
@@ -243,6 +323,10 @@ static void test_weights_init(void)
 	write_f32(all, dims_ok, 5, counter, 1, "{\"format\":\"dljob-checkpoint-1\",\"model\":\"tiny\"}");
 	tiny_make(&t);
 	CHECK(dl_weights_init(path, &t.g, 0, err, sizeof err) == 0, "checkpoint refused: %s", err);
+	/* one of another format version too (what its refused --resume says to do) */
+	write_f32(all, dims_ok, 5, counter, 1, "{\"format\":\"dljob-checkpoint-2\",\"model\":\"tiny\"}");
+	tiny_make(&t);
+	CHECK(dl_weights_init(path, &t.g, 0, err, sizeof err) == 0, "format 2 checkpoint refused: %s", err);
 	write_f32(all, dims_ok, 5, NULL, 0, "{\"format\":\"pt\"}");
 	CHECK(dl_weights_init(path, &t.g, 0, err, sizeof err) != 0, "stray momentum buffer accepted");
 	CHECK_CONTAINS(err, "1 unexpected: w.momentum_buffer");
@@ -303,6 +387,8 @@ int main(void)
 	}
 	snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
 	test_metadata_ranges();
+	test_format_version();
+	test_check();
 	test_safetensors_header();
 	test_weights_init();
 	test_fifo();

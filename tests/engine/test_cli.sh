@@ -230,7 +230,7 @@ fi
 # with one line, and leaves the run's files alone.
 cp out/metrics.jsonl metrics.before
 for bad in "--model resnet32 --batch 16|holds a resnet20, not a resnet32" \
-           "--model resnet20 --batch 8|global batch 16 and 90 epochs, this run has 8 and 90"; do
+           "--model resnet20 --batch 8|1 rank x --batch 16 = global batch 16, this run is 1 rank x --batch 8 = 8: .*resume on 1 rank with --batch 16"; do
 	opts=${bad%%|*} pat=${bad#*|}
 	# shellcheck disable=SC2086
 	"$bin" $opts --backend ref --data $syn --steps 2 --eval 0 --threads 1 --out out --resume 2>stderr

@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct dl_tensor_f32 buffers[1] = {{.name = "bn.running_mean", .ndim = 1, .dims = {3}, .count = 3, .data = mean}};
 	struct dl_graph g = {.model = "tiny", .n_params = 1, .params = params, .n_buffers = 1, .buffers = buffers};
 	struct dl_ckpt_state s;
-	(void)dl_checkpoint_load(path, &g, NULL, &s, err, sizeof err);
+	(void)dl_checkpoint_load(path, &g, NULL, &s, NULL, err, sizeof err);
 
 	/* --init: w, fc.weight, fc.bias and bn.running_mean; the FC node marks
 	 * the classifier */
