@@ -13,8 +13,13 @@ it allocate what the file does not hold (issue 19, finding 12).
   an IDX header announcing 13 GB         refused after reading what is there;
                                          the gzip'd one runs under a 1 GiB
                                          address-space limit (not under ASan)
+  a progressive JPEG with 1000 scans     a bad sample ("more than 500 scans"):
+                                         each scan walks the whole image
+  a PNG with 1000 zTXt chunks that each  decoded (text is never inflated;
+    inflate to 7.9 MB (7.7 MB file)      it took libpng 60 s before)
+  1x1 JPEG and PNG                       decoded
 Every run has a 30 s timeout: a hang is a failure, not a stuck test."""
-import gzip, io, os, resource, shutil, struct, subprocess, sys, tempfile
+import gzip, io, os, resource, shutil, struct, subprocess, sys, tempfile, zlib
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -193,9 +198,55 @@ def idx(tmp):
     check(rc == 2 and err == f"{path}: not a regular file", f"FIFO IDX: rc {rc}: {err}")
 
 
+def png_chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def many_scans(extra, side=1024):
+    """A progressive JPEG with its shortest scan repeated `extra` more times
+    (libjpeg only warns about the bogus progression and decodes every one)."""
+    b = io.BytesIO()
+    Image.linear_gradient("L").resize((side, side)).convert("RGB").save(b, "JPEG", progressive=True)
+    d, i, scans = b.getvalue(), 2, []
+    while d[i + 1] != 0xD9:
+        end = i + 2 + ((d[i + 2] << 8) | d[i + 3])
+        if d[i + 1] == 0xDA:  # SOS: the entropy-coded data runs to the next marker
+            while d[end] != 0xFF or d[end + 1] == 0 or 0xD0 <= d[end + 1] <= 0xD7:
+                end += 1
+            scans.append((i, end))
+        i = end
+    a, e = min(scans, key=lambda s: s[1] - s[0])
+    return d[:e] + d[a:e] * extra + d[e:]
+
+
+def bombs(tmp):
+    root = os.path.join(tmp, "bombs")
+    cls = os.path.join(root, "train", "a")
+    os.makedirs(cls)
+    with open(os.path.join(cls, "scans.jpg"), "wb") as f:
+        f.write(many_scans(1000))
+    b = io.BytesIO()
+    Image.new("RGB", (8, 8), (10, 200, 30)).save(b, "PNG")
+    p = b.getvalue()
+    ztxt = png_chunk(b"zTXt", b"k\0\0" + zlib.compress(b"\0" * 7_900_000, 9))
+    with open(os.path.join(cls, "ztxt.png"), "wb") as f:
+        f.write(p[:33] + ztxt * 1000 + p[33:])  # after the signature and IHDR
+    for fmt in ("JPEG", "PNG"):
+        Image.new("RGB", (1, 1), (1, 2, 3)).save(os.path.join(cls, f"tiny.{fmt.lower()}"), fmt)
+    rc, out, err = dump(root, tmp, limit_as=1 << 30)
+    lines = out.splitlines()
+    check(rc == 0 and len(lines) == 5, f"bombs: rc {rc}: {out!r} {err}")
+    if rc == 0 and len(lines) == 5:
+        # samples in name order: scans.jpg tiny.jpeg tiny.png ztxt.png
+        check(lines[1].startswith("bad 0 ") and "scans.jpg: corrupt JPEG: more than 500 scans" in lines[1],
+              f"1000-scan JPEG: {lines[1]}")
+        check(lines[2:] == ["label 0"] * 3, f"1x1 JPEG, 1x1 PNG, zTXt PNG: {lines[2:]}")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="dljob-hostile-")
     try:
+        bombs(tmp)
         imagefolder(tmp)
         pack_symlink(tmp)
         shards(tmp)
