@@ -7,7 +7,15 @@
  * listed by parallel threads and the result is cached in opt->cache_dir,
  * keyed by the tree's path and reused while the mtimes of DIR/train, DIR/val
  * and every class dir are unchanged (adding, removing or renaming a file
- * changes its directory's mtime). */
+ * changes its directory's mtime).
+ *
+ * A directory changed just before or during the scan may change again
+ * without its mtime moving (timestamps are a clock tick coarse, a second on
+ * some NFS servers), leaving the cache to list it as it was forever; so, as
+ * git does for "racily clean" files, a scan that saw a directory whose mtime
+ * is less than RACY_NS before the scan began, or later, is not cached: the
+ * next run scans again.  (An NFS server whose clock is that far behind the
+ * node's defeats this.) */
 #include "config.h"
 #include <dirent.h>
 #include <errno.h>
@@ -18,11 +26,13 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "engine/data/image.h"
 #include "engine/data/internal.h"
 
 #define MAX_IMAGE_BYTES (256u << 20)
+#define RACY_NS 2000000000ll
 static const char *split_dir[2] = {"train", "val"};
 
 struct if_split {
@@ -43,6 +53,7 @@ struct imagefolder {
 	int size;
 	float mean[3], std[3]; /* normalization (dl_data_options) */
 	char *cached_in;    // the cache_dir the index was read from (NULL: scanned)
+	int racy;           // a directory changed too recently to cache the scan
 };
 
 static int64_t mtime_ns(const struct stat *st)
@@ -229,6 +240,10 @@ static int scan_tree(struct imagefolder *f, int nthreads, char *err, size_t errl
 	pthread_t *th = NULL;
 	int started = 0, rv = -1, nsplit = 1;
 
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	int64_t recent = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - RACY_NS;
+
 	pthread_mutex_init(&s.mu, NULL);
 	snprintf(path, sizeof path, "%s/train", f->root);
 	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -295,7 +310,9 @@ static int scan_tree(struct imagefolder *f, int nthreads, char *err, size_t errl
 		}
 		n[s.tasks[i].split] += s.tasks[i].files.n;
 		f->mtime[s.tasks[i].split][s.tasks[i].cls] = s.tasks[i].mtime;
+		f->racy |= s.tasks[i].mtime >= recent;
 	}
+	f->racy |= f->split_mtime[0] >= recent || f->split_mtime[1] >= recent;
 	if (alloc_split(&f->split[0], n[0]) != 0 || alloc_split(&f->split[1], n[1]) != 0) {
 		dl_errf(err, errlen, "%s: out of memory", f->root);
 		goto out;
@@ -370,6 +387,8 @@ static void cache_write(const struct imagefolder *f, const char *cache_dir)
 	char path[PATH_MAX], tmp[PATH_MAX + 32];
 	struct wbuf w = {0};
 
+	if (f->racy)
+		return; // the next run scans again (see the top of this file)
 	cache_path(cache_dir, f->root, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
 	(void)mkdir(cache_dir, 0755); // one level; if it fails, open says why

@@ -14,7 +14,9 @@ Checks:
   - grayscale output has R == G == B, the CMYK JPEG is close to the RGB
     original;
   - the loader gives bit-identical batches with 1 and 3 worker threads;
-  - the index cache is reused while dir mtimes are unchanged, rescanned after.
+  - the index cache is reused while dir mtimes are unchanged, rescanned after;
+    a scan that saw a directory changed less than 2 s before it is not cached
+    (a file added later in the same clock tick leaves the mtime as it was).
 """
 import os, subprocess, sys, tempfile, time
 import numpy as np
@@ -124,7 +126,11 @@ def main():
         check(sums[split, 1] is not None and sums[split, 1] == sums[split, 3],
               f"{split}: batches differ between 1 and 3 threads: {sums[split, 1]} vs {sums[split, 3]}")
 
-    # the index cache: reused while mtimes are unchanged
+    # the index cache: reused while mtimes are unchanged (the tree made a
+    # minute ago: a scan right after a change is not cached, see below)
+    old = time.time_ns() - 60 * 10**9
+    for d, _, _ in os.walk(root):
+        os.utime(d, ns=(old, old))
     cache = os.path.join(tmp, "cache")
     os.makedirs(cache)
     labels, _, head = dump(root, 32, "train", cache)
@@ -142,6 +148,23 @@ def main():
     labels, _, head = dump(root, 32, "train", cache)
     bad = [l for l in (labels or []) if isinstance(l, str)]
     check(labels is not None and not bad, f"cache not invalidated by a changed dir mtime: {bad}")
+
+    # racily clean: a class dir scanned in the clock tick it changed in, then
+    # a file added in that tick (mtime put back as it was): the first scan
+    # was not cached, so the second one finds the file
+    racy = os.path.join(tmp, "racy")
+    adir = os.path.join(racy, "train", "a")
+    os.makedirs(adir)
+    Image.fromarray(imgs[0]).save(os.path.join(adir, "x.png"))
+    cache = os.path.join(tmp, "cache-racy")
+    os.makedirs(cache)
+    st = os.stat(adir)
+    _, _, head = dump(racy, 32, "train", cache)
+    check(head == "classes 1 count 1", f"racy tree: {head}")
+    Image.fromarray(imgs[1]).save(os.path.join(adir, "y.png"))
+    os.utime(adir, ns=(st.st_atime_ns, st.st_mtime_ns))
+    _, _, head = dump(racy, 32, "train", cache)
+    check(head == "classes 1 count 2", f"a scan of a just-changed dir was cached and reused: {head}")
 
     subprocess.run(["rm", "-rf", tmp])
     if failures:
