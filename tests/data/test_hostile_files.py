@@ -18,8 +18,14 @@ it allocate what the file does not hold (issue 19, finding 12).
   a PNG with 1000 zTXt chunks that each  decoded (text is never inflated;
     inflate to 7.9 MB (7.7 MB file)      it took libpng 60 s before)
   1x1 JPEG and PNG                       decoded
+Files that change between the open (index built) and the reads, as on a
+shared file system under a running job: an image deleted, cut short or
+replaced, a class dir removed, a shard cut short -- each a bad sample
+naming the file and why, the replaced one read as it is now with its
+directory's label.
 Every run has a 30 s timeout: a hang is a failure, not a stuck test."""
 import gzip, io, os, resource, shutil, struct, subprocess, sys, tempfile, zlib
+import numpy as np
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -243,9 +249,75 @@ def bombs(tmp):
         check(lines[2:] == ["label 0"] * 3, f"1x1 JPEG, 1x1 PNG, zTXt PNG: {lines[2:]}")
 
 
+def dump_later(spec, tmp, change):
+    """dataset_tool dump-later: change() runs between the open and the reads."""
+    p = subprocess.Popen([tool("dataset_tool"), "dump-later", spec, "32", "train", os.path.join(tmp, "out.f32")],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        head = p.stdout.readline()
+        change()
+        out, err = p.communicate("go\n", timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        return None, [], "timed out after 30 s"
+    return p.returncode, [head.strip()] + out.splitlines(), err.strip()
+
+
+def changing(tmp):
+    root = os.path.join(tmp, "changing")
+    noise = Image.effect_noise((64, 64), 60).convert("RGB")
+    for split in ("train", "val"):
+        for cls in ("a", "b"):
+            os.makedirs(os.path.join(root, split, cls))
+    a, b = os.path.join(root, "train", "a"), os.path.join(root, "train", "b")
+    for name in ("cut.jpg", "gone.jpg", "ok.jpg", "swapped.jpg"):
+        noise.save(os.path.join(a, name), "JPEG")
+    noise.save(os.path.join(a, "cut.png"), "PNG")
+    for name in ("x.jpg", "y.jpg"):
+        noise.save(os.path.join(b, name), "JPEG")
+        noise.save(os.path.join(root, "val", "a" if name == "x.jpg" else "b", name), "JPEG")
+
+    def change():
+        os.unlink(os.path.join(a, "gone.jpg"))
+        for name in ("cut.jpg", "cut.png"):
+            path = os.path.join(a, name)
+            os.truncate(path, os.path.getsize(path) // 2)
+        Image.new("RGB", (40, 30), (0, 0, 255)).save(os.path.join(a, "new.png"), "PNG")
+        os.rename(os.path.join(a, "new.png"), os.path.join(a, "swapped.jpg"))
+        shutil.rmtree(b)
+
+    rc, lines, err = dump_later(root, tmp, change)
+    want = ["classes 2 count 7",
+            f"bad 0 {a}/cut.jpg: truncated JPEG (no end-of-image marker)",
+            f"bad 1 {a}/cut.png: corrupt PNG: truncated PNG (read past the end of the file)",
+            f"bad 2 {a}/gone.jpg: No such file or directory",
+            "label 0", "label 0",
+            f"bad 5 {b}/x.jpg: No such file or directory",
+            f"bad 6 {b}/y.jpg: No such file or directory"]
+    check(rc == 0 and lines == want, f"files changed under the open ImageFolder: rc {rc}: {lines} {err}")
+    if rc == 0 and len(lines) == 8:
+        x = np.fromfile(os.path.join(tmp, "out.f32"), np.float32).reshape(7, 3, 32, 32)
+        check(x[4, 2].mean() > 2 and x[4, 0].mean() < -1, "the replaced image was not read as it is now (blue)")
+
+    # packed shards: the shard file cut short after the index was read
+    src, packed = os.path.join(tmp, "changing-src"), os.path.join(tmp, "changing-packed")
+    os.makedirs(os.path.join(src, "train", "a"))
+    for name in ("x.jpg", "y.jpg"):
+        noise.save(os.path.join(src, "train", "a", name), "JPEG")
+    p = subprocess.run([tool("pack_tool"), src, packed], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, f"pack: {p.stderr}")
+    shard = os.path.join(packed, "shard-00000.bin")
+    rc, lines, err = dump_later(packed, tmp, lambda: os.truncate(shard, 0))
+    check(rc == 0 and len(lines) > 1 and all(l.startswith("bad ") and "shard file shorter than its index says" in l
+                                             for l in lines[1:]),
+          f"shard cut short under the open dataset: rc {rc}: {lines} {err}")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="dljob-hostile-")
     try:
+        changing(tmp)
         bombs(tmp)
         imagefolder(tmp)
         pack_symlink(tmp)
