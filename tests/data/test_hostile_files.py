@@ -18,6 +18,9 @@ it allocate what the file does not hold (issue 19, finding 12).
   a PNG with 1000 zTXt chunks that each  decoded (text is never inflated;
     inflate to 7.9 MB (7.7 MB file)      it took libpng 60 s before)
   1x1 JPEG and PNG                       decoded
+Paths near PATH_MAX: DIR/train/abc is 4095 bytes, so DIR/train/abcdef does
+not fit in a path; its listing must not be abc's (it was: the truncated
+path named abc): the open fails, naming the class dir first.
 Files that change between the open (index built) and the reads, as on a
 shared file system under a running job: an image deleted, cut short or
 replaced, a class dir removed, a shard cut short -- each a bad sample
@@ -249,6 +252,26 @@ def bombs(tmp):
         check(lines[2:] == ["label 0"] * 3, f"1x1 JPEG, 1x1 PNG, zTXt PNG: {lines[2:]}")
 
 
+def long_paths(tmp):
+    root = os.path.join(os.path.realpath(tmp), "long")
+    while len(root) + len("/train/abc") < 4095 - 200:
+        root = os.path.join(root, "d" * 199)
+    root = os.path.join(root, "e" * (4095 - len(root) - len("/train/abc") - 1))
+    assert len(root + "/train/abc") == 4095
+    os.makedirs(os.path.join(root, "train", "abc"))
+    fd = os.open(os.path.join(root, "train"), os.O_RDONLY | os.O_DIRECTORY)
+    try:  # the images' paths are too long: made relative to DIR/train
+        os.mkdir("abcdef", dir_fd=fd)
+        for name in ("abc/x.jpg", "abcdef/y.jpg"):
+            with open(os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as f:
+                f.write(jpeg((10, 200, 10)))
+    finally:
+        os.close(fd)
+    rc, out, err = dump(root, tmp)
+    check(rc == 2 and err.startswith(f"train/abcdef: path longer than PATH_MAX (in {root[:200]}"),
+          f"class dir past PATH_MAX: rc {rc}: {out[:300]!r} {err[:300]}")
+
+
 def dump_later(spec, tmp, change):
     """dataset_tool dump-later: change() runs between the open and the reads."""
     p = subprocess.Popen([tool("dataset_tool"), "dump-later", spec, "32", "train", os.path.join(tmp, "out.f32")],
@@ -318,6 +341,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="dljob-hostile-")
     try:
         changing(tmp)
+        long_paths(tmp)
         bombs(tmp)
         imagefolder(tmp)
         pack_symlink(tmp)
