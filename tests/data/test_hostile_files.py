@@ -2,7 +2,10 @@
 it allocate what the file does not hold (issue 19, finding 12).
 
   fifo.jpg in an ImageFolder class dir   reported as a bad sample ("not a
-                                         regular file"), never opened for a read
+                                         regular file"), never opened, not even
+                                         without blocking (a writer waiting on
+                                         it stays blocked: opening a device
+                                         node can rewind a tape or raise a line)
   a bad image named "evil\n dljob: ..."  logged on one line ('?' for the newline)
   a FIFO as a shard file or IDX file     the open fails at once, naming it
   an ImageFolder index cache naming      ignored (the tree is scanned again):
@@ -27,7 +30,7 @@ replaced, a class dir removed, a shard cut short -- each a bad sample
 naming the file and why, the replaced one read as it is now with its
 directory's label.
 Every run has a 30 s timeout: a hang is a failure, not a stuck test."""
-import gzip, io, os, resource, shutil, struct, subprocess, sys, tempfile, zlib
+import gzip, io, os, resource, shutil, struct, subprocess, sys, tempfile, threading, zlib
 import numpy as np
 from PIL import Image
 
@@ -66,11 +69,20 @@ def imagefolder(tmp):
         os.makedirs(os.path.join(root, split, "a"))
         with open(os.path.join(root, split, "a", "x.jpg"), "wb") as f:
             f.write(jpeg((200, 10, 10)))
-    os.mkfifo(os.path.join(root, "train", "a", "fifo.jpg"))
+    fifo = os.path.join(root, "train", "a", "fifo.jpg")
+    os.mkfifo(fifo)
+    opened = []  # a writer's open returns once anyone opens the FIFO to read
+    writer = threading.Thread(target=lambda: opened.append(os.open(fifo, os.O_WRONLY)))
+    writer.start()
     rc, out, err = dump(root, tmp)
     check(rc == 0, f"imagefolder with a FIFO: rc {rc}: {err}")
     bad = [l for l in out.splitlines() if l.startswith("bad ")]
     check(len(bad) == 1 and "/train/a/fifo.jpg: not a regular file" in bad[0], f"FIFO sample: {bad}")
+    check(not opened, "the FIFO named like an image was opened")
+    release = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    writer.join()
+    os.close(opened[0])
+    os.close(release)
     os.unlink(os.path.join(root, "train", "a", "fifo.jpg"))
 
     # a bad image whose name holds a newline is logged on one line
