@@ -1,6 +1,8 @@
 /* PNG decoding with libpng's classic API, converted the way PIL's
  * Image.convert("RGB") does it: palette expanded, gray replicated, alpha
- * dropped (not composited), 16-bit reduced to its high byte.
+ * dropped (not composited), 16-bit reduced to its high byte -- but for
+ * 16-bit gray, which PIL opens as mode "I" and clips to 255 (nearly white):
+ * dljob keeps the high byte there too (README, Data).
  *
  * Only the chunks that make the pixels are read (IHDR, PLTE, tRNS, IDAT);
  * the other ancillary chunks are skipped without being inflated: libpng

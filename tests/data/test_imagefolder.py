@@ -22,7 +22,10 @@ Checks:
     the documented differences: names starting with '.' (files and class
     dirs like .ipynb_checkpoints) are skipped, subdirectories of a class are
     not walked (torchvision follows a symlink loop 40 levels deep there),
-    and .tif and the other PIL formats are not images.
+    and .tif and the other PIL formats are not images;
+  - a 16-bit grayscale PNG keeps its high byte, as 16-bit RGB does
+    (documented difference: PIL 9 opens it as mode "I" and convert("RGB")
+    clips every value above 255 to white).
 """
 import os, subprocess, sys, tempfile, time
 import numpy as np
@@ -103,6 +106,19 @@ def odd_names(tmp):
             else:
                 got.append((["a", "b"][0 if "/train/a/" in l else 1], None))
         check(got == want, f"odd names: dljob {got} torchvision {want}")
+
+
+def gray16(tmp):
+    root = os.path.join(tmp, "gray16")
+    os.makedirs(os.path.join(root, "train", "a"))
+    path = os.path.join(root, "train", "a", "g.png")
+    Image.fromarray(np.full((16, 16), 0x4080, np.uint16)).save(path)
+    with Image.open(path) as im:
+        check(im.convert("RGB").getpixel((0, 0)) == (255, 255, 255),
+              f"PIL no longer clips a 16-bit gray PNG ({im.mode}): update README and dljob(1)")
+    labels, x, head = dump(root, 16, "train")
+    check(labels == [0] and np.allclose(to255(x[0]), 0x40, atol=0.01),
+          f"16-bit gray PNG: {head} {labels} {None if x is None else to255(x[0]).mean()}")
 
 
 def main():
@@ -220,6 +236,7 @@ def main():
     check(head == "classes 1 count 2", f"a scan of a just-changed dir was cached and reused: {head}")
 
     odd_names(tmp)
+    gray16(tmp)
     subprocess.run(["rm", "-rf", tmp])
     if failures:
         print(f"test_imagefolder: {len(failures)} checks failed", file=sys.stderr)
