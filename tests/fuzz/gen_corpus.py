@@ -72,6 +72,7 @@ def imagefolder():
     put("fuzz_imagefolder", "dotdot-name", cache([b"a"], [(0, b"../a/x.jpg")], [(0, b"x.jpg")]))
     put("fuzz_imagefolder", "dotdot-class", cache([b".."], [(0, b"a/x.jpg")], [(0, b"x.jpg")]))
     put("fuzz_imagefolder", "empty-name", cache([b"a"], [(0, b"")], []))
+    put("fuzz_imagefolder", "long-name", cache([b"a"], [(0, b"x" * 300 + b".jpg")], [(0, b"x.jpg")]))
 
 
 def image():
