@@ -19,10 +19,10 @@
 #include "config.h"
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -517,7 +517,8 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 	int rv = -1;
 	int64_t mt;
 
-	if (cache_path(cache_dir, f->root, path, sizeof path) != 0 || access(path, R_OK) != 0 || dl_read_file(path, SIZE_MAX / 2, &buf, &len, err, sizeof err) != 0)
+	if (cache_path(cache_dir, f->root, path, sizeof path) != 0 || access(path, R_OK) != 0 ||
+	    dl_read_file(path, SIZE_MAX / 2, &buf, &len, err, sizeof err) != 0)
 		return -1;
 	struct rbuf r = {buf, buf + len, 0};
 	if (len < 8 || memcmp(buf, CACHE_MAGIC, 8) != 0)
