@@ -21,7 +21,7 @@ Checks:
     upper-case extension, a symlink, a symlink loop: a bad sample), but for
     the documented differences: names starting with '.' (files and class
     dirs like .ipynb_checkpoints) are skipped, subdirectories of a class are
-    not walked (torchvision follows a symlink loop 40 levels deep there),
+    not walked (torchvision walks them, even round a symlink loop),
     and .tif and the other PIL formats are not images;
   - a 16-bit grayscale PNG keeps its high byte, as 16-bit RGB does
     (documented difference: PIL 9 opens it as mode "I" and convert("RGB")
