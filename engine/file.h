@@ -1,9 +1,12 @@
 /* Opening a file that must be a regular file (a checkpoint, a dataset file,
  * an image) without blocking: open(2) of a FIFO waits for a writer, so a FIFO
- * named like a data file would hang the reader forever.  The file is opened
- * with O_NONBLOCK (which returns at once for a FIFO) and O_NOCTTY (a symlink to
- * a terminal must not become our controlling one), checked with fstat, and
- * O_NONBLOCK is cleared again for the reads. */
+ * named like a data file would hang the reader forever, and opening a device
+ * node acts on the device (a tape rewinds, a serial line rises, a writer
+ * blocked on a FIFO goes on).  So the path is stat'ed first and only a
+ * regular file is opened; as it may have been swapped since, the open still
+ * uses O_NONBLOCK (which returns at once for a FIFO) and O_NOCTTY (a terminal
+ * must not become our controlling one), the descriptor is checked with
+ * fstat, and O_NONBLOCK is cleared again for the reads. */
 #ifndef DLJOB_ENGINE_FILE_H
 #define DLJOB_ENGINE_FILE_H
 
@@ -18,6 +21,14 @@
  * stat in *st, or -1 with "PATH: reason" in err. */
 static inline int dl_open_regular(const char *path, struct stat *st, char *err, size_t errlen)
 {
+	if (stat(path, st) != 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		return -1;
+	}
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), fl;
 	if (fd < 0) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));

@@ -82,7 +82,8 @@ int dl_jpeg_decode_full(const uint8_t *buf, size_t len, int max_short, struct dl
 int dl_jpeg_encode(const struct dl_pixels *px, int quality, uint8_t **out, size_t *outlen,
                    char *err, size_t errlen);
 /* PNG: full decode to RGB8 (palette, gray, alpha and 16-bit converted as
- * PIL's convert("RGB") does: alpha dropped, 16-bit keeps the high byte). */
+ * PIL's convert("RGB") does: alpha dropped, 16-bit keeps the high byte;
+ * 16-bit gray too, where PIL clips to 255). */
 int dl_png_decode(const uint8_t *buf, size_t len, struct dl_pixels *px, char *err, size_t errlen);
 
 /* Everything together: encoded bytes -> normalized sample (mean, std as

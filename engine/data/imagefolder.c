@@ -7,22 +7,33 @@
  * listed by parallel threads and the result is cached in opt->cache_dir,
  * keyed by the tree's path and reused while the mtimes of DIR/train, DIR/val
  * and every class dir are unchanged (adding, removing or renaming a file
- * changes its directory's mtime). */
+ * changes its directory's mtime).
+ *
+ * A directory changed just before or during the scan may change again
+ * without its mtime moving (timestamps are a clock tick coarse, a second on
+ * some NFS servers), leaving the cache to list it as it was forever; so, as
+ * git does for "racily clean" files, a scan that saw a directory whose mtime
+ * is less than RACY_NS before the scan began, or later, is not cached: the
+ * next run scans again.  (An NFS server whose clock is that far behind the
+ * node's defeats this.) */
 #include "config.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "engine/data/image.h"
 #include "engine/data/internal.h"
 
 #define MAX_IMAGE_BYTES (256u << 20)
+#define RACY_NS 2000000000ll
 static const char *split_dir[2] = {"train", "val"};
 
 struct if_split {
@@ -43,7 +54,19 @@ struct imagefolder {
 	int size;
 	float mean[3], std[3]; /* normalization (dl_data_options) */
 	char *cached_in;    // the cache_dir the index was read from (NULL: scanned)
+	int racy;           // a directory changed too recently to cache the scan
 };
+
+/* snprintf for paths: -1 when the path does not fit (a truncated path names
+ * another file: DIR/train/abcdef cut to DIR/train/abc is another class). */
+__attribute__((format(printf, 3, 4))) static int path_fmt(char *out, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(out, len, fmt, ap);
+	va_end(ap);
+	return n >= 0 && (size_t)n < len ? 0 : -1;
+}
 
 static int64_t mtime_ns(const struct stat *st)
 {
@@ -96,7 +119,6 @@ static int list_dirs(const char *path, struct strlist *out, char *err, size_t er
 {
 	DIR *d = opendir(path);
 	struct dirent *e;
-	char p[PATH_MAX];
 
 	if (!d) {
 		dl_errf(err, errlen, "%s: %s", path, strerror(errno));
@@ -108,8 +130,7 @@ static int list_dirs(const char *path, struct strlist *out, char *err, size_t er
 		int isdir = e->d_type == DT_DIR;
 		if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) {
 			struct stat st;
-			snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-			isdir = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+			isdir = fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode);
 		}
 		if (isdir && strlist_add(out, e->d_name) != 0) {
 			closedir(d);
@@ -151,7 +172,12 @@ static void scan_one(struct imagefolder *f, struct scan_task *t)
 	DIR *d;
 	struct dirent *e;
 
-	snprintf(path, sizeof path, "%s/%s/%s", f->root, split_dir[t->split], f->classes[t->cls]);
+	if (path_fmt(path, sizeof path, "%s/%s/%s", f->root, split_dir[t->split], f->classes[t->cls]) != 0) {
+		dl_errf(t->err, sizeof t->err, "%s/%s: path longer than PATH_MAX (in %s)", split_dir[t->split],
+		        f->classes[t->cls], f->root);
+		t->failed = 1;
+		return;
+	}
 	if (!(d = opendir(path)) || fstat(dirfd(d), &st) != 0) {
 		dl_errf(t->err, sizeof t->err, "%s: %s", path, strerror(errno));
 		t->failed = 1;
@@ -229,8 +255,15 @@ static int scan_tree(struct imagefolder *f, int nthreads, char *err, size_t errl
 	pthread_t *th = NULL;
 	int started = 0, rv = -1, nsplit = 1;
 
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	int64_t recent = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - RACY_NS;
+
 	pthread_mutex_init(&s.mu, NULL);
-	snprintf(path, sizeof path, "%s/train", f->root);
+	if (path_fmt(path, sizeof path, "%s/train", f->root) != 0) {
+		dl_errf(err, errlen, "train: path longer than PATH_MAX (in %s)", f->root);
+		goto out;
+	}
 	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		dl_errf(err, errlen, "%s: missing (an ImageFolder dataset needs DIR/train/<class>/<image files>)", path);
 		goto out;
@@ -242,8 +275,11 @@ static int scan_tree(struct imagefolder *f, int nthreads, char *err, size_t errl
 		dl_errf(err, errlen, "%s: no class directories", path);
 		goto out;
 	}
-	snprintf(path, sizeof path, "%s/val", f->root);
 	f->split_mtime[1] = -1;
+	if (path_fmt(path, sizeof path, "%s/val", f->root) != 0) {
+		dl_errf(err, errlen, "val: path longer than PATH_MAX (in %s)", f->root);
+		goto out;
+	}
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
 		f->split_mtime[1] = mtime_ns(&st);
 		if (list_dirs(path, &cls[1], err, errlen) != 0)
@@ -295,7 +331,9 @@ static int scan_tree(struct imagefolder *f, int nthreads, char *err, size_t errl
 		}
 		n[s.tasks[i].split] += s.tasks[i].files.n;
 		f->mtime[s.tasks[i].split][s.tasks[i].cls] = s.tasks[i].mtime;
+		f->racy |= s.tasks[i].mtime >= recent;
 	}
+	f->racy |= f->split_mtime[0] >= recent || f->split_mtime[1] >= recent;
 	if (alloc_split(&f->split[0], n[0]) != 0 || alloc_split(&f->split[1], n[1]) != 0) {
 		dl_errf(err, errlen, "%s: out of memory", f->root);
 		goto out;
@@ -360,9 +398,9 @@ static uint64_t fnv1a(const char *s)
 	return h;
 }
 
-static void cache_path(const char *cache_dir, const char *root, char *out, size_t len)
+static int cache_path(const char *cache_dir, const char *root, char *out, size_t len)
 {
-	snprintf(out, len, "%s/imagefolder-%016llx.idx", cache_dir, (unsigned long long)fnv1a(root));
+	return path_fmt(out, len, "%s/imagefolder-%016llx.idx", cache_dir, (unsigned long long)fnv1a(root));
 }
 
 static void cache_write(const struct imagefolder *f, const char *cache_dir)
@@ -370,8 +408,14 @@ static void cache_write(const struct imagefolder *f, const char *cache_dir)
 	char path[PATH_MAX], tmp[PATH_MAX + 32];
 	struct wbuf w = {0};
 
-	cache_path(cache_dir, f->root, path, sizeof path);
-	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+	if (f->racy)
+		return; // the next run scans again (see the top of this file)
+	if (cache_path(cache_dir, f->root, path, sizeof path) != 0 ||
+	    path_fmt(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) != 0) {
+		fprintf(stderr, "dljob: data: cannot write the index cache in %s: path too long (continuing without)\n",
+		        cache_dir);
+		return;
+	}
 	(void)mkdir(cache_dir, 0755); // one level; if it fails, open says why
 	// O_NOFOLLOW: a symlink planted at the temp name must not redirect the write
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -442,11 +486,12 @@ static const char *get_str(struct rbuf *r, size_t *n)
 
 /* A class or file name from the cache is what a scan could have found: one
  * path component, not empty, not starting with '.' (so not "." or ".."; the
- * scan skips dot names), no '/', no NUL or other control bytes.  The cache
- * file may have been written by someone else, and the names become paths. */
+ * scan skips dot names), no '/', no NUL or other control bytes, at most
+ * NAME_MAX bytes.  The cache file may have been written by someone else,
+ * and the names become paths. */
 static int component_ok(const char *s, size_t n)
 {
-	if (n == 0 || s[0] == '.')
+	if (n == 0 || n > NAME_MAX || s[0] == '.')
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		if (s[i] == '/' || (unsigned char)s[i] < 0x20 || s[i] == 0x7f)
@@ -472,8 +517,8 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 	int rv = -1;
 	int64_t mt;
 
-	cache_path(cache_dir, f->root, path, sizeof path);
-	if (access(path, R_OK) != 0 || dl_read_file(path, SIZE_MAX / 2, &buf, &len, err, sizeof err) != 0)
+	if (cache_path(cache_dir, f->root, path, sizeof path) != 0 || access(path, R_OK) != 0 ||
+	    dl_read_file(path, SIZE_MAX / 2, &buf, &len, err, sizeof err) != 0)
 		return -1;
 	struct rbuf r = {buf, buf + len, 0};
 	if (len < 8 || memcmp(buf, CACHE_MAGIC, 8) != 0)
@@ -485,7 +530,8 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 	f->split_mtime[0] = (int64_t)get_u64(&r);
 	f->split_mtime[1] = (int64_t)get_u64(&r);
 	for (int s = 0; s < 2; s++) {
-		snprintf(path, sizeof path, "%s/%s", f->root, split_dir[s]);
+		if (path_fmt(path, sizeof path, "%s/%s", f->root, split_dir[s]) != 0)
+			goto out;
 		if (stat_mtime(path, &mt) != 0)
 			mt = -1;
 		if (mt != f->split_mtime[s])
@@ -513,8 +559,8 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 		f->mtime[0][c] = (int64_t)get_u64(&r);
 		f->mtime[1][c] = (int64_t)get_u64(&r);
 		for (int sp = 0; sp < 2 && f->split_mtime[sp] >= 0; sp++) {
-			snprintf(path, sizeof path, "%s/%s/%s", f->root, split_dir[sp], f->classes[c]);
-			if (stat_mtime(path, &mt) != 0 || mt != f->mtime[sp][c])
+			if (path_fmt(path, sizeof path, "%s/%s/%s", f->root, split_dir[sp], f->classes[c]) != 0 ||
+			    stat_mtime(path, &mt) != 0 || mt != f->mtime[sp][c])
 				goto out;
 		}
 	}
@@ -584,8 +630,12 @@ static int folder_sample(struct dl_dataset *ds, enum dl_split split, size_t inde
 		dl_errf(err, errlen, "%s: sample %zu of %s out of range", f->root, index, split_dir[s]);
 		return -1;
 	}
-	snprintf(path, sizeof path, "%s/%s/%s/%s", f->root, split_dir[s], f->classes[sp->cls[index]],
-	         f->arena + sp->name_off[index]);
+	if (path_fmt(path, sizeof path, "%s/%s/%s/%s", f->root, split_dir[s], f->classes[sp->cls[index]],
+	             f->arena + sp->name_off[index]) != 0) {
+		dl_errf(err, errlen, "%s/%s/%s: path longer than PATH_MAX (in %s)", split_dir[s],
+		        f->classes[sp->cls[index]], f->arena + sp->name_off[index], f->root);
+		return -1;
+	}
 	if (dl_read_file(path, MAX_IMAGE_BYTES, &buf, &len, err, errlen) != 0)
 		return -1;
 	int rc = hwc ? dl_image_sample_u8(buf, len, path, f->size, !s, aug_seed, hwc, err, errlen) :
@@ -702,8 +752,7 @@ int dl_imagefolder_path(const struct dl_dataset *ds, int split, size_t i, char *
 	const struct if_split *sp = &f->split[split];
 	if (i >= sp->count)
 		return -1;
-	snprintf(path, len, "%s/%s/%s/%s", f->root, split_dir[split], f->classes[sp->cls[i]],
-	         f->arena + sp->name_off[i]);
 	*label = (int)sp->cls[i];
-	return 0;
+	return path_fmt(path, len, "%s/%s/%s/%s", f->root, split_dir[split], f->classes[sp->cls[i]],
+	                f->arena + sp->name_off[i]);
 }

@@ -66,7 +66,8 @@ int dl_imagefolder_open(const char *dir, const struct dl_data_options *opt,
                         struct dl_dataset **out, char *err, size_t errlen);
 int dl_shards_open(const char *dir, const struct dl_data_options *opt,
                    struct dl_dataset **out, char *err, size_t errlen);
-/* ImageFolder details for dljob pack. */
+/* ImageFolder details for dljob pack (dl_imagefolder_path: -1 when i is out
+ * of range or the path does not fit in len). */
 int dl_imagefolder_info(const struct dl_dataset *ds, int *nclass, const char *const **classes);
 int dl_imagefolder_path(const struct dl_dataset *ds, int split, size_t i, char *path, size_t len, int *label);
 

@@ -79,7 +79,7 @@ static void prepare(const struct pack_opts *o, struct dl_dataset *ds, int split,
 
 	memset(it, 0, sizeof *it);
 	if (dl_imagefolder_path(ds, split, i, path, sizeof path, &it->label) != 0) {
-		dl_errf(it->err, sizeof it->err, "sample %zu: no such sample", i);
+		dl_errf(it->err, sizeof it->err, "sample %zu: no such sample, or its path is too long", i);
 		return;
 	}
 	/* the name kept in the index is the path below SRC: split/class/file

@@ -1,6 +1,13 @@
 /* PNG decoding with libpng's classic API, converted the way PIL's
  * Image.convert("RGB") does it: palette expanded, gray replicated, alpha
- * dropped (not composited), 16-bit reduced to its high byte. */
+ * dropped (not composited), 16-bit reduced to its high byte -- but for
+ * 16-bit gray, which PIL opens as mode "I" and clips to 255 (nearly white):
+ * dljob keeps the high byte there too (README, Data).
+ *
+ * Only the chunks that make the pixels are read (IHDR, PLTE, tRNS, IDAT);
+ * the other ancillary chunks are skipped without being inflated: libpng
+ * would inflate up to 1000 zTXt/iTXt chunks of up to 8 MB each (twice: size,
+ * then data), a minute of CPU for a 7.7 MB file. */
 #include "config.h"
 #include <setjmp.h>
 #include <stdlib.h>
@@ -57,6 +64,11 @@ int dl_png_decode(const uint8_t *buf, size_t len, struct dl_pixels *px, char *er
 		goto out;
 	}
 	png_set_read_fn(png, &src, png_read_mem);
+	/* the ancillary chunks libpng knows, but tRNS: none changes the RGB
+	 * pixels as PIL's convert("RGB") makes them (no gamma, no profile) */
+	static const png_byte skip[] = "bKGD\0cHRM\0eXIf\0gAMA\0hIST\0iCCP\0iTXt\0oFFs\0pCAL\0pHYs\0"
+	                               "sBIT\0sCAL\0sPLT\0sRGB\0tEXt\0tIME\0zTXt";
+	png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, skip, (int)(sizeof skip / 5));
 	png_read_info(png, info);
 	png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
 	if (w == 0 || h == 0 || w > DL_IMAGE_MAX_SIDE || h > DL_IMAGE_MAX_SIDE ||

@@ -2,6 +2,9 @@
  *   dataset_tool dump SPEC SIZE train|eval OUT [CACHE_DIR]
  *       prints "classes K count N", then "label L" per sample in index
  *       order, and writes the samples (float32, (N,3,S,S)) to OUT.
+ *   dataset_tool dump-later SPEC SIZE train|eval OUT [CACHE_DIR]
+ *       the same, but waits for a line on stdin between the open (and the
+ *       "classes" line) and the loads: the files may change in between.
  *   dataset_tool epoch SPEC SIZE train|eval BATCH THREADS MAX_BAD
  *       runs epoch 0 through the loader, prints "samples S bad B sum H" (H: a
  *       hash of every batch).
@@ -24,7 +27,7 @@
 #include "engine/data/dataset.h"
 #include "engine/data/image.h"
 
-static int dump(int argc, char **argv)
+static int dump(int argc, char **argv, int later)
 {
 	struct dl_data_options opt = {.image_size = atoi(argv[3]), .cache_dir = argc > 6 ? argv[6] : NULL};
 	struct dl_dataset *ds;
@@ -43,6 +46,12 @@ static int dump(int argc, char **argv)
 		return 1;
 	}
 	printf("classes %d count %zu\n", ds->num_classes, ds->count[split]);
+	if (later) {
+		char line[16];
+		fflush(stdout);
+		if (!fgets(line, sizeof line, stdin))
+			return 1;
+	}
 	for (size_t i = 0; i < ds->count[split]; i++) {
 		int y = -1;
 		if (ds->load(ds, split, i, 12345 + i, x, &y, err, sizeof err) != 0) {
@@ -254,8 +263,8 @@ fail:
 
 int main(int argc, char **argv)
 {
-	if (argc >= 6 && strcmp(argv[1], "dump") == 0)
-		return dump(argc, argv);
+	if (argc >= 6 && (strcmp(argv[1], "dump") == 0 || strcmp(argv[1], "dump-later") == 0))
+		return dump(argc, argv, strcmp(argv[1], "dump-later") == 0);
 	if (argc == 8 && strcmp(argv[1], "epoch") == 0)
 		return epoch(argv);
 	if ((argc == 7 || argc == 8) && strcmp(argv[1], "bench") == 0)

@@ -2,7 +2,10 @@
 it allocate what the file does not hold (issue 19, finding 12).
 
   fifo.jpg in an ImageFolder class dir   reported as a bad sample ("not a
-                                         regular file"), never opened for a read
+                                         regular file"), never opened, not even
+                                         without blocking (a writer waiting on
+                                         it stays blocked: opening a device
+                                         node can rewind a tape or raise a line)
   a bad image named "evil\n dljob: ..."  logged on one line ('?' for the newline)
   a FIFO as a shard file or IDX file     the open fails at once, naming it
   an ImageFolder index cache naming      ignored (the tree is scanned again):
@@ -13,8 +16,22 @@ it allocate what the file does not hold (issue 19, finding 12).
   an IDX header announcing 13 GB         refused after reading what is there;
                                          the gzip'd one runs under a 1 GiB
                                          address-space limit (not under ASan)
+  a progressive JPEG with 1000 scans     a bad sample ("more than 500 scans"):
+                                         each scan walks the whole image
+  a PNG with 1000 zTXt chunks that each  decoded (text is never inflated;
+    inflate to 7.9 MB (7.7 MB file)      it took libpng 60 s before)
+  1x1 JPEG and PNG                       decoded
+Paths near PATH_MAX: DIR/train/abc is 4095 bytes, so DIR/train/abcdef does
+not fit in a path; its listing must not be abc's (it was: the truncated
+path named abc): the open fails, naming the class dir first.
+Files that change between the open (index built) and the reads, as on a
+shared file system under a running job: an image deleted, cut short or
+replaced, a class dir removed, a shard cut short -- each a bad sample
+naming the file and why, the replaced one read as it is now with its
+directory's label.
 Every run has a 30 s timeout: a hang is a failure, not a stuck test."""
-import gzip, io, os, resource, shutil, struct, subprocess, sys, tempfile
+import gzip, io, os, resource, shutil, struct, subprocess, sys, tempfile, threading, zlib
+import numpy as np
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -52,11 +69,20 @@ def imagefolder(tmp):
         os.makedirs(os.path.join(root, split, "a"))
         with open(os.path.join(root, split, "a", "x.jpg"), "wb") as f:
             f.write(jpeg((200, 10, 10)))
-    os.mkfifo(os.path.join(root, "train", "a", "fifo.jpg"))
+    fifo = os.path.join(root, "train", "a", "fifo.jpg")
+    os.mkfifo(fifo)
+    opened = []  # a writer's open returns once anyone opens the FIFO to read
+    writer = threading.Thread(target=lambda: opened.append(os.open(fifo, os.O_WRONLY)))
+    writer.start()
     rc, out, err = dump(root, tmp)
     check(rc == 0, f"imagefolder with a FIFO: rc {rc}: {err}")
     bad = [l for l in out.splitlines() if l.startswith("bad ")]
     check(len(bad) == 1 and "/train/a/fifo.jpg: not a regular file" in bad[0], f"FIFO sample: {bad}")
+    check(not opened, "the FIFO named like an image was opened")
+    release = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    writer.join()
+    os.close(opened[0])
+    os.close(release)
     os.unlink(os.path.join(root, "train", "a", "fifo.jpg"))
 
     # a bad image whose name holds a newline is logged on one line
@@ -193,9 +219,142 @@ def idx(tmp):
     check(rc == 2 and err == f"{path}: not a regular file", f"FIFO IDX: rc {rc}: {err}")
 
 
+def png_chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def many_scans(extra, side=1024):
+    """A progressive JPEG with its shortest scan repeated `extra` more times
+    (libjpeg only warns about the bogus progression and decodes every one)."""
+    b = io.BytesIO()
+    Image.linear_gradient("L").resize((side, side)).convert("RGB").save(b, "JPEG", progressive=True)
+    d, i, scans = b.getvalue(), 2, []
+    while d[i + 1] != 0xD9:
+        end = i + 2 + ((d[i + 2] << 8) | d[i + 3])
+        if d[i + 1] == 0xDA:  # SOS: the entropy-coded data runs to the next marker
+            while d[end] != 0xFF or d[end + 1] == 0 or 0xD0 <= d[end + 1] <= 0xD7:
+                end += 1
+            scans.append((i, end))
+        i = end
+    a, e = min(scans, key=lambda s: s[1] - s[0])
+    return d[:e] + d[a:e] * extra + d[e:]
+
+
+def bombs(tmp):
+    root = os.path.join(tmp, "bombs")
+    cls = os.path.join(root, "train", "a")
+    os.makedirs(cls)
+    with open(os.path.join(cls, "scans.jpg"), "wb") as f:
+        f.write(many_scans(1000))
+    b = io.BytesIO()
+    Image.new("RGB", (8, 8), (10, 200, 30)).save(b, "PNG")
+    p = b.getvalue()
+    ztxt = png_chunk(b"zTXt", b"k\0\0" + zlib.compress(b"\0" * 7_900_000, 9))
+    with open(os.path.join(cls, "ztxt.png"), "wb") as f:
+        f.write(p[:33] + ztxt * 1000 + p[33:])  # after the signature and IHDR
+    for fmt in ("JPEG", "PNG"):
+        Image.new("RGB", (1, 1), (1, 2, 3)).save(os.path.join(cls, f"tiny.{fmt.lower()}"), fmt)
+    rc, out, err = dump(root, tmp, limit_as=1 << 30)
+    lines = out.splitlines()
+    check(rc == 0 and len(lines) == 5, f"bombs: rc {rc}: {out!r} {err}")
+    if rc == 0 and len(lines) == 5:
+        # samples in name order: scans.jpg tiny.jpeg tiny.png ztxt.png
+        check(lines[1].startswith("bad 0 ") and "scans.jpg: corrupt JPEG: more than 500 scans" in lines[1],
+              f"1000-scan JPEG: {lines[1]}")
+        check(lines[2:] == ["label 0"] * 3, f"1x1 JPEG, 1x1 PNG, zTXt PNG: {lines[2:]}")
+
+
+def long_paths(tmp):
+    root = os.path.join(os.path.realpath(tmp), "long")
+    while len(root) + len("/train/abc") < 4095 - 200:
+        root = os.path.join(root, "d" * 199)
+    root = os.path.join(root, "e" * (4095 - len(root) - len("/train/abc") - 1))
+    assert len(root + "/train/abc") == 4095
+    os.makedirs(os.path.join(root, "train", "abc"))
+    fd = os.open(os.path.join(root, "train"), os.O_RDONLY | os.O_DIRECTORY)
+    try:  # the images' paths are too long: made relative to DIR/train
+        os.mkdir("abcdef", dir_fd=fd)
+        for name in ("abc/x.jpg", "abcdef/y.jpg"):
+            with open(os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as f:
+                f.write(jpeg((10, 200, 10)))
+    finally:
+        os.close(fd)
+    rc, out, err = dump(root, tmp)
+    check(rc == 2 and err.startswith(f"train/abcdef: path longer than PATH_MAX (in {root[:200]}"),
+          f"class dir past PATH_MAX: rc {rc}: {out[:300]!r} {err[:300]}")
+
+
+def dump_later(spec, tmp, change):
+    """dataset_tool dump-later: change() runs between the open and the reads."""
+    p = subprocess.Popen([tool("dataset_tool"), "dump-later", spec, "32", "train", os.path.join(tmp, "out.f32")],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        head = p.stdout.readline()
+        change()
+        out, err = p.communicate("go\n", timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        return None, [], "timed out after 30 s"
+    return p.returncode, [head.strip()] + out.splitlines(), err.strip()
+
+
+def changing(tmp):
+    root = os.path.join(tmp, "changing")
+    noise = Image.effect_noise((64, 64), 60).convert("RGB")
+    for split in ("train", "val"):
+        for cls in ("a", "b"):
+            os.makedirs(os.path.join(root, split, cls))
+    a, b = os.path.join(root, "train", "a"), os.path.join(root, "train", "b")
+    for name in ("cut.jpg", "gone.jpg", "ok.jpg", "swapped.jpg"):
+        noise.save(os.path.join(a, name), "JPEG")
+    noise.save(os.path.join(a, "cut.png"), "PNG")
+    for name in ("x.jpg", "y.jpg"):
+        noise.save(os.path.join(b, name), "JPEG")
+        noise.save(os.path.join(root, "val", "a" if name == "x.jpg" else "b", name), "JPEG")
+
+    def change():
+        os.unlink(os.path.join(a, "gone.jpg"))
+        for name in ("cut.jpg", "cut.png"):
+            path = os.path.join(a, name)
+            os.truncate(path, os.path.getsize(path) // 2)
+        Image.new("RGB", (40, 30), (0, 0, 255)).save(os.path.join(a, "new.png"), "PNG")
+        os.rename(os.path.join(a, "new.png"), os.path.join(a, "swapped.jpg"))
+        shutil.rmtree(b)
+
+    rc, lines, err = dump_later(root, tmp, change)
+    want = ["classes 2 count 7",
+            f"bad 0 {a}/cut.jpg: truncated JPEG (no end-of-image marker)",
+            f"bad 1 {a}/cut.png: corrupt PNG: truncated PNG (read past the end of the file)",
+            f"bad 2 {a}/gone.jpg: No such file or directory",
+            "label 0", "label 0",
+            f"bad 5 {b}/x.jpg: No such file or directory",
+            f"bad 6 {b}/y.jpg: No such file or directory"]
+    check(rc == 0 and lines == want, f"files changed under the open ImageFolder: rc {rc}: {lines} {err}")
+    if rc == 0 and len(lines) == 8:
+        x = np.fromfile(os.path.join(tmp, "out.f32"), np.float32).reshape(7, 3, 32, 32)
+        check(x[4, 2].mean() > 2 and x[4, 0].mean() < -1, "the replaced image was not read as it is now (blue)")
+
+    # packed shards: the shard file cut short after the index was read
+    src, packed = os.path.join(tmp, "changing-src"), os.path.join(tmp, "changing-packed")
+    os.makedirs(os.path.join(src, "train", "a"))
+    for name in ("x.jpg", "y.jpg"):
+        noise.save(os.path.join(src, "train", "a", name), "JPEG")
+    p = subprocess.run([tool("pack_tool"), src, packed], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, f"pack: {p.stderr}")
+    shard = os.path.join(packed, "shard-00000.bin")
+    rc, lines, err = dump_later(packed, tmp, lambda: os.truncate(shard, 0))
+    check(rc == 0 and len(lines) > 1 and all(l.startswith("bad ") and "shard file shorter than its index says" in l
+                                             for l in lines[1:]),
+          f"shard cut short under the open dataset: rc {rc}: {lines} {err}")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="dljob-hostile-")
     try:
+        changing(tmp)
+        long_paths(tmp)
+        bombs(tmp)
         imagefolder(tmp)
         pack_symlink(tmp)
         shards(tmp)

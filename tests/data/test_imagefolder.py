@@ -14,7 +14,18 @@ Checks:
   - grayscale output has R == G == B, the CMYK JPEG is close to the RGB
     original;
   - the loader gives bit-identical batches with 1 and 3 worker threads;
-  - the index cache is reused while dir mtimes are unchanged, rescanned after.
+  - the index cache is reused while dir mtimes are unchanged, rescanned after;
+    a scan that saw a directory changed less than 2 s before it is not cached
+    (a file added later in the same clock tick leaves the mtime as it was);
+  - odd names as torchvision takes them (a newline, non-UTF-8 bytes, an
+    upper-case extension, a symlink, a symlink loop: a bad sample), but for
+    the documented differences: names starting with '.' (files and class
+    dirs like .ipynb_checkpoints) are skipped, subdirectories of a class are
+    not walked (torchvision walks them, even round a symlink loop),
+    and .tif and the other PIL formats are not images;
+  - a 16-bit grayscale PNG keeps its high byte, as 16-bit RGB does
+    (documented difference: PIL 9 opens it as mode "I" and convert("RGB")
+    clips every value above 255 to white).
 """
 import os, subprocess, sys, tempfile, time
 import numpy as np
@@ -48,6 +59,66 @@ def dump(root, size, split, cache=None):
 
 def to255(chw):
     return (chw * STD + MEAN) * 255.0
+
+
+def odd_names(tmp):
+    root = os.path.join(tmp, "odd").encode()
+    train = os.path.join(root, b"train")
+    files = [b"a/x.png", b"a/.hidden.png", b"a/new\nline.png", b"a/bad\xffutf8.png", b"a/UP.PNG",
+             "a/\u00e9t\u00e9.png".encode(), b"a/z.tif", b"a/sub/deep.png", b".ipynb_checkpoints/c.png",
+             b"b/y.png"]
+    for i, f in enumerate(files):
+        path = os.path.join(train, f)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        Image.new("RGB", (24, 24), (10 * i, 250 - 10 * i, 100)).save(path, "TIFF" if f.endswith(b".tif") else "PNG")
+    os.symlink(b"UP.PNG", os.path.join(train, b"a/link.png"))
+    os.symlink(b"self.png", os.path.join(train, b"a/self.png"))
+    os.symlink(b"..", os.path.join(train, b"a/up"))
+
+    def color(path):
+        try:
+            with Image.open(path) as im:
+                return im.convert("RGB").getpixel((0, 0))
+        except OSError:
+            return None
+
+    # torchvision, less the documented differences
+    tv = torchvision.datasets.ImageFolder(os.fsdecode(train))
+    want = []
+    for path, y in tv.samples:
+        parts = os.path.relpath(path, os.fsdecode(train)).split(os.sep)
+        if len(parts) == 2 and not any(p.startswith(".") for p in parts) and \
+           os.path.splitext(parts[1])[1].lower() in (".jpg", ".jpeg", ".png"):
+            want.append((tv.classes[y], color(path)))
+    check(len(tv.samples) > 40 and ".ipynb_checkpoints" in tv.classes, f"torchvision: {len(tv.samples)} {tv.classes}")
+
+    p = subprocess.run([tool("dataset_tool"), "dump", os.fsdecode(root), "24", "train", os.path.join(tmp, "odd.f32")],
+                       capture_output=True, text=True, timeout=60)
+    lines = p.stdout.splitlines()
+    check(p.returncode == 0 and lines[:1] == ["classes 2 count %d" % len(want)], f"odd names: {p.returncode} {lines[:1]} {p.stderr}")
+    if p.returncode == 0:
+        x = np.fromfile(os.path.join(tmp, "odd.f32"), np.float32).reshape(len(lines) - 1, 3, 24, 24)
+        got = []
+        for l, chw in zip(lines[1:], x):
+            if l.startswith("label "):
+                rgb = tuple(int(round(v)) for v in to255(chw).mean(axis=(1, 2)))
+                got.append((["a", "b"][int(l.split()[1])], rgb))
+            else:
+                got.append((["a", "b"][0 if "/train/a/" in l else 1], None))
+        check(got == want, f"odd names: dljob {got} torchvision {want}")
+
+
+def gray16(tmp):
+    root = os.path.join(tmp, "gray16")
+    os.makedirs(os.path.join(root, "train", "a"))
+    path = os.path.join(root, "train", "a", "g.png")
+    Image.fromarray(np.full((16, 16), 0x4080, np.uint16)).save(path)
+    with Image.open(path) as im:
+        check(im.convert("RGB").getpixel((0, 0)) == (255, 255, 255),
+              f"PIL no longer clips a 16-bit gray PNG ({im.mode}): update README and dljob(1)")
+    labels, x, head = dump(root, 16, "train")
+    check(labels == [0] and np.allclose(to255(x[0]), 0x40, atol=0.01),
+          f"16-bit gray PNG: {head} {labels} {None if x is None else to255(x[0]).mean()}")
 
 
 def main():
@@ -124,7 +195,11 @@ def main():
         check(sums[split, 1] is not None and sums[split, 1] == sums[split, 3],
               f"{split}: batches differ between 1 and 3 threads: {sums[split, 1]} vs {sums[split, 3]}")
 
-    # the index cache: reused while mtimes are unchanged
+    # the index cache: reused while mtimes are unchanged (the tree made a
+    # minute ago: a scan right after a change is not cached, see below)
+    old = time.time_ns() - 60 * 10**9
+    for d, _, _ in os.walk(root):
+        os.utime(d, ns=(old, old))
     cache = os.path.join(tmp, "cache")
     os.makedirs(cache)
     labels, _, head = dump(root, 32, "train", cache)
@@ -143,6 +218,25 @@ def main():
     bad = [l for l in (labels or []) if isinstance(l, str)]
     check(labels is not None and not bad, f"cache not invalidated by a changed dir mtime: {bad}")
 
+    # racily clean: a class dir scanned in the clock tick it changed in, then
+    # a file added in that tick (mtime put back as it was): the first scan
+    # was not cached, so the second one finds the file
+    racy = os.path.join(tmp, "racy")
+    adir = os.path.join(racy, "train", "a")
+    os.makedirs(adir)
+    Image.fromarray(imgs[0]).save(os.path.join(adir, "x.png"))
+    cache = os.path.join(tmp, "cache-racy")
+    os.makedirs(cache)
+    st = os.stat(adir)
+    _, _, head = dump(racy, 32, "train", cache)
+    check(head == "classes 1 count 1", f"racy tree: {head}")
+    Image.fromarray(imgs[1]).save(os.path.join(adir, "y.png"))
+    os.utime(adir, ns=(st.st_atime_ns, st.st_mtime_ns))
+    _, _, head = dump(racy, 32, "train", cache)
+    check(head == "classes 1 count 2", f"a scan of a just-changed dir was cached and reused: {head}")
+
+    odd_names(tmp)
+    gray16(tmp)
     subprocess.run(["rm", "-rf", tmp])
     if failures:
         print(f"test_imagefolder: {len(failures)} checks failed", file=sys.stderr)

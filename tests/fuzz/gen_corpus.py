@@ -72,6 +72,7 @@ def imagefolder():
     put("fuzz_imagefolder", "dotdot-name", cache([b"a"], [(0, b"../a/x.jpg")], [(0, b"x.jpg")]))
     put("fuzz_imagefolder", "dotdot-class", cache([b".."], [(0, b"a/x.jpg")], [(0, b"x.jpg")]))
     put("fuzz_imagefolder", "empty-name", cache([b"a"], [(0, b"")], []))
+    put("fuzz_imagefolder", "long-name", cache([b"a"], [(0, b"x" * 300 + b".jpg")], [(0, b"x.jpg")]))
 
 
 def image():
@@ -88,6 +89,19 @@ def image():
         im.convert(mode).save(b, format="JPEG" if name.endswith(".jpg") else "PNG")
         put("fuzz_image", name, b.getvalue())
     put("fuzz_image", "png-2x2.png", png_2x2())
+    # over the scan limit: the progressive file's first scan (DC) 500 more times
+    b = io.BytesIO()
+    im.save(b, format="JPEG", quality=60, progressive=True)
+    d = b.getvalue()
+    sos = d.index(b"\xff\xda")
+    end = d.index(b"\xff\xda", sos + 2)  # to the next scan, with the Huffman table before it
+    put("fuzz_image", "progressive-scans.jpg", d[:end] + d[sos:end] * 500 + d[end:])
+    # ancillary chunks that are skipped unread (zTXt, iCCP, tEXt)
+    def chunk(t, data):
+        return struct.pack(">I", len(data)) + t + data + struct.pack(">I", zlib.crc32(t + data))
+    p = png_2x2()
+    put("fuzz_image", "text-chunks.png", p[:33] + chunk(b"zTXt", b"k\0\0" + zlib.compress(bytes(4096)))
+        + chunk(b"iCCP", b"p\0\0" + zlib.compress(bytes(128))) + chunk(b"tEXt", b"k\0v") + p[33:])
 
 
 def safetensors(tensors, meta):
