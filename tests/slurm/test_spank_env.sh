@@ -108,4 +108,14 @@ grep -q "^dljob: a heterogeneous step .* this component has 1 of the step's 3 ta
 	! grep -qE '^[0-9]+ ' <<<"$out" || fail "heterogeneous step: $out"
 echo "ok   -m arbitrary: rank 0 on the first node runs, elsewhere refused on both nodes; a heterogeneous step refused"
 
+# salloc: --dl-* given to salloc reach the sruns inside (its shell is left
+# alone); an srun inside with its own --dl-job and -n1 is a world of one.
+out=$(timeout 120 salloc -N2 -n2 --dl-job=env bash -c 'echo "shell ${RANK-unset}"; srun bash -c "$0" | sort;
+	srun -n1 --dl-job=env bash -c "$0"' "$lay" 2>/dev/null) || fail "salloc: $out"
+[ "$out" = "shell unset
+0 0 2 1 n1 n1
+1 0 2 1 n1 n2
+0 0 1 1 n1 n1" ] || fail "salloc -N2 -n2 --dl-job=env, then srun and srun -n1 --dl-job=env: $out"
+echo "ok   salloc --dl-job=env: the shell untouched, srun inside gets the world; srun -n1 --dl-job=env inside it a world of one"
+
 nodes_idle
