@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -737,6 +738,36 @@ static void unmake_out(char *made, size_t top)
 	}
 }
 
+/* One run per output directory: rank 0 holds an exclusive flock(2) on the
+ * directory itself (no file is added to it) from the rendezvous to its
+ * exit, so a second run given the same directory (two steps of one job
+ * with the default ./dljob-$SLURM_JOB_ID, a job array's tasks with one
+ * --out) stops before it writes anything instead of mixing its metrics and
+ * checkpoints into the first's.  *fd: the locked directory, -1 when it
+ * could not be locked for another reason than a holder (a file system
+ * without flock on directories, such as NFS: then a second run on another
+ * node is not seen).  -1 with one line in err when another run holds it. */
+static int lock_out(const char *opt, const char *out, int *fd, char *err, size_t errlen)
+{
+	char q[256];
+
+	*fd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*fd < 0)
+		return 0;
+	if (flock(*fd, LOCK_EX | LOCK_NB) == 0)
+		return 0;
+	if (errno == EWOULDBLOCK) {
+		close(*fd);
+		*fd = -1;
+		return dl_errf(err, errlen, "%s %s: another dljob run is writing into this directory (another step of "
+			       "this job, or another job): give each run its own %s", opt,
+			       dl_optval_escape(out, q, sizeof(q)), opt);
+	}
+	close(*fd);
+	*fd = -1;
+	return 0;
+}
+
 int dl_cli_train_main(int argc, char **argv)
 {
 	struct dl_cli *cli;
@@ -748,6 +779,7 @@ int dl_cli_train_main(int argc, char **argv)
 	int world_open = 0;
 	char out_made[PATH_MAX] = "";
 	size_t out_top = 0;
+	int out_lock = -1;
 	char err[4608];
 	int rv = DL_EXIT_ERROR;
 
@@ -856,6 +888,11 @@ int dl_cli_train_main(int argc, char **argv)
 		goto out;
 	}
 	world_open = 1;
+	if (world.comm.rank == 0 && lock_out(re.model ? "--dl-out" : "--out", c->out_dir, &out_lock, err, sizeof(err)) < 0) {
+		fprintf(stderr, "dljob: rank 0: %s\n", err);
+		dl_world_abort(&world, err);
+		goto out;
+	}
 	c->stop = &stop_requested;
 	if (world.comm.rank == 0 && dl_dataset_save_index(ds, c->out_dir, err, sizeof(err)) < 0)
 		fprintf(stderr, "dljob: %s (continuing without an index cache)\n", err);
@@ -884,6 +921,8 @@ out:
 	 * parents it made for it. */
 	if (rv != DL_EXIT_OK)
 		unmake_out(out_made, out_top);
+	if (out_lock >= 0)
+		close(out_lock);
 	if (ds)
 		dl_dataset_close(ds);
 	free(cli);

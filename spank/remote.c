@@ -875,6 +875,56 @@ static int container_after_dljob(spank_t sp, const struct dl_args *a, const stru
 #endif
 }
 
+/* The step's shape must be one world with rank 0 on its first node (the
+ * MASTER_ADDR every node derives from SLURM_STEP_NODELIST on its own).  Two
+ * shapes break that, and are refused on the nodes that can see it:
+ * - a heterogeneous step (srun ... : ...): each component is a step of its
+ *   own to slurmstepd (ranks from 0, its own task count) while Slurm's
+ *   SLURM_STEP_NUM_TASKS counts all of them, so the components would form
+ *   separate worlds on one MASTER_ADDR;
+ * - rank 0 elsewhere than on the step's first node (node id 0, the first of
+ *   SLURM_STEP_NODELIST), as --distribution=arbitrary does with a host file
+ *   that does not start with that node: the node holding rank 0 and the
+ *   first node both see it (the others cannot, and stop at their timeout).
+ * -1 with one line in err. */
+static int check_shape(spank_t sp, uint32_t world, uint32_t nlocal, const char *master, char *err, size_t errlen)
+{
+	char buf[32], host[256], *end;
+	uint32_t nodeid = 0;
+	int has0 = 0;
+
+	if (spank_getenv(sp, "SLURM_STEP_NUM_TASKS", buf, sizeof(buf)) == ESPANK_SUCCESS) {
+		unsigned long n;
+
+		errno = 0;
+		n = strtoul(buf, &end, 10);
+		if (errno == 0 && end != buf && !*end && n != world)
+			return dl_errf(err, errlen, "a heterogeneous step (srun ... : ..., or --het-group=0,1) is "
+				       "not supported: this component has %u of the step's %lu tasks and would be a world of its own; "
+				       "run one srun per world (srun --het-group=N), each with its own --dl-*",
+				       world, n);
+	}
+	if (spank_get_item(sp, S_JOB_NODEID, &nodeid) != ESPANK_SUCCESS)
+		return dl_errf(err, errlen, "cannot read the node's id in the step from Slurm");
+	for (uint32_t l = 0; l < nlocal; l++) {
+		uint32_t g = 1;
+
+		if (spank_get_item(sp, S_JOB_LOCAL_TO_GLOBAL_ID, l, &g) != ESPANK_SUCCESS)
+			return dl_errf(err, errlen, "cannot read the rank of local task %u from Slurm", l);
+		has0 |= g == 0;
+	}
+	if ((nodeid == 0) == has0)
+		return 0;
+	if ((spank_getenv(sp, "SLURMD_NODENAME", host, sizeof(host)) != ESPANK_SUCCESS || dl_optval_has_ctl(host)) &&
+	    gethostname(host, sizeof(host)) < 0)
+		snprintf(host, sizeof(host), "?");
+	host[sizeof(host) - 1] = '\0';
+	return dl_errf(err, errlen, "rank 0 %s%s%s on the step's first node %s (MASTER_ADDR): a task layout "
+		       "that does not start on the first node (--distribution=arbitrary with a host file, "
+		       "SLURM_HOSTFILE, whose first line is not %s) is not supported; list %s first",
+		       has0 ? "runs on this node (" : "does not run", has0 ? host : "", has0 ? "), not" : "", master, master, master);
+}
+
 int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 {
 	const struct dl_opts *o = dl_opts();
@@ -904,7 +954,8 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 		return -1;
 	}
 	char why[DL_ERR_LEN];
-	if (dl_spank_master_addr(sp, master, sizeof(master), why, sizeof(why)) < 0) {
+	if (dl_spank_master_addr(sp, master, sizeof(master), why, sizeof(why)) < 0 ||
+	    check_shape(sp, world, nlocal, master, why, sizeof(why)) < 0) {
 		dl_error(1, "%s", why);
 		return -1;
 	}

@@ -36,6 +36,12 @@ s3=$(DLJOB_JOB_SECRET=mine srun -N1 -n1 printenv DLJOB_JOB_SECRET) || fail "srun
 [ "$s3" = mine ] || fail "a job without --dl-* had its DLJOB_JOB_SECRET changed to $s3"
 ! grep -rqF -e "$s1" -e "$s2" "$CLUSTER_DIR/log" || fail "a step's secret is in a Slurm log"
 echo "ok   DLJOB_JOB_SECRET: 64 hex digits per step, same in its tasks, fresh per step, not logged"
+# srun --export=NONE keeps it from the tasks (Slurm passes only SLURM_*);
+# --export=DLJOB_JOB_SECRET, as the runtime's warning says, passes it alone.
+s4=$(srun -N1 -n1 --export=NONE --dl-job=env /usr/bin/printenv DLJOB_JOB_SECRET) && fail "--export=NONE kept DLJOB_JOB_SECRET: $s4"
+s4=$(srun -N1 -n1 --export=DLJOB_JOB_SECRET --dl-job=env /usr/bin/printenv DLJOB_JOB_SECRET HOME)
+grep -qxE '[0-9a-f]{64}' <<<"$s4" && [ "$(wc -l <<<"$s4")" -eq 1 ] || fail "--export=DLJOB_JOB_SECRET: $s4"
+echo "ok   srun --export=NONE drops DLJOB_JOB_SECRET, --export=DLJOB_JOB_SECRET passes it (and not HOME)"
 
 # Model mode's DLJOB_* hand-over is the plugin's alone: in env mode a value
 # from the user's environment does not reach the task.
@@ -77,5 +83,39 @@ diff without.out with.out >/dev/null || fail "a job without --dl-* differs with 
 $(diff without.out with.out)"
 grep -E '^(RANK|LOCAL_RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT|DLJOB_GPU|DLJOB_CPUS|DLJOB_NUMA|CUDA_DEVICE_ORDER|NCCL_IB_HCA|NCCL_SOCKET_IFNAME)$' with.out && fail "dljob variables without --dl-*"
 echo "ok   without --dl-* the environment and binding are unchanged"
+
+# Task layouts: rank 0 must be on the step's first node (MASTER_ADDR).
+# --distribution=arbitrary follows SLURM_HOSTFILE: starting on n1 is the
+# usual world; starting on n2 puts rank 0 where MASTER_ADDR is not, which
+# both nodes refuse, naming it.  A heterogeneous step (srun ... : ...) has
+# a world per component to slurmstepd: refused in every component.
+lay='echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $SLURMD_NODENAME"'
+printf 'n1\nn2\nn2\n' >hosts.ok && printf 'n2\nn1\nn1\n' >hosts.bad || fail "host files"
+out=$(SLURM_HOSTFILE=$WORK/hosts.ok srun -n3 -m arbitrary --dl-job=env bash -c "$lay" 2>&1 | sort) ||
+	fail "srun -m arbitrary (n1 first): $out"
+[ "$out" = "0 0 3 1 n1 n1
+1 0 3 2 n1 n2
+2 1 3 2 n1 n2" ] || fail "srun -m arbitrary (n1,n2,n2): $out"
+out=$(SLURM_HOSTFILE=$WORK/hosts.bad srun -n3 -m arbitrary --dl-job=env bash -c "$lay" 2>&1) &&
+	fail "srun -m arbitrary with rank 0 on n2 was not refused: $out"
+grep -q "^dljob: rank 0 runs on this node (n2), not on the step's first node n1 (MASTER_ADDR)" <<<"$out" &&
+	grep -q "^dljob: rank 0 does not run on the step's first node n1" <<<"$out" &&
+	! grep -qE '^[0-9]+ ' <<<"$out" || fail "srun -m arbitrary with rank 0 on n2: $out"
+out=$(srun -N1 -n1 --dl-job=env bash -c "$lay" : -N1 -n2 bash -c "$lay" 2>&1) &&
+	fail "a heterogeneous step was not refused: $out"
+grep -q "^dljob: a heterogeneous step .* this component has 1 of the step's 3 tasks" <<<"$out" &&
+	grep -q "^dljob: a heterogeneous step .* this component has 2 of the step's 3 tasks" <<<"$out" &&
+	! grep -qE '^[0-9]+ ' <<<"$out" || fail "heterogeneous step: $out"
+echo "ok   -m arbitrary: rank 0 on the first node runs, elsewhere refused on both nodes; a heterogeneous step refused"
+
+# salloc: --dl-* given to salloc reach the sruns inside (its shell is left
+# alone); an srun inside with its own --dl-job and -n1 is a world of one.
+out=$(timeout 120 salloc -N2 -n2 --dl-job=env bash -c 'echo "shell ${RANK-unset}"; srun bash -c "$0" | sort;
+	srun -n1 --dl-job=env bash -c "$0"' "$lay" 2>/dev/null) || fail "salloc: $out"
+[ "$out" = "shell unset
+0 0 2 1 n1 n1
+1 0 2 1 n1 n2
+0 0 1 1 n1 n1" ] || fail "salloc -N2 -n2 --dl-job=env, then srun and srun -n1 --dl-job=env: $out"
+echo "ok   salloc --dl-job=env: the shell untouched, srun inside gets the world; srun -n1 --dl-job=env inside it a world of one"
 
 nodes_idle

@@ -78,7 +78,9 @@ nodes_idle() {
 	local t=0 s
 	while :; do
 		s=$(sinfo -h -N -o '%N %T' | sort -u)
-		if ! grep -qv ' idle$' <<<"$s"; then
+		# "planned": idle, kept by backfill for a job that had to wait
+		# (a heterogeneous one), until its next cycle (bf_interval, 30 s).
+		if ! grep -qvE ' (idle|planned)$' <<<"$s"; then
 			return 0
 		fi
 		if grep -qiE 'drain|down|fail' <<<"$s"; then

@@ -108,4 +108,25 @@ grep -qx SLURM_RESTART_COUNT=1 log/rank0.1 || fail "second run: $(cat log/rank0.
 grep -qx "arg10=$WORK/dljob-$jid" log/rank0.1 || fail "second run's --out differs: $(cat log/rank0.1)"
 grep -q "requeueing job $jid" pre.out || fail "no requeue message: $(cat pre.out)"
 echo "ok   contrib/sbatch/dljob-preemptible.sbatch: USR1 -> checkpoint -> requeue -> same --out"
+# A job array with #SBATCH --dl-* lines: its tasks run at once on the same
+# nodes, each a job of its own (SLURM_JOB_ID), so each step is its own world
+# on its own derived MASTER_PORT (default range: 29500 + (job*31 + step) % 500).
+cat >arr.sbatch <<'EOS'
+#!/bin/bash
+#SBATCH -N2 -n2 --dl-job=env
+srun bash -c 'echo "$SLURM_ARRAY_TASK_ID $SLURM_JOB_ID $RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT"' | sort
+EOS
+jid=$(sbatch --parsable --array=0-1 -o 'arr-%a.out' arr.sbatch) || fail "sbatch --array=0-1"
+job_done "$jid" 90
+jobs=""
+for a in 0 1; do
+	j=$(awk '{print $2; exit}' "arr-$a.out")
+	[ -n "$j" ] || fail "array task $a: $(cat "arr-$a.out")"
+	p=$((29500 + (j * 31) % 500))
+	[ "$(cat "arr-$a.out")" = "$a $j 0 2 n1 $p
+$a $j 1 2 n1 $p" ] || fail "array task $a (job $j): $(cat "arr-$a.out")"
+	jobs="$jobs $j"
+done
+[ "$(tr ' ' '\n' <<<"$jobs" | sort -u | grep -c .)" -eq 2 ] || fail "array tasks share a job id:$jobs"
+echo "ok   sbatch --array=0-1 with #SBATCH --dl-job=env: each task its own world and MASTER_PORT (jobs$jobs)"
 nodes_idle
