@@ -39,8 +39,8 @@ data=synthetic:1,16,16,4,64
 args=(--model resnet20 --backend cpu --epochs 2 --lr 0.2 --seed 3 --threads 1 --loader-threads 1 --eval 0
       --print-every 1 --timeout 60)
 
-# runn N OUT ARGS...: N ranks (TCP rendezvous, as test_train_ddp.sh), rank
-# all ranks' stderr in log; returns 0 when every rank exits 0, 1 when every rank
+# runn N OUT ARGS...: N ranks (TCP rendezvous, as test_train_ddp.sh), all
+# ranks' stderr in log; returns 0 when every rank exits 0, 1 when every rank
 # exits 1, else 2.
 runn() {
 	local n=$1 out=$2 r rc=0 ones=0 port
