@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -182,6 +183,26 @@ static struct dl_map *map_load(const char *buf, size_t len, const char *name, ch
 		goto out;
 	}
 
+	/* A PU or NUMA node is a bit of the sets at its os_index: one without
+	 * (a missing or misspelt os_index, which hwloc takes as 2^32-1) or
+	 * with an absurd one makes hwloc allocate a set of 512 MB for it, and
+	 * more such sets as it goes (tests/slurm/topologies/bad).  In the
+	 * child of xml_export_in_child those allocations fail under its cap
+	 * and hwloc goes on without them; where such an object is left with
+	 * its index, it is refused here, so no set of it is ever exported. */
+	for (int t = 0; t < 2; t++) {
+		hwloc_obj_type_t type = t ? HWLOC_OBJ_NUMANODE : HWLOC_OBJ_PU;
+		for (o = NULL; (o = hwloc_get_next_obj_by_type(m->topo, type, o));)
+			if (o->os_index >= DL_MAP_MAX_OS_INDEX) {
+				if (o->os_index == HWLOC_UNKNOWN_INDEX)
+					snprintf(err, errlen, "%s: a %s without an os_index", name, t ? "NUMA node" : "PU");
+				else
+					snprintf(err, errlen, "%s: a %s with os_index %u (at most %u)", name,
+						 t ? "NUMA node" : "PU", o->os_index, DL_MAP_MAX_OS_INDEX - 1);
+				goto out;
+			}
+	}
+
 	for (o = NULL; (o = hwloc_get_next_pcidev(m->topo, o));) {
 		if (!is_gpu(o))
 			continue;
@@ -244,51 +265,182 @@ out:
  * complete_cpuset, a cut attribute: found by tests/fuzz/fuzz_topology), and
  * a topology= file is read inside every step's slurmstepd.  So a file is
  * first loaded in a child process, with the default action for the crash
- * signals and at most DL_MAP_XML_SECONDS, and only loaded here once that
- * worked on the very same bytes.  Returns 0, or -1 with one line in err. */
+ * signals, at most DL_MAP_XML_SECONDS and at most DL_MAP_XML_MB more address
+ * space than the child started with; the child sends back hwloc's own XML
+ * export of what it loaded, and only that is loaded here.  The memory cap
+ * and the export: a 3 KB file (found by fuzz_topology) made hwloc allocate
+ * 3 GB (sets sized for a PU numbered 2^32-1), 1 GB of it touched, which
+ * slurmstepd would then take too, in every step.  Under the cap those
+ * allocations fail and hwloc goes on without them, so loading the file
+ * itself here again would take it all; its export holds only what fit.
+ * The largest real topologies of tests/slurm/topologies load in 15 MB and
+ * export to the same topology.  Returns the export (*n bytes, the last a
+ * 0; free it), or NULL with one line in err. */
 #define DL_MAP_XML_SECONDS 20
-static int xml_loads_in_child(const char *buf, size_t len, const char *name, char *err, size_t errlen)
+#define DL_MAP_XML_MB 256
+/* Under AddressSanitizer (check-asan, the fuzz targets) the address space
+ * holds terabytes of shadow and its allocator aborts where malloc would
+ * return NULL: no cap there. */
+#if defined(__SANITIZE_ADDRESS__)
+#define DL_MAP_CAP_AS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DL_MAP_CAP_AS 0
+#endif
+#endif
+#ifndef DL_MAP_CAP_AS
+#define DL_MAP_CAP_AS 1
+#endif
+
+/* The child's side: load, export, write; its exit status says how it went. */
+static void child_export(const char *buf, size_t len, const char *name, int wfd)
 {
 	static const int crash[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS, SIGALRM };
-	int status = 0;
-	pid_t pid = fork();
+	struct sigaction sa;
+	struct rlimit rl;
+	sigset_t set;
+	struct dl_map *m;
+	char e[8], *xml = NULL;
+	int xlen = 0;
 
-	if (pid < 0) {
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	sigemptyset(&set);
+	for (size_t i = 0; i < sizeof(crash) / sizeof(crash[0]); i++) {
+		sigaction(crash[i], &sa, NULL);
+		sigaddset(&set, crash[i]);
+	}
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	alarm(DL_MAP_XML_SECONDS);
+	/* The cap counts from what the child has now (RLIMIT_AS is on the
+	 * whole address space, inherited mappings included). */
+	if (DL_MAP_CAP_AS && getrlimit(RLIMIT_AS, &rl) == 0) {
+		/* statm's first field: the address space now, in pages. */
+		unsigned long long now = 0;
+		int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			char b[128];
+			ssize_t r = read(fd, b, sizeof(b) - 1);
+			if (r > 0) {
+				b[r] = '\0';
+				now = strtoull(b, NULL, 10) * (unsigned long long)sysconf(_SC_PAGESIZE);
+			}
+			close(fd);
+		}
+		if (now) {
+			rl.rlim_cur = (rlim_t)(now + ((unsigned long long)DL_MAP_XML_MB << 20));
+			if (rl.rlim_max != RLIM_INFINITY && rl.rlim_cur > rl.rlim_max)
+				rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_AS, &rl);
+		}
+	}
+	if (!(m = map_load(buf, len, name, e, sizeof(e))))
+		_exit(1);
+	if (hwloc_topology_export_xmlbuffer(m->topo, &xml, &xlen, 0) < 0 || xlen < 1 ||
+	    (size_t)xlen > (size_t)DL_MAP_MAX_XML + 1)
+		_exit(2);
+	for (size_t done = 0; done < (size_t)xlen;) {
+		ssize_t w = write(wfd, xml + done, (size_t)xlen - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			_exit(2);
+		done += (size_t)w;
+	}
+	_exit(0);
+}
+
+static char *xml_export_in_child(const char *buf, size_t len, const char *name, size_t *n, char *err, size_t errlen)
+{
+	int status = 0, fds[2], rerr = 0;
+	size_t got = 0, cap = 1 << 16;
+	char *out = NULL;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		snprintf(err, errlen, "%s: cannot check it in a child process: pipe: %s", name, strerror(errno));
+		return NULL;
+	}
+	if ((pid = fork()) < 0) {
 		snprintf(err, errlen, "%s: cannot check it in a child process: fork: %s", name, strerror(errno));
-		return -1;
+		close(fds[0]);
+		close(fds[1]);
+		return NULL;
 	}
 	if (pid == 0) {
-		struct sigaction sa;
-		sigset_t set;
-		char e[8];
-
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_handler = SIG_DFL;
-		sigemptyset(&set);
-		for (size_t i = 0; i < sizeof(crash) / sizeof(crash[0]); i++) {
-			sigaction(crash[i], &sa, NULL);
-			sigaddset(&set, crash[i]);
-		}
-		sigprocmask(SIG_UNBLOCK, &set, NULL);
-		alarm(DL_MAP_XML_SECONDS);
-		_exit(map_load(buf, len, name, e, sizeof(e)) ? 0 : 1);
+		close(fds[0]);
+		child_export(buf, len, name, fds[1]);
 	}
+	close(fds[1]);
+	/* Read to the end before waiting: the export may not fit in the pipe.
+	 * The child's alarm bounds this; more than DL_MAP_MAX_XML is refused. */
+	out = malloc(cap);
+	for (;;) {
+		if (!out) {
+			rerr = ENOMEM;
+			break;
+		}
+		if (got == cap) {
+			char *b = cap > (size_t)DL_MAP_MAX_XML ? NULL : realloc(out, cap * 2);
+			if (!b) {
+				rerr = cap > (size_t)DL_MAP_MAX_XML ? EFBIG : ENOMEM;
+				break;
+			}
+			out = b;
+			cap *= 2;
+		}
+		ssize_t r = read(fds[0], out + got, cap - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			rerr = errno;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close(fds[0]);
+	if (rerr)
+		kill(pid, SIGKILL);
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
 			snprintf(err, errlen, "%s: cannot check it in a child process: waitpid: %s", name, strerror(errno));
-			return -1;
+			free(out);
+			return NULL;
 		}
 	}
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return 0;
+	if (rerr) {
+		snprintf(err, errlen, "%s: reading hwloc's export of it: %s", name, strerror(rerr));
+		free(out);
+		return NULL;
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && got > 0 && out[got - 1] == '\0') {
+		*n = got;
+		return out;
+	}
+	free(out);
 	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
 		snprintf(err, errlen, "%s: hwloc took more than %d s to read it", name, DL_MAP_XML_SECONDS);
 	else if (WIFSIGNALED(status))
 		snprintf(err, errlen, "%s: not a valid hwloc XML topology (hwloc died of signal %d reading it)",
 			 name, WTERMSIG(status));
 	else
-		snprintf(err, errlen, "%s: not a valid hwloc XML topology", name);
-	return -1;
+		snprintf(err, errlen, "%s: not a valid hwloc XML topology (or one that hwloc needs more than %d MB "
+			 "to read)", name, DL_MAP_XML_MB);
+	return NULL;
+}
+
+/* buf (len bytes and a 0) through the child, then its export here. */
+static struct dl_map *load_checked(const char *buf, size_t len, const char *name, char *err, size_t errlen)
+{
+	size_t n = 0;
+	char *clean = xml_export_in_child(buf, len, name, &n, err, errlen);
+	struct dl_map *m;
+
+	if (!clean)
+		return NULL;
+	m = map_load(clean, n - 1, name, err, errlen);
+	free(clean);
+	return m;
 }
 
 struct dl_map *dl_map_open_buffer(const char *buf, size_t len, const char *name, char *err, size_t errlen)
@@ -307,7 +459,7 @@ struct dl_map *dl_map_open_buffer(const char *buf, size_t len, const char *name,
 	}
 	memcpy(copy, buf, len);
 	copy[len] = '\0';
-	m = xml_loads_in_child(copy, len, name, err, errlen) < 0 ? NULL : map_load(copy, len, name, err, errlen);
+	m = load_checked(copy, len, name, err, errlen);
 	free(copy);
 	return m;
 }
@@ -363,7 +515,7 @@ struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
 		goto out;
 	}
 	buf[got] = '\0';
-	m = xml_loads_in_child(buf, got, xml, err, errlen) < 0 ? NULL : map_load(buf, got, xml, err, errlen);
+	m = load_checked(buf, got, xml, err, errlen);
 out:
 	free(buf);
 	close(fd);

@@ -52,6 +52,7 @@
 #define DL_MAP_WHY 256
 #define DL_MAP_MAX_INDEX 65535   /* the largest GPU index a list may name */
 #define DL_MAP_MAX_XML (64 << 20)/* a topology file larger than this is refused */
+#define DL_MAP_MAX_OS_INDEX (1u << 20) /* a PU or NUMA node numbered from here is refused */
 
 struct dl_map;
 struct dl_map_plan;

@@ -9,7 +9,8 @@ dist_check_DATA += tests/slurm/topologies/2s-8gpu-4hca.xml tests/slurm/topologie
 	tests/slurm/topologies/no-nic.xml tests/slurm/topologies/mgmt-near.xml tests/slurm/topologies/mgmt-near-ib.xml \
 	tests/slurm/topologies/bmc-near.xml tests/slurm/topologies/SOURCES.md \
 	tests/slurm/topologies/bad/README.md tests/slurm/topologies/bad/cut-attribute.xml \
-	tests/slurm/topologies/bad/no-complete-cpuset.xml tests/slurm/topologies/real/SOURCES.md \
+	tests/slurm/topologies/bad/no-complete-cpuset.xml tests/slurm/topologies/bad/pu-bomb-refused.xml \
+	tests/slurm/topologies/bad/pu-bomb-loads.xml tests/slurm/topologies/real/SOURCES.md \
 	tests/slurm/topologies/real/coral-lassen-hwloc1.xml tests/slurm/topologies/real/eas-tioga.xml \
 	tests/slurm/topologies/real/ipa20.xml tests/slurm/topologies/real/p5en.48xl-topo.xml \
 	tests/slurm/topologies/real/topo.jwb0004.xml tests/slurm/topologies/real/tuo.CPX.xml
