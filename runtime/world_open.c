@@ -38,8 +38,8 @@ int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen
 		return 0;
 	}
 	if (!env.have_secret)
-		fprintf(stderr, "dljob: warning: DLJOB_JOB_SECRET is unset (srun --export=NONE, or an --export list "
-			"without it, drops it: --export=DLJOB_JOB_SECRET passes it alone), so the rendezvous is "
+		fprintf(stderr, "dljob: warning: DLJOB_JOB_SECRET is unset (not started by srun --dl-job with "
+			"dljob's SPANK plugin, which sets it in every task), so the rendezvous is "
 			"not authenticated: any process that reaches it can join this job\n");
 	/* A SIGTERM ends a bootstrap wait at once, naming the rank, instead of
 	 * waiting out the timeout. */

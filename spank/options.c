@@ -21,7 +21,7 @@ const char *const dl_models[] = {
 	"resnet20", "resnet32", "resnet56", NULL,
 };
 
-enum { OPT_JOB = 1, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_OUT, OPT_BIND };
+enum { OPT_JOB = 1, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_OUT, OPT_BIND, OPT_SECRET };
 
 /* SPANK option callbacks get no context pointer: the values have to live
  * here.  Written only by opt_cb. */
@@ -56,6 +56,17 @@ static int opt_cb(int val, const char *optarg, int remote)
 	size_t len;
 
 	(void)remote;
+	/* The step's secret: kept only when well formed, never echoed (it
+	 * is not a --dl-* option: it does not make the step a dljob one). */
+	if (val == OPT_SECRET) {
+		size_t n = optarg ? strlen(optarg) : 0;
+
+		opts.secret[0] = '\0';
+		opts.secret_bad = n != DL_SECRET_HEX || strspn(optarg, "0123456789abcdef") != n;
+		if (!opts.secret_bad)
+			memcpy(opts.secret, optarg, n + 1);
+		return 0;
+	}
 	switch (val) {
 	case OPT_JOB: dst = opts.job; len = sizeof(opts.job); break;
 	case OPT_DATA: dst = opts.data; len = sizeof(opts.data); break;
@@ -101,6 +112,14 @@ static struct spank_option table[] = {
 	SPANK_OPTIONS_TABLE_END
 };
 
+/* Not in the table: slurmstepd registers it alone (plugin.c). */
+static struct spank_option secret_option = {
+	"dl-job-secret", "HEX", "The step's rendezvous secret (set by srun's dljob plugin).",
+	1, OPT_SECRET, opt_cb
+};
+
+struct spank_option *dl_secret_option(void) { return &secret_option; }
+
 const char *dl_opt_name(int val)
 {
 	for (const struct spank_option *o = table; o->name; o++)
@@ -117,6 +136,17 @@ int dl_opts_register(spank_t sp)
 			slurm_error("dljob: cannot register --%s: %s", o->name, spank_strerror(e));
 			return -1;
 		}
+	}
+	return 0;
+}
+
+int dl_opts_register_secret(spank_t sp)
+{
+	spank_err_t e = spank_option_register(sp, &secret_option);
+
+	if (e != ESPANK_SUCCESS) {
+		slurm_error("dljob: cannot register the step's secret option: %s", spank_strerror(e));
+		return -1;
 	}
 	return 0;
 }

@@ -1,6 +1,6 @@
 /* dljob SPANK plugin: a small dispatcher on spank_context().  srun, sbatch
  * and salloc (local/allocator) check the --dl-* options and make the step's
- * DLJOB_JOB_SECRET; slurmstepd (remote) sets up each task and, for
+ * DLJOB_JOB_SECRET (srun sends it in the launch request, see local.c); slurmstepd (remote) sets up each task and, for
  * --dl-job=MODEL, checks that the task's command is the site's runtime and
  * hands it the values (Slurm itself execs it, see spank/remote.c).
  * Nothing here may take slurmd or slurmstepd down: errors are returned from
@@ -40,7 +40,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	args_err[0] = '\0';
 	if (dl_args_parse(&args, ac, av, args_err, sizeof(args_err)) < 0 && !args_err[0])
 		snprintf(args_err, sizeof(args_err), "invalid plugstack.conf arguments");
-	if (dl_opts_register(sp) < 0)
+	if (dl_opts_register(sp) < 0 ||
+	    (spank_context() == S_CTX_REMOTE && dl_opts_register_secret(sp) < 0))
 		return -1;
 	return 0;
 }
@@ -56,6 +57,14 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	default:
 		return 0;
 	}
+}
+
+/* srun only, after the allocation and before the launch. */
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+	if (spank_context() != S_CTX_LOCAL)
+		return 0;
+	return dl_local_user_init(sp);
 }
 
 int slurm_spank_user_init(spank_t sp, int ac, char **av)

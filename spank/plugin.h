@@ -11,6 +11,7 @@
 #include "runtime/optval.h"
 
 #define DL_ERR_LEN 1024
+#define DL_SECRET_HEX 64 /* DLJOB_JOB_SECRET: 32 bytes as lowercase hex */
 
 /* --dl-* values as given (strings: checked by dl_opts_check). */
 struct dl_opts {
@@ -26,6 +27,11 @@ struct dl_opts {
 	char bind[64];          /* --dl-bind as given, default "closest" */
 	int bind_none;          /* parsed from bind */
 	int verbose;            /* parsed from bind */
+	/* The step's DLJOB_JOB_SECRET as srun sent it in the launch request
+	 * (64 lowercase hex digits; "" = none came), and whether a value that
+	 * came was malformed.  Not an option the user gives: see local.c. */
+	char secret[DL_SECRET_HEX + 1];
+	int secret_bad;
 };
 
 /* plugstack.conf arguments. */
@@ -42,6 +48,13 @@ struct dl_args {
  * get no context pointer; they are only written by the callbacks. */
 struct dl_opts *dl_opts(void);
 int dl_opts_register(spank_t sp);
+/* The hidden option that carries the step's secret from srun to slurmstepd
+ * (registered in slurmstepd only, so srun has no such command-line option),
+ * and the name of the variable through which srun's plugin hands it to
+ * spank_option_getopt. */
+struct spank_option *dl_secret_option(void);
+int dl_opts_register_secret(spank_t sp);
+#define DL_SECRET_OPTION_ENV "_SLURM_SPANK_OPTION_dljob_dl_job_secret"
 int dl_opts_is_env(const struct dl_opts *o);
 /* Check the values against runtime/optval.h's limits (and parse
  * --dl-bind).  -1 with one line in err (values in it are escaped). */
@@ -64,8 +77,11 @@ extern const char *const dl_models[];
 /* args.c */
 int dl_args_parse(struct dl_args *a, int ac, char **av, char *err, size_t errlen);
 
-/* local.c: srun, sbatch, salloc.  Also sets DLJOB_JOB_SECRET. */
+/* local.c: srun, sbatch, salloc.  post_opt checks the options and, in
+ * sbatch and salloc, sets DLJOB_JOB_SECRET for the script or shell;
+ * user_init (srun only, before the launch) makes the step's secret. */
 int dl_local_post_opt(spank_t sp, const struct dl_args *a, const char *args_err);
+int dl_local_user_init(spank_t sp);
 
 /* remote.c: slurmstepd. */
 int dl_remote_post_opt(spank_t sp, const struct dl_args *a, const char *args_err);

@@ -981,6 +981,17 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 		dl_error(1, "cannot set the rank variables");
 		return -1;
 	}
+	/* The step's secret, from srun's launch request (spank/local.c):
+	 * whatever --export passed.  Without one (options that reached this
+	 * step only through the environment) the environment's stays. */
+	if (o->secret_bad) {
+		dl_error(1, "the step's secret in the launch request is not %d lowercase hex digits", DL_SECRET_HEX);
+		return -1;
+	}
+	if (o->secret[0] && spank_setenv(sp, "DLJOB_JOB_SECRET", o->secret, 1) != ESPANK_SUCCESS) {
+		dl_error(1, "cannot set DLJOB_JOB_SECRET");
+		return -1;
+	}
 	map_task(sp, a, o, rank, (unsigned)local, nlocal);
 	/* The user's own NIC choice, over whatever a container plugin that
 	 * ran before dljob put there from an image. */

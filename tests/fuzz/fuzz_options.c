@@ -5,11 +5,13 @@
  * CUDA_VISIBLE_DEVICES (spank/mapping.c dl_map_parse_index_list): all of
  * them read bytes a user controls, in slurmstepd through the job
  * environment.  Input: byte 0 selects the context (bit 0: remote, bit 1:
- * data checked as on the node), then up to 7 NUL-separated values for
+ * data checked as on the node), then up to 8 NUL-separated values for
  * --dl-job, --dl-data, --dl-epochs, --dl-batch, --dl-lr, --dl-out,
- * --dl-bind (an empty one is not given).  Checks: no message carries a
- * control character (what reaches slurmd's log), accepted values are
- * within runtime/optval.h's limits, escaping never overflows. */
+ * --dl-bind and the hidden dl-job-secret (an empty one is not given).
+ * Checks: no message carries a control character (what reaches slurmd's
+ * log), accepted values are within runtime/optval.h's limits, a kept
+ * secret is 64 lowercase hex digits and never makes the step a dljob one,
+ * escaping never overflows. */
 #include "config.h"
 
 #include <stdarg.h>
@@ -63,16 +65,16 @@ static void check_msg(const char *err)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const names[] = { "dl-job", "dl-data", "dl-epochs", "dl-batch", "dl-lr", "dl-out",
-					     "dl-bind" };
+					     "dl-bind", "dl-job-secret" };
 	char *buf, err[DL_ERR_LEN], esc[64];
 	struct dl_opts *o = dl_opts();
 	struct dl_args a;
-	int ctx, idx[DL_MAP_MAX_GPUS];
+	int ctx, idx[DL_MAP_MAX_GPUS], fed = 0;
 	size_t i = 1;
 
 	if (size < 1)
 		return 0;
-	if (!ntable && dl_opts_register(NULL) < 0)
+	if (!ntable && (dl_opts_register(NULL) < 0 || dl_opts_register_secret(NULL) < 0))
 		abort();
 	ctx = data[0];
 	buf = malloc(size + 1);
@@ -90,16 +92,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	a.port_lo = DL_MASTER_PORT_LO;
 	a.port_hi = DL_MASTER_PORT_HI;
 
-	for (int k = 0; k < 7 && i < size; k++) {
+	for (int k = 0; k < 8 && i < size; k++) {
 		const char *v = buf + i;
 
 		i += strlen(v) + 1;
 		if (!v[0])
 			continue;
+		fed |= k < 7;
 		for (int t = 0; t < ntable; t++)
 			if (!strcmp(table[t]->name, names[k]) && table[t]->cb(table[t]->val, v, ctx & 1) < 0)
 				abort();
 	}
+	if (o->secret[0] && (o->secret_bad || strlen(o->secret) != DL_SECRET_HEX ||
+			     strspn(o->secret, "0123456789abcdef") != DL_SECRET_HEX))
+		abort();
+	if (o->given != fed)
+		abort();
 	err[0] = '\0';
 	if (dl_opts_check(o, err, sizeof(err)) == 0) {
 		int iv;

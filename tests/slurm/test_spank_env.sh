@@ -36,13 +36,47 @@ s3=$(DLJOB_JOB_SECRET=mine srun -N1 -n1 printenv DLJOB_JOB_SECRET) || fail "srun
 [ "$s3" = mine ] || fail "a job without --dl-* had its DLJOB_JOB_SECRET changed to $s3"
 ! grep -rqF -e "$s1" -e "$s2" "$CLUSTER_DIR/log" || fail "a step's secret is in a Slurm log"
 echo "ok   DLJOB_JOB_SECRET: 64 hex digits per step, same in its tasks, fresh per step, not logged"
-# srun --export=NONE keeps it from the tasks (Slurm passes only SLURM_*);
-# --export=DLJOB_JOB_SECRET, as the runtime's warning says, passes it alone.
-s4=$(srun -N1 -n1 --export=NONE --dl-job=env /usr/bin/printenv DLJOB_JOB_SECRET) && fail "--export=NONE kept DLJOB_JOB_SECRET: $s4"
-s4=$(srun -N1 -n1 --export=DLJOB_JOB_SECRET --dl-job=env /usr/bin/printenv DLJOB_JOB_SECRET HOME)
-grep -qxE '[0-9a-f]{64}' <<<"$s4" && [ "$(wc -l <<<"$s4")" -eq 1 ] || fail "--export=DLJOB_JOB_SECRET: $s4"
-echo "ok   srun --export=NONE drops DLJOB_JOB_SECRET, --export=DLJOB_JOB_SECRET passes it (and not HOME)"
+# srun sends the secret in its launch request (a plugin option value), not
+# through the environment: --export=NONE (srun's, or sbatch's that its
+# sruns inherit) and any --export list keep it; the same in every task of
+# a step, another for the next step.
+s4=$(srun -N2 -n4 --export=NONE --dl-job=env /usr/bin/printenv DLJOB_JOB_SECRET) || fail "srun --export=NONE (secret)"
+s5=$(srun -N2 -n2 --export=NONE --dl-job=env /usr/bin/printenv DLJOB_JOB_SECRET) || fail "srun --export=NONE (secret 2)"
+[ "$(grep -cxE '[0-9a-f]{64}' <<<"$s4")" -eq 4 ] && [ "$(sort -u <<<"$s4" | wc -l)" -eq 1 ] ||
+	fail "srun -N2 -n4 --export=NONE --dl-job=env: DLJOB_JOB_SECRET is not one 64-hex value in its 4 tasks: $s4"
+[ "$(grep -cxE '[0-9a-f]{64}' <<<"$s5")" -eq 2 ] && [ "$(sort -u <<<"$s5" | wc -l)" -eq 1 ] ||
+	fail "second --export=NONE step: $s5"
+[ "$(sort -u <<<"$s4")" != "$(sort -u <<<"$s5")" ] || fail "two --export=NONE steps got the same DLJOB_JOB_SECRET"
+s6=$(srun -N1 -n1 --export=HOME --dl-job=env /usr/bin/printenv DLJOB_JOB_SECRET HOME)
+grep -qxE '[0-9a-f]{64}' <<<"$(head -1 <<<"$s6")" && [ "$(wc -l <<<"$s6")" -eq 2 ] || fail "--export=HOME: $s6"
+srun_bin=$(command -v srun) || fail "no srun on PATH"
+cat >none.sbatch <<EOS
+#!/bin/bash
+{ /usr/bin/printenv DLJOB_JOB_SECRET || echo batch-none; $srun_bin -n2 /usr/bin/printenv DLJOB_JOB_SECRET; $srun_bin -n1 /usr/bin/printenv DLJOB_JOB_SECRET; } >$WORK/none.secrets 2>&1
+EOS
+jid=$(sbatch --parsable --wait -N1 -n2 --export=NONE --dl-job=env -o none.out none.sbatch) || fail "sbatch --export=NONE: $(cat none.out 2>&1)"
+# The batch script has none (sbatch's own is in its environment, which
+# --export=NONE drops); each srun step inside has its own.
+[ "$(head -1 none.secrets)" = batch-none ] && [ "$(grep -cxE '[0-9a-f]{64}' none.secrets)" -eq 3 ] &&
+	[ "$(sed 1d none.secrets | sort -u | wc -l)" -eq 2 ] && [ "$(sed -n 2p none.secrets)" = "$(sed -n 3p none.secrets)" ] ||
+	fail "sbatch --export=NONE --dl-job=env: $(cat none.secrets none.out)"
+! grep -rqF -e "$(sort -u <<<"$s4")" -e "$(sed -n 2p none.secrets)" "$CLUSTER_DIR/log" || fail "an --export=NONE step's secret is in a Slurm log"
+echo "ok   srun --export=NONE/--export=HOME and sbatch --export=NONE: every step's tasks get its own DLJOB_JOB_SECRET"
 
+# Another user sees it nowhere while the step runs: not in any process's
+# argv (ps), not in scontrol show job -d / show step (slurmctld never has it).
+srun -N2 -n2 --export=NONE --dl-job=env /bin/bash -c '/usr/bin/printenv DLJOB_JOB_SECRET >"'"$WORK"'/run.$SLURM_PROCID"; sleep 4' &
+srun_pid=$!
+for ((i = 0; i < 50; i++)); do [ -s run.1 ] && break; sleep 0.1; done
+sec=$(cat run.0 2>/dev/null)
+grep -qxE '[0-9a-f]{64}' <<<"$sec" && [ "$(cat run.1)" = "$sec" ] || fail "running step's secret: $sec / $(cat run.1 2>&1)"
+other() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+view=$(other ps -eww -o pid=,args= 2>&1; other scontrol show job -d 2>&1; other scontrol show step 2>&1; other scontrol -dd show job 2>&1)
+grep -q "dl-job=env" <<<"$view" && grep -q "StepId=" <<<"$view" || fail "the other user's view misses the step: $view"
+! grep -qF "$sec" <<<"$view" || fail "another user sees the step's DLJOB_JOB_SECRET:
+$(grep -F "$sec" <<<"$view")"
+wait "$srun_pid" || fail "the running --export=NONE step failed"
+echo "ok   another user finds the running step's secret in no ps argv, scontrol show job -d or show step"
 # Model mode's DLJOB_* hand-over is the plugin's alone: in env mode a value
 # from the user's environment does not reach the task.
 out=$(DLJOB_MODEL=resnet50 DLJOB_OUT=/x DLJOB_GPU=7 srun -N1 -n1 --dl-job=env bash -c 'echo "${DLJOB_MODEL-unset} ${DLJOB_OUT-unset} ${DLJOB_GPU-unset}"') ||

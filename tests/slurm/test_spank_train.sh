@@ -19,7 +19,16 @@ grep -q "resnet20, .* 2 ranks x batch 2" <<<"$out" || fail "the runtime did not 
 grep -q "done after 2 steps" <<<"$out" || fail "training did not finish: $out"
 [ -s run/model.safetensors ] || fail "no run/model.safetensors: $(ls -l run 2>&1)"
 grep -q '"top1"' run/metrics.jsonl || fail "no eval record in run/metrics.jsonl: $(cat run/metrics.jsonl)"
+! grep -q "DLJOB_JOB_SECRET is unset" <<<"$out" || fail "the rendezvous ran unauthenticated: $out"
 echo "ok   srun -N2 -n2 --dl-job=resnet20 trained with $DLJOB_BIN: $(grep -c . run/metrics.jsonl) metric records"
+# srun --export=NONE (the default of many sites) passes no environment of
+# the user's; the step's secret still reaches every rank (srun's launch
+# request), so the rendezvous is authenticated: no warning.
+out=$(timeout 110 srun -N2 -n2 --export=NONE --dl-job=resnet20 --dl-data=data/tiny --dl-epochs=1 --dl-batch=2 \
+	--dl-out=run-none "$DLJOB_BIN" 2>&1) || fail "training under srun --export=NONE failed: $out"
+grep -q "done after 2 steps" <<<"$out" || fail "training under --export=NONE did not finish: $out"
+! grep -q "DLJOB_JOB_SECRET is unset" <<<"$out" || fail "under srun --export=NONE the rendezvous ran unauthenticated: $out"
+echo "ok   srun --export=NONE --dl-job=resnet20: trained, its rendezvous authenticated by the step's secret"
 
 # dljob eval (issue 16) under srun like training: 2 ranks on 2 nodes over
 # PMIx, each evaluating its share, the counts summed; the same as one process.
