@@ -52,6 +52,27 @@ fail:
 	return -1;
 }
 
+/* Write all n bytes of buf to fd, going on after EINTR and short writes.
+ * Returns 0, or -1 with errno that of the failed write (EIO when write
+ * returned 0). */
+static inline int dl_write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
 /* Append n bytes to fd (opened O_APPEND, written only by us) as a whole or
  * not at all: a record of a log that fails part-way (the disk filled, an
  * I/O error) is cut off again, so the file still ends where a record
@@ -59,26 +80,18 @@ fail:
  * fstat before it). */
 static inline int dl_append_whole(int fd, const void *buf, size_t n)
 {
-	const char *p = buf;
 	struct stat st;
 	if (fstat(fd, &st) != 0)
 		return -1;
-	for (size_t done = 0; done < n;) {
-		ssize_t w = write(fd, p + done, n - done);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			int e = w < 0 ? errno : EIO;
-			if (ftruncate(fd, st.st_size) != 0) {
-				/* then readers skip the torn last record and the
-				 * next run cuts it (dl_metrics_open) */
-			}
-			errno = e;
-			return -1;
-		}
-		done += (size_t)w;
+	if (dl_write_all(fd, buf, n) == 0)
+		return 0;
+	int e = errno;
+	if (ftruncate(fd, st.st_size) != 0) {
+		/* then readers skip the torn last record and the next run
+		 * cuts it (dl_metrics_open) */
 	}
-	return 0;
+	errno = e;
+	return -1;
 }
 
 #endif

@@ -36,21 +36,6 @@ struct dl_safetensors {
 	struct dl_st_entry *entries; /* names point into root */
 };
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 /* The header for tensors and scalars at consecutive offsets, padded with
  * spaces so that 8 + its length is a multiple of 8 (the data is then
@@ -134,13 +119,13 @@ int dl_safetensors_write_ex(const char *path, struct dl_tensor_f32 *const *tenso
 		goto out;
 	}
 	uint64_t hlen = hl;
-	if (write_all(fd, &hlen, 8) || write_all(fd, h, hl))
+	if (dl_write_all(fd, &hlen, 8) || dl_write_all(fd, h, hl))
 		goto werr;
 	for (size_t i = 0; i < n; i++)
-		if (write_all(fd, tensors[i]->data, tensors[i]->count * 4))
+		if (dl_write_all(fd, tensors[i]->data, tensors[i]->count * 4))
 			goto werr;
 	for (size_t i = 0; i < n_scalars; i++)
-		if (write_all(fd, &scalars[i].value, 8))
+		if (dl_write_all(fd, &scalars[i].value, 8))
 			goto werr;
 	if (fsync(fd) != 0)
 		goto werr;

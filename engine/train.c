@@ -324,7 +324,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 	r->pos.lr = c->lr;
 	r->pos.warmup_epochs = c->warmup_epochs;
 	snprintf(r->pos.schedule, sizeof(r->pos.schedule), "%s", c->schedule);
-	snprintf(r->pos.precision, sizeof(r->pos.precision), "%s", prec == DL_BF16 ? "bf16" : prec == DL_FP16 ? "fp16" : "fp32");
+	snprintf(r->pos.precision, sizeof(r->pos.precision), "%s", dl_precision_name((enum dl_precision)prec));
 	snprintf(r->pos.backend, sizeof(r->pos.backend), "%s", r->backend);
 
 	/* Resume into g and ost before the backend exists (it takes g's state

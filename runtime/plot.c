@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/file.h"
 #include "runtime/plot.h"
 
 #define W 1600
@@ -226,16 +227,9 @@ struct png_out {
 static cairo_status_t png_write(void *closure, const unsigned char *data, unsigned int len)
 {
 	struct png_out *po = closure;
-	while (len > 0) {
-		ssize_t w = write(po->fd, data, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			po->err = w < 0 ? errno : EIO;
-			return CAIRO_STATUS_WRITE_ERROR;
-		}
-		data += w;
-		len -= (unsigned int)w;
+	if (dl_write_all(po->fd, data, len) != 0) {
+		po->err = errno;
+		return CAIRO_STATUS_WRITE_ERROR;
 	}
 	return CAIRO_STATUS_SUCCESS;
 }

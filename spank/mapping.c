@@ -274,8 +274,7 @@ out:
  * allocations fail and hwloc goes on without them, so loading the file
  * itself here again would take it all; its export holds only what fit.
  * The largest real topologies of tests/slurm/topologies load in 15 MB and
- * export to the same topology.  Returns the export (*n bytes, the last a
- * 0; free it), or NULL with one line in err. */
+ * export to the same topology. */
 #define DL_MAP_XML_SECONDS 20
 #define DL_MAP_XML_MB 256
 /* Under AddressSanitizer (check-asan, the fuzz targets) the address space
@@ -292,12 +291,39 @@ out:
 #define DL_MAP_CAP_AS 1
 #endif
 
+/* The child's address space capped at DL_MAP_XML_MB more than it has now
+ * (RLIMIT_AS is on the whole address space, inherited mappings included;
+ * statm's first field is its size in pages). */
+static void cap_address_space(void)
+{
+	struct rlimit rl;
+	unsigned long long now = 0;
+	char b[128];
+	ssize_t r;
+	int fd;
+
+	if (!DL_MAP_CAP_AS || getrlimit(RLIMIT_AS, &rl) != 0 ||
+	    (fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	r = read(fd, b, sizeof(b) - 1);
+	close(fd);
+	if (r <= 0)
+		return;
+	b[r] = '\0';
+	now = strtoull(b, NULL, 10) * (unsigned long long)sysconf(_SC_PAGESIZE);
+	if (!now)
+		return;
+	rl.rlim_cur = (rlim_t)(now + ((unsigned long long)DL_MAP_XML_MB << 20));
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_cur > rl.rlim_max)
+		rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_AS, &rl);
+}
+
 /* The child's side: load, export, write; its exit status says how it went. */
 static void child_export(const char *buf, size_t len, const char *name, int wfd)
 {
 	static const int crash[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS, SIGALRM };
 	struct sigaction sa;
-	struct rlimit rl;
 	sigset_t set;
 	struct dl_map *m;
 	char e[8], *xml = NULL;
@@ -312,28 +338,7 @@ static void child_export(const char *buf, size_t len, const char *name, int wfd)
 	}
 	sigprocmask(SIG_UNBLOCK, &set, NULL);
 	alarm(DL_MAP_XML_SECONDS);
-	/* The cap counts from what the child has now (RLIMIT_AS is on the
-	 * whole address space, inherited mappings included). */
-	if (DL_MAP_CAP_AS && getrlimit(RLIMIT_AS, &rl) == 0) {
-		/* statm's first field: the address space now, in pages. */
-		unsigned long long now = 0;
-		int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			char b[128];
-			ssize_t r = read(fd, b, sizeof(b) - 1);
-			if (r > 0) {
-				b[r] = '\0';
-				now = strtoull(b, NULL, 10) * (unsigned long long)sysconf(_SC_PAGESIZE);
-			}
-			close(fd);
-		}
-		if (now) {
-			rl.rlim_cur = (rlim_t)(now + ((unsigned long long)DL_MAP_XML_MB << 20));
-			if (rl.rlim_max != RLIM_INFINITY && rl.rlim_cur > rl.rlim_max)
-				rl.rlim_cur = rl.rlim_max;
-			setrlimit(RLIMIT_AS, &rl);
-		}
-	}
+	cap_address_space();
 	if (!(m = map_load(buf, len, name, e, sizeof(e))))
 		_exit(1);
 	if (hwloc_topology_export_xmlbuffer(m->topo, &xml, &xlen, 0) < 0 || xlen < 1 ||
@@ -350,6 +355,8 @@ static void child_export(const char *buf, size_t len, const char *name, int wfd)
 	_exit(0);
 }
 
+/* Returns the child's export (*n bytes, the last a 0; free it), or NULL
+ * with one line in err. */
 static char *xml_export_in_child(const char *buf, size_t len, const char *name, size_t *n, char *err, size_t errlen)
 {
 	int status = 0, fds[2], rerr = 0;

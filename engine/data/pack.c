@@ -24,6 +24,7 @@
 #include "engine/data/internal.h"
 #include "engine/data/pack.h"
 #include "engine/data/shards.h"
+#include "engine/file.h"
 
 #define BLOCK 512
 #define FMT_JPEG 1
@@ -190,20 +191,6 @@ static void ib_bytes(struct ibuf *b, const char *s, size_t n)
 		ib_put(b, (uint8_t)s[i], 1);
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *c = p;
-	while (n > 0) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 struct writer {
 	const struct pack_opts *o;
@@ -401,7 +388,7 @@ int dl_pack_main(int argc, char **argv)
 				if (w.off > 0 && w.off + it->len > o.shard_bytes &&
 				    (shard_close(&w) != 0 || shard_open(&w) != 0))
 					goto fail_block;
-				if (write_all(w.fd, it->data, it->len) != 0) {
+				if (dl_write_all(w.fd, it->data, it->len) != 0) {
 					fprintf(stderr, "dljob pack: writing %s: %s\n", w.tmp, strerror(errno));
 					goto fail_block;
 				}
@@ -446,7 +433,7 @@ fail_block:
 	}
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0 || write_all(fd, ib.p, ib.len) != 0 || fsync(fd) != 0 || close(fd) != 0 ||
+	if (fd < 0 || dl_write_all(fd, ib.p, ib.len) != 0 || fsync(fd) != 0 || close(fd) != 0 ||
 	    rename(tmp, path) != 0) {
 		fprintf(stderr, "dljob pack: %s: %s\n", path, strerror(errno));
 		goto out;
