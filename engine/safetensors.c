@@ -115,7 +115,8 @@ int dl_safetensors_write_ex(const char *path, struct dl_tensor_f32 *const *tenso
 	snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+		snprintf(err, errlen, "cannot write %s: %s (its temporary file %s could not be made)", path,
+			 strerror(errno), tmp);
 		goto out;
 	}
 	uint64_t hlen = hl;
