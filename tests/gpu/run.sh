@@ -163,7 +163,7 @@ if has_stage test; then
 	summary "test_cuda_plan: exit $prc ($(tail -1 "$out/plan.log"))"
 	[ "$prc" = 0 ] || rc=1
 	seed=${SEED:-$(date +%s)}
-	all="ops optim u8 normalize state fp16 fp16growth nonfinite options resnet50 train nccl2 timeout"
+	all="ops optim u8 normalize state fp16 fp16growth fp16resume nonfinite options resnet50 train nccl2 timeout"
 	for s in ${SECTIONS:-$all}; do
 		# line-buffered by the program itself (setvbuf), so a kill keeps every finished line
 		timeout -k 10 "${SECTION_TIMEOUT:-240}" "$build/test_cuda_ops" "$seed" "$s" >"$out/test_$s.log" 2>&1
