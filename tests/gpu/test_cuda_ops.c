@@ -24,9 +24,10 @@
  *            and momentum unchanged, nonfinite = skipped = 1, scale halved);
  *            the scale doubles after 2000 clean steps
  *  fp16resume  the loss scale and its clean steps carry over state_out ->
- *            a new backend's state_in (a checkpoint and --resume): the resumed
- *            steps are bit for bit the uninterrupted ones; no scale in the
- *            state (an older checkpoint) -> the initial 65536
+ *            a new backend's state_in (a checkpoint and --resume): after 8
+ *            more steps scale and count equal the uninterrupted backend's,
+ *            the state within 1e-6 (the line says if bit for bit); no scale
+ *            in the state (an older checkpoint) -> the initial 65536
  *  options   device by index and by PCI bus id; bad device, --conv-algo,
  *            precision refused with a message naming them; a create and a
  *            step right after an unrelated failed CUDA call
@@ -1157,14 +1158,17 @@ static int fp16_resume(void)
 {
 	const int n = 4, before_steps = 12, after_steps = 8;
 	char err[512];
-	int ok = 0, y[4], same = 1;
+	int ok = 0, y[4], same = 0;
 	struct dl_graph *g = case_overflow(), *g2 = case_overflow();
 	struct dl_backend *a = NULL, *b = NULL;
 	struct dl_optim_state sa = { 0 }, sb = { 0 };
 	size_t xc = x_count(g, n);
 	float *x = xcalloc(xc, sizeof(float));
 	struct dl_backend_opts o = opts_for(DL_FP16, NULL);
-	a = dl_cuda_create_test(g, n, &o, NULL, err, sizeof err);
+	/* cuDNN's heuristics, not cudnnFind's timings: both backends run the
+	 * same algorithms, so the steps can be compared closely */
+	struct dl_cuda_test_opts t = { .heuristic = 1 };
+	a = dl_cuda_create_test(g, n, &o, &t, err, sizeof err);
 	if (!a || dl_optim_state_init(&sa, g, 0.9, err, sizeof err) || dl_optim_state_init(&sb, g, 0.9, err, sizeof err)) {
 		printf("fp16 resume: %s: FAIL\n", err);
 		goto out;
@@ -1179,12 +1183,8 @@ static int fp16_resume(void)
 	if (dl_backend_cuda.state_out(a, &sa))
 		goto a_fail;
 	double scale_a = dl_cuda_loss_scale(a);
-	for (int i = 0; i < g->n_params; i++)
-		memcpy(g2->params[i].data, g->params[i].data, g->params[i].count * sizeof(float));
-	for (int i = 0; i < g->n_buffers; i++)
-		memcpy(g2->buffers[i].data, g->buffers[i].data, g->buffers[i].count * sizeof(float));
-	g2->bn_batches_tracked = g->bn_batches_tracked;
-	b = dl_cuda_create_test(g2, n, &o, NULL, err, sizeof err);
+	copy_state(g2, g);
+	b = dl_cuda_create_test(g2, n, &o, &t, err, sizeof err);
 	if (!b) {
 		printf("fp16 resume: %s: FAIL\n", err);
 		goto out;
@@ -1200,10 +1200,12 @@ static int fp16_resume(void)
 			goto a_fail;
 	if (dl_backend_cuda.state_out(a, &sa) || dl_backend_cuda.state_out(b, &sb))
 		goto a_fail;
-	for (int i = 0; i < g->n_params; i++)
-		same &= memcmp(g->params[i].data, g2->params[i].data, g->params[i].count * sizeof(float)) == 0;
-	same &= mom_err(&sa, &sb) == 0.0 && sa.steps == sb.steps && sa.loss_scale == sb.loss_scale &&
-		sa.loss_scale_good == sb.loss_scale_good;
+	/* the scale and its count exactly; weights, buffers and momentum to
+	 * 1e-6 (said whether bit for bit: a restart at 65536 would skip the
+	 * next steps and leave the weights far apart) */
+	double worst = 0;
+	int exact = state_eq(g, g2, &sa, &sb, 1e-6, &worst);
+	same = sa.steps == sb.steps && sa.loss_scale == sb.loss_scale && sa.loss_scale_good == sb.loss_scale_good;
 	/* no scale in the state: the initial one */
 	struct dl_optim_state none = sb;
 	none.loss_scale = 0;
@@ -1211,10 +1213,11 @@ static int fp16_resume(void)
 	if (dl_backend_cuda.state_in(b, &none))
 		goto b_fail;
 	double reset = dl_cuda_loss_scale(b);
-	ok = scale_a < 65536.0 && fresh == 65536.0 && scale_b == scale_a && sa.loss_scale == scale_a && same &&
+	ok = scale_a < 65536.0 && fresh == 65536.0 && scale_b == scale_a && sa.loss_scale == scale_a && same && exact &&
 	     reset == 65536.0;
-	printf("fp16 resume: scale %g carried over, %d more steps %s the uninterrupted run's, no scale -> %g: %s\n",
-	       scale_b, after_steps, same ? "bit for bit" : "DIFFER from", reset, ok ? "ok" : "FAIL");
+	printf("fp16 resume: scale %g carried over; %d more steps: scale %g/%g, good %ld/%ld, state %s (worst %g); "
+	       "no scale -> %g: %s\n", scale_b, after_steps, sa.loss_scale, sb.loss_scale, sa.loss_scale_good,
+	       sb.loss_scale_good, worst == 0 ? "bit for bit" : exact ? "close" : "DIFFERS", worst, reset, ok ? "ok" : "FAIL");
 	goto out;
 a_fail:
 	printf("fp16 resume: %s / %s: FAIL\n", dl_backend_cuda.error(a), b ? dl_backend_cuda.error(b) : "");
