@@ -166,11 +166,15 @@ struct dl_backend_ops {
 	/* Copy the training state out, in torchvision layouts (float32): g's
 	 * params and buffers (the g given to create), g->bn_batches_tracked,
 	 * and into st (optim.h: from dl_optim_state_init for g) the momentum
-	 * buffers and the step count.  st may be NULL. */
+	 * buffers, the step count and the dynamic loss scale with its clean
+	 * steps (fp16 on cuda; every other backend and precision sets both to
+	 * 0, "none").  st may be NULL. */
 	int (*state_out)(struct dl_backend *b, struct dl_optim_state *st);
 	/* Replace the training state with g's params, buffers and
-	 * bn_batches_tracked and st's momentum and step count (st NULL:
-	 * momentum zero, no step taken). */
+	 * bn_batches_tracked and st's momentum, step count and (fp16 on cuda)
+	 * loss scale (st NULL: momentum zero, no step taken; st NULL or
+	 * st->loss_scale 0: the initial loss scale).  A backend without dynamic
+	 * loss scaling ignores st's. */
 	int (*state_in)(struct dl_backend *b, const struct dl_optim_state *st);
 	/* For tests: the logits (N,K) of the last train_step's forward into
 	 * logits (may be NULL), and its reduced, averaged gradients (what the
@@ -204,7 +208,7 @@ int dl_conv_algo_parse(const char *name);
  * struct that crosses it (graph.h, comm.h, optim.h), changes, so a module
  * built against another layout is refused by name instead of crashing.
  * Where the module is looked for: dl_backend_find below. */
-#define DL_BACKEND_ABI 1
+#define DL_BACKEND_ABI 2
 #define DL_BACKEND_MODULE "dljob-cuda.so"
 #define DL_BACKEND_PASTE_(a, b) a##b
 #define DL_BACKEND_PASTE(a, b) DL_BACKEND_PASTE_(a, b)

@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/backend.h"
 #include "engine/checkpoint.h"
 #include "engine/optim.h"
 #include "engine/safetensors.h"
@@ -61,10 +63,17 @@ int dl_checkpoint_save(const char *dir, const struct dl_graph *g, const struct d
 	                 "\"wall_s\":\"%.3f\",\"global_batch\":\"%d\",\"epochs\":\"%d\","
 	                 "\"ranks\":\"%d\",\"batch\":\"%d\",\"num_classes\":\"%d\",\"train_samples\":\"%ld\","
 	                 "\"eval_samples\":\"%ld\",\"lr\":\"%.17g\",\"warmup_epochs\":\"%.17g\","
-	                 "\"schedule\":\"%s\",\"precision\":\"%s\",\"backend\":\"%s\"}",
+	                 "\"schedule\":\"%s\",\"precision\":\"%s\",\"backend\":\"%s\"",
 	                 s->model, s->step, s->epoch, s->epoch_step, s->seed, s->wall_s,
 	                 s->global_batch, s->epochs, s->ranks, s->batch, s->num_classes, s->train_samples,
 	                 s->eval_samples, s->lr, s->warmup_epochs, s->schedule, s->precision, s->backend);
+	/* fp16's dynamic loss scale, only where the backend has one (optional
+	 * keys: dl_checkpoint_load) */
+	if (n >= 0 && (size_t)n < sizeof(meta) && o && o->loss_scale > 0)
+		n += snprintf(meta + n, sizeof(meta) - (size_t)n, ",\"loss_scale\":\"%.9g\",\"loss_scale_good\":\"%ld\"",
+		              o->loss_scale, o->loss_scale_good);
+	if (n >= 0 && (size_t)n < sizeof(meta))
+		n += snprintf(meta + n, sizeof(meta) - (size_t)n, "}");
 	if (n < 0 || (size_t)n >= sizeof(meta)) {
 		snprintf(err, errlen, "%s:%d: checkpoint metadata too long", __FILE__, __LINE__);
 		goto out;
@@ -301,7 +310,8 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 	struct dl_safetensors *st;
 	struct dl_tensor_f32 **extra = NULL;
 	size_t n_extra = o ? o->n : 0;
-	long epoch, gb, epochs, ranks, batch, classes;
+	long epoch, gb, epochs, ranks, batch, classes, good;
+	double scale;
 	const char *v;
 	char *end;
 	int rv = -1;
@@ -371,6 +381,22 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 	}
 	if (run && dl_checkpoint_check(path, s, run, err, errlen) < 0)
 		goto out;
+	/* fp16's loss scale: optional (absent in checkpoints of other backends
+	 * and precisions, and of a dljob before it was kept: 0, the initial
+	 * scale on resume) */
+	v = dl_safetensors_meta(st, "loss_scale");
+	scale = v ? strtod(v, &end) : 0;
+	if (v && (*v == '\0' || *end != '\0' || !(scale > 0 && scale <= FLT_MAX))) {
+		snprintf(err, errlen, "%s: bad \"loss_scale\" in its metadata (a number in (0, %g])", path,
+		         (double)FLT_MAX);
+		goto out;
+	}
+	if (meta_opt_long(st, path, "loss_scale_good", DL_FP16_GROWTH_INTERVAL - 1, &good, err, errlen) < 0)
+		goto out;
+	if (!v != !dl_safetensors_meta(st, "loss_scale_good")) {
+		snprintf(err, errlen, "%s: bad metadata: \"loss_scale\" and \"loss_scale_good\" come together", path);
+		goto out;
+	}
 
 	if (n_extra) {
 		extra = calloc(n_extra, sizeof(*extra));
@@ -386,8 +412,11 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 		goto out;
 	/* The first optimizer step initialises the momentum buffers instead of
 	 * accumulating into them: tell it they are already live. */
-	if (o)
+	if (o) {
 		o->steps = s->step;
+		o->loss_scale = scale;
+		o->loss_scale_good = good;
+	}
 	rv = 0;
 out:
 	free(extra);

@@ -40,7 +40,8 @@ struct dl_ckpt_state {
 	char backend[8];                  /* the resolved backend: cpu, cuda, ref */
 };
 
-/* Write DIR/checkpoint.safetensors atomically; the one it replaces becomes
+/* Write DIR/checkpoint.safetensors atomically (o's loss scale, when it has
+ * one, as the metadata keys loss_scale and loss_scale_good); the one it replaces becomes
  * DIR/checkpoint.prev.safetensors, so a crash mid-write always leaves one
  * complete checkpoint.  Returns 0, or -1 with one line in err. */
 int dl_checkpoint_save(const char *dir, const struct dl_graph *g, const struct dl_optim_state *o,
@@ -62,7 +63,9 @@ int dl_out_remove_stale_tmp(const char *dir);
 int dl_checkpoint_find(const char *dir, char *path, size_t len);
 
 /* Load PATH into g (params, buffers, num_batches_tracked) and o (momentum
- * buffers; steps = the checkpoint's step), and its position and run into s.
+ * buffers; steps = the checkpoint's step; loss_scale and loss_scale_good
+ * from the optional keys of the same names, 0 without them), and its
+ * position and run into s.
  * run (NULL: no check): the run that continues it; dl_checkpoint_check
  * refuses it before anything is loaded.  A checkpoint of another format
  * version is refused naming both versions.  Returns 0, or -1 with one line

@@ -68,6 +68,14 @@ struct dl_optim_state {
 	size_t n;
 	struct dl_tensor_f32 *mom;
 	long steps;
+	/* fp16's dynamic loss scale (engine/backend.h) and its clean steps
+	 * since the scale last changed (torch GradScaler's scale and
+	 * growth_tracker), so a resumed fp16 run goes on with the scale it had.
+	 * loss_scale 0: none (a backend or precision without dynamic loss
+	 * scaling, or a checkpoint written before it was kept); state_in then
+	 * starts from the initial scale. */
+	double loss_scale;
+	long loss_scale_good;
 };
 
 /* Allocate s for g's params (zero buffers, steps 0).  Returns 0 or -1 with

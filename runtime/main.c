@@ -3,8 +3,8 @@
 #include "config.h"
 #include <string.h>
 
-#include "engine/data/pack.h"
 #include "runtime/cli.h"
+#include "runtime/pack.h"
 #include "runtime/topo.h"
 #include "runtime/report.h"
 #include "runtime/eval.h"

@@ -37,12 +37,14 @@ void dl_stats_of(const double *v, size_t n, struct dl_stats *s)
 	s->cv = s->n >= 2 && s->mean != 0 ? sqrt(sq / (double)(s->n - 1)) / s->mean : NAN;
 }
 
-static void run_numbers(struct dl_report_run *r, const double *targets, size_t n_targets)
+/* A run's numbers from its log (at least one record).  Returns 0, or -1
+ * when out of memory. */
+static int run_numbers(struct dl_report_run *r, const double *targets, size_t n_targets)
 {
 	const struct dl_metrics_log *l = &r->log;
 	const struct dl_metrics_record *last = &l->rec[l->n - 1];
-	size_t n_train = 0, used = 0;
-	double ips = 0;
+	size_t used = 0, n_seg = 0;
+	double ips = 0, ips_rank = 0;
 
 	r->ranks = last->ranks;
 	r->steps = last->step;
@@ -54,7 +56,7 @@ static void run_numbers(struct dl_report_run *r, const double *targets, size_t n
 	}
 	for (size_t k = 0; k < l->n; k++) {
 		const struct dl_metrics_record *e = &l->rec[k];
-		n_train += !e->has_eval && isfinite(e->img_per_s);
+		n_seg += k == 0 || e->ranks != l->rec[k - 1].ranks;
 		r->compute_s += isfinite(e->compute_s) ? e->compute_s : 0;
 		r->exposed_comm_s += isfinite(e->exposed_comm_s) ? e->exposed_comm_s : 0;
 		r->loader_stall_s += isfinite(e->loader_stall_s) ? e->loader_stall_s : 0;
@@ -69,22 +71,46 @@ static void run_numbers(struct dl_report_run *r, const double *targets, size_t n
 				}
 		}
 	}
-	size_t skip = n_train >= 2 ? 1 : 0, seen = 0;
-	for (size_t k = 0; k < l->n; k++) {
-		const struct dl_metrics_record *e = &l->rec[k];
-		if (e->has_eval || !isfinite(e->img_per_s))
-			continue;
-		if (seen++ < skip)
-			continue;
-		ips += e->img_per_s;
-		used++;
+	r->segments = calloc(n_seg, sizeof(*r->segments));
+	if (!r->segments)
+		return -1;
+	r->n_segments = n_seg;
+	r->ranks_changed = n_seg > 1;
+	/* per segment: its training records, the first left out when there
+	 * are two or more (the warm-up of a start or a resume) */
+	for (size_t k = 0, sg = 0; k < l->n; sg++) {
+		struct dl_report_segment *g = &r->segments[sg];
+		size_t j = k, n_train = 0, seen = 0, used_here = 0;
+		double sum = 0;
+		for (; j < l->n && l->rec[j].ranks == l->rec[k].ranks; j++)
+			n_train += !l->rec[j].has_eval && isfinite(l->rec[j].img_per_s);
+		g->ranks = l->rec[k].ranks;
+		g->from_step = k ? l->rec[k - 1].step : 0;
+		g->to_step = l->rec[j - 1].step;
+		g->records = j - k;
+		for (size_t i = k; i < j; i++) {
+			const struct dl_metrics_record *e = &l->rec[i];
+			if (e->has_eval || !isfinite(e->img_per_s))
+				continue;
+			if (seen++ < (n_train >= 2 ? 1u : 0u))
+				continue;
+			sum += e->img_per_s;
+			used_here++;
+			ips += e->img_per_s;
+			ips_rank += e->img_per_s / e->ranks;
+			used++;
+		}
+		g->img_per_s = used_here ? sum / (double)used_here : NAN;
+		g->img_per_s_per_rank = g->img_per_s / g->ranks;
+		k = j;
 	}
 	r->img_per_s = used ? ips / (double)used : NAN;
-	r->img_per_s_per_rank = r->img_per_s / r->ranks;
+	r->img_per_s_per_rank = used ? ips_rank / (double)used : NAN;
 	double step_s = r->compute_s + r->exposed_comm_s + r->loader_stall_s;
 	r->compute_share = step_s > 0 ? r->compute_s / step_s : NAN;
 	r->exposed_comm_share = step_s > 0 ? r->exposed_comm_s / step_s : NAN;
 	r->loader_stall_share = step_s > 0 ? r->loader_stall_s / step_s : NAN;
+	return 0;
 }
 
 static int by_ranks(const void *a, const void *b)
@@ -126,7 +152,11 @@ int dl_report_build(struct dl_report *rep, const char *const *dirs, size_t n_dir
 			return -1;
 		}
 		rep->n_runs++;
-		run_numbers(r, targets, n_targets);
+		if (run_numbers(r, targets, n_targets) < 0) {
+			free(v);
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
 	}
 	/* stable order within a rank count: the order given */
 	for (size_t i = 1; i < rep->n_runs; i++)
@@ -148,7 +178,12 @@ int dl_report_build(struct dl_report *rep, const char *const *dirs, size_t n_dir
 			v[k - i] = rep->runs[k].field;       \
 		dl_stats_of(v, j - i, dst);                  \
 	} while (0)
-		STATS(img_per_s, &g->img_per_s);
+		/* throughput: the runs that kept one rank count (NaN is left out) */
+		for (size_t k = i; k < j; k++) {
+			v[k - i] = rep->runs[k].ranks_changed ? NAN : rep->runs[k].img_per_s;
+			g->n_changed += rep->runs[k].ranks_changed != 0;
+		}
+		dl_stats_of(v, j - i, &g->img_per_s);
 		STATS(final_top1, &g->final_top1);
 		for (size_t t = 0; t < n_targets; t++)
 			STATS(tta_s[t], &g->tta_s[t]);
@@ -172,8 +207,10 @@ int dl_report_build(struct dl_report *rep, const char *const *dirs, size_t n_dir
 
 void dl_report_free(struct dl_report *rep)
 {
-	for (size_t i = 0; i < rep->n_runs; i++)
+	for (size_t i = 0; i < rep->n_runs; i++) {
 		dl_metrics_log_free(&rep->runs[i].log);
+		free(rep->runs[i].segments);
+	}
 	free(rep->runs);
 	free(rep->groups);
 	memset(rep, 0, sizeof(*rep));
@@ -212,7 +249,7 @@ static void md_name(FILE *f, const char *s)
 			fputc(*s, f);
 }
 
-static void print_markdown(FILE *f, const struct dl_report *rep)
+void dl_report_markdown(FILE *f, const struct dl_report *rep)
 {
 	char a[64], b[64], c[64], d[64];
 
@@ -228,7 +265,10 @@ static void print_markdown(FILE *f, const struct dl_report *rep)
 		const struct dl_report_run *r = &rep->runs[i];
 		fprintf(f, "| ");
 		md_name(f, r->name);
-		fprintf(f, " | %d | %ld | %s | %s | ", r->ranks, r->steps, fnum(a, sizeof(a), r->wall_s, 2),
+		fprintf(f, " | ");
+		for (size_t sg = 0; sg < r->n_segments; sg++) /* "2->1": resumed on another rank count */
+			fprintf(f, "%s%d", sg ? "->" : "", r->segments[sg].ranks);
+		fprintf(f, " | %ld | %s | %s | ", r->steps, fnum(a, sizeof(a), r->wall_s, 2),
 		        fnum(b, sizeof(b), r->img_per_s, 1));
 		fprintf(f, "%s | %s (%s) | ", fnum(a, sizeof(a), r->img_per_s_per_rank, 1),
 		        fnum(b, sizeof(b), r->compute_s, 2), pct(c, sizeof(c), r->compute_share));
@@ -245,6 +285,28 @@ static void print_markdown(FILE *f, const struct dl_report *rep)
 		fprintf(f, " |\n");
 	}
 
+	int changed = 0;
+	for (size_t i = 0; i < rep->n_runs; i++)
+		changed |= rep->runs[i].ranks_changed;
+	if (changed) {
+		fprintf(f, "\n## Runs that changed rank count\n\nResumed on another rank count: each segment's img/s "
+		           "per rank is over its own rank count, and the run's above is their mean over the records. "
+		           "In the scaling table such a run counts with its last rank count for accuracy, but not "
+		           "for throughput.\n\n| run | segment | ranks | steps | records | img/s | img/s per rank |\n"
+		           "|---|--:|--:|---|--:|--:|--:|\n");
+		for (size_t i = 0; i < rep->n_runs; i++) {
+			const struct dl_report_run *r = &rep->runs[i];
+			for (size_t sg = 0; r->ranks_changed && sg < r->n_segments; sg++) {
+				const struct dl_report_segment *g = &r->segments[sg];
+				fprintf(f, "| ");
+				md_name(f, r->name);
+				fprintf(f, " | %zu | %d | %ld-%ld | %zu | %s | %s |\n", sg + 1, g->ranks, g->from_step + 1,
+				        g->to_step, g->records, fnum(a, sizeof(a), g->img_per_s, 1),
+				        fnum(b, sizeof(b), g->img_per_s_per_rank, 1));
+			}
+		}
+	}
+
 	fprintf(f, "\n## Scaling (relative to %d rank%s)\n\n| ranks | runs | img/s | img/s per rank | scaling efficiency "
 	           "| throughput speed-up", rep->groups[0].ranks, rep->groups[0].ranks == 1 ? "" : "s");
 	for (size_t t = 0; t < rep->n_targets; t++)
@@ -255,8 +317,10 @@ static void print_markdown(FILE *f, const struct dl_report *rep)
 	fprintf(f, "|\n");
 	for (size_t k = 0; k < rep->n_groups; k++) {
 		const struct dl_report_group *g = &rep->groups[k];
-		fprintf(f, "| %d | %zu | %s | %s | ", g->ranks, g->n_runs, fnum(a, sizeof(a), g->img_per_s.mean, 1),
-		        fnum(b, sizeof(b), g->img_per_s_per_rank, 1));
+		fprintf(f, "| %d | %zu", g->ranks, g->n_runs);
+		if (g->n_changed)
+			fprintf(f, " (%zu changed rank count)", g->n_changed);
+		fprintf(f, " | %s | %s | ", fnum(a, sizeof(a), g->img_per_s.mean, 1), fnum(b, sizeof(b), g->img_per_s_per_rank, 1));
 		fprintf(f, "%s | %s", pct(a, sizeof(a), g->scaling_efficiency), fnum(b, sizeof(b), g->throughput_speedup, 2));
 		for (size_t t = 0; t < rep->n_targets; t++) {
 			fprintf(f, " | %s", fnum(a, sizeof(a), g->tta_s[t].mean, 2));
@@ -306,7 +370,7 @@ static json_t *jstats(const struct dl_stats *s)
 	                 "max", jnum(s->max), "cv", jnum(s->cv));
 }
 
-static json_t *report_json(const struct dl_report *rep)
+json_t *dl_report_json(const struct dl_report *rep)
 {
 	json_t *root = json_object(), *targets = json_array(), *runs = json_array(), *groups = json_array();
 	if (!root || !targets || !runs || !groups)
@@ -328,7 +392,17 @@ static json_t *report_json(const struct dl_report *rep)
 		                           jnum(r->loader_stall_s), "comm_s", jnum(r->comm_s), "compute_share",
 		                           jnum(r->compute_share), "exposed_comm_share", jnum(r->exposed_comm_share),
 		                           "loader_stall_share", jnum(r->loader_stall_share));
-		json_t *o = json_pack("{s:s,s:i,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "run", r->name, "ranks", r->ranks,
+		json_t *segs = json_array();
+		for (size_t sg = 0; segs && sg < r->n_segments; sg++) {
+			const struct dl_report_segment *g = &r->segments[sg];
+			json_array_append_new(segs, json_pack("{s:i,s:I,s:I,s:I,s:o,s:o}", "ranks", g->ranks, "from_step",
+			                                      (json_int_t)g->from_step, "to_step", (json_int_t)g->to_step,
+			                                      "records", (json_int_t)g->records, "img_per_s",
+			                                      jnum(g->img_per_s), "img_per_s_per_rank",
+			                                      jnum(g->img_per_s_per_rank)));
+		}
+		json_t *o = json_pack("{s:s,s:i,s:b,s:o,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "run", r->name, "ranks",
+		                      r->ranks, "ranks_changed", r->ranks_changed, "segments", segs ? segs : json_null(),
 		                      "records", (json_int_t)r->log.n, "steps", (json_int_t)r->steps, "wall_s",
 		                      jnum(r->wall_s), "img_per_s", jnum(r->img_per_s), "img_per_s_per_rank",
 		                      jnum(r->img_per_s_per_rank), "phases", phases ? phases : json_null(),
@@ -344,8 +418,9 @@ static json_t *report_json(const struct dl_report *rep)
 			json_array_append_new(tta, json_pack("{s:f,s:o,s:o}", "target", rep->targets[t], "wall_s",
 			                                     jstats(&g->tta_s[t]), "learning_speedup",
 			                                     jnum(g->learning_speedup[t])));
-		json_t *o = json_pack("{s:i,s:I,s:o,s:o,s:o,s:o,s:o,s:o}", "ranks", g->ranks, "runs",
-		                      (json_int_t)g->n_runs, "img_per_s", jstats(&g->img_per_s), "img_per_s_per_rank",
+		json_t *o = json_pack("{s:i,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o}", "ranks", g->ranks, "runs",
+		                      (json_int_t)g->n_runs, "runs_changed_ranks", (json_int_t)g->n_changed, "img_per_s",
+		                      jstats(&g->img_per_s), "img_per_s_per_rank",
 		                      jnum(g->img_per_s_per_rank), "scaling_efficiency", jnum(g->scaling_efficiency),
 		                      "throughput_speedup", jnum(g->throughput_speedup), "final_top1",
 		                      jstats(&g->final_top1), "time_to_accuracy", tta ? tta : json_null());
@@ -364,7 +439,8 @@ static void usage(FILE *f)
 	"Usage: dljob report [OPTION]... RUN_DIR...\n"
 	"Summarize runs from their RUN_DIR/metrics.jsonl: throughput, time per phase,\n"
 	"time to accuracy; across rank counts scaling efficiency and learning speed-up;\n"
-	"variability of repeated runs.  Markdown tables on stdout.\n"
+	"variability of repeated runs; for a run resumed on another rank count, its\n"
+	"throughput per segment.  Markdown tables on stdout.\n"
 	"\n"
 	"  --target X     time to reach top-1 >= X (a fraction, e.g. 0.85); repeatable\n"
 	"  --json FILE    also write the numbers as JSON to FILE ('-': stdout, no Markdown)\n"
@@ -428,9 +504,9 @@ int dl_report_main(int argc, char **argv)
 		goto out;
 	}
 	if (!json_path || strcmp(json_path, "-") != 0)
-		print_markdown(stdout, &rep);
+		dl_report_markdown(stdout, &rep);
 	if (json_path) {
-		json_t *j = report_json(&rep);
+		json_t *j = dl_report_json(&rep);
 		if (!j) {
 			/* jansson refuses strings that are not UTF-8 */
 			fprintf(stderr, "dljob report: cannot encode the report as JSON (out of memory, or a "
@@ -458,8 +534,13 @@ int dl_report_main(int argc, char **argv)
 			goto out;
 		}
 		for (size_t i = 0; i < rep.n_runs; i++) {
-			snprintf(labels[i], sizeof(labels[i]), "%.100s (%d rank%s)", rep.runs[i].name, rep.runs[i].ranks,
-			         rep.runs[i].ranks == 1 ? "" : "s");
+			const struct dl_report_run *r = &rep.runs[i];
+			if (r->ranks_changed) /* first and last rank count */
+				snprintf(labels[i], sizeof(labels[i]), "%.100s (%d->%d ranks)", r->name, r->segments[0].ranks,
+				         r->ranks);
+			else
+				snprintf(labels[i], sizeof(labels[i]), "%.100s (%d rank%s)", r->name, r->ranks,
+				         r->ranks == 1 ? "" : "s");
 			series[i] = (struct dl_plot_series){.label = labels[i], .log = &rep.runs[i].log};
 		}
 		char title[64];

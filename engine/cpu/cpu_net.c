@@ -1002,8 +1002,11 @@ static int cpu_state_out(struct dl_backend *b, struct dl_optim_state *st)
 		if (!b->wres[p] && mom)
 			memcpy(st->mom[p].data, b->mom[p], st->mom[p].count * sizeof(float));
 	}
-	if (st)
+	if (st) {
 		st->steps = b->steps;
+		st->loss_scale = 0; /* no dynamic loss scaling here */
+		st->loss_scale_good = 0;
+	}
 	return 0;
 }
 

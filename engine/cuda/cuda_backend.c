@@ -231,7 +231,9 @@ static int check_graph(struct dl_backend *b)
 }
 
 /* Graph -> device: params, buffers, momentum (zero without st or when no
- * step was taken), step count, then the working copies.  Synchronous. */
+ * step was taken), step count, the loss scale (fp16: st's when it has one,
+ * else the initial scale; 1 otherwise), then the working copies.
+ * Synchronous. */
 static int load_state(struct dl_backend *b, const struct dl_optim_state *st)
 {
 	const struct dl_graph *g = b->g;
@@ -258,6 +260,17 @@ static int load_state(struct dl_backend *b, const struct dl_optim_state *st)
 		for (size_t i = 0; i < st->n; i++)
 			CK_CUDA(b, cudaMemcpyAsync(b->mom + b->p_off[i], st->mom[i].data, st->mom[i].count * sizeof(float),
 						   cudaMemcpyHostToDevice, b->s));
+	/* h_opt mirrors d_opt between steps (each step copies it back) */
+	b->h_opt->scale = 1.0f;
+	b->h_opt->good = 0;
+	if (b->dt == DLC_F16) {
+		int have = st && st->loss_scale > 0;
+		b->h_opt->scale = have ? (float)st->loss_scale : FP16_INIT_SCALE;
+		b->h_opt->good = have && st->loss_scale_good > 0 && st->loss_scale_good < DL_FP16_GROWTH_INTERVAL
+					 ? (int)st->loss_scale_good
+					 : 0;
+	}
+	CK_CUDA(b, cudaMemcpyAsync(b->d_opt, b->h_opt, sizeof *b->h_opt, cudaMemcpyHostToDevice, b->s));
 	CK_CUDA(b, dlc_refresh_work(b->d_tensors, b->d_chunks, b->n_chunks, b->w, b->dt, b->s));
 	/* the copies above read pageable memory: wait before the caller may change it */
 	CK_CUDA(b, cudaStreamSynchronize(b->s));
@@ -293,10 +306,15 @@ static int ops_state_out(struct dl_backend *b, struct dl_optim_state *st)
 	for (int i = 0; i < g->n_buffers; i++)
 		CK_CUDA(b, cudaMemcpyAsync(g->buffers[i].data, b->bufs + b->b_off[i],
 					   g->buffers[i].count * sizeof(float), cudaMemcpyDeviceToHost, b->s));
+	CK_CUDA(b, cudaMemcpyAsync(b->h_opt, b->d_opt, sizeof *b->h_opt, cudaMemcpyDeviceToHost, b->s));
 	CK_CUDA(b, cudaStreamSynchronize(b->s));
 	g->bn_batches_tracked = b->bn_tracked;
-	if (st)
+	if (st) {
 		st->steps = b->steps;
+		/* fp16 only: another precision has no dynamic scale to keep */
+		st->loss_scale = b->dt == DLC_F16 ? b->h_opt->scale : 0;
+		st->loss_scale_good = b->dt == DLC_F16 ? b->h_opt->good : 0;
+	}
 	return 0;
 }
 
@@ -594,9 +612,7 @@ static int setup(struct dl_backend *b)
 	CK_CUDA(b, cudaMallocHost((void **)&b->h_top, (size_t)n * sizeof(int)));
 	CK_CUDA(b, cudaMallocHost((void **)&b->h_flag, sizeof(float)));
 	memset(b->h_ctl, 0, sizeof *b->h_ctl);
-	memset(b->h_opt, 0, sizeof *b->h_opt);
-	b->h_opt->scale = b->dt == DLC_F16 ? FP16_INIT_SCALE : 1.0f;
-	CK_CUDA(b, cudaMemcpyAsync(b->d_opt, b->h_opt, sizeof *b->h_opt, cudaMemcpyHostToDevice, b->s));
+	memset(b->h_opt, 0, sizeof *b->h_opt); /* the loss scale: load_state below */
 	CK_CUDA(b, cudaMemcpyAsync(b->d_tensors, b->h_tensors, (size_t)g->n_params * sizeof(struct dlc_ptensor),
 				   cudaMemcpyHostToDevice, b->s));
 	CK_CUDA(b, cudaMemcpyAsync(b->d_chunks, b->h_chunks, (size_t)b->n_chunks * sizeof(struct dlc_chunk),

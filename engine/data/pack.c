@@ -30,12 +30,6 @@
 #define FMT_JPEG 1
 #define FMT_PNG 2
 
-struct pack_opts {
-	const char *src, *dst;
-	uint64_t shard_bytes;
-	int max_side, threads, keep_png, quality;
-};
-
 struct item {
 	uint8_t *data;
 	size_t len;
@@ -46,7 +40,7 @@ struct item {
 
 struct block {
 	struct dl_dataset *ds;
-	const struct pack_opts *o;
+	const struct dl_pack_options *o;
 	int split;
 	size_t first, n;
 	struct item *items;
@@ -71,7 +65,7 @@ static int cap_short_side(struct dl_pixels *px, int max_side, char *err, size_t 
 }
 
 /* Read one sample and bring it to its stored form. */
-static void prepare(const struct pack_opts *o, struct dl_dataset *ds, int split, size_t i, struct item *it)
+static void prepare(const struct dl_pack_options *o, struct dl_dataset *ds, int split, size_t i, struct item *it)
 {
 	char path[PATH_MAX];
 	uint8_t *buf = NULL, *enc = NULL;
@@ -193,7 +187,7 @@ static void ib_bytes(struct ibuf *b, const char *s, size_t n)
 
 
 struct writer {
-	const struct pack_opts *o;
+	const struct dl_pack_options *o;
 	int fd, shard;
 	uint64_t off, total_bytes;
 	char tmp[PATH_MAX];
@@ -251,73 +245,16 @@ static void progress(const char *split, size_t done, size_t total, uint64_t byte
 	        dt > 0 ? done / dt : 0.0, final || !tty ? "\n" : "");
 }
 
-static int usage(FILE *f)
+int dl_pack(const struct dl_pack_options *opts)
 {
-	fprintf(f, "usage: dljob pack SRC DST [--shard-size MB] [--max-side N] [--threads N] [--keep-png] [--quality Q]\n"
-	                "  SRC is an ImageFolder tree (SRC/train/<class>/*.jpg, SRC/val/...); DST gets shard files and an index\n");
-	return 2;
-}
-
-static int parse_int(const char *opt, const char *v, long lo, long hi, long *out)
-{
-	char *end;
-	long x = v ? strtol(v, &end, 10) : 0;
-	if (!v || end == v || *end || x < lo || x > hi) {
-		fprintf(stderr, "dljob pack: %s wants an integer in %ld..%ld, got '%s'\n", opt, lo, hi, v ? v : "");
-		return -1;
-	}
-	*out = x;
-	return 0;
-}
-
-int dl_pack_main(int argc, char **argv)
-{
-	struct pack_opts o = {.shard_bytes = 1024ull << 20, .quality = 90};
+	struct dl_pack_options o = *opts;
 	struct dl_dataset *ds = NULL;
 	struct ibuf ib = {0};
 	struct writer w = {.fd = -1};
 	struct item *items = NULL;
 	char err[1024], path[PATH_MAX], tmp[PATH_MAX + 16];
-	int rv = 1, npos = 0;
-	long v;
+	int rv = 1;
 
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (strcmp(a, "--shard-size") == 0) {
-			if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 1 << 20, &v) != 0)
-				return 2;
-			o.shard_bytes = (uint64_t)v << 20;
-		} else if (strcmp(a, "--max-side") == 0) {
-			if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 16, DL_IMAGE_MAX_SIDE, &v) != 0)
-				return 2;
-			o.max_side = (int)v;
-		} else if (strcmp(a, "--threads") == 0) {
-			if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 1024, &v) != 0)
-				return 2;
-			o.threads = (int)v;
-		} else if (strcmp(a, "--quality") == 0) {
-			if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 100, &v) != 0)
-				return 2;
-			o.quality = (int)v;
-		} else if (strcmp(a, "--keep-png") == 0) {
-			o.keep_png = 1;
-		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			usage(stdout);
-			return 0;
-		} else if (a[0] == '-' && a[1]) {
-			fprintf(stderr, "dljob pack: unknown option %s\n", a);
-			return usage(stderr);
-		} else if (npos == 0) {
-			o.src = a, npos++;
-		} else if (npos == 1) {
-			o.dst = a, npos++;
-		} else {
-			fprintf(stderr, "dljob pack: unexpected argument %s\n", a);
-			return usage(stderr);
-		}
-	}
-	if (npos != 2)
-		return usage(stderr);
 	if (o.threads == 0)
 		o.threads = dl_cpu_count();
 

@@ -591,6 +591,8 @@ static int ref_state_out(struct dl_backend *b, struct dl_optim_state *st)
 	for (size_t i = 0; i < st->n && b->o.optim.momentum > 0; i++)
 		memcpy(st->mom[i].data, b->mom[i], st->mom[i].count * sizeof(float));
 	st->steps = b->steps;
+	st->loss_scale = 0; /* no dynamic loss scaling here */
+	st->loss_scale_good = 0;
 	return 0;
 }
 

@@ -21,6 +21,9 @@
 # First, without srun: one dljob process (1 step, warm node cache), wall and
 # CPU-seconds (user+sys), 3 x REPEATS runs, and the load average before and
 # after: on a shared machine CPU-seconds say more than wall time.
+# A run that fails (or prints no line to time) stops the benchmark with
+# "bench_launch.sh: RUN failed: WHY; its log: FILE" and the log's last lines
+# (FILE is kept: ${BENCH_LOG_DIR:-${TMPDIR:-/tmp}}/bench_launch-failed.PID.log).
 set -u
 export DLJOB_SRCDIR=${DLJOB_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 : "${DLJOB_BUILDDIR:?set DLJOB_BUILDDIR to the build directory}"
@@ -33,26 +36,8 @@ TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
 source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
 cluster_up 4
 
-now() { date +%s.%N; }
-
-# Latest "wall=" among lines matching $2 in file $1, minus start $3.
-since() {
-	local t
-	t=$(grep "$2" "$1" | sed -n 's/.* wall=\([0-9.]*\).*/\1/p' | sort -n | tail -1)
-	[ -n "$t" ] || { echo "nan"; return; }
-	echo "$t - $3" | bc -l
-}
-
-# First line of the stream matching $2, stamped when it arrives: the time
-# dljob's rank 0 prints its first step.
-stamp_lines() {
-	local line
-	while IFS= read -r line; do
-		printf '%s wall=%s\n' "$line" "$(now)"
-	done
-}
-
-median() { sort -n | awk '{a[NR]=$1} END {if (NR == 0) print "nan"; else printf "%.2f", a[int((NR + 1) / 2)]}'; }
+# shellcheck source=tests/bench/bench_launch_lib.sh
+source "$DLJOB_SRCDIR/tests/bench/bench_launch_lib.sh"
 
 srun_n() { # tasks, then srun arguments
 	local n=$1 nodes=2
@@ -64,18 +49,19 @@ srun_n() { # tasks, then srun arguments
 
 # ---- one process, no srun: wall and CPU-seconds ------------------------------------
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) CPUs)"
-proc_run() { # prints "wall user sys" of one dljob process to its exit after step 1
+proc_run() { # writes "wall user sys" of one dljob process to its exit after step 1 into $WTMP/time
 	local TIMEFORMAT='%R %U %S'
 	rm -rf "$WTMP/proc"
 	{ time "$DLJOB_BIN" --model resnet20 --data /usr/share/datasets/fashion-mnist --batch 8 --steps 1 \
-		--eval 0 --print-every 1 --threads 1 --out "$WTMP/proc" >/dev/null 2>"$WTMP/proc.err"; } 2>&1 ||
-		fail "dljob alone: $(cat "$WTMP/proc.err")"
+		--eval 0 --print-every 1 --threads 1 --out "$WTMP/proc" >/dev/null 2>"$WTMP/proc.err"; } 2>"$WTMP/time" ||
+		bench_fail "dljob alone (no srun)" "$WTMP/proc.err" "exit status $?"
 }
-proc_run >/dev/null # the node cache, warm
+proc_run # the node cache, warm
 PW="" PC=""
 for _ in $(seq 1 $((3 * REPEATS))); do
-	read -r w u s < <(proc_run)
-	[ -n "${s:-}" ] || fail "dljob alone did not run"
+	proc_run
+	read -r w u s <"$WTMP/time"
+	[ -n "${s:-}" ] || bench_fail "dljob alone (no srun)" "$WTMP/time" "no times from bash's time"
 	PW+="$w " PC+="$(echo "$u + $s" | bc -l) "
 done
 echo "# one process: wall $PW"
@@ -86,19 +72,17 @@ declare -A R
 for n in 1 2 4; do
 	for _ in $(seq 1 "$REPEATS"); do
 		t0=$(now)
-		srun_n "$n" --mpi=pmix --export=ALL,DLJOB_COLLECTIVES=ring "$WC" --steps 0 --timeout 60 \
-			>"$WTMP/w" 2>&1 || fail "world_check --mpi=pmix ring -n$n: $(cat "$WTMP/w")"
-		R[ready.ring.$n]+="$(since "$WTMP/w" "world_check: ready" "$t0") "
+		srun_n "$n" --mpi=pmix --export=ALL,DLJOB_COLLECTIVES=ring "$WC" --steps 0 --timeout 60 >"$WTMP/w" 2>&1
+		record ready.ring.$n "world_check --mpi=pmix ring -n$n" "$WTMP/w" "world_check: ready" "$t0" $?
 		for mpi in pmix none; do
 			t0=$(now)
-			srun_n "$n" --mpi=$mpi "$WC" --steps 0 --timeout 60 >"$WTMP/w" 2>&1 ||
-				fail "world_check --mpi=$mpi -n$n: $(cat "$WTMP/w")"
-			R[ready.$mpi.$n]+="$(since "$WTMP/w" "world_check: ready" "$t0") "
+			srun_n "$n" --mpi=$mpi "$WC" --steps 0 --timeout 60 >"$WTMP/w" 2>&1
+			record ready.$mpi.$n "world_check --mpi=$mpi -n$n" "$WTMP/w" "world_check: ready" "$t0" $?
 			t0=$(now)
 			srun_n "$n" --mpi=$mpi "$DLJOB_BIN" --model resnet20 --data /usr/share/datasets/fashion-mnist \
 				--batch 8 --steps 1 --eval 0 --print-every 1 --threads 1 --timeout 60 \
 				--out "$WTMP/out" 2>&1 | stamp_lines >"$WTMP/d"
-			R[step.$mpi.$n]+="$(since "$WTMP/d" "^step 1/" "$t0") "
+			record step.$mpi.$n "dljob first step --mpi=$mpi -n$n" "$WTMP/d" "^step 1/" "$t0" "${PIPESTATUS[0]}"
 			rm -rf "$WTMP/out"
 		done
 		# Cold: a new TMPDIR, so each node inflates the data once again.
@@ -107,14 +91,14 @@ for n in 1 2 4; do
 		srun_n "$n" --mpi=none --export=ALL,TMPDIR="$cold" "$DLJOB_BIN" --model resnet20 \
 			--data /usr/share/datasets/fashion-mnist --batch 8 --steps 1 --eval 0 --print-every 1 \
 			--threads 1 --timeout 60 --out "$WTMP/out" 2>&1 | stamp_lines >"$WTMP/d"
-		R[step.cold.$n]+="$(since "$WTMP/d" "^step 1/" "$t0") "
+		record step.cold.$n "dljob first step, node cache cold, -n$n" "$WTMP/d" "^step 1/" "$t0" "${PIPESTATUS[0]}"
 		rm -rf "$WTMP/out" "$cold"
 		t0=$(now)
 		srun_n "$n" --mpi=none --export=ALL,MASTER_PORT="$(free_port)" \
-			"$TORCH_PYTHON" "$DLJOB_SRCDIR/tests/bench/bench_launch_torch.py" --step >"$WTMP/t" 2>&1 ||
-			fail "torch -n$n: $(cat "$WTMP/t")"
-		R[ready.torch.$n]+="$(since "$WTMP/t" "torch: ready" "$t0") "
-		R[step.torch.$n]+="$(since "$WTMP/t" "torch: step1" "$t0") "
+			"$TORCH_PYTHON" "$DLJOB_SRCDIR/tests/bench/bench_launch_torch.py" --step >"$WTMP/t" 2>&1
+		rc=$?
+		record ready.torch.$n "torch -n$n" "$WTMP/t" "torch: ready" "$t0" "$rc"
+		record step.torch.$n "torch -n$n" "$WTMP/t" "torch: step1" "$t0" "$rc"
 	done
 done
 
@@ -157,8 +141,10 @@ for mode in pmix-mpi pmix-ring tcp; do
 		tcp) args=(--mpi=none) ;;
 		esac
 		srun_n "$n" "${args[@]}" "$WC" --steps 0 --timeout 60 --bench 11689512 >"$WTMP/b" 2>&1 ||
-			fail "bench $mode -n$n: $(cat "$WTMP/b")"
-		out+=" $(sed -n 's/.*median \([0-9.]*\) ms.*/\1/p' "$WTMP/b") |"
+			bench_fail "allreduce $mode -n$n" "$WTMP/b" "exit status $?"
+		ms=$(sed -n 's/.*median \([0-9.]*\) ms.*/\1/p' "$WTMP/b")
+		[ -n "$ms" ] || bench_fail "allreduce $mode -n$n" "$WTMP/b" "no 'median ... ms' line in its output"
+		out+=" $ms |"
 	done
 	echo "$out"
 done

@@ -9,6 +9,10 @@
 #   bench_engine.sh / bench_data.sh given a directory with no Makefile: exit 2
 #                  saying so (not make's "config.h: No such file")
 #   bench_gpu      (CUDA build) --help: exit 2 with its usage, at once
+#   bench_launch.sh's timing (bench_launch_lib.sh, no cluster): a run whose
+#                  first step never came, or that exited non-zero, stops the
+#                  benchmark (exit 1) naming the run and its kept log, not a
+#                  "nan" in the table; a run that printed it is timed
 #   on a CUDA build without a GPU (no /dev/nvidiactl), naming the missing
 #   device, not with a traceback, a crash or "unknown backend":
 #     bench_engine.sh BUILDDIR cuda  exit 1 (it loads the build's module);
@@ -60,6 +64,35 @@ for s in bench_engine bench_data; do
 	else
 		fail "$s.sh given $tmp (no Makefile): exit $rc: $out"
 	fi
+done
+
+# bench_launch.sh's record(): the logs as its runs leave them
+lib=$(cd "$src" && pwd)/tests/bench/bench_launch_lib.sh
+printf 'dljob: resnet20 ...\nstep 1/1 loss 2.3 wall=105.25\n' >"$tmp/good.log"
+printf 'dljob: cannot open /usr/share/datasets/fashion-mnist: No such file wall=101.5\n' >"$tmp/bad.log"
+out=$(cd "$tmp" && bash -c '. "$1"; declare -A R; record step.none.2 "dljob first step --mpi=none -n2" "$2" "^step 1/" 100 0
+	record step.none.2 "dljob first step --mpi=none -n2" "$2" "^step 1/" 104.25 0; echo "R=${R[step.none.2]}"' \
+	_ "$lib" "$tmp/good.log" 2>&1)
+if [ $? -eq 0 ] && [ "$out" = "R=5.25 1.00 " ]; then
+	ok "bench_launch_lib record: a first step is timed ($out)"
+else
+	fail "bench_launch_lib record on a good log: $out"
+fi
+for case in "bad.log 0 no line matching '^step 1/' in its output" "good.log 3 exit status 3"; do
+	read -r log rc why <<<"$case"
+	mkdir -p "$tmp/kept"
+	out=$(cd "$tmp" && BENCH_LOG_DIR=$tmp/kept bash -c '. "$1"; declare -A R
+		record step.none.2 "dljob first step --mpi=none -n2" "$2" "^step 1/" 100 "$3"; echo "R=${R[step.none.2]}"' \
+		_ "$lib" "$tmp/$log" "$rc" 2>&1)
+	brc=$?
+	kept=$(sed -n 's/.*; its log: \(.*\)$/\1/p' <<<"$out" | head -1)
+	if [ $brc -eq 1 ] && grep -qF "bench_launch.sh: dljob first step --mpi=none -n2 failed: $why; its log: $tmp/kept/" <<<"$out" &&
+		! grep -q "^R=\|nan" <<<"$out" && cmp -s "$kept" "$tmp/$log"; then
+		ok "bench_launch_lib record: $why -> exit 1, names the run and the kept log"
+	else
+		fail "bench_launch_lib record ($why): exit $brc: $out"
+	fi
+	rm -rf "$tmp/kept"
 done
 
 if [ ! -x "$build/tests/bench/bench_gpu" ]; then

@@ -1,7 +1,7 @@
 /* Test helper: dljob pack without the dljob executable (argv as for
  * "dljob pack ...": argv[0] is the sub-command). */
 #include "config.h"
-#include "engine/data/pack.h"
+#include "runtime/pack.h"
 
 int main(int argc, char **argv)
 {

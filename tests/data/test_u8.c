@@ -401,8 +401,8 @@ int main(void)
 	snprintf(path, sizeof path, "%s/folder", tmp);
 	make_imagefolder(path);
 	snprintf(shards, sizeof shards, "%s/shards", tmp);
-	char *pack_argv[] = {"pack", path, shards, "--threads", "1", NULL};
-	if (dl_pack_main(5, pack_argv) != 0) {
+	struct dl_pack_options po = {.src = path, .dst = shards, .shard_bytes = 1024ull << 20, .threads = 1, .quality = 90};
+	if (dl_pack(&po) != 0) {
 		fprintf(stderr, "dljob pack failed\n");
 		return 1;
 	}

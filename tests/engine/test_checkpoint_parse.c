@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "engine/checkpoint.h"
+#include "engine/optim.h"
 #include "engine/safetensors.h"
 #include "tests/data/check.h"
 
@@ -37,8 +38,11 @@ static void write_raw(const char *header, size_t hlen, size_t nbytes)
 	}
 }
 
+/* More metadata for write_ckpt, as ',"k":"v",...' ("" for none). */
+static const char *extra_meta = "";
+
 /* A checkpoint of the model "tiny" (w (2,3), bn.running_mean (3)) whose
- * metadata is the default with key=value replaced. */
+ * metadata is the default with key=value replaced, then extra_meta. */
 static void write_ckpt(const char *key, const char *value)
 {
 	const char *keys[] = {"format", "model", "step", "epoch", "epoch_step", "seed", "wall_s", "global_batch",
@@ -50,7 +54,7 @@ static void write_ckpt(const char *key, const char *value)
 		         key && strcmp(key, keys[i]) == 0 ? value : vals[i]);
 	if (key && !strstr(meta, key)) /* an optional key */
 		snprintf(meta + strlen(meta), sizeof meta - strlen(meta), ",\"%s\":\"%s\"", key, value);
-	strcat(meta, "}");
+	snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "%s}", extra_meta);
 	snprintf(h, sizeof h,
 	         "{\"__metadata__\":%s,\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
 	         "\"bn.running_mean\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[24,36]}}", meta);
@@ -132,6 +136,81 @@ static void test_format_version(void)
 	write_ckpt("schedule", "step");
 	CHECK(load(err, sizeof err, &s) == 0 && strcmp(s.schedule, "step") == 0 && s.ranks == 0 && s.lr == 0,
 	      "an optional key alone: %s", err);
+}
+
+/* fp16's dynamic loss scale and its clean steps: optional keys that the
+ * checkpoint keeps when the backend had a scale (loss_scale > 0), leaves
+ * out otherwise, and that an older checkpoint lacks (0: the backend starts
+ * from its initial scale); bad values are refused by name. */
+static void test_loss_scale(void)
+{
+	char err[512];
+	float w[6] = {1, 2, 3, 4, 5, 6}, mean[3] = {0};
+	struct dl_tensor_f32 params[1] = {{.name = "w", .ndim = 2, .dims = {2, 3}, .count = 6, .data = w}};
+	struct dl_tensor_f32 buffers[1] = {{.name = "bn.running_mean", .ndim = 1, .dims = {3}, .count = 3, .data = mean}};
+	struct dl_graph g = {.model = "tiny", .n_params = 1, .params = params, .n_buffers = 1, .buffers = buffers};
+	struct dl_ckpt_state s = {.step = 12, .epoch = 2, .epoch_step = 3, .seed = 42, .global_batch = 32,
+	                          .epochs = 4, .model = "tiny", .schedule = "cosine", .precision = "fp16",
+	                          .backend = "cuda"}, back;
+	struct dl_optim_state o, o2, o3; /* o3: no momentum (write_ckpt's files have no buffers) */
+
+	CHECK(dl_optim_state_init(&o, &g, 0.9, err, sizeof err) == 0, "%s", err);
+	CHECK(dl_optim_state_init(&o2, &g, 0.9, err, sizeof err) == 0, "%s", err);
+	CHECK(dl_optim_state_init(&o3, &g, 0, err, sizeof err) == 0, "%s", err);
+	for (int k = 0; k < 2; k++) {
+		/* k 0: cuda fp16, a scale grown and halved; k 1: none (cpu, ref, fp32) */
+		o.steps = 12;
+		o.loss_scale = k == 0 ? 3.0517578125e-05 * 1024 : 0;
+		o.loss_scale_good = k == 0 ? 1999 : 0;
+		o2.loss_scale = 7, o2.loss_scale_good = 7;
+		CHECK(dl_checkpoint_save(dir, &g, &o, &s, err, sizeof err) == 0, "save: %s", err);
+		CHECK(dl_checkpoint_load(path, &g, &o2, &back, NULL, err, sizeof err) == 0, "load: %s", err);
+		CHECK(o2.loss_scale == o.loss_scale && o2.loss_scale_good == o.loss_scale_good && o2.steps == 12,
+		      "case %d: loss scale %.17g good %ld back as %.17g %ld", k, o.loss_scale, o.loss_scale_good,
+		      o2.loss_scale, o2.loss_scale_good);
+		struct dl_safetensors *st = dl_safetensors_open(path, err, sizeof err);
+		CHECK(st != NULL, "%s", err);
+		if (st) {
+			CHECK(!dl_safetensors_meta(st, "loss_scale") == (k == 1) &&
+			              !dl_safetensors_meta(st, "loss_scale_good") == (k == 1),
+			      "case %d: the keys are %s", k, k ? "written without a scale" : "missing");
+			dl_safetensors_close(st);
+		}
+	}
+	/* a checkpoint without the keys (written before they were kept) */
+	write_ckpt(NULL, NULL);
+	o3.loss_scale = 7, o3.loss_scale_good = 7;
+	CHECK(dl_checkpoint_load(path, &g, &o3, &back, NULL, err, sizeof err) == 0, "older checkpoint: %s", err);
+	CHECK(o3.loss_scale == 0 && o3.loss_scale_good == 0, "older checkpoint: loss scale %g good %ld, not 0",
+	      o3.loss_scale, o3.loss_scale_good);
+	static const struct {
+		const char *extra, *msg;
+	} bad[] = {
+		{",\"loss_scale\":\"inf\",\"loss_scale_good\":\"0\"", "bad \"loss_scale\" in its metadata"},
+		{",\"loss_scale\":\"0\",\"loss_scale_good\":\"0\"", "bad \"loss_scale\" in its metadata"},
+		{",\"loss_scale\":\"-2\",\"loss_scale_good\":\"0\"", "bad \"loss_scale\" in its metadata"},
+		{",\"loss_scale\":\"1e39\",\"loss_scale_good\":\"0\"", "bad \"loss_scale\" in its metadata"},
+		{",\"loss_scale\":\"8x\",\"loss_scale_good\":\"0\"", "bad \"loss_scale\" in its metadata"},
+		{",\"loss_scale\":\"8\",\"loss_scale_good\":\"2000\"",
+		 "bad \"loss_scale_good\" in its metadata: '2000' (an integer in [0, 1999])"},
+		{",\"loss_scale\":\"8\",\"loss_scale_good\":\"-1\"", "bad \"loss_scale_good\""},
+		{",\"loss_scale\":\"8\"", "\"loss_scale\" and \"loss_scale_good\" come together"},
+		{",\"loss_scale_good\":\"3\"", "\"loss_scale\" and \"loss_scale_good\" come together"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		extra_meta = bad[i].extra;
+		write_ckpt(NULL, NULL);
+		err[0] = 0;
+		CHECK(dl_checkpoint_load(path, &g, &o3, &back, NULL, err, sizeof err) != 0, "%s accepted", bad[i].extra);
+		CHECK_CONTAINS(err, bad[i].msg);
+	}
+	extra_meta = "";
+	dl_optim_state_free(&o);
+	dl_optim_state_free(&o2);
+	dl_optim_state_free(&o3);
+	char prev[4300];
+	snprintf(prev, sizeof prev, "%s/" DL_CHECKPOINT_PREV_NAME, dir);
+	unlink(prev);
 }
 
 /* dl_checkpoint_check: what is refused and what the message says. */
@@ -388,6 +467,7 @@ int main(void)
 	snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
 	test_metadata_ranges();
 	test_format_version();
+	test_loss_scale();
 	test_check();
 	test_safetensors_header();
 	test_weights_init();

@@ -126,12 +126,45 @@ if [ $rc -ne 2 ] || ! grep -q "option '--epochs' needs a value" stderr || [ -e o
 	echo "FAIL: trailing --epochs: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
 fi
 
-# The pack sub-command reaches the packer (which checks its own arguments).
+# The pack sub-command reaches its own option parser (runtime/pack.c).
 "$bin" pack >stdout 2>stderr
 rc=$?
 if [ $rc -ne 2 ] || ! grep -q "usage: dljob pack SRC DST" stderr; then
 	echo "FAIL: dljob pack without arguments: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
 fi
+
+# dljob pack's numbers go through the shared option parsers: blanks, a
+# sign, trailing garbage, overflow and out-of-range values are refused with
+# exit status 2 and the message every other option gives, before SRC is
+# looked at (before: ' 4', '+4' and '\t4' were taken as 4, and messages
+# were the packer's own).
+mkdir -p packsrc
+pack_bad() {  # pack_bad EXPECTED ARG...
+	local want=$1 rc
+	shift
+	"$bin" pack "$@" >stdout 2>stderr
+	rc=$?
+	if [ $rc -ne 2 ] || ! grep -qF -- "dljob pack: $want" stderr || [ -e packdst ]; then
+		echo "FAIL: dljob pack $*: rc=$rc: $(cat stderr)"; fails=$((fails + 1)); rm -rf packdst
+	else
+		echo "ok: dljob pack $* -> $(head -1 stderr)"
+	fi
+}
+pack_bad "--threads: ' 4' is not an integer" packsrc packdst --threads " 4"
+pack_bad "--threads: '+4' is not an integer" packsrc packdst --threads +4
+pack_bad "--threads: '-1' is not an integer" packsrc packdst --threads -1
+pack_bad "--threads: '4x' is not an integer" packsrc packdst --threads 4x
+pack_bad "--threads: 0 is out of range [1, 1024]" packsrc packdst --threads 0
+pack_bad "--shard-size: '99999999999999999999' is not an integer" packsrc packdst --shard-size 99999999999999999999
+pack_bad "--shard-size: 1048577 is out of range [1, 1048576]" packsrc packdst --shard-size 1048577
+pack_bad "--max-side: 15 is out of range [16, 32768]" packsrc packdst --max-side 15
+pack_bad "--quality: '9e1' is not an integer" packsrc packdst --quality 9e1
+pack_bad "--quality: '' is not an integer" packsrc packdst --quality ""
+pack_bad "option '--quality' needs a value" packsrc packdst --quality
+pack_bad "unknown option '--bogus'" packsrc packdst --bogus
+pack_bad "more than SRC and DST given" packsrc packdst extra
+"$bin" pack --help >stdout 2>&1 && grep -q -- "--quality Q .*1..100" stdout ||
+	{ echo "FAIL: dljob pack --help: $(cat stdout)"; fails=$((fails + 1)); }
 
 # --help and --version succeed and say what they should.
 if ! "$bin" --help >help.txt 2>&1 || ! grep -q -- "--resume\[=PATH\]" help.txt; then

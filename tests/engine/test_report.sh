@@ -8,7 +8,13 @@
 #    the same step as a training record does not, a torn last line is ignored;
 #  - Markdown, JSON (--json) and the plot (--plot) say the same;
 #  - every malformed file is refused with FILE:LINE and what is wrong, and bad
-#    options with exit status 2.
+#    options with exit status 2;
+#  - a run resumed on another rank count (a real one: 2 ranks, then resumed
+#    on 1, as test_resume_change.sh; and one written here with known
+#    numbers): throughput per segment over that segment's own rank count,
+#    the run's per-rank throughput their mean, "2->1" and a section saying
+#    the run changed rank count; its group's throughput leaves it out
+#    (before: every img/s was divided by the last rank count).
 . "$DLJOB_SRCDIR/tests/lib.sh"
 need_file "$DLJOB_BIN" "build dljob first"
 py=${TORCH_PYTHON:-/usr/bin/python3}
@@ -130,6 +136,89 @@ check "an unwritable --json is named ($(cat json.err))" eval 'grep -qF "cannot w
 cp -r a1 "$(printf 'bad\xffname')"
 "$DLJOB_BIN" report --json x.json "$(printf 'bad\xffname')" >/dev/null 2>utf.err
 check "a run name that is not UTF-8 is refused for JSON ($(cat utf.err))" grep -qF "not UTF-8" utf.err
+# --- a run resumed on another rank count, numbers known: 2 ranks (warm-up 50,
+# then 200 img/s: 100 per rank), resumed on 1 (warm-up 40, then 100)
+"$py" - <<'PY'
+import json, os
+def rec(step, ips, ranks):
+    return json.dumps({"step": step, "epoch": 1, "loss": 1.0, "lr": 0.1, "img_per_s": ips, "loader_stall_s": 1.0,
+                       "compute_s": 7.0, "comm_s": 0.0, "exposed_comm_s": 0.0, "bad_samples": 0, "wall_s": step,
+                       "ranks": ranks})
+os.makedirs("r21")
+with open("r21/metrics.jsonl", "w") as f:
+    for l in [rec(10, 50, 2), rec(20, 200, 2), rec(30, 200, 2), rec(40, 40, 1), rec(50, 100, 1), rec(60, 100, 1)]:
+        f.write(l + "\n")
+PY
+"$DLJOB_BIN" report --json r21.json a1 r21 >r21.md 2>r21.err
+check "dljob report a1 r21 exits 0 ($(head -c 200 r21.err))" test $? -eq 0
+res=$("$py" - <<'PY' 2>&1
+import json
+j = json.load(open("r21.json"))
+r = {x["run"]: x for x in j["runs"]}["r21"]
+assert r["ranks"] == 1 and r["ranks_changed"] is True, r
+seg = [(s["ranks"], s["from_step"], s["to_step"], s["records"], s["img_per_s"], s["img_per_s_per_rank"]) for s in r["segments"]]
+assert seg == [(2, 0, 30, 3, 200.0, 100.0), (1, 30, 60, 3, 100.0, 100.0)], seg
+assert r["img_per_s_per_rank"] == 100.0, r["img_per_s_per_rank"]     # before: 128 (mixed img/s over 1 rank)
+assert r["img_per_s"] == 150.0, r["img_per_s"]
+a1 = {x["run"]: x for x in j["runs"]}["a1"]
+assert a1["ranks_changed"] is False and len(a1["segments"]) == 1, a1
+g = j["groups"][0]
+assert g["ranks"] == 1 and g["runs"] == 2 and g["runs_changed_ranks"] == 1, g
+assert g["img_per_s"]["n"] == 1 and g["img_per_s"]["mean"] == 100.0, g   # a1's alone
+print("ok")
+PY
+)
+check "r21: throughput per segment and per rank over each segment's ranks ($res)" test "$res" = ok
+check "Markdown: r21's ranks 2->1 and per rank 100" grep -qF '| r21 | 2->1 | 60 | 60.00 | 150.0 | 100.0 |' r21.md
+check "Markdown: a section on runs that changed rank count" grep -qF '## Runs that changed rank count' r21.md
+check "Markdown: r21's segments" eval "grep -qF '| r21 | 1 | 2 | 1-30 | 3 | 200.0 | 100.0 |' r21.md &&
+	grep -qF '| r21 | 2 | 1 | 31-60 | 3 | 100.0 | 100.0 |' r21.md"
+check "Markdown: the group says it holds a run that changed" grep -qF '| 1 | 2 (1 changed rank count) | 100.0 | 100.0 |' r21.md
+"$DLJOB_BIN" report a1 a2 >plain.md 2>/dev/null
+check "no section on changed rank counts when none changed" eval '! grep -q "changed rank count" plain.md'
+
+# --- the same, from a real run: 2 ranks x 8 for 3 steps, resumed on 1 rank
+# x 16 to step 6 (test_resume_change.sh's case; a few seconds)
+port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+args=(--model resnet20 --backend cpu --data synthetic:1,16,16,4,64 --epochs 2 --lr 0.2 --seed 3 --threads 1
+      --loader-threads 1 --eval 0 --print-every 1 --timeout 60 --out "$work/real")
+pids=()
+for r in 0 1; do
+	env -u SLURM_JOB_ID -u SLURM_PROCID -u PMIX_RANK -u SLURM_RESTART_COUNT DLJOB_WORLD=tcp RANK=$r WORLD_SIZE=2 \
+		MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "$DLJOB_BIN" "${args[@]}" --batch 8 --steps 3 2>"real$r.log" &
+	pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+check "real run on 2 ranks ($(tail -c 300 real0.log))" test $rc -eq 0
+env -u SLURM_JOB_ID -u SLURM_PROCID -u SLURM_RESTART_COUNT "$DLJOB_BIN" "${args[@]}" --batch 16 --steps 6 --resume \
+	2>real.log
+check "... resumed on 1 rank ($(tail -c 300 real.log))" test $? -eq 0
+"$DLJOB_BIN" report --json real.json "$work/real" >real.md 2>real.err
+check "dljob report on it exits 0 ($(head -c 200 real.err))" test $? -eq 0
+res=$("$py" - "$work/real/metrics.jsonl" <<'PY' 2>&1
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert [x["ranks"] for x in recs] == [2, 2, 2, 1, 1, 1], [x["ranks"] for x in recs]
+r = json.load(open("real.json"))["runs"][0]
+assert r["ranks_changed"] is True and r["ranks"] == 1, r
+want = []
+for ranks, part in ((2, recs[:3]), (1, recs[3:])):
+    ips = [x["img_per_s"] for x in part][1:]            # the first of each segment is its warm-up
+    want.append((ranks, part[0]["step"] - 1, part[-1]["step"], 3, sum(ips) / len(ips)))
+got = [(s["ranks"], s["from_step"], s["to_step"], s["records"], s["img_per_s"]) for s in r["segments"]]
+assert len(got) == 2 and all(g[:4] == w[:4] and abs(g[4] - w[4]) <= 1e-9 * w[4] for g, w in zip(got, want)), (got, want)
+for s in r["segments"]:
+    assert abs(s["img_per_s_per_rank"] - s["img_per_s"] / s["ranks"]) <= 1e-9 * s["img_per_s"], s
+used = recs[1:3] + recs[4:]
+per_rank = sum(x["img_per_s"] / x["ranks"] for x in used) / len(used)
+assert abs(r["img_per_s_per_rank"] - per_rank) <= 1e-9 * per_rank, (r["img_per_s_per_rank"], per_rank)
+print("ok: %.0f img/s per rank on 2 ranks, %.0f on 1" % (got[0][4] / 2, got[1][4]))
+PY
+)
+check "real run: each segment over its own rank count ($res)" eval '[ "${res%%:*}" = ok ]'
+check "real run: Markdown says 2->1" grep -qF "| $work/real | 2->1 | 6 |" real.md
+
 for opts in "--target 0 a1" "--target 1.5 a1" "--target x a1" "" "--bogus a1"; do
 	# shellcheck disable=SC2086
 	"$DLJOB_BIN" report $opts >/dev/null 2>usage.err

@@ -19,6 +19,8 @@
 #  - --lr, --precision, --backend: go on, with a note.
 #  - a checkpoint without the keys added later: resumes, saying what is not
 #    checked; on data too small for its position, refused.
+#  - fp16's loss scale: a cpu checkpoint has none; a cuda fp16 one resumes
+#    on cpu and the next checkpoint drops it.
 . "$DLJOB_SRCDIR/tests/lib.sh"
 need_file "$DLJOB_BIN"
 bin=$DLJOB_BIN
@@ -167,6 +169,28 @@ goes "an older checkpoint resumes, with a note on what is not checked" "only mod
 refused "an older checkpoint on data too small for its position: refused" \
 	"the checkpoint is 2 batches into epoch 2, but an epoch of --data synthetic:1,16,16,4,16 has 1 batches of 16" \
 	runn 1 ep --data synthetic:1,16,16,4,16 --batch 16 --resume=old.safetensors
+
+# --- fp16's loss scale (cuda only): a cpu checkpoint has none; one that has
+# it (as a cuda fp16 run writes it) resumes on cpu, which ignores it, and
+# the checkpoint it writes has none again (the cpu backend's state_out says
+# "no scale", so a stale one is not carried along)
+fresh ep
+check "a cpu checkpoint has no loss_scale" test -z "$(meta ep/checkpoint.safetensors loss_scale)"
+"$py" - ep/checkpoint.safetensors <<'EOF' || fail "cannot add the loss scale"
+import json, struct, sys
+p = sys.argv[1]
+b = open(p, "rb").read()
+n, = struct.unpack("<Q", b[:8])
+h = json.loads(b[8:8 + n])
+h["__metadata__"].update(loss_scale="2048", loss_scale_good="17", precision="fp16", backend="cuda")
+hb = json.dumps(h, separators=(",", ":")).encode()
+hb += b" " * (-len(hb) % 8)
+open(p, "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+EOF
+goes "a cuda fp16 checkpoint (with its loss scale) resumes on cpu" "this one in fp32 on cpu" \
+	runn 1 ep --data "$data" --batch 16 --steps 7 --resume
+check "... and its next checkpoint has no loss scale" \
+	test "$(meta ep/checkpoint.safetensors step)/$(meta ep/checkpoint.safetensors loss_scale)" = 7/
 
 # --- the data changed
 fresh ep

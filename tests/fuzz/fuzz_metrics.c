@@ -1,14 +1,18 @@
 /* fuzz_metrics: metrics.jsonl as dljob report reads it (the file is
  * untrusted: a run directory anyone may have written).  Input: a whole
  * metrics.jsonl.  It is read (engine/metrics_read.c), reported on with two
- * targets (runtime/report.c: throughput, phases, time to accuracy, groups)
- * and, for inputs whose size is a multiple of 16 (plotting is slow, so not
- * every input), drawn (runtime/plot.c). */
+ * targets (runtime/report.c: throughput, phases, time to accuracy, groups,
+ * the segments of a run resumed on another rank count), written as
+ * Markdown and JSON as `dljob report` prints them, and, for inputs whose
+ * size is a multiple of 16 (plotting is slow, so not every input), drawn
+ * (runtime/plot.c). */
 #include "config.h"
 #include <cairo.h>
 #include <fontconfig/fontconfig.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "runtime/plot.h"
 #include "runtime/report.h"
@@ -47,9 +51,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fz_path(png, sizeof png, "run.png");
 	const char *dirs[] = {fz_tmpdir(), fz_tmpdir()};
 	struct dl_report rep;
-	if (dl_report_build(&rep, dirs, 2, targets, 2, err, sizeof err) == 0 && size % 16 == 0) {
-		struct dl_plot_series s[2] = {{"a", &rep.runs[0].log}, {"b", &rep.runs[1].log}};
-		dl_plot_png(png, "fuzz", s, 2, err, sizeof err);
+	if (dl_report_build(&rep, dirs, 2, targets, 2, err, sizeof err) == 0) {
+		FILE *md = fopen("/dev/null", "w");
+		if (!md)
+			fz_die("fopen", "/dev/null");
+		dl_report_markdown(md, &rep);
+		fclose(md);
+		json_t *j = dl_report_json(&rep);
+		char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+		free(text);
+		json_decref(j);
+		if (size % 16 == 0) {
+			struct dl_plot_series s[2] = {{"a", &rep.runs[0].log}, {"b", &rep.runs[1].log}};
+			dl_plot_png(png, "fuzz", s, 2, err, sizeof err);
+		}
 	}
 	dl_report_free(&rep);
 	return 0;

@@ -132,6 +132,9 @@ def checkpoint():
     full = dict(meta, ranks="4", batch="8", num_classes="7", train_samples="1000", eval_samples="40",
                 lr="0.10000000000000001", warmup_epochs="0.5", schedule="cosine", precision="bf16", backend="cpu")
     put("fuzz_checkpoint", "valid-full", safetensors(tensors, full))
+    # fp16 on cuda: the loss scale and its clean steps (optional, together)
+    put("fuzz_checkpoint", "valid-fp16", safetensors(tensors, dict(full, precision="fp16", backend="cuda",
+                                                                    loss_scale="2048", loss_scale_good="1999")))
     put("fuzz_checkpoint", "format-2", safetensors(tensors, dict(meta, format="dljob-checkpoint-2")))
     put("fuzz_checkpoint", "shape-overflow", safetensors([("w", "F32", [4611686018427387904, 1], b"")], None))
     hb = b'{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1'

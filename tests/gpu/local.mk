@@ -31,6 +31,9 @@ endif
 EXTRA_DIST += tests/gpu/README tests/gpu/bundle.sh tests/gpu/bundle-build.sh tests/gpu/bundle-selftest.sh
 TESTS += tests/gpu/test_bundle.sh
 dist_check_SCRIPTS += tests/gpu/test_bundle.sh
+# run.sh's pass/fail/skip counting on stand-in programs, no GPU (seconds)
+TESTS += tests/gpu/test_run_sh.sh
+dist_check_SCRIPTS += tests/gpu/test_run_sh.sh
 gpu-bundle:
 	$(BASH) $(top_srcdir)/tests/gpu/bundle.sh --builddir $(abs_top_builddir)
 .PHONY: gpu-bundle

@@ -23,7 +23,13 @@
 #   SEED              seed for test_cuda_ops (default: the time)
 #   DLJOB_GPU_ARCH    nvcc -gencode flags (default sm_90: H100/H200)
 #   DLJOB_GPU_WERROR=1  warnings are errors (as --enable-werror)
-# Exit status: 0 all passed; 77 no GPU visible (tests skipped); 1 otherwise.
+# A program that exits 77 (skip: no GPU visible, or bench_gpu.sh without a
+# device) counts as skipped, not failed; summary.txt ends with one line
+# "run.sh: N passed, N failed, N skipped (what)".
+# Exit status: 1 if anything failed; else 77 if nothing passed and something
+# was skipped (no GPU visible); else 0.
+# tests/gpu/test_run_sh.sh (make check) runs the test and bench stages on
+# stand-in programs, without a GPU.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$PWD/gpu-results}
@@ -44,11 +50,12 @@ nvcc=$(command -v nvcc || true)
 [ -z "$nvcc" ] && [ -x "$cuda/bin/nvcc" ] && nvcc=$cuda/bin/nvcc
 site=$("$py" -c 'import site; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null || true)
 [ -z "$nvcc" ] && for s in $site; do [ -x "$s/nvidia/cuda_nvcc/bin/nvcc" ] && nvcc=$s/nvidia/cuda_nvcc/bin/nvcc; done
-if [ -z "$nvcc" ]; then
+if [ -z "$nvcc" ] && has_stage build; then
 	log "no nvcc (looked in PATH, $cuda/bin and the nvidia wheels): cannot build the kernels"
 	exit 1
 fi
-cuda_root=$(cd "$(dirname "$nvcc")/.." && pwd)
+cuda_root=$cuda
+[ -n "$nvcc" ] && cuda_root=$(cd "$(dirname "$nvcc")/.." && pwd)
 dirs="$cuda_root $cuda /usr /usr/local"
 for s in $site; do for d in "$s"/nvidia/* "$s"/nvidia/*/*; do [ -d "$d/include" ] && dirs="$dirs $d"; done; done
 incs="" libs="" rpaths=""
@@ -155,33 +162,45 @@ for p in test_cuda_plan test_cuda_ops bench_gpu; do
 	fi
 done
 
-rc=0
+# Counts for the last summary line; each result is one of these.
+: >"$out/summary.txt"
+passed=0 failed=0 skipped=0 skipped_what=""
+# result NAME RC [REASON]: RC 0 passed, 77 skipped (REASON), else failed.
+result() {
+	case $2 in
+	0) passed=$((passed + 1)) ;;
+	77) skipped=$((skipped + 1)) skipped_what="$skipped_what${skipped_what:+, }$1${3:+: $3}" ;;
+	*) failed=$((failed + 1)) ;;
+	esac
+}
+# what a skipped program said last (its reason)
+why() { grep -v '^$' "$1" 2>/dev/null | tail -1 | cut -c1-120; }
+
 if has_stage test; then
-	: >"$out/summary.txt"
 	timeout 120 "$build/test_cuda_plan" >"$out/plan.log" 2>&1
 	prc=$?
-	summary "test_cuda_plan: exit $prc ($(tail -1 "$out/plan.log"))"
-	[ "$prc" = 0 ] || rc=1
+	summary "test_cuda_plan: exit $prc$([ "$prc" = 77 ] && echo ' SKIPPED') ($(tail -1 "$out/plan.log"))"
+	result test_cuda_plan "$prc" "$(why "$out/plan.log")"
 	seed=${SEED:-$(date +%s)}
-	all="ops optim u8 normalize state fp16 fp16growth nonfinite options resnet50 train nccl2 timeout"
+	all="ops optim u8 normalize state fp16 fp16growth fp16resume nonfinite options resnet50 train nccl2 timeout"
 	for s in ${SECTIONS:-$all}; do
 		# line-buffered by the program itself (setvbuf), so a kill keeps every finished line
 		timeout -k 10 "${SECTION_TIMEOUT:-240}" "$build/test_cuda_ops" "$seed" "$s" >"$out/test_$s.log" 2>&1
 		trc=$?
 		if [ "$trc" = 77 ]; then
-			summary "test_cuda_ops: SKIPPED: no GPU visible"
-			rc=77
-			break
+			summary "test_cuda_ops $s: SKIPPED ($(why "$out/test_$s.log"))"
+		else
+			summary "test_cuda_ops $s (seed $seed): exit $trc$([ "$trc" = 124 ] && echo ' TIMEOUT')"
+			grep -E 'FAIL|: ok$' "$out/test_$s.log" | sed 's/^/    /' | tee -a "$out/summary.txt" >/dev/null
 		fi
-		summary "test_cuda_ops $s (seed $seed): exit $trc$([ "$trc" = 124 ] && echo ' TIMEOUT')"
-		grep -E 'FAIL|: ok$' "$out/test_$s.log" | sed 's/^/    /' | tee -a "$out/summary.txt" >/dev/null
-		[ "$trc" = 0 ] || rc=1
+		result "test_cuda_ops $s" "$trc" "$(why "$out/test_$s.log")"
 	done
 fi
 if has_stage sanitize; then
 	cs=$(command -v compute-sanitizer || ls "$cuda_root"/bin/compute-sanitizer 2>/dev/null || true)
 	if [ -z "$cs" ]; then
 		summary "compute-sanitizer: not found"
+		result compute-sanitizer 77 "not found"
 	else
 		# --report-api-errors no: `ops` makes a cudaMalloc fail on purpose
 		# (the fail_find hook: a cudnnFind out of memory), which memcheck
@@ -192,7 +211,7 @@ if has_stage sanitize; then
 				"${SEED:-1}" "$s" >"$out/sanitize_$s.log" 2>&1
 			src_rc=$?
 			summary "compute-sanitizer memcheck $s: exit $src_rc ($(grep -E 'ERROR SUMMARY' "$out/sanitize_$s.log" | tail -1))"
-			[ "$src_rc" = 0 ] || rc=1
+			result "memcheck $s" "$src_rc" "$(why "$out/sanitize_$s.log")"
 		done
 	fi
 fi
@@ -200,6 +219,14 @@ if has_stage bench; then
 	log "running bench_gpu.sh"
 	OUT=$out DLJOB_BENCH_GPU_BIN=$build/bench_gpu TORCH_PYTHON=$py bash "$src/tests/bench/bench_gpu.sh" 2>&1 |
 		tee "$out/bench_gpu.log"
-	[ "${PIPESTATUS[0]}" = 0 ] || rc=1
+	brc=${PIPESTATUS[0]}
+	summary "bench_gpu.sh: exit $brc$([ "$brc" = 77 ] && echo ' SKIPPED')"
+	result bench_gpu.sh "$brc" "$(why "$out/bench_gpu.log")"
 fi
-exit $rc
+summary "run.sh: $passed passed, $failed failed, $skipped skipped${skipped_what:+ ($skipped_what)}"
+if [ "$failed" -gt 0 ]; then
+	exit 1
+elif [ "$passed" = 0 ] && [ "$skipped" -gt 0 ]; then
+	exit 77
+fi
+exit 0

@@ -23,6 +23,11 @@
  *  fp16      loss scaling: a step whose gradients overflow is skipped (weights
  *            and momentum unchanged, nonfinite = skipped = 1, scale halved);
  *            the scale doubles after 2000 clean steps
+ *  fp16resume  the loss scale and its clean steps carry over state_out ->
+ *            a new backend's state_in (a checkpoint and --resume): after 8
+ *            more steps scale and count equal the uninterrupted backend's,
+ *            the state within 1e-6 (the line says if bit for bit); no scale
+ *            in the state (an older checkpoint) -> the initial 65536
  *  options   device by index and by PCI bus id; bad device, --conv-algo,
  *            precision refused with a message naming them; a create and a
  *            step right after an unrelated failed CUDA call
@@ -1144,6 +1149,94 @@ out:
 	return ok;
 }
 
+/* fp16 resumed (a checkpoint's state_out, a new backend's state_in): the
+ * loss scale and its clean-step count carry over, so the resumed run is
+ * bit for bit the uninterrupted one (before: it restarted at 65536); a
+ * state without a scale (loss_scale 0: an older checkpoint, another
+ * backend) starts at the initial scale. */
+static int fp16_resume(void)
+{
+	const int n = 4, before_steps = 12, after_steps = 8;
+	char err[512];
+	int ok = 0, y[4], same = 0;
+	struct dl_graph *g = case_overflow(), *g2 = case_overflow();
+	struct dl_backend *a = NULL, *b = NULL;
+	struct dl_optim_state sa = { 0 }, sb = { 0 };
+	size_t xc = x_count(g, n);
+	float *x = xcalloc(xc, sizeof(float));
+	struct dl_backend_opts o = opts_for(DL_FP16, NULL);
+	/* cuDNN's heuristics, not cudnnFind's timings: both backends run the
+	 * same algorithms, so the steps can be compared closely */
+	struct dl_cuda_test_opts t = { .heuristic = 1 };
+	a = dl_cuda_create_test(g, n, &o, &t, err, sizeof err);
+	if (!a || dl_optim_state_init(&sa, g, 0.9, err, sizeof err) || dl_optim_state_init(&sb, g, 0.9, err, sizeof err)) {
+		printf("fp16 resume: %s: FAIL\n", err);
+		goto out;
+	}
+	rand_batch(x, xc, y, n, 10, 0);
+	struct dl_batch in = { .x = x, .labels = y };
+	struct dl_step_result r;
+	for (int s = 0; s < before_steps; s++)
+		if (dl_backend_cuda.train_step(a, &in, 0.1, 0, &r))
+			goto a_fail;
+	/* the checkpoint: a's state into g and sa, then into a new backend on g2 */
+	if (dl_backend_cuda.state_out(a, &sa))
+		goto a_fail;
+	double scale_a = dl_cuda_loss_scale(a);
+	copy_state(g2, g);
+	b = dl_cuda_create_test(g2, n, &o, &t, err, sizeof err);
+	if (!b) {
+		printf("fp16 resume: %s: FAIL\n", err);
+		goto out;
+	}
+	double fresh = dl_cuda_loss_scale(b);
+	if (dl_backend_cuda.state_in(b, &sa))
+		goto b_fail;
+	double scale_b = dl_cuda_loss_scale(b);
+	printf("fp16 resume after %d steps: scale %g (good %ld) in the state, %g fresh, %g after state_in\n", before_steps,
+	       sa.loss_scale, sa.loss_scale_good, fresh, scale_b);
+	for (int s = 0; s < after_steps; s++)
+		if (dl_backend_cuda.train_step(a, &in, 0.1, 0, &r) || dl_backend_cuda.train_step(b, &in, 0.1, 0, &r))
+			goto a_fail;
+	if (dl_backend_cuda.state_out(a, &sa) || dl_backend_cuda.state_out(b, &sb))
+		goto a_fail;
+	/* the scale and its count exactly; weights, buffers and momentum to
+	 * 1e-6 (said whether bit for bit: a restart at 65536 would skip the
+	 * next steps and leave the weights far apart) */
+	double worst = 0;
+	int exact = state_eq(g, g2, &sa, &sb, 1e-6, &worst);
+	same = sa.steps == sb.steps && sa.loss_scale == sb.loss_scale && sa.loss_scale_good == sb.loss_scale_good;
+	/* no scale in the state: the initial one */
+	struct dl_optim_state none = sb;
+	none.loss_scale = 0;
+	none.loss_scale_good = 0;
+	if (dl_backend_cuda.state_in(b, &none))
+		goto b_fail;
+	double reset = dl_cuda_loss_scale(b);
+	ok = scale_a < 65536.0 && fresh == 65536.0 && scale_b == scale_a && sa.loss_scale == scale_a && same && exact &&
+	     reset == 65536.0;
+	printf("fp16 resume: scale %g carried over; %d more steps: scale %g/%g, good %ld/%ld, state %s (worst %g); "
+	       "no scale -> %g: %s\n", scale_b, after_steps, sa.loss_scale, sb.loss_scale, sa.loss_scale_good,
+	       sb.loss_scale_good, worst == 0 ? "bit for bit" : exact ? "close" : "DIFFERS", worst, reset, ok ? "ok" : "FAIL");
+	goto out;
+a_fail:
+	printf("fp16 resume: %s / %s: FAIL\n", dl_backend_cuda.error(a), b ? dl_backend_cuda.error(b) : "");
+	goto out;
+b_fail:
+	printf("fp16 resume: %s: FAIL\n", dl_backend_cuda.error(b));
+out:
+	if (a)
+		dl_backend_cuda.destroy(a);
+	if (b)
+		dl_backend_cuda.destroy(b);
+	dl_optim_state_free(&sa);
+	dl_optim_state_free(&sb);
+	free(x);
+	gb_free(g);
+	gb_free(g2);
+	return ok;
+}
+
 /* fp32 with a NaN in the batch: not applied, not "skipped" (the trainer stops). */
 static int nonfinite_fp32(void)
 {
@@ -1766,6 +1859,7 @@ int main(int argc, char **argv)
 	} sections[] = {
 		{ "ops", op_cases }, { "optim", optim_cases }, { "u8", u8_cases }, { "normalize", normalize_kernel },
 		{ "state", state_round_trip }, { "fp16", fp16_skip }, { "fp16growth", fp16_growth },
+		{ "fp16resume", fp16_resume },
 		{ "nonfinite", nonfinite_fp32 }, { "options", options }, { "resnet50", resnet50_step },
 		{ "train", hundred_steps }, { "nccl2", two_ranks }, { "timeout", nccl_timeout },
 	};

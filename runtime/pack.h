@@ -1,0 +1,13 @@
+/* `dljob pack SRC DST [options]`: the command line of the packer
+ * (engine/data/pack.h), its numbers read by the shared option parsers
+ * (runtime/optval.h), so a bad one gets the same message as any other
+ * option's. */
+#ifndef DLJOB_RUNTIME_PACK_H
+#define DLJOB_RUNTIME_PACK_H
+
+/* argv[0] is the sub-command name ("pack"), then
+ *   SRC DST [--shard-size MB] [--max-side N] [--threads N] [--keep-png] [--quality Q]
+ * Returns the process exit status (DL_EXIT_OK, DL_EXIT_ERROR, DL_EXIT_USAGE). */
+int dl_pack_main(int argc, char **argv);
+
+#endif
