@@ -543,30 +543,51 @@ out:
 	hwloc_bitmap_free(cpus);
 }
 
+/* The longest PATH searched for the task's command: MAX_ARG_STRLEN, the
+ * longest string execve(2) passes, so a longer one never reaches a task. */
+#define DL_TASK_PATH_MAX (32 * 4096)
+
 /* The file the task's command names, found the way slurmstepd will find it
  * when it execs the task (task.c _build_path in Slurm 22.05: as it is if
  * absolute, from the working directory if it starts with '.', else the
- * first PATH entry holding a non-directory of that name). */
-static int task_command(spank_t sp, char *path, size_t len, struct stat *sb)
+ * first PATH entry holding a non-directory of that name).  PATH is read
+ * whole (module systems make ones of many KiB); an entry whose file name
+ * would not fit in path (len, PATH_MAX: the kernel refuses longer names) is
+ * skipped, never looked up cut.  0: found, in path and *sb; 1: not found
+ * (path is the command's word); -1: PATH cannot be read, one line in err. */
+static int task_command(spank_t sp, char *path, size_t len, struct stat *sb, char *err, size_t errlen)
 {
-	char **argv = NULL, env_path[8192];
-	int argc = 0;
+	char **argv = NULL, *env_path = NULL;
+	int argc = 0, rv = 1;
+	spank_err_t rc;
 
+	path[0] = '\0';
 	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv || !argv[0])
-		return -1;
+		return 1;
 	if (argv[0][0] == '/' || argv[0][0] == '.') {
+		if ((size_t)snprintf(path, len, "%s", argv[0]) >= len)
+			return 1;
+		return stat(path, sb) == 0 ? 0 : 1;
+	}
+	rc = dl_spank_getenv_whole(sp, "PATH", DL_TASK_PATH_MAX, &env_path);
+	if (rc == ESPANK_NOSPACE)
+		return dl_errf(err, errlen, "PATH longer than %d bytes: the task's command is not looked up in it",
+			       DL_TASK_PATH_MAX);
+	if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_NOEXIST)
+		return dl_errf(err, errlen, "cannot read the task's PATH (%s)", spank_strerror(rc));
+	for (char *save = NULL, *d = env_path ? strtok_r(env_path, ":", &save) : NULL; d;
+	     d = strtok_r(NULL, ":", &save)) {
+		if ((size_t)snprintf(path, len, "%s/%s", d, argv[0]) >= len)
+			continue;
+		if (stat(path, sb) == 0 && !S_ISDIR(sb->st_mode)) {
+			rv = 0;
+			break;
+		}
+	}
+	free(env_path);
+	if (rv)
 		snprintf(path, len, "%s", argv[0]);
-		return stat(path, sb);
-	}
-	if (spank_getenv(sp, "PATH", env_path, sizeof(env_path)) != ESPANK_SUCCESS)
-		env_path[0] = '\0';
-	for (char *save = NULL, *d = strtok_r(env_path, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		snprintf(path, len, "%s/%s", d, argv[0]);
-		if (stat(path, sb) == 0 && !S_ISDIR(sb->st_mode))
-			return 0;
-	}
-	snprintf(path, len, "%s", argv[0]);
-	return -1;
+	return rv;
 }
 
 /* Whether the step uses a container plugin: pyxis's --container-image or
@@ -674,11 +695,14 @@ static int runtime_loadable(const char *runtime, char *missing, size_t len)
  * slurmstepd will find it; with spank_prepend_task_argv also the word
  * "dljob" itself, since Slurm then runs runtime= whatever the word finds
  * (in a container, possibly nothing, or the image's own dljob). */
-static int command_is_runtime(spank_t sp, const struct stat *rt, char *path, size_t len)
+static int command_is_runtime(spank_t sp, const struct stat *rt, char *path, size_t len, char *err, size_t errlen)
 {
 	struct stat cmd;
+	int found = task_command(sp, path, len, &cmd, err, errlen);
 
-	if (task_command(sp, path, len, &cmd) == 0 && cmd.st_dev == rt->st_dev && cmd.st_ino == rt->st_ino)
+	if (found < 0)
+		return -1;
+	if (found == 0 && cmd.st_dev == rt->st_dev && cmd.st_ino == rt->st_ino)
 		return 1;
 #if DL_HAVE_PREPEND_ARGV
 	{
@@ -708,7 +732,8 @@ static int command_is_runtime(spank_t sp, const struct stat *rt, char *path, siz
 static int prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_opts *o)
 {
 	struct stat rt;
-	char path[8192];
+	char path[PATH_MAX], why[DL_ERR_LEN];
+	int is_rt;
 
 	if (stat(a->runtime, &rt) < 0) {
 		/* A container plugin listed before dljob has moved the task:
@@ -731,7 +756,11 @@ static int prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_
 			return -1;
 		}
 	}
-	if (!command_is_runtime(sp, &rt, path, sizeof(path))) {
+	if ((is_rt = command_is_runtime(sp, &rt, path, sizeof(path), why, sizeof(why))) < 0) {
+		dl_error(1, "%s", why);
+		return -1;
+	}
+	if (!is_rt) {
 		char q[256];
 
 		dl_error(1, "--dl-job=%s runs the site's runtime: the command must be dljob (%s), not '%s' "
