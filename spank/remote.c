@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -904,6 +905,28 @@ static int container_after_dljob(spank_t sp, const struct dl_args *a, const stru
 #endif
 }
 
+/* Ends the step on every node, as `scancel JOB.STEP` does (slurmctld
+ * signals every node's tasks with SIGKILL), for a refusal only some nodes
+ * can see.  Called from task_init, in the task, as the step's user, who may
+ * cancel their own step; slurmstepd itself is never signalled by it.  A
+ * failure is logged: the other nodes then stop at their own timeout. */
+static void kill_step(void)
+{
+	int rc;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+	slurm_step_id_t id = { .job_id = st.job, .step_id = st.step, .step_het_comp = NO_VAL };
+
+	rc = slurm_kill_job_step(&id, SIGKILL, 0);
+#elif SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
+	rc = slurm_kill_job_step(st.job, st.step, SIGKILL, 0);
+#else
+	rc = slurm_kill_job_step(st.job, st.step, SIGKILL);
+#endif
+	if (rc != SLURM_SUCCESS)
+		dl_error(1, "cannot end step %u.%u on the other nodes (%s): their tasks stop at their own timeout",
+			 st.job, st.step, slurm_strerror(errno));
+}
+
 /* The step's shape must be one world with rank 0 on its first node (the
  * MASTER_ADDR every node derives from SLURM_STEP_NODELIST on its own).  Two
  * shapes break that, and are refused on the nodes that can see it:
@@ -913,10 +936,15 @@ static int container_after_dljob(spank_t sp, const struct dl_args *a, const stru
  *   separate worlds on one MASTER_ADDR;
  * - rank 0 elsewhere than on the step's first node (node id 0, the first of
  *   SLURM_STEP_NODELIST), as --distribution=arbitrary does with a host file
- *   that does not start with that node: the node holding rank 0 and the
- *   first node both see it (the others cannot, and stop at their timeout).
+ *   that does not start with that node: only the node holding rank 0 and
+ *   the first node can see it (slurmstepd knows no other node's ranks, and
+ *   srun's SLURM_DISTRIBUTION and SLURM_STEP_TASKS_PER_NODE do not say
+ *   where rank 0 is), so *whole_step is set: the step must be ended on
+ *   every node (kill_step), or the others would wait for rank 0 until
+ *   their rendezvous timeout.
  * -1 with one line in err. */
-static int check_shape(spank_t sp, uint32_t world, uint32_t nlocal, const char *master, char *err, size_t errlen)
+static int check_shape(spank_t sp, uint32_t world, uint32_t nlocal, const char *master, int *whole_step,
+		       char *err, size_t errlen)
 {
 	char buf[32], host[256], *end;
 	uint32_t nodeid = 0;
@@ -944,6 +972,7 @@ static int check_shape(spank_t sp, uint32_t world, uint32_t nlocal, const char *
 	}
 	if ((nodeid == 0) == has0)
 		return 0;
+	*whole_step = 1;
 	if ((spank_getenv(sp, "SLURMD_NODENAME", host, sizeof(host)) != ESPANK_SUCCESS || dl_optval_has_ctl(host)) &&
 	    gethostname(host, sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "?");
@@ -958,7 +987,7 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 {
 	const struct dl_opts *o = dl_opts();
 	uint32_t rank = 0, world = 0, nlocal = 0;
-	int local = 0;
+	int local = 0, whole_step = 0;
 	char master[256], resv[256];
 
 	if (!st.active)
@@ -984,8 +1013,10 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 	}
 	char why[DL_ERR_LEN];
 	if (dl_spank_master_addr(sp, master, sizeof(master), why, sizeof(why)) < 0 ||
-	    check_shape(sp, world, nlocal, master, why, sizeof(why)) < 0) {
+	    check_shape(sp, world, nlocal, master, &whole_step, why, sizeof(why)) < 0) {
 		dl_error(1, "%s", why);
+		if (whole_step && local == 0)
+			kill_step();
 		return -1;
 	}
 	/* MASTER_PORT: the step's first reserved port (MpiParams=ports=...:
