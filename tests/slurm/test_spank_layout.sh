@@ -11,6 +11,7 @@ export CLUSTER_NODES=3
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
 spank_cluster_up
 cd "$WORK" || fail "cd $WORK"
+# shellcheck disable=SC2016 # expanded by the task's bash
 lay='echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $SLURMD_NODENAME"'
 printf 'n1\nn3\nn2\nn1\n' >hosts.ok && printf 'n2\nn1\nn3\n' >hosts.bad || fail "host files"
 out=$(SLURM_HOSTFILE=$WORK/hosts.ok SRUN_BOUND=60 srun_bounded -n4 -m arbitrary --dl-job=env bash -c "$lay" 2>&1 | sort) ||
