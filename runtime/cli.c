@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -738,33 +737,68 @@ static void unmake_out(char *made, size_t top)
 	}
 }
 
-/* One run per output directory: rank 0 holds an exclusive flock(2) on the
- * directory itself (no file is added to it) from the rendezvous to its
- * exit, so a second run given the same directory (two steps of one job
- * with the default ./dljob-$SLURM_JOB_ID, a job array's tasks with one
- * --out) stops before it writes anything instead of mixing its metrics and
- * checkpoints into the first's.  *fd: the locked directory, -1 when it
- * could not be locked for another reason than a holder (a file system
- * without flock on directories, such as NFS: then a second run on another
- * node is not seen).  -1 with one line in err when another run holds it. */
+/* The lock file of an output directory (lock_out). */
+#define DL_OUT_LOCK ".dljob.lock"
+
+/* One run per output directory: rank 0 holds an exclusive open file
+ * description lock (fcntl F_OFD_SETLK, a write lock on the whole file) on
+ * DIR/.dljob.lock from the rendezvous to its exit, so a second run given
+ * the same directory (two steps of one job with the default
+ * ./dljob-$SLURM_JOB_ID, a job array's tasks with one --out) stops before
+ * it writes anything instead of mixing its metrics and checkpoints into the
+ * first's.  Why this primitive: Linux's NFS client has no lock operation
+ * for directories, so flock(2) on one (dljob's earlier lock) is the local
+ * kernel's alone, and a run on another node takes it too; an fcntl lock on
+ * a regular file goes to the server (NFSv4 in the protocol, NFSv3 through
+ * lockd/NLM), unless the file system is mounted nolock or
+ * local_lock=posix|all, which keeps it on the node, as a FUSE file system
+ * that does not implement locks does.  An OFD lock belongs to the open
+ * file, like flock: closing another descriptor of the file in this
+ * process, which drops a classic POSIX lock, leaves it.  The file stays
+ * (removed only with a directory this run made and leaves on failure).
+ * *fd: the locked file, -1 when it could not be locked for another reason
+ * than a holder (said on stderr: then a second run is not seen).  -1 with
+ * one line in err when another run holds it. */
 static int lock_out(const char *opt, const char *out, int *fd, char *err, size_t errlen)
 {
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
 	char q[256];
+	struct stat sb;
+	const char *why = NULL;
+	int dir;
 
-	*fd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (*fd < 0)
+	*fd = -1;
+	dir = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0) {
+		why = strerror(errno);
+	} else {
+		/* O_NONBLOCK: a FIFO put there must not block the open. */
+		*fd = openat(dir, DL_OUT_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+		if (*fd < 0)
+			why = strerror(errno);
+		else if (fstat(*fd, &sb) < 0)
+			why = strerror(errno);
+		else if (!S_ISREG(sb.st_mode))
+			why = "not a regular file";
+		else if (fcntl(*fd, F_OFD_SETLK, &fl) == 0)
+			why = NULL;
+		else if (errno == EAGAIN || errno == EACCES)
+			why = "";
+		else
+			why = strerror(errno);
+		close(dir);
+	}
+	if (!why)
 		return 0;
-	if (flock(*fd, LOCK_EX | LOCK_NB) == 0)
-		return 0;
-	if (errno == EWOULDBLOCK) {
+	if (*fd >= 0)
 		close(*fd);
-		*fd = -1;
+	*fd = -1;
+	if (!*why)
 		return dl_errf(err, errlen, "%s %s: another dljob run is writing into this directory (another step of "
 			       "this job, or another job): give each run its own %s", opt,
 			       dl_optval_escape(out, q, sizeof(q)), opt);
-	}
-	close(*fd);
-	*fd = -1;
+	fprintf(stderr, "dljob: rank 0: %s %s: cannot lock its %s (%s): another run given this directory would "
+		"not be seen\n", opt, dl_optval_escape(out, q, sizeof(q)), DL_OUT_LOCK, why);
 	return 0;
 }
 
@@ -919,8 +953,14 @@ out:
 	/* A run that failed before writing anything (unreadable data, no GPU,
 	 * a peer that never came) leaves no empty directory behind, nor the
 	 * parents it made for it. */
-	if (rv != DL_EXIT_OK)
+	if (rv != DL_EXIT_OK && out_made[0]) {
+		char lockf[PATH_MAX];
+
+		if (out_lock >= 0 && (size_t)snprintf(lockf, sizeof(lockf), "%s/%s", cli->cfg.out_dir, DL_OUT_LOCK) <
+		    sizeof(lockf))
+			unlink(lockf);
 		unmake_out(out_made, out_top);
+	}
 	if (out_lock >= 0)
 		close(out_lock);
 	if (ds)

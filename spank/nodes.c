@@ -1,10 +1,11 @@
-/* The step's first node (MASTER_ADDR) from slurmstepd's environment, for
- * task_init (spank/remote.c).  SLURM_STEP_NODELIST has no length bound: a
- * large job on a fragmented allocation gets one of many KiB
- * ("nid[001234,001236,...]"), which is read here whole, up to
- * DL_HOSTLIST_LEN_MAX bytes.  SLURM_NODELIST (the job's list, whose first
- * node need not be in the step) is read only when the step's is not set at
- * all, never because the step's was too long for a buffer. */
+/* Variables of slurmstepd's environment that have no length bound, read
+ * whole (dl_spank_getenv_whole): the step's first node (MASTER_ADDR) for
+ * task_init (spank/remote.c), and the task's PATH, searched for its command
+ * (spank/remote.c task_command).  SLURM_STEP_NODELIST: a large job on a
+ * fragmented allocation gets one of many KiB ("nid[001234,001236,...]"),
+ * read up to DL_HOSTLIST_LEN_MAX bytes.  SLURM_NODELIST (the job's list,
+ * whose first node need not be in the step) is read only when the step's
+ * is not set at all, never because the step's was too long for a buffer. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -15,12 +16,9 @@
 #include "runtime/optval.h"
 #include "spank/plugin.h"
 
-/* name's value from slurmstepd's environment, whole, into *val (malloc'ed,
- * the caller frees it; NULL unless ESPANK_SUCCESS): ESPANK_NOSPACE when it
- * is longer than about max bytes, ESPANK_ERROR when memory runs out. */
-static spank_err_t getenv_whole(spank_t sp, const char *name, size_t max, char **val)
+spank_err_t dl_spank_getenv_whole(spank_t sp, const char *name, size_t max, char **val)
 {
-	size_t len = 4096;
+	size_t len = max < 4096 ? max + 1 : 4096;
 	spank_err_t rc;
 
 	*val = NULL;
@@ -35,7 +33,7 @@ static spank_err_t getenv_whole(spank_t sp, const char *name, size_t max, char *
 		rc = spank_getenv(sp, name, b, (int)len);
 		if (rc != ESPANK_NOSPACE || len > max)
 			break;
-		len *= 2;
+		len = len > max / 2 ? max + 1 : 2 * len;
 	}
 	if (rc != ESPANK_SUCCESS) {
 		free(*val);
@@ -48,12 +46,12 @@ int dl_spank_master_addr(spank_t sp, char *out, size_t outlen, char *err, size_t
 {
 	const char *var = "SLURM_STEP_NODELIST";
 	char *nodes, why[256], q[256];
-	spank_err_t rc = getenv_whole(sp, var, DL_HOSTLIST_LEN_MAX, &nodes);
+	spank_err_t rc = dl_spank_getenv_whole(sp, var, DL_HOSTLIST_LEN_MAX, &nodes);
 	int rv;
 
 	if (rc == ESPANK_ENV_NOEXIST) {
 		var = "SLURM_NODELIST";
-		rc = getenv_whole(sp, var, DL_HOSTLIST_LEN_MAX, &nodes);
+		rc = dl_spank_getenv_whole(sp, var, DL_HOSTLIST_LEN_MAX, &nodes);
 	}
 	if (rc == ESPANK_NOSPACE)
 		return dl_errf(err, errlen, "%s is longer than %d bytes", var, DL_HOSTLIST_LEN_MAX);

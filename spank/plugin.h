@@ -91,6 +91,10 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a);
  * SLURM_NODELIST when that is unset), read whole.  Returns 0, or -1 with
  * one line in err. */
 int dl_spank_master_addr(spank_t sp, char *out, size_t outlen, char *err, size_t errlen);
+/* name's value from slurmstepd's environment, whole, into *val (malloc'ed,
+ * the caller frees it; NULL unless ESPANK_SUCCESS): ESPANK_NOSPACE when it
+ * is longer than max bytes, ESPANK_ERROR when memory runs out. */
+spank_err_t dl_spank_getenv_whole(spank_t sp, const char *name, size_t max, char **val);
 void dl_remote_exit(void);
 
 

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -543,30 +544,51 @@ out:
 	hwloc_bitmap_free(cpus);
 }
 
+/* The longest PATH searched for the task's command: MAX_ARG_STRLEN, the
+ * longest string execve(2) passes, so a longer one never reaches a task. */
+#define DL_TASK_PATH_MAX (32 * 4096)
+
 /* The file the task's command names, found the way slurmstepd will find it
  * when it execs the task (task.c _build_path in Slurm 22.05: as it is if
  * absolute, from the working directory if it starts with '.', else the
- * first PATH entry holding a non-directory of that name). */
-static int task_command(spank_t sp, char *path, size_t len, struct stat *sb)
+ * first PATH entry holding a non-directory of that name).  PATH is read
+ * whole (module systems make ones of many KiB); an entry whose file name
+ * would not fit in path (len, PATH_MAX: the kernel refuses longer names) is
+ * skipped, never looked up cut.  0: found, in path and *sb; 1: not found
+ * (path is the command's word); -1: PATH cannot be read, one line in err. */
+static int task_command(spank_t sp, char *path, size_t len, struct stat *sb, char *err, size_t errlen)
 {
-	char **argv = NULL, env_path[8192];
-	int argc = 0;
+	char **argv = NULL, *env_path = NULL;
+	int argc = 0, rv = 1;
+	spank_err_t rc;
 
+	path[0] = '\0';
 	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv || !argv[0])
-		return -1;
+		return 1;
 	if (argv[0][0] == '/' || argv[0][0] == '.') {
+		if ((size_t)snprintf(path, len, "%s", argv[0]) >= len)
+			return 1;
+		return stat(path, sb) == 0 ? 0 : 1;
+	}
+	rc = dl_spank_getenv_whole(sp, "PATH", DL_TASK_PATH_MAX, &env_path);
+	if (rc == ESPANK_NOSPACE)
+		return dl_errf(err, errlen, "PATH longer than %d bytes: the task's command is not looked up in it",
+			       DL_TASK_PATH_MAX);
+	if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_NOEXIST)
+		return dl_errf(err, errlen, "cannot read the task's PATH (%s)", spank_strerror(rc));
+	for (char *save = NULL, *d = env_path ? strtok_r(env_path, ":", &save) : NULL; d;
+	     d = strtok_r(NULL, ":", &save)) {
+		if ((size_t)snprintf(path, len, "%s/%s", d, argv[0]) >= len)
+			continue;
+		if (stat(path, sb) == 0 && !S_ISDIR(sb->st_mode)) {
+			rv = 0;
+			break;
+		}
+	}
+	free(env_path);
+	if (rv)
 		snprintf(path, len, "%s", argv[0]);
-		return stat(path, sb);
-	}
-	if (spank_getenv(sp, "PATH", env_path, sizeof(env_path)) != ESPANK_SUCCESS)
-		env_path[0] = '\0';
-	for (char *save = NULL, *d = strtok_r(env_path, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		snprintf(path, len, "%s/%s", d, argv[0]);
-		if (stat(path, sb) == 0 && !S_ISDIR(sb->st_mode))
-			return 0;
-	}
-	snprintf(path, len, "%s", argv[0]);
-	return -1;
+	return rv;
 }
 
 /* Whether the step uses a container plugin: pyxis's --container-image or
@@ -674,11 +696,14 @@ static int runtime_loadable(const char *runtime, char *missing, size_t len)
  * slurmstepd will find it; with spank_prepend_task_argv also the word
  * "dljob" itself, since Slurm then runs runtime= whatever the word finds
  * (in a container, possibly nothing, or the image's own dljob). */
-static int command_is_runtime(spank_t sp, const struct stat *rt, char *path, size_t len)
+static int command_is_runtime(spank_t sp, const struct stat *rt, char *path, size_t len, char *err, size_t errlen)
 {
 	struct stat cmd;
+	int found = task_command(sp, path, len, &cmd, err, errlen);
 
-	if (task_command(sp, path, len, &cmd) == 0 && cmd.st_dev == rt->st_dev && cmd.st_ino == rt->st_ino)
+	if (found < 0)
+		return -1;
+	if (found == 0 && cmd.st_dev == rt->st_dev && cmd.st_ino == rt->st_ino)
 		return 1;
 #if DL_HAVE_PREPEND_ARGV
 	{
@@ -708,7 +733,8 @@ static int command_is_runtime(spank_t sp, const struct stat *rt, char *path, siz
 static int prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_opts *o)
 {
 	struct stat rt;
-	char path[8192];
+	char path[PATH_MAX], why[DL_ERR_LEN];
+	int is_rt;
 
 	if (stat(a->runtime, &rt) < 0) {
 		/* A container plugin listed before dljob has moved the task:
@@ -731,7 +757,11 @@ static int prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_
 			return -1;
 		}
 	}
-	if (!command_is_runtime(sp, &rt, path, sizeof(path))) {
+	if ((is_rt = command_is_runtime(sp, &rt, path, sizeof(path), why, sizeof(why))) < 0) {
+		dl_error(1, "%s", why);
+		return -1;
+	}
+	if (!is_rt) {
 		char q[256];
 
 		dl_error(1, "--dl-job=%s runs the site's runtime: the command must be dljob (%s), not '%s' "
@@ -875,6 +905,28 @@ static int container_after_dljob(spank_t sp, const struct dl_args *a, const stru
 #endif
 }
 
+/* Ends the step on every node, as `scancel JOB.STEP` does (slurmctld
+ * signals every node's tasks with SIGKILL), for a refusal only some nodes
+ * can see.  Called from task_init, in the task, as the step's user, who may
+ * cancel their own step; slurmstepd itself is never signalled by it.  A
+ * failure is logged: the other nodes then stop at their own timeout. */
+static void kill_step(void)
+{
+	int rc;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+	slurm_step_id_t id = { .job_id = st.job, .step_id = st.step, .step_het_comp = NO_VAL };
+
+	rc = slurm_kill_job_step(&id, SIGKILL, 0);
+#elif SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
+	rc = slurm_kill_job_step(st.job, st.step, SIGKILL, 0);
+#else
+	rc = slurm_kill_job_step(st.job, st.step, SIGKILL);
+#endif
+	if (rc != SLURM_SUCCESS)
+		dl_error(1, "cannot end step %u.%u on the other nodes (%s): their tasks stop at their own timeout",
+			 st.job, st.step, slurm_strerror(errno));
+}
+
 /* The step's shape must be one world with rank 0 on its first node (the
  * MASTER_ADDR every node derives from SLURM_STEP_NODELIST on its own).  Two
  * shapes break that, and are refused on the nodes that can see it:
@@ -884,10 +936,15 @@ static int container_after_dljob(spank_t sp, const struct dl_args *a, const stru
  *   separate worlds on one MASTER_ADDR;
  * - rank 0 elsewhere than on the step's first node (node id 0, the first of
  *   SLURM_STEP_NODELIST), as --distribution=arbitrary does with a host file
- *   that does not start with that node: the node holding rank 0 and the
- *   first node both see it (the others cannot, and stop at their timeout).
+ *   that does not start with that node: only the node holding rank 0 and
+ *   the first node can see it (slurmstepd knows no other node's ranks, and
+ *   srun's SLURM_DISTRIBUTION and SLURM_STEP_TASKS_PER_NODE do not say
+ *   where rank 0 is), so *whole_step is set: the step must be ended on
+ *   every node (kill_step), or the others would wait for rank 0 until
+ *   their rendezvous timeout.
  * -1 with one line in err. */
-static int check_shape(spank_t sp, uint32_t world, uint32_t nlocal, const char *master, char *err, size_t errlen)
+static int check_shape(spank_t sp, uint32_t world, uint32_t nlocal, const char *master, int *whole_step,
+		       char *err, size_t errlen)
 {
 	char buf[32], host[256], *end;
 	uint32_t nodeid = 0;
@@ -915,6 +972,7 @@ static int check_shape(spank_t sp, uint32_t world, uint32_t nlocal, const char *
 	}
 	if ((nodeid == 0) == has0)
 		return 0;
+	*whole_step = 1;
 	if ((spank_getenv(sp, "SLURMD_NODENAME", host, sizeof(host)) != ESPANK_SUCCESS || dl_optval_has_ctl(host)) &&
 	    gethostname(host, sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "?");
@@ -929,7 +987,7 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 {
 	const struct dl_opts *o = dl_opts();
 	uint32_t rank = 0, world = 0, nlocal = 0;
-	int local = 0;
+	int local = 0, whole_step = 0;
 	char master[256], resv[256];
 
 	if (!st.active)
@@ -955,8 +1013,10 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 	}
 	char why[DL_ERR_LEN];
 	if (dl_spank_master_addr(sp, master, sizeof(master), why, sizeof(why)) < 0 ||
-	    check_shape(sp, world, nlocal, master, why, sizeof(why)) < 0) {
+	    check_shape(sp, world, nlocal, master, &whole_step, why, sizeof(why)) < 0) {
 		dl_error(1, "%s", why);
+		if (whole_step && local == 0)
+			kill_step();
 		return -1;
 	}
 	/* MASTER_PORT: the step's first reserved port (MpiParams=ports=...:

@@ -1,7 +1,7 @@
 #!/bin/bash
 # A private Slurm cluster on this machine, for dljob's tests and quick start:
-# munged (own key and socket), slurmctld, and two slurmd "nodes" (n1, n2) on
-# loopback using Slurm's multiple-slurmd support, select/cons_tres,
+# munged (own key and socket), slurmctld, and two slurmd "nodes" (n1, n2;
+# CLUSTER_NODES=N for n1..nN) on loopback using Slurm's multiple-slurmd support, select/cons_tres,
 # proctrack/linuxproc, task/affinity, MpiDefault=none with pmix available,
 # four fake GPUs per node as gres, and a plugstack.conf that loads the freshly
 # built dljob.so.  Everything lives in one temp directory and is stopped by PID.
@@ -27,6 +27,8 @@
 # ConstrainDevices=yes; needs the v1 devices controller at /sys/fs/cgroup;
 # with CLUSTER_CONSTRAIN_CORES=1 also ConstrainCores=yes: each step's tasks
 # and slurmstepd in a cpuset of the step's cores, needs the v1 cpuset one),
+# CLUSTER_NODES=N (2 to 8 nodes n1..nN, default 2; each describes the whole
+# machine with 1/N of its memory; not with CLUSTER_NETNS),
 # CLUSTER_MPI_PORTS=LO-HI (MpiParams=ports=LO-HI: Slurm reserves ports for
 # every step, SLURM_STEP_RESV_PORTS), CLUSTER_NETNS=1 (the nodes as separate
 # network hosts, below).
@@ -84,12 +86,18 @@ _cluster_need() {
 # is the first node's name).  Map them to loopback once, marked as ours.
 _cluster_hosts() {
 	local n missing=
-	for n in n1 n2; do
+	for n in $(_cluster_names); do
 		getent hosts "$n" >/dev/null 2>&1 || missing="$missing $n"
 	done
 	[ -z "$missing" ] && return 0
 	echo "127.0.0.1$missing   # dljob test cluster (tests/cluster/cluster.sh)" >>/etc/hosts ||
 		{ _cluster_log "cannot add$missing to /etc/hosts"; return 1; }
+}
+
+# The nodes' names: n1 n2 ... n$CLUSTER_NODES.
+_cluster_names() {
+	local i
+	for ((i = 1; i <= ${CLUSTER_NODES:-2}; i++)); do echo "n$i"; done
 }
 
 cluster_plugstack() {
@@ -104,12 +112,11 @@ cluster_plugstack() {
 }
 
 _cluster_write_conf() {
-	local d=$1 pc=$2 p1=$3 p2=$4 gpus=$5 cpus sockets cores threads mem
+	local d=$1 pc=$2 gpus=$3 ports cpus sockets cores threads mem
 	local proctrack=proctrack/linuxproc task=task/affinity firstjob=
-	local ctl=127.0.0.1 h1=localhost h2=localhost a1=127.0.0.1 a2=127.0.0.1
-	if [ -n "${CLUSTER_NETNS_SUBNET-}" ]; then
-		ctl=${CLUSTER_NETNS_SUBNET}1 h1=n1 h2=n2 a1=${CLUSTER_NETNS_SUBNET}11 a2=${CLUSTER_NETNS_SUBNET}12
-	fi
+	local ctl=127.0.0.1 nn=${CLUSTER_NODES:-2}
+	read -r -a ports <<<"$4"
+	[ -z "${CLUSTER_NETNS_SUBNET-}" ] || ctl=${CLUSTER_NETNS_SUBNET}1
 	if [ -n "${CLUSTER_CGROUP-}" ]; then
 		proctrack=proctrack/cgroup task=task/cgroup,task/affinity
 		# Slurm names its cgroups slurm_<node>/uid_<uid>/job_<id>: random
@@ -130,7 +137,7 @@ EOF
 	read -r cpus sockets cores threads mem < <(slurmd -C | sed -n \
 		's/.*CPUs=\([0-9]*\).*SocketsPerBoard=\([0-9]*\) CoresPerSocket=\([0-9]*\) ThreadsPerCore=\([0-9]*\) RealMemory=\([0-9]*\).*/\1 \2 \3 \4 \5/p')
 	[ -n "$cpus" ] || { _cluster_log "cannot read 'slurmd -C'"; return 1; }
-	mem=$(( mem / 2 ))
+	mem=$(( mem / nn ))
 	local gl=
 	[ "$gpus" -gt 0 ] && gl="Gres=gpu:$gpus"
 	cat >"$d/slurm.conf" <<EOF
@@ -174,10 +181,14 @@ InactiveLimit=0
 MinJobAge=2
 KillWait=5
 Waittime=0
-NodeName=n1 NodeHostname=$h1 NodeAddr=$a1 Port=$p1 CPUs=$cpus SocketsPerBoard=$sockets CoresPerSocket=$cores ThreadsPerCore=$threads RealMemory=$mem $gl State=UNKNOWN
-NodeName=n2 NodeHostname=$h2 NodeAddr=$a2 Port=$p2 CPUs=$cpus SocketsPerBoard=$sockets CoresPerSocket=$cores ThreadsPerCore=$threads RealMemory=$mem $gl State=UNKNOWN
-PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
+	local i h a
+	for ((i = 1; i <= nn; i++)); do
+		h=localhost a=127.0.0.1
+		[ -z "${CLUSTER_NETNS_SUBNET-}" ] || h=n$i a=${CLUSTER_NETNS_SUBNET}1$i
+		echo "NodeName=n$i NodeHostname=$h NodeAddr=$a Port=${ports[i - 1]} CPUs=$cpus SocketsPerBoard=$sockets CoresPerSocket=$cores ThreadsPerCore=$threads RealMemory=$mem $gl State=UNKNOWN"
+	done >>"$d/slurm.conf"
+	echo "PartitionName=debug Nodes=n[1-$nn] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO" >>"$d/slurm.conf"
 	: >"$d/gres.conf"
 	echo "AutoDetect=off" >>"$d/gres.conf"
 	if [ "$gpus" -gt 0 ]; then
@@ -190,7 +201,7 @@ EOF
 			# from the file name's trailing number.
 			mknod "$d/dev/nvidia$i" c 120 "$i" || return 1
 		done
-		echo "NodeName=n[1-2] Name=gpu File=$d/dev/nvidia[0-$((gpus - 1))]" >>"$d/gres.conf"
+		echo "NodeName=n[1-$nn] Name=gpu File=$d/dev/nvidia[0-$((gpus - 1))]" >>"$d/gres.conf"
 	fi
 }
 
@@ -284,7 +295,19 @@ _cluster_start_once() {
 	if [ -z "$d" ]; then
 		d=$(mktemp -d /tmp/dljob-cluster.XXXXXX) || return 1
 	fi
-	mkdir -p "$d"/{munge,state,spool/n1,spool/n2,log,tmp/n1,tmp/n2,dev} || return 1
+	case ${CLUSTER_NODES:-2} in
+	[2-8]) ;;
+	*) _cluster_log "CLUSTER_NODES=$CLUSTER_NODES: 2 to 8 nodes"; return 1 ;;
+	esac
+	if [ -n "${CLUSTER_NETNS-}" ] && [ "${CLUSTER_NODES:-2}" != 2 ]; then
+		_cluster_log "CLUSTER_NETNS=1 makes two nodes, not CLUSTER_NODES=$CLUSTER_NODES"
+		return 1
+	fi
+	local n
+	mkdir -p "$d"/{munge,state,log,dev} || return 1
+	for n in $(_cluster_names); do
+		mkdir -p "$d/spool/$n" "$d/tmp/$n" || return 1
+	done
 	# munged refuses a socket directory that is not 755, and group/world
 	# writable parents.
 	chmod 755 "$d" "$d/munge" || return 1
@@ -293,10 +316,10 @@ _cluster_start_once() {
 	if [ -n "${CLUSTER_NETNS-}" ]; then
 		_cluster_netns_up "$d" || return 1
 	fi
-	local ports pc p1 p2
-	ports=$(_cluster_free_ports 3) || { _cluster_log "no free TCP ports"; return 1; }
-	read -r pc p1 p2 <<<"$ports"
-	_cluster_write_conf "$d" "$pc" "$p1" "$p2" "${CLUSTER_GPUS:-4}" || return 1
+	local ports pc pn
+	ports=$(_cluster_free_ports $(( ${CLUSTER_NODES:-2} + 1 ))) || { _cluster_log "no free TCP ports"; return 1; }
+	read -r pc pn <<<"$ports"
+	_cluster_write_conf "$d" "$pc" "${CLUSTER_GPUS:-4}" "$pn" || return 1
 	cluster_plugstack || return 1
 	export SLURM_CONF=$d/slurm.conf
 
@@ -310,16 +333,15 @@ _cluster_start_once() {
 
 	slurmctld -i >"$d/log/slurmctld.out" 2>&1 || { _cluster_log "slurmctld failed: $(tail -5 "$d/log/slurmctld.log" 2>/dev/null)"; return 1; }
 	_cluster_wait "scontrol ping | grep -q UP" 20 || { _cluster_log "slurmctld not answering: $(tail -5 "$d/log/slurmctld.log")"; return 1; }
-	local n
-	for n in n1 n2; do
+	for n in $(_cluster_names); do
 		_cluster_slurmd "$n" >"$d/log/slurmd.$n.out" 2>&1 ||
 			{ _cluster_log "slurmd -N $n failed: $(tail -5 "$d/log/slurmd.$n.log" 2>/dev/null)"; return 1; }
 	done
-	if ! _cluster_wait "test \"\$(sinfo -h -N -o '%N %T' | grep -c ' idle$')\" -eq 2" 30; then
+	if ! _cluster_wait "test \"\$(sinfo -h -N -o '%N %T' | grep -c ' idle$')\" -eq ${CLUSTER_NODES:-2}" 30; then
 		_cluster_log "nodes not idle: $(sinfo -h -N -o '%N %T %E' 2>&1)"
 		return 1
 	fi
-	_cluster_log "up in $d (Slurm $(slurmd -V 2>/dev/null | sed 's/^slurm //'), ctld :$pc, n1 :$p1, n2 :$p2)"
+	_cluster_log "up in $d (Slurm $(slurmd -V 2>/dev/null | sed 's/^slurm //'), ctld :$pc, nodes $(_cluster_names | tr '\n' ' ')at :$pn)"
 }
 
 # Make one allocation (salloc arguments, default both nodes) and export
@@ -355,7 +377,7 @@ cluster_stop() {
 		SLURM_CONF=$d/slurm.conf scancel --quiet --full --user=root 2>/dev/null
 	fi
 	local n
-	for n in n1 n2; do _cluster_kill_pidfile "$d/slurmd.$n.pid"; done
+	for n in "$d"/slurmd.*.pid; do _cluster_kill_pidfile "$n"; done
 	_cluster_kill_pidfile "$d/slurmctld.pid"
 	_cluster_kill_pidfile "$d/munge/munged.pid"
 	_cluster_netns_down "$d"

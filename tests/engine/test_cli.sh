@@ -432,5 +432,31 @@ else
 fi
 rm -f "$esc"
 
+# One run per --out: rank 0 takes an fcntl write lock (open file
+# description) on out/.dljob.lock, the kind NFS takes to the server (lockd,
+# NFSv4), where a flock(2) on the directory stays on the node.  A process
+# holding a classic POSIX lock on that file (another node's run, as the
+# server sees it) stops the run before it writes anything.
+mkdir -m 700 locked || exit 1
+/usr/bin/python3 -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(60)' locked/.dljob.lock >locker.out &
+locker=$!
+for _ in $(seq 100); do grep -q locked locker.out 2>/dev/null && break; sleep 0.1; done
+"$bin" --model resnet20 --backend ref --data $syn --batch 8 --epochs 1 --out locked >stdout 2>stderr
+rc=$?
+kill "$locker" 2>/dev/null
+wait "$locker" 2>/dev/null
+if [ $rc -ne 1 ] || ! grep -q "^dljob: rank 0: --out locked: another dljob run is writing into this directory" stderr ||
+   [ "$(ls -A locked)" != .dljob.lock ]; then
+	echo "FAIL: --out held by another process's fcntl lock: rc=$rc, in it: $(ls -A locked | tr '\n' ' '): $(cat stderr)"
+	fails=$((fails + 1))
+else
+	echo "ok: --out held by another process's fcntl lock on its .dljob.lock: $(cat stderr)"
+fi
+rm -rf locked locker.out
+
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 exit 0

@@ -19,13 +19,13 @@ TESTS += tests/slurm/test_spank_options.sh tests/slurm/test_spank_env.sh tests/s
 	tests/slurm/test_spank_bind.sh tests/slurm/test_spank_sbatch.sh tests/slurm/test_spank_train.sh \
 	tests/slurm/test_spank_setup.sh tests/slurm/test_spank_xhang.sh tests/slurm/test_spank_gpus.sh tests/slurm/test_spank_gpus_cgroup.sh \
 	tests/slurm/test_spank_logs.sh tests/slurm/test_spank_misconf.sh tests/slurm/test_spank_ports.sh \
-	tests/slurm/test_spank_cpuset.sh
+	tests/slurm/test_spank_cpuset.sh tests/slurm/test_spank_layout.sh
 dist_check_SCRIPTS += tests/slurm/test_spank_options.sh tests/slurm/test_spank_env.sh \
 	tests/slurm/test_spank_model.sh tests/slurm/test_spank_bind.sh tests/slurm/test_spank_sbatch.sh \
 	tests/slurm/test_spank_train.sh tests/slurm/test_spank_setup.sh tests/slurm/test_spank_xhang.sh \
 	tests/slurm/test_spank_gpus.sh tests/slurm/test_spank_gpus_cgroup.sh tests/slurm/test_spank_logs.sh \
 	tests/slurm/test_spank_fake_runtime.sh tests/slurm/test_spank_misconf.sh tests/slurm/test_spank_ports.sh \
-	tests/slurm/test_spank_cpuset.sh
+	tests/slurm/test_spank_cpuset.sh tests/slurm/test_spank_layout.sh
 # The sbatch templates are shipped (and run by test_spank_sbatch.sh as they are).
 EXTRA_DIST += contrib/sbatch/dljob-1node.sbatch contrib/sbatch/dljob-multinode.sbatch \
 	contrib/sbatch/dljob-preemptible.sbatch

@@ -51,6 +51,18 @@ $(diff <(echo "$want") <(echo "$got"))"
 done
 echo "ok   srun -N2 -n2 --dl-job=resnet20 ran the runtime with the exact argv and rank variables"
 
+# A PATH of many KiB (module systems make them): the runtime is found in an
+# entry past the first 8 KiB, on every node (a PATH past 128 KiB, which
+# execve cannot pass to srun, is refused: test_spank_units).
+rm -f log/*
+long=
+for i in $(seq 1 60); do long+="/nonexistent/$(printf '%0150d' "$i"):"; done
+[ ${#long} -gt 9000 ] || fail "PATH of ${#long} bytes"
+PATH="$long$WORK/bin:$PATH" "$(command -v srun)" -N2 -n2 --dl-job=resnet20 --dl-data=data/fmnist \
+	--dl-out=run1 dljob 2>err.txt || fail "srun with a ${#long}-byte PATH before the runtime's: $(cat err.txt)"
+[ -f log/rank0.0 ] && [ -f log/rank1.0 ] || fail "a ${#long}-byte PATH: the runtime did not run on both nodes"
+echo "ok   the runtime is found in a PATH entry past 8 KiB"
+
 # Defaults: --out $WORK/dljob-<jobid> (the working directory made absolute), only the options given; default_data.
 rm -f log/*
 cluster_plugstack "runtime=$fake default_data=$WORK/data/fmnist"

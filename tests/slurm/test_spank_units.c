@@ -195,9 +195,40 @@ int main(void)
 		memset(step + 20, 'n', len - 21);
 		step[len - 1] = '\0';
 		master(step, "SLURM_NODELIST=x1", "SLURM_STEP_NODELIST is longer than 1048576 bytes", 1);
-		step[20 + DL_HOSTLIST_LEN_MAX + 1] = '\0'; /* read whole, refused by the parser */
+		step[20 + DL_HOSTLIST_LEN_MAX + 1] = '\0'; /* one byte too many */
+		master(step, "SLURM_NODELIST=x1", "SLURM_STEP_NODELIST is longer than 1048576 bytes", 1);
+		step[20 + DL_HOSTLIST_LEN_MAX] = '\0'; /* read whole, refused by the parser */
 		master(step, "SLURM_NODELIST=x1", "SLURM_STEP_NODELIST='nnnn", 1);
 		free(step);
+	}
+
+	/* dl_spank_getenv_whole: a value of exactly max bytes is read whole,
+	 * one byte more is ESPANK_NOSPACE (the task's PATH, up to 128 KiB). */
+	{
+		static char var[5 + 131073];
+		char *val = NULL;
+		spank_err_t rc;
+
+		memcpy(var, "PATH=", 5);
+		for (size_t lens[] = { 100, 4095, 4096, 4097, 8193, 131072 }, i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+			char msg[200];
+			size_t n = lens[i];
+
+			memset(var + 5, 'p', n);
+			var[5 + n] = '\0';
+			fake_env[0] = var;
+			fake_env[1] = NULL;
+			rc = dl_spank_getenv_whole(NULL, "PATH", n, &val);
+			snprintf(msg, sizeof(msg), "a %zu-byte PATH is read whole with max=%zu", n, n);
+			check(rc == ESPANK_SUCCESS && val && strlen(val) == n, msg);
+			free(val);
+			rc = dl_spank_getenv_whole(NULL, "PATH", n - 1, &val);
+			snprintf(msg, sizeof(msg), "a %zu-byte PATH is ESPANK_NOSPACE with max=%zu", n, n - 1);
+			check(rc == ESPANK_NOSPACE && !val, msg);
+		}
+		rc = dl_spank_getenv_whole(NULL, "NOPE", 10, &val);
+		check(rc == ESPANK_ENV_NOEXIST && !val, "an unset variable is ESPANK_ENV_NOEXIST");
+		fake_env[0] = NULL;
 	}
 
 	printf("%s\n", fails ? "FAIL" : "PASS");
