@@ -62,6 +62,15 @@ struct dl_dataset {
 	int (*load_u8)(struct dl_dataset *ds, enum dl_split split, size_t index,
 	               uint64_t aug_seed, uint8_t *hwc, int *label, char *err, size_t errlen);
 	const float *u8_mean, *u8_std; /* (channels), in [0,1] pixel units; set with load_u8 */
+	/* (Added) What the data are, cheaply: 64-bit hashes a checkpoint keeps
+	 * so that resuming on other data of the same sizes is refused; 0: none
+	 * (synthetic data is its spec).  fp_classes: the class names in label
+	 * order (ImageFolder, shards).  fp_samples: each split's sample list --
+	 * ImageFolder and shards: every sample's label and file name (not its
+	 * size or bytes: a stat of every file is what the index cache saves, and
+	 * dljob pack keeps names and order, so a tree and its shards agree);
+	 * fashion-mnist: image sizes and every label. */
+	uint64_t fp_classes, fp_samples;
 };
 
 /* Open a dataset from a spec:

@@ -647,6 +647,25 @@ out:
 
 /* ---- the dataset ------------------------------------------------------- */
 
+/* ds->fp_classes and fp_samples (engine/data/dataset.h); shards.c hashes
+ * its index the same way. */
+static void fingerprint(const struct imagefolder *f, struct dl_dataset *ds)
+{
+	uint64_t hc = DL_FP_INIT, hs = DL_FP_INIT;
+	for (int c = 0; c < f->nclass; c++)
+		dl_fp_str(&hc, f->classes[c], strlen(f->classes[c]));
+	for (int s = 0; s < 2; s++) {
+		dl_fp_u64(&hs, f->split[s].count);
+		for (size_t i = 0; i < f->split[s].count; i++) {
+			const char *name = f->arena + f->split[s].name_off[i];
+			dl_fp_u64(&hs, f->split[s].cls[i]);
+			dl_fp_str(&hs, name, strlen(name));
+		}
+	}
+	ds->fp_classes = dl_fp_end(hc);
+	ds->fp_samples = dl_fp_end(hs);
+}
+
 static void folder_free(struct imagefolder *f)
 {
 	if (!f)
@@ -764,6 +783,7 @@ int dl_imagefolder_open(const char *dir, const struct dl_data_options *opt,
 		goto fail;
 	}
 	snprintf(ds->kind, sizeof ds->kind, "imagefolder");
+	fingerprint(f, ds);
 	ds->channels = 3;
 	ds->height = ds->width = f->size;
 	ds->num_classes = f->nclass;

@@ -158,13 +158,17 @@ int dl_shards_open(const char *dir, const struct dl_data_options *opt,
 		dl_errf(err, errlen, "%s: out of memory", path);
 		goto fail;
 	}
+	/* the fingerprints as imagefolder.c makes them: a tree and its shards
+	 * (same samples, same order) agree */
+	uint64_t hc = DL_FP_INIT, hs = DL_FP_INIT;
 	for (uint64_t c = 0; c < ncl; c++) {
 		uint64_t n = rd_u(&r, 8);
 		if (r.bad || n > (uint64_t)(r.end - r.p)) {
 			r.bad = 1;
 			break;
 		}
-		r.p += n; // class names are not needed to load samples
+		dl_fp_str(&hc, (const char *)r.p, (size_t)n); // not needed to load samples
+		r.p += n;
 	}
 	for (int sp = 0; sp < 2 && !r.bad; sp++) {
 		uint64_t cnt = rd_u(&r, 8);
@@ -173,6 +177,7 @@ int dl_shards_open(const char *dir, const struct dl_data_options *opt,
 			break;
 		}
 		s->nrec[sp] = cnt;
+		dl_fp_u64(&hs, cnt);
 		s->rec[sp] = malloc((cnt ? cnt : 1) * sizeof(struct shard_rec));
 		if (!s->rec[sp]) {
 			dl_errf(err, errlen, "%s: out of memory", path);
@@ -193,6 +198,11 @@ int dl_shards_open(const char *dir, const struct dl_data_options *opt,
 			}
 			memcpy(s->names + arena, r.p, n);
 			s->names[arena + n] = 0;
+			// the file name: what follows the record name's last '/' (split/class/file)
+			const char *base = memrchr(s->names + arena, '/', n);
+			base = base ? base + 1 : s->names + arena;
+			dl_fp_u64(&hs, rec->label);
+			dl_fp_str(&hs, base, n - (size_t)(base - (s->names + arena)));
 			rec->name_off = arena;
 			arena += n + 1;
 			r.p += n;
@@ -242,6 +252,8 @@ int dl_shards_open(const char *dir, const struct dl_data_options *opt,
 	shard_size = NULL;
 	free(buf);
 	snprintf(ds->kind, sizeof ds->kind, "shards");
+	ds->fp_classes = dl_fp_end(hc);
+	ds->fp_samples = dl_fp_end(hs);
 	ds->channels = 3;
 	ds->height = ds->width = s->size;
 	ds->num_classes = s->nclass;

@@ -16,6 +16,8 @@
  *       decode + train transform of the files (read once) in a loop on this
  *       thread, no loader (transform8: to uint8, dl_image_sample_u8): prints
  *       "img/s R img/cpu-s C".
+ *   dataset_tool fingerprint SPEC
+ *       prints the dataset's fingerprints "fp_classes fp_samples" (hex).
  *   dataset_tool plan FILE SIZE SEED
  *       prints the train crop torchvision-style: "top left height width flip".
  * Errors: the one-line message on stderr, exit 2. */
@@ -261,6 +263,21 @@ fail:
 	return 2;
 }
 
+static int fingerprint(char **argv)
+{
+	struct dl_data_options opt = {.image_size = 32};
+	struct dl_dataset *ds;
+	char err[1024];
+
+	if (dl_dataset_open(argv[2], &opt, &ds, err, sizeof err) != 0) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	printf("%016llx %016llx\n", (unsigned long long)ds->fp_classes, (unsigned long long)ds->fp_samples);
+	dl_dataset_close(ds);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 6 && (strcmp(argv[1], "dump") == 0 || strcmp(argv[1], "dump-later") == 0))
@@ -271,6 +288,8 @@ int main(int argc, char **argv)
 		return bench(argc, argv);
 	if (argc >= 5 && (strcmp(argv[1], "transform") == 0 || strcmp(argv[1], "transform8") == 0))
 		return transform(argc, argv);
+	if (argc == 3 && strcmp(argv[1], "fingerprint") == 0)
+		return fingerprint(argv);
 	if (argc == 5 && strcmp(argv[1], "plan") == 0)
 		return plan(argv);
 	fprintf(stderr, "usage: dataset_tool dump|epoch|plan ... (see the source)\n");
