@@ -273,7 +273,8 @@ static int setup(struct run *r, char *err, size_t errlen)
 		r->ds = c->dataset;
 	} else {
 		struct dl_data_options dopt = {.image_size = c->image_size, .max_bad_fraction = 0.01,
-		                               .threads = c->loader_threads};
+		                               .threads = c->loader_threads,
+		                               .decode_memory = (size_t)c->decode_memory_mib << 20};
 		if (dl_dataset_open(c->data, &dopt, &r->ds, lerr, sizeof(lerr)) < 0) {
 			snprintf(err, errlen, "--data %s: %s", c->data, lerr);
 			return -1;

@@ -30,7 +30,13 @@ struct dl_data_options {
 	                         * missing; not used unless it is this user's and closed to
 	                         * others) where fashion-mnist keeps its inflated .gz files,
 	                         * mapped by every later process (NULL: inflate every time) */
+	size_t decode_memory;   /* JPEG/PNG data (ImageFolder, shards): bytes the threads loading
+	                         * samples may hold at once for reading and decoding them, shared
+	                         * (0: DL_DEFAULT_DECODE_MEMORY); a sample needing more is a bad
+	                         * sample, one needing less waits its turn (engine/data/image.h) */
 };
+
+#define DL_DEFAULT_DECODE_MEMORY ((size_t)2048 << 20)
 
 struct dl_dataset {
 	char kind[16];            /* "fashion-mnist", "synthetic", "imagefolder", "shards" */

@@ -68,6 +68,7 @@ struct imagefolder {
 	int size;
 	float mean[3], std[3]; /* normalization (dl_data_options) */
 	char *cached_in;    // the cache_dir the index was read from (NULL: scanned)
+	struct dl_decode_budget *budget; // shared by the loading threads
 	int racy;           // a directory changed too recently to cache the scan
 };
 
@@ -682,7 +683,13 @@ static void folder_free(struct imagefolder *f)
 		free(f->split[s].name_off);
 	}
 	free(f->root);
+	dl_decode_budget_destroy(f->budget);
 	free(f);
+}
+
+static int folder_fetch(void *path, uint8_t **buf, size_t *len, char *err, size_t errlen)
+{
+	return dl_read_file(path, MAX_IMAGE_BYTES, buf, len, err, errlen);
 }
 
 /* One of chw (load) and hwc (load_u8) is set. */
@@ -693,8 +700,7 @@ static int folder_sample(struct dl_dataset *ds, enum dl_split split, size_t inde
 	int s = split == DL_SPLIT_EVAL;
 	const struct if_split *sp = &f->split[s];
 	char path[PATH_MAX + 256];
-	uint8_t *buf;
-	size_t len;
+	struct stat st;
 
 	if (index >= sp->count) {
 		dl_errf(err, errlen, "%s: sample %zu of %s out of range", f->root, index, split_dir[s]);
@@ -706,11 +712,12 @@ static int folder_sample(struct dl_dataset *ds, enum dl_split split, size_t inde
 		        f->classes[sp->cls[index]], f->arena + sp->name_off[index], f->root);
 		return -1;
 	}
-	if (dl_read_file(path, MAX_IMAGE_BYTES, &buf, &len, err, errlen) != 0)
-		return -1;
-	int rc = hwc ? dl_image_sample_u8(buf, len, path, f->size, !s, aug_seed, hwc, err, errlen) :
-	         dl_image_sample(buf, len, path, f->size, !s, aug_seed, f->mean, f->std, chw, err, errlen);
-	free(buf);
+	/* the file's size, to take from the budget before reading it (0: let
+	 * the read say what is wrong) */
+	size_t hint = stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+	              (uint64_t)st.st_size <= MAX_IMAGE_BYTES ? (size_t)st.st_size : 0;
+	int rc = dl_image_load(f->budget, hint, folder_fetch, path, path, f->size, !s, aug_seed, f->mean, f->std, chw,
+	                       hwc, err, errlen);
 	*label = (int)sp->cls[index];
 	return rc;
 }
@@ -779,6 +786,10 @@ int dl_imagefolder_open(const char *dir, const struct dl_data_options *opt,
 		if (cache && !opt->cache_deferred)
 			cache_write(f, cache);
 	} else if (!(f->cached_in = strdup(cache))) {
+		dl_errf(err, errlen, "%s: out of memory", dir);
+		goto fail;
+	}
+	if (dl_decode_budget_create(opt->decode_memory ? opt->decode_memory : DL_DEFAULT_DECODE_MEMORY, &f->budget) != 0) {
 		dl_errf(err, errlen, "%s: out of memory", dir);
 		goto fail;
 	}

@@ -5,9 +5,9 @@
  *   dataset_tool dump-later SPEC SIZE train|eval OUT [CACHE_DIR]
  *       the same, but waits for a line on stdin between the open (and the
  *       "classes" line) and the loads: the files may change in between.
- *   dataset_tool epoch SPEC SIZE train|eval BATCH THREADS MAX_BAD
+ *   dataset_tool epoch SPEC SIZE train|eval BATCH THREADS MAX_BAD [DECODE_MIB]
  *       runs epoch 0 through the loader, prints "samples S bad B sum H" (H: a
- *       hash of every batch).
+ *       hash of every batch); DECODE_MIB: dl_data_options.decode_memory.
  *   dataset_tool bench SPEC SIZE THREADS BATCH SECONDS [ref|u8]
  *       train-split throughput through the loader (ref: dl_loader_next_ref,
  *       no copy; u8: uint8 NHWC batches, dl_loader_next_u8_ref): prints
@@ -78,7 +78,8 @@ static int dump(int argc, char **argv, int later)
 
 static int epoch(char **argv)
 {
-	struct dl_data_options opt = {.image_size = atoi(argv[3]), .max_bad_fraction = atof(argv[7])};
+	struct dl_data_options opt = {.image_size = atoi(argv[3]), .max_bad_fraction = atof(argv[7]),
+	                              .decode_memory = argv[8] ? (size_t)atoi(argv[8]) << 20 : 0};
 	struct dl_dataset *ds;
 	enum dl_split split = strcmp(argv[4], "train") == 0 ? DL_SPLIT_TRAIN : DL_SPLIT_EVAL;
 	struct dl_loader_options lo = {.batch = atoi(argv[5]), .threads = atoi(argv[6]), .seed = 1, .world = 1,
@@ -282,7 +283,7 @@ int main(int argc, char **argv)
 {
 	if (argc >= 6 && (strcmp(argv[1], "dump") == 0 || strcmp(argv[1], "dump-later") == 0))
 		return dump(argc, argv, strcmp(argv[1], "dump-later") == 0);
-	if (argc == 8 && strcmp(argv[1], "epoch") == 0)
+	if ((argc == 8 || argc == 9) && strcmp(argv[1], "epoch") == 0)
 		return epoch(argv);
 	if ((argc == 7 || argc == 8) && strcmp(argv[1], "bench") == 0)
 		return bench(argc, argv);
