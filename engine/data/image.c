@@ -75,7 +75,7 @@ int dl_image_sample_u8(const uint8_t *buf, size_t len, const char *name, int siz
 struct dl_decode_budget {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	size_t total, used, peak;
+	size_t total, used;
 	uint64_t next, serving; // tickets of the waits, served in order
 };
 
@@ -108,15 +108,6 @@ void dl_decode_budget_destroy(struct dl_decode_budget *b)
 	free(b);
 }
 
-size_t dl_decode_budget_peak(const struct dl_decode_budget *b)
-{
-	struct dl_decode_budget *m = (struct dl_decode_budget *)b;
-	pthread_mutex_lock(&m->mu);
-	size_t p = m->peak;
-	pthread_mutex_unlock(&m->mu);
-	return p;
-}
-
 /* Take n bytes (n <= total): wait = 1 waits for them, in turn; wait = 0
  * takes them only if they are free now and nobody waits.  0: taken. */
 static int budget_take(struct dl_decode_budget *b, size_t n, int wait)
@@ -136,8 +127,6 @@ static int budget_take(struct dl_decode_budget *b, size_t n, int wait)
 		b->serving++;
 		pthread_cond_broadcast(&b->cv); // the next in turn may fit too
 	}
-	if (b->used > b->peak)
-		b->peak = b->used;
 	pthread_mutex_unlock(&b->mu);
 	return rv;
 }

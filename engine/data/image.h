@@ -117,8 +117,6 @@ int dl_image_sample_u8(const uint8_t *buf, size_t len, const char *name, int siz
 struct dl_decode_budget;
 int dl_decode_budget_create(size_t bytes, struct dl_decode_budget **out);
 void dl_decode_budget_destroy(struct dl_decode_budget *b);
-/* Of b: the most held at once so far (for tests). */
-size_t dl_decode_budget_peak(const struct dl_decode_budget *b);
 
 /* Reads one sample's encoded bytes (malloc'd into *buf; len at most the
  * caller's image limit).  0, or -1 with err. */
