@@ -159,7 +159,9 @@ static size_t image_need(const uint8_t *buf, size_t len, int size, int train, ui
  * threads that each hold some, so a sample whose header asks for more than
  * it holds takes the rest only if it is free at once; otherwise it gives
  * everything back, waits for the whole need, and fetches the bytes again
- * (a file that grew meanwhile gets one more turn). */
+ * (a file that grew meanwhile gets one more turn).  The bytes of a file
+ * that grew between size_hint and the fetch are held before they are
+ * taken: at most the fetch's own limit, until the header is read. */
 int dl_image_load(struct dl_decode_budget *b, size_t size_hint, dl_fetch_fn fetch, void *ctx, const char *name,
                   int size, int train, uint64_t aug_seed, const float *mean, const float *std, float *chw,
                   uint8_t *hwc, char *err, size_t errlen)
@@ -196,7 +198,8 @@ int dl_image_load(struct dl_decode_budget *b, size_t size_hint, dl_fetch_fn fetc
 			break;
 		}
 		if (attempt > 0) {
-			dl_errf(err, errlen, "%s: changed while being read (%zu bytes, then %zu)", name, want, need);
+			dl_errf(err, errlen, "%s: changed while being read (it needed %zu MiB, then %zu)", name, MIB(want),
+			        MIB(need));
 			goto out;
 		}
 		free(buf);
