@@ -36,7 +36,7 @@ static int path_join(char *out, size_t len, const char *dir, const char *name, c
 int dl_checkpoint_save(const char *dir, const struct dl_graph *g, const struct dl_optim_state *o,
                        const struct dl_ckpt_state *s, char *err, size_t errlen)
 {
-	char cur[4096], prev[4096], meta[1280];
+	char cur[4096], prev[4096], meta[1280], fp[96] = "";
 	struct dl_tensor_f32 **extra = NULL;
 	size_t n_extra = o ? o->n : 0;
 	int rv = -1;
@@ -53,24 +53,22 @@ int dl_checkpoint_save(const char *dir, const struct dl_graph *g, const struct d
 		for (size_t i = 0; i < n_extra; i++)
 			extra[i] = &o->mom[i];
 	}
+	/* the data's fingerprints, when the dataset has them (0: none) */
+	if (s->data_classes || s->data_samples)
+		snprintf(fp, sizeof(fp), "\"data_classes\":\"%016" PRIx64 "\",\"data_samples\":\"%016" PRIx64 "\",",
+		         s->data_classes, s->data_samples);
 	/* Model, schedule, precision and backend names are [a-z0-9]: nothing in
 	 * the metadata needs escaping. */
 	int n = snprintf(meta, sizeof(meta),
 	                 "{\"format\":\"" DL_CKPT_FORMAT "\",\"model\":\"%s\",\"step\":\"%ld\","
 	                 "\"epoch\":\"%d\",\"epoch_step\":\"%ld\",\"seed\":\"%" PRIu64 "\","
-	                 "\"wall_s\":\"%.3f\",\"global_batch\":\"%d\",\"epochs\":\"%d\","
+	                 "\"wall_s\":\"%.3f\",\"global_batch\":\"%d\",\"epochs\":\"%d\",%s"
 	                 "\"ranks\":\"%d\",\"batch\":\"%d\",\"num_classes\":\"%d\",\"train_samples\":\"%ld\","
 	                 "\"eval_samples\":\"%ld\",\"lr\":\"%.17g\",\"warmup_epochs\":\"%.17g\","
-	                 "\"schedule\":\"%s\",\"precision\":\"%s\",\"backend\":\"%s\"%s",
+	                 "\"schedule\":\"%s\",\"precision\":\"%s\",\"backend\":\"%s\"}",
 	                 s->model, s->step, s->epoch, s->epoch_step, s->seed, s->wall_s,
-	                 s->global_batch, s->epochs, s->ranks, s->batch, s->num_classes, s->train_samples,
-	                 s->eval_samples, s->lr, s->warmup_epochs, s->schedule, s->precision, s->backend,
-	                 s->data_classes || s->data_samples ? "," : "}");
-	/* the data's fingerprints, when the dataset has them (0: none) */
-	if (n >= 0 && (size_t)n < sizeof(meta) && (s->data_classes || s->data_samples))
-		n += snprintf(meta + n, sizeof(meta) - (size_t)n,
-		              "\"data_classes\":\"%016" PRIx64 "\",\"data_samples\":\"%016" PRIx64 "\"}",
-		              s->data_classes, s->data_samples);
+	                 s->global_batch, s->epochs, fp, s->ranks, s->batch, s->num_classes, s->train_samples,
+	                 s->eval_samples, s->lr, s->warmup_epochs, s->schedule, s->precision, s->backend);
 	if (n < 0 || (size_t)n >= sizeof(meta)) {
 		snprintf(err, errlen, "%s:%d: checkpoint metadata too long", __FILE__, __LINE__);
 		goto out;
