@@ -129,13 +129,13 @@ def checkpoint():
     put("fuzz_checkpoint", "f64", safetensors([("w", "F64", [2, 3], bytes(48)),
                                                ("bn.running_mean", "F64", [3], bytes(24))], meta))
     put("fuzz_checkpoint", "big-epoch", safetensors(tensors, dict(meta, epoch="2147483648")))
+    # the data's fingerprints (keys added later: optional)
+    put("fuzz_checkpoint", "valid-data", safetensors(tensors, dict(meta, data_classes="0123456789abcdef",
+                                                                    data_samples="fedcba9876543210")))
     # the keys added to format 1 later (optional), and another format version
     full = dict(meta, ranks="4", batch="8", num_classes="7", train_samples="1000", eval_samples="40",
                 lr="0.10000000000000001", warmup_epochs="0.5", schedule="cosine", precision="bf16", backend="cpu")
     put("fuzz_checkpoint", "valid-full", safetensors(tensors, full))
-    # the data's fingerprints (optional)
-    put("fuzz_checkpoint", "valid-data", safetensors(tensors, dict(full, data_classes="0123456789abcdef",
-                                                                    data_samples="fedcba9876543210")))
     put("fuzz_checkpoint", "format-2", safetensors(tensors, dict(meta, format="dljob-checkpoint-2")))
     put("fuzz_checkpoint", "shape-overflow", safetensors([("w", "F32", [4611686018427387904, 1], b"")], None))
     hb = b'{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1'
