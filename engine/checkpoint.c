@@ -38,7 +38,7 @@ static int path_join(char *out, size_t len, const char *dir, const char *name, c
 int dl_checkpoint_save(const char *dir, const struct dl_graph *g, const struct dl_optim_state *o,
                        const struct dl_ckpt_state *s, char *err, size_t errlen)
 {
-	char cur[4096], prev[4096], meta[1024];
+	char cur[4096], prev[4096], meta[1280], fp[96] = "";
 	struct dl_tensor_f32 **extra = NULL;
 	size_t n_extra = o ? o->n : 0;
 	int rv = -1;
@@ -55,17 +55,21 @@ int dl_checkpoint_save(const char *dir, const struct dl_graph *g, const struct d
 		for (size_t i = 0; i < n_extra; i++)
 			extra[i] = &o->mom[i];
 	}
+	/* the data's fingerprints, when the dataset has them (0: none) */
+	if (s->data_classes || s->data_samples)
+		snprintf(fp, sizeof(fp), "\"data_classes\":\"%016" PRIx64 "\",\"data_samples\":\"%016" PRIx64 "\",",
+		         s->data_classes, s->data_samples);
 	/* Model, schedule, precision and backend names are [a-z0-9]: nothing in
 	 * the metadata needs escaping. */
 	int n = snprintf(meta, sizeof(meta),
 	                 "{\"format\":\"" DL_CKPT_FORMAT "\",\"model\":\"%s\",\"step\":\"%ld\","
 	                 "\"epoch\":\"%d\",\"epoch_step\":\"%ld\",\"seed\":\"%" PRIu64 "\","
-	                 "\"wall_s\":\"%.3f\",\"global_batch\":\"%d\",\"epochs\":\"%d\","
+	                 "\"wall_s\":\"%.3f\",\"global_batch\":\"%d\",\"epochs\":\"%d\",%s"
 	                 "\"ranks\":\"%d\",\"batch\":\"%d\",\"num_classes\":\"%d\",\"train_samples\":\"%ld\","
 	                 "\"eval_samples\":\"%ld\",\"lr\":\"%.17g\",\"warmup_epochs\":\"%.17g\","
 	                 "\"schedule\":\"%s\",\"precision\":\"%s\",\"backend\":\"%s\"",
 	                 s->model, s->step, s->epoch, s->epoch_step, s->seed, s->wall_s,
-	                 s->global_batch, s->epochs, s->ranks, s->batch, s->num_classes, s->train_samples,
+	                 s->global_batch, s->epochs, fp, s->ranks, s->batch, s->num_classes, s->train_samples,
 	                 s->eval_samples, s->lr, s->warmup_epochs, s->schedule, s->precision, s->backend);
 	/* fp16's dynamic loss scale, only where the backend has one (optional
 	 * keys: dl_checkpoint_load) */
@@ -203,6 +207,22 @@ static int meta_opt_double(const struct dl_safetensors *st, const char *path, co
 	return 0;
 }
 
+/* An optional 64-bit value written as 16 hex digits; absent: 0. */
+static int meta_opt_hex64(const struct dl_safetensors *st, const char *path, const char *key, uint64_t *out,
+                          char *err, size_t errlen)
+{
+	const char *v = dl_safetensors_meta(st, key);
+	*out = 0;
+	if (!v)
+		return 0;
+	if (strlen(v) != 16 || strspn(v, "0123456789abcdef") != 16) {
+		snprintf(err, errlen, "%s: bad \"%s\" in its metadata (16 hex digits)", path, key);
+		return -1;
+	}
+	*out = strtoull(v, NULL, 16);
+	return 0;
+}
+
 /* An optional metadata name ([a-z0-9], shorter than len); absent: "". */
 static int meta_opt_name(const struct dl_safetensors *st, const char *path, const char *key, char *out, size_t len,
                          char *err, size_t errlen)
@@ -271,6 +291,24 @@ int dl_checkpoint_check(const char *path, const struct dl_ckpt_state *ck, const 
 		         "written with, or start a new run from its weights with --init %s in another --out",
 		         path, ck->train_samples, ck->eval_samples, ck->num_classes, run->train_samples,
 		         run->eval_samples, run->num_classes, path);
+		return -1;
+	}
+	/* The same sizes, other data: a tree replaced by another at the same
+	 * path, classes renamed.  (A fingerprint the checkpoint lacks is not
+	 * checked: written by a dljob before them, or synthetic data.) */
+	int classes = ck->data_classes && ck->data_classes != run->data_classes;
+	int samples = ck->data_samples && ck->data_samples != run->data_samples;
+	if (classes || samples) {
+		snprintf(err, errlen, "%s was written on other data than --data holds now, though of the same size "
+		         "(%ld training and %ld held-out samples in %d classes): %s; resume on the data it was "
+		         "written with, or start a new run from its weights with --init %s in another --out",
+		         path, run->train_samples, run->eval_samples, run->num_classes,
+		         classes && samples ? "the class names and the list of samples differ (so labels would mean "
+		                              "other classes, and the position in the epoch name other samples)"
+		         : classes ? "the class names differ (its labels would mean other classes now)"
+		                   : "the list of samples differs (other files or file names: its position in the "
+		                     "epoch would name other samples)",
+		         path);
 		return -1;
 	}
 	if (ck->global_batch != run->global_batch) {
@@ -357,7 +395,9 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 	    meta_opt_double(st, path, "warmup_epochs", &s->warmup_epochs, err, errlen) < 0 ||
 	    meta_opt_name(st, path, "schedule", s->schedule, sizeof(s->schedule), err, errlen) < 0 ||
 	    meta_opt_name(st, path, "precision", s->precision, sizeof(s->precision), err, errlen) < 0 ||
-	    meta_opt_name(st, path, "backend", s->backend, sizeof(s->backend), err, errlen) < 0)
+	    meta_opt_name(st, path, "backend", s->backend, sizeof(s->backend), err, errlen) < 0 ||
+	    meta_opt_hex64(st, path, "data_classes", &s->data_classes, err, errlen) < 0 ||
+	    meta_opt_hex64(st, path, "data_samples", &s->data_samples, err, errlen) < 0)
 		goto out;
 	if ((ranks || batch) && ranks * batch != gb) {
 		snprintf(err, errlen, "%s: bad metadata: %ld ranks x batch %ld is not its global batch %ld", path, ranks,

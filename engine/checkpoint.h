@@ -38,6 +38,10 @@ struct dl_ckpt_state {
 	char schedule[16];                /* --schedule */
 	char precision[8];                /* fp32, bf16, fp16 */
 	char backend[8];                  /* the resolved backend: cpu, cuda, ref */
+	/* The dataset's fingerprints (struct dl_dataset fp_classes, fp_samples;
+	 * "data_classes", "data_samples" in the metadata, 16 hex digits): 0 when
+	 * the dataset has none or the checkpoint is older than them. */
+	uint64_t data_classes, data_samples;
 };
 
 /* Write DIR/checkpoint.safetensors atomically (o's loss scale, when it has
@@ -78,7 +82,9 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
  * batch (the position, the step count and the schedule are counted in
  * global batches; another rank count is fine with --batch giving the same
  * global batch, and the message says which --batch); a dataset whose split
- * sizes or class count changed (the position would name other samples);
+ * sizes or class count changed (the position would name other samples),
+ * or whose fingerprints (class names, sample list) differ from those the
+ * checkpoint recorded -- other data of the same sizes;
  * --epochs that end before the checkpoint's position.  Allowed: more or
  * fewer epochs, another --lr, --schedule, --warmup-epochs, --precision or
  * backend (the caller says what changed).  Returns 0, or -1 with err. */

@@ -220,6 +220,9 @@ static void say_changes(const struct run *r)
 	if (!ck->train_samples)
 		fprintf(stderr, "dljob: note: the checkpoint was written by an older dljob, which did not record its "
 		        "rank count, data and schedule: only model, global batch and epochs are checked\n");
+	else if (!ck->data_classes && !ck->data_samples && (now->data_classes || now->data_samples))
+		fprintf(stderr, "dljob: note: the checkpoint was written by an older dljob, which did not record its "
+		        "data's fingerprint: only the data's sizes are checked, not that they are the same data\n");
 	if (ck->ranks && ck->ranks != now->ranks)
 		fprintf(stderr, "dljob: note: the checkpoint's run had %d rank%s x --batch %d, this one has %d x %d: "
 		        "the same global batch %d, so each step takes the same samples at the same learning rate; "
@@ -270,7 +273,8 @@ static int setup(struct run *r, char *err, size_t errlen)
 		r->ds = c->dataset;
 	} else {
 		struct dl_data_options dopt = {.image_size = c->image_size, .max_bad_fraction = 0.01,
-		                               .threads = c->loader_threads};
+		                               .threads = c->loader_threads,
+		                               .decode_memory = (size_t)c->decode_memory_mib << 20};
 		if (dl_dataset_open(c->data, &dopt, &r->ds, lerr, sizeof(lerr)) < 0) {
 			snprintf(err, errlen, "--data %s: %s", c->data, lerr);
 			return -1;
@@ -321,6 +325,8 @@ static int setup(struct run *r, char *err, size_t errlen)
 	r->pos.num_classes = r->ds->num_classes;
 	r->pos.train_samples = (long)r->ds->count[DL_SPLIT_TRAIN];
 	r->pos.eval_samples = (long)r->ds->count[DL_SPLIT_EVAL];
+	r->pos.data_classes = r->ds->fp_classes;
+	r->pos.data_samples = r->ds->fp_samples;
 	r->pos.lr = c->lr;
 	r->pos.warmup_epochs = c->warmup_epochs;
 	snprintf(r->pos.schedule, sizeof(r->pos.schedule), "%s", c->schedule);

@@ -33,6 +33,7 @@ struct dl_train_config {
 	uint64_t seed;
 	int threads;              /* compute threads (0: leave the runtime's default) */
 	int loader_threads;       /* data worker threads (0: the loader decides) */
+	int decode_memory_mib;    /* dl_data_options.decode_memory in MiB (0: its default) */
 	const char *resume;       /* NULL: fresh run; "": newest checkpoint in out_dir; else a path */
 	const char *init;         /* NULL, or weights to start from (dl_weights_init: torchvision names;
 	                           * optimizer and position start fresh); not with resume */

@@ -87,6 +87,8 @@ void dl_cli_usage(FILE *f)
 	"                         faster, direct elsewhere; ref and cuda: auto only)\n"
 	"  --threads N            compute threads (default 0: all CPUs of the task)\n"
 	"  --loader-threads N     data worker threads (default 0: automatic)\n"
+	"  --decode-memory MIB    memory the data threads share for reading and decoding\n"
+	"                         JPEG/PNG samples (default 2048; an image needing more is a bad sample)\n"
 	"  --timeout S            seconds to wait for peers at startup and in collectives (default 300)\n"
 	"  --help                 this text\n"
 	"  --version              version and build information\n");
@@ -97,7 +99,7 @@ enum {
 	OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_NESTEROV, OPT_WD, OPT_LS, OPT_LARS, OPT_ZIR,
 	OPT_SEED, OPT_OUT, OPT_RESUME, OPT_STEPS, OPT_EVAL, OPT_PRINT, OPT_BACKEND, OPT_THREADS,
 	OPT_LTHREADS, OPT_TIMEOUT, OPT_HELP, OPT_PRECISION, OPT_CONV_ALGO, OPT_VERSION, OPT_INIT, OPT_INIT_HEAD,
-	OPT_NORMALIZE,
+	OPT_NORMALIZE, OPT_DECODE_MEM,
 };
 
 static const struct option long_opts[] = {
@@ -125,6 +127,7 @@ static const struct option long_opts[] = {
 	{"backend", required_argument, NULL, OPT_BACKEND},
 	{"threads", required_argument, NULL, OPT_THREADS},
 	{"loader-threads", required_argument, NULL, OPT_LTHREADS},
+	{"decode-memory", required_argument, NULL, OPT_DECODE_MEM},
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
 	{"precision", required_argument, NULL, OPT_PRECISION},
 	{"conv-algo", required_argument, NULL, OPT_CONV_ALGO},
@@ -335,6 +338,7 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 			break;
 		case OPT_THREADS: rv = dl_optval_int("threads", optarg, 0, 4096, &c->threads, err, errlen); break;
 		case OPT_LTHREADS: rv = dl_optval_int("loader-threads", optarg, 0, 4096, &c->loader_threads, err, errlen); break;
+		case OPT_DECODE_MEM: rv = dl_optval_int("decode-memory", optarg, 16, 1 << 20, &c->decode_memory_mib, err, errlen); break;
 		case OPT_TIMEOUT:
 			rv = dl_optval_double("timeout", optarg, DL_TIMEOUT_MIN, 0, DL_TIMEOUT_MAX, 0, &cli->timeout_s, err, errlen);
 			break;
@@ -868,6 +872,7 @@ int dl_cli_train_main(int argc, char **argv)
 		.cache_dir = c->out_dir,
 		.cache_deferred = 1,
 		.threads = c->loader_threads,
+		.decode_memory = (size_t)c->decode_memory_mib << 20,
 		.max_bad_fraction = 0.01,
 		.have_norm = cli->norm.have_norm,
 	};

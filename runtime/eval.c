@@ -30,7 +30,7 @@
 struct eval_opts {
 	const char *model, *weights, *data, *backend, *json, *precision;
 	int split;             /* DL_SPLIT_EVAL or DL_SPLIT_TRAIN */
-	int image_size, batch, threads, loader_threads;
+	int image_size, batch, threads, loader_threads, decode_memory_mib;
 	double timeout_s;
 	struct dl_data_options norm;
 	int help;
@@ -79,13 +79,15 @@ static void eval_usage(FILE *f)
 	"  --json PATH            also write the results as JSON to PATH ('-': stdout, no table)\n"
 	"  --threads N            compute threads (default 0: all CPUs of the task)\n"
 	"  --loader-threads N     data worker threads (default 0: automatic)\n"
+	"  --decode-memory MIB    memory the data threads share for reading and decoding\n"
+	"                         JPEG/PNG samples (default 2048; an image needing more is a bad sample)\n"
 	"  --timeout S            seconds to wait for peers (default 300)\n"
 	"  --help                 this text\n");
 }
 
 enum {
 	E_MODEL = 256, E_WEIGHTS, E_DATA, E_SPLIT, E_SIZE, E_NORM, E_BATCH, E_BACKEND, E_PRECISION, E_JSON,
-	E_THREADS, E_LTHREADS, E_TIMEOUT, E_HELP,
+	E_THREADS, E_LTHREADS, E_TIMEOUT, E_HELP, E_DECODE_MEM,
 };
 
 static const struct option eval_long_opts[] = {
@@ -101,6 +103,7 @@ static const struct option eval_long_opts[] = {
 	{"json", required_argument, NULL, E_JSON},
 	{"threads", required_argument, NULL, E_THREADS},
 	{"loader-threads", required_argument, NULL, E_LTHREADS},
+	{"decode-memory", required_argument, NULL, E_DECODE_MEM},
 	{"timeout", required_argument, NULL, E_TIMEOUT},
 	{"help", no_argument, NULL, E_HELP},
 	{NULL, 0, NULL, 0},
@@ -140,6 +143,7 @@ static int eval_parse(struct eval_opts *o, int argc, char **argv, char *err, siz
 			break;
 		case E_THREADS: rv = dl_optval_int("threads", optarg, 0, 4096, &o->threads, err, errlen); break;
 		case E_LTHREADS: rv = dl_optval_int("loader-threads", optarg, 0, 4096, &o->loader_threads, err, errlen); break;
+		case E_DECODE_MEM: rv = dl_optval_int("decode-memory", optarg, 16, 1 << 20, &o->decode_memory_mib, err, errlen); break;
 		case E_TIMEOUT:
 			rv = dl_optval_double("timeout", optarg, DL_TIMEOUT_MIN, 0, DL_TIMEOUT_MAX, 0, &o->timeout_s, err, errlen);
 			break;
@@ -287,6 +291,7 @@ static int eval_run(const struct eval_opts *o, struct eval_run *r, char *err, si
 	struct dl_data_options dopt = o->norm;
 	dopt.image_size = o->image_size;
 	dopt.threads = o->loader_threads;
+	dopt.decode_memory = (size_t)o->decode_memory_mib << 20;
 	dopt.max_bad_fraction = 0.01;
 	dopt.cache_dir = NULL;
 	if (dl_dataset_open(o->data, &dopt, &r->ds, lerr, sizeof(lerr)) < 0)

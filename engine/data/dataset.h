@@ -30,7 +30,13 @@ struct dl_data_options {
 	                         * missing; not used unless it is this user's and closed to
 	                         * others) where fashion-mnist keeps its inflated .gz files,
 	                         * mapped by every later process (NULL: inflate every time) */
+	size_t decode_memory;   /* JPEG/PNG data (ImageFolder, shards): bytes the threads loading
+	                         * samples may hold at once for reading and decoding them, shared
+	                         * (0: DL_DEFAULT_DECODE_MEMORY); a sample needing more is a bad
+	                         * sample, one needing less waits its turn (engine/data/image.h) */
 };
+
+#define DL_DEFAULT_DECODE_MEMORY ((size_t)2048 << 20)
 
 struct dl_dataset {
 	char kind[16];            /* "fashion-mnist", "synthetic", "imagefolder", "shards" */
@@ -62,6 +68,15 @@ struct dl_dataset {
 	int (*load_u8)(struct dl_dataset *ds, enum dl_split split, size_t index,
 	               uint64_t aug_seed, uint8_t *hwc, int *label, char *err, size_t errlen);
 	const float *u8_mean, *u8_std; /* (channels), in [0,1] pixel units; set with load_u8 */
+	/* (Added) What the data are, cheaply: 64-bit hashes a checkpoint keeps
+	 * so that resuming on other data of the same sizes is refused; 0: none
+	 * (synthetic data is its spec).  fp_classes: the class names in label
+	 * order (ImageFolder, shards).  fp_samples: each split's sample list --
+	 * ImageFolder and shards: every sample's label and file name (not its
+	 * size or bytes: a stat of every file is what the index cache saves, and
+	 * dljob pack keeps names and order, so a tree and its shards agree);
+	 * fashion-mnist: image sizes and every label. */
+	uint64_t fp_classes, fp_samples;
 };
 
 /* Open a dataset from a spec:

@@ -3,6 +3,7 @@
 #include "config.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,6 +68,152 @@ int dl_image_sample_u8(const uint8_t *buf, size_t len, const char *name, int siz
                        uint64_t aug_seed, uint8_t *hwc, char *err, size_t errlen)
 {
 	return image_sample(buf, len, name, size, train, aug_seed, NULL, NULL, NULL, hwc, err, errlen);
+}
+
+/* ---- the decode budget ------------------------------------------------- */
+
+struct dl_decode_budget {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	size_t total, used;
+	uint64_t next, serving; // tickets of the waits, served in order
+};
+
+int dl_decode_budget_create(size_t bytes, struct dl_decode_budget **out)
+{
+	struct dl_decode_budget *b = calloc(1, sizeof *b);
+	*out = NULL;
+	if (!b)
+		return -1;
+	if (pthread_mutex_init(&b->mu, NULL) != 0) {
+		free(b);
+		return -1;
+	}
+	if (pthread_cond_init(&b->cv, NULL) != 0) {
+		pthread_mutex_destroy(&b->mu);
+		free(b);
+		return -1;
+	}
+	b->total = bytes;
+	*out = b;
+	return 0;
+}
+
+void dl_decode_budget_destroy(struct dl_decode_budget *b)
+{
+	if (!b)
+		return;
+	pthread_cond_destroy(&b->cv);
+	pthread_mutex_destroy(&b->mu);
+	free(b);
+}
+
+/* Take n bytes (n <= total): wait = 1 waits for them, in turn; wait = 0
+ * takes them only if they are free now and nobody waits.  0: taken. */
+static int budget_take(struct dl_decode_budget *b, size_t n, int wait)
+{
+	int rv = 0;
+	pthread_mutex_lock(&b->mu);
+	if (!wait) {
+		if (b->next == b->serving && n <= b->total - b->used)
+			b->used += n;
+		else
+			rv = -1;
+	} else {
+		uint64_t ticket = b->next++;
+		while (ticket != b->serving || n > b->total - b->used)
+			pthread_cond_wait(&b->cv, &b->mu);
+		b->used += n;
+		b->serving++;
+		pthread_cond_broadcast(&b->cv); // the next in turn may fit too
+	}
+	pthread_mutex_unlock(&b->mu);
+	return rv;
+}
+
+static void budget_give(struct dl_decode_budget *b, size_t n)
+{
+	if (!n)
+		return;
+	pthread_mutex_lock(&b->mu);
+	b->used -= n;
+	pthread_cond_broadcast(&b->cv);
+	pthread_mutex_unlock(&b->mu);
+}
+
+static size_t image_need(const uint8_t *buf, size_t len, int size, int train, uint64_t aug_seed)
+{
+	switch (dl_image_sniff(buf, len)) {
+	case DL_IMG_JPEG:
+		return dl_jpeg_need(buf, len, size, train, aug_seed);
+	case DL_IMG_PNG:
+		return dl_png_need(buf, len, size, train, aug_seed);
+	default:
+		return 0;
+	}
+}
+
+#define MIB(x) (((x) + (1u << 20) - 1) >> 20)
+
+/* Holding part of the budget while waiting for more could deadlock two
+ * threads that each hold some, so a sample whose header asks for more than
+ * it holds takes the rest only if it is free at once; otherwise it gives
+ * everything back, waits for the whole need, and fetches the bytes again
+ * (a file that grew meanwhile gets one more turn).  The bytes of a file
+ * that grew between size_hint and the fetch are held before they are
+ * taken: at most the fetch's own limit, until the header is read. */
+int dl_image_load(struct dl_decode_budget *b, size_t size_hint, dl_fetch_fn fetch, void *ctx, const char *name,
+                  int size, int train, uint64_t aug_seed, const float *mean, const float *std, float *chw,
+                  uint8_t *hwc, char *err, size_t errlen)
+{
+	uint8_t *buf = NULL;
+	size_t len = 0, held = 0, want = size_hint;
+	int rc = -1;
+
+	for (int attempt = 0;; attempt++) {
+		if (want > b->total) {
+			dl_errf(err, errlen, "%s: needs %zu MiB to read and decode (its %zu encoded bytes, the decoded "
+			        "pixels and the resampler's rows), more than the %zu MiB of decode memory the loader "
+			        "threads share (--decode-memory)", name, MIB(want), len ? len : size_hint, MIB(b->total));
+			goto out;
+		}
+		if (want > held) {
+			(void)budget_take(b, want - held, 1);
+			held = want;
+		}
+		if (fetch(ctx, &buf, &len, err, errlen) != 0)
+			goto out;
+		size_t need = len + image_need(buf, len, size, train, aug_seed);
+		if (need > b->total) {
+			want = need;
+			continue; // the message above
+		}
+		if (need <= held) {
+			budget_give(b, held - need);
+			held = need;
+			break;
+		}
+		if (budget_take(b, need - held, 0) == 0) {
+			held = need;
+			break;
+		}
+		if (attempt > 0) {
+			dl_errf(err, errlen, "%s: changed while being read (it needed %zu MiB, then %zu)", name, MIB(want),
+			        MIB(need));
+			goto out;
+		}
+		free(buf);
+		buf = NULL;
+		budget_give(b, held);
+		held = 0;
+		want = need;
+	}
+	rc = hwc ? dl_image_sample_u8(buf, len, name, size, train, aug_seed, hwc, err, errlen) :
+	     dl_image_sample(buf, len, name, size, train, aug_seed, mean, std, chw, err, errlen);
+out:
+	free(buf);
+	budget_give(b, held);
+	return rc;
 }
 
 int dl_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len, char *err, size_t errlen)

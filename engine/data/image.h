@@ -62,6 +62,10 @@ int dl_resample_hwc8(const struct dl_pixels *px, const struct dl_resize_plan *p,
 /* torchvision's ImageNet normalization, per RGB channel of x/255. */
 extern const float dl_imagenet_mean[3], dl_imagenet_std[3];
 
+/* What resample allocates at most for a plan reading rows x cols of an
+ * image of full_w x full_h, into size x size. */
+size_t dl_resample_need(int rows, int cols, int full_w, int full_h, int size);
+
 /* Resize a whole decoded image (x0 = y0 = 0) to out_w x out_h with the same
  * filter, RGB8 out (for dljob pack --max-side). */
 int dl_resize_rgb8(const struct dl_pixels *px, int out_w, int out_h, struct dl_pixels *out,
@@ -71,6 +75,11 @@ int dl_resize_rgb8(const struct dl_pixels *px, int out_w, int out_h, struct dl_p
  * rescaled to the decoded scale). *px->rgb is malloc'd. */
 int dl_jpeg_decode_plan(const uint8_t *buf, size_t len, int size, int train, uint64_t aug_seed,
                         struct dl_resize_plan *plan, struct dl_pixels *px, char *err, size_t errlen);
+/* Bytes that dl_jpeg_decode_plan (libjpeg's own memory included) and the
+ * resampling after it allocate at most for this file and transform, read
+ * from its header; 0 when the header cannot be read (decoding then fails
+ * at once). */
+size_t dl_jpeg_need(const uint8_t *buf, size_t len, int size, int train, uint64_t aug_seed);
 /* JPEG: header only. */
 int dl_jpeg_dims(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen);
 /* Full decode to RGB8; when max_short > 0 and the short side is longer,
@@ -85,6 +94,9 @@ int dl_jpeg_encode(const struct dl_pixels *px, int quality, uint8_t **out, size_
  * PIL's convert("RGB") does: alpha dropped, 16-bit keeps the high byte;
  * 16-bit gray too, where PIL clips to 255). */
 int dl_png_decode(const uint8_t *buf, size_t len, struct dl_pixels *px, char *err, size_t errlen);
+/* dl_jpeg_need for PNG: dl_png_decode's pixels and libpng's rows, and the
+ * resampling (from the IHDR chunk, which libpng requires first). */
+size_t dl_png_need(const uint8_t *buf, size_t len, int size, int train, uint64_t aug_seed);
 
 /* Everything together: encoded bytes -> normalized sample (mean, std as
  * dl_resample_chw). `name` is used in error messages. */
@@ -95,6 +107,28 @@ int dl_image_sample(const uint8_t *buf, size_t len, const char *name, int size, 
  * (size,size,3) uint8 (see dl_resample_hwc8). */
 int dl_image_sample_u8(const uint8_t *buf, size_t len, const char *name, int size, int train,
                        uint64_t aug_seed, uint8_t *hwc, char *err, size_t errlen);
+
+/* The decode memory of a dataset, shared by the threads that load its
+ * samples: what they hold at once (the encoded bytes, the decoded pixels,
+ * the decoder's and the resampler's buffers) stays within `bytes`, a sample
+ * waiting until the others give back enough, so the loader's worst case
+ * does not grow with its thread count (a crafted 100-megapixel image takes
+ * a gigabyte or more to decode).  Waits are served in order of arrival. */
+struct dl_decode_budget;
+int dl_decode_budget_create(size_t bytes, struct dl_decode_budget **out);
+void dl_decode_budget_destroy(struct dl_decode_budget *b);
+
+/* Reads one sample's encoded bytes (malloc'd into *buf; len at most the
+ * caller's image limit).  0, or -1 with err. */
+typedef int (*dl_fetch_fn)(void *ctx, uint8_t **buf, size_t *len, char *err, size_t errlen);
+
+/* dl_image_sample or (hwc set) dl_image_sample_u8 under budget b: takes
+ * size_hint bytes (the file size, as far as known) from b before fetching,
+ * then what the header says decoding needs; a sample that needs more than
+ * the whole budget is an error naming `name`, the bytes and the budget. */
+int dl_image_load(struct dl_decode_budget *b, size_t size_hint, dl_fetch_fn fetch, void *ctx, const char *name,
+                  int size, int train, uint64_t aug_seed, const float *mean, const float *std, float *chw,
+                  uint8_t *hwc, char *err, size_t errlen);
 
 /* Read a whole regular file (bounded by max_bytes). */
 int dl_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len, char *err, size_t errlen);

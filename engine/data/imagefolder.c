@@ -5,17 +5,24 @@
  *
  * Scanning 1.3M files is slow on network file systems, so class dirs are
  * listed by parallel threads and the result is cached in opt->cache_dir,
- * keyed by the tree's path and reused while the mtimes of DIR/train, DIR/val
- * and every class dir are unchanged (adding, removing or renaming a file
- * changes its directory's mtime).
+ * keyed by the tree's path and reused while DIR/train, DIR/val and every
+ * class dir keep their stamp: mtime, ctime (ns) and inode number.  Adding,
+ * removing or renaming a file changes its directory's mtime and ctime; the
+ * mtime alone is not enough, as users and tools set it back (rsync -a,
+ * cp -p, touch -d restore a directory's old mtime after replacing what it
+ * holds), but nobody can set the ctime: any change, the mtime's restoring
+ * included, moves it to the current time.  A directory replaced by another
+ * (mv, rsync into a new dir) has another inode.  (The device number is not
+ * part of the stamp: NFS mounts get a new one at every mount, which would
+ * throw the cache away at every reboot.)
  *
  * A directory changed just before or during the scan may change again
- * without its mtime moving (timestamps are a clock tick coarse, a second on
+ * without its ctime moving (timestamps are a clock tick coarse, a second on
  * some NFS servers), leaving the cache to list it as it was forever; so, as
- * git does for "racily clean" files, a scan that saw a directory whose mtime
- * is less than RACY_NS before the scan began, or later, is not cached: the
- * next run scans again.  (An NFS server whose clock is that far behind the
- * node's defeats this.) */
+ * git does for "racily clean" files, a scan that saw a directory whose ctime
+ * (or mtime) is less than RACY_NS before the scan began, or later, is not
+ * cached: the next run scans again.  (An NFS server whose clock is that far
+ * behind the node's defeats this.) */
 #include "config.h"
 #include <dirent.h>
 #include <errno.h>
@@ -36,6 +43,13 @@
 #define RACY_NS 2000000000ll
 static const char *split_dir[2] = {"train", "val"};
 
+/* What a directory's listing is cached against (see the top of this file). */
+struct dir_stamp {
+	int64_t mtime, ctime; // ns
+	uint64_t ino;
+};
+static const struct dir_stamp ABSENT = {INT64_MIN, INT64_MIN, 0};
+
 struct if_split {
 	size_t count;
 	uint32_t *cls;      // (count)
@@ -46,14 +60,15 @@ struct imagefolder {
 	char *root;
 	int nclass;
 	char **classes;     // (nclass) sorted
-	int64_t *mtime[2];  // (nclass) per split, ns
-	int64_t split_mtime[2]; // -1: absent
+	struct dir_stamp *stamp[2];   // (nclass) per split: DIR/<split>/<class>
+	struct dir_stamp split_stamp[2]; // DIR/train, DIR/val (ABSENT: no val)
 	char *arena;        // file names, NUL separated
 	size_t arena_len, arena_cap;
 	struct if_split split[2];
 	int size;
 	float mean[3], std[3]; /* normalization (dl_data_options) */
 	char *cached_in;    // the cache_dir the index was read from (NULL: scanned)
+	struct dl_decode_budget *budget; // shared by the loading threads
 	int racy;           // a directory changed too recently to cache the scan
 };
 
@@ -68,9 +83,22 @@ __attribute__((format(printf, 3, 4))) static int path_fmt(char *out, size_t len,
 	return n >= 0 && (size_t)n < len ? 0 : -1;
 }
 
-static int64_t mtime_ns(const struct stat *st)
+static struct dir_stamp stamp_of(const struct stat *st)
 {
-	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	struct dir_stamp d = {(int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec,
+	                      (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec, (uint64_t)st->st_ino};
+	return d;
+}
+
+static int stamp_eq(struct dir_stamp a, struct dir_stamp b)
+{
+	return a.mtime == b.mtime && a.ctime == b.ctime && a.ino == b.ino;
+}
+
+/* Changed less than RACY_NS before `recent`'s time, or later. */
+static int stamp_racy(struct dir_stamp d, int64_t recent)
+{
+	return d.ctime != INT64_MIN && (d.ctime >= recent || d.mtime >= recent);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -153,7 +181,7 @@ static int list_dirs(const char *path, struct strlist *out, char *err, size_t er
 struct scan_task {
 	int split, cls;
 	struct strlist files;
-	int64_t mtime;
+	struct dir_stamp stamp;
 	char err[512];
 	int failed;
 };
@@ -185,7 +213,7 @@ static void scan_one(struct imagefolder *f, struct scan_task *t)
 			closedir(d);
 		return;
 	}
-	t->mtime = mtime_ns(&st);
+	t->stamp = stamp_of(&st);
 	while ((errno = 0, e = readdir(d))) {
 		if (e->d_name[0] != '.' && is_image_name(e->d_name) && strlist_add(&t->files, e->d_name) != 0) {
 			dl_errf(t->err, sizeof t->err, "%s: out of memory", path);
@@ -268,20 +296,20 @@ static int scan_tree(struct imagefolder *f, int nthreads, char *err, size_t errl
 		dl_errf(err, errlen, "%s: missing (an ImageFolder dataset needs DIR/train/<class>/<image files>)", path);
 		goto out;
 	}
-	f->split_mtime[0] = mtime_ns(&st);
+	f->split_stamp[0] = stamp_of(&st);
 	if (list_dirs(path, &cls[0], err, errlen) != 0)
 		goto out;
 	if (cls[0].n == 0) {
 		dl_errf(err, errlen, "%s: no class directories", path);
 		goto out;
 	}
-	f->split_mtime[1] = -1;
+	f->split_stamp[1] = ABSENT;
 	if (path_fmt(path, sizeof path, "%s/val", f->root) != 0) {
 		dl_errf(err, errlen, "val: path longer than PATH_MAX (in %s)", f->root);
 		goto out;
 	}
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-		f->split_mtime[1] = mtime_ns(&st);
+		f->split_stamp[1] = stamp_of(&st);
 		if (list_dirs(path, &cls[1], err, errlen) != 0)
 			goto out;
 		for (size_t i = 0; i < cls[0].n || i < cls[1].n; i++) {
@@ -300,14 +328,14 @@ static int scan_tree(struct imagefolder *f, int nthreads, char *err, size_t errl
 	f->classes = cls[0].v;
 	cls[0].v = NULL;
 	cls[0].n = 0;
-	f->mtime[0] = calloc((size_t)f->nclass, sizeof(int64_t));
-	f->mtime[1] = calloc((size_t)f->nclass, sizeof(int64_t));
+	f->stamp[0] = calloc((size_t)f->nclass, sizeof(struct dir_stamp));
+	f->stamp[1] = calloc((size_t)f->nclass, sizeof(struct dir_stamp));
 	s.ntasks = f->nclass * nsplit;
 	s.tasks = calloc((size_t)s.ntasks, sizeof *s.tasks);
 	if (nthreads > s.ntasks)
 		nthreads = s.ntasks;
 	th = calloc((size_t)nthreads, sizeof *th);
-	if (!f->mtime[0] || !f->mtime[1] || !s.tasks || !th) {
+	if (!f->stamp[0] || !f->stamp[1] || !s.tasks || !th) {
 		dl_errf(err, errlen, "%s: out of memory", f->root);
 		goto out;
 	}
@@ -330,10 +358,10 @@ static int scan_tree(struct imagefolder *f, int nthreads, char *err, size_t errl
 			goto out;
 		}
 		n[s.tasks[i].split] += s.tasks[i].files.n;
-		f->mtime[s.tasks[i].split][s.tasks[i].cls] = s.tasks[i].mtime;
-		f->racy |= s.tasks[i].mtime >= recent;
+		f->stamp[s.tasks[i].split][s.tasks[i].cls] = s.tasks[i].stamp;
+		f->racy |= stamp_racy(s.tasks[i].stamp, recent);
 	}
-	f->racy |= f->split_mtime[0] >= recent || f->split_mtime[1] >= recent;
+	f->racy |= stamp_racy(f->split_stamp[0], recent) || stamp_racy(f->split_stamp[1], recent);
 	if (alloc_split(&f->split[0], n[0]) != 0 || alloc_split(&f->split[1], n[1]) != 0) {
 		dl_errf(err, errlen, "%s: out of memory", f->root);
 		goto out;
@@ -366,7 +394,14 @@ out:
 
 /* ---- the index cache --------------------------------------------------- */
 
-#define CACHE_MAGIC "DLJOBIF1"
+/* The cache file, integers u64 in host order (the cache is per node or per
+ * file system of one architecture), strings as u64 length + bytes:
+ *   "DLJOBIF2", root, nclass,
+ *   stamps (2 + 2*nclass) x {mtime, ctime, ino}: DIR/train, DIR/val, then
+ *     DIR/train/<class c>, DIR/val/<class c> for each c (ABSENT: no val),
+ *   class names (nclass), then for train and val: count, (class, name) x count.
+ * A file in another layout (an older dljob's "DLJOBIF1") is not used. */
+#define CACHE_MAGIC "DLJOBIF2"
 
 struct wbuf {
 	FILE *f;
@@ -388,6 +423,13 @@ static void put_str(struct wbuf *w, const char *s)
 {
 	put_u64(w, strlen(s));
 	put(w, s, strlen(s));
+}
+
+static void put_stamp(struct wbuf *w, struct dir_stamp d)
+{
+	put_u64(w, (uint64_t)d.mtime);
+	put_u64(w, (uint64_t)d.ctime);
+	put_u64(w, d.ino);
 }
 
 static uint64_t fnv1a(const char *s)
@@ -428,14 +470,15 @@ static void cache_write(const struct imagefolder *f, const char *cache_dir)
 	}
 	put(&w, CACHE_MAGIC, 8);
 	put_str(&w, f->root);
-	put_u64(&w, (uint64_t)f->split_mtime[0]);
-	put_u64(&w, (uint64_t)f->split_mtime[1]);
 	put_u64(&w, (uint64_t)f->nclass);
+	put_stamp(&w, f->split_stamp[0]);
+	put_stamp(&w, f->split_stamp[1]);
 	for (int c = 0; c < f->nclass; c++) {
-		put_str(&w, f->classes[c]);
-		put_u64(&w, (uint64_t)f->mtime[0][c]);
-		put_u64(&w, (uint64_t)f->mtime[1][c]);
+		put_stamp(&w, f->stamp[0][c]);
+		put_stamp(&w, f->stamp[1][c]);
 	}
+	for (int c = 0; c < f->nclass; c++)
+		put_str(&w, f->classes[c]);
 	for (int s = 0; s < 2; s++) {
 		put_u64(&w, f->split[s].count);
 		for (size_t i = 0; i < f->split[s].count; i++) {
@@ -499,13 +542,22 @@ static int component_ok(const char *s, size_t n)
 	return 1;
 }
 
-static int stat_mtime(const char *path, int64_t *mt)
+static struct dir_stamp get_stamp(struct rbuf *r)
+{
+	struct dir_stamp d;
+	d.mtime = (int64_t)get_u64(r);
+	d.ctime = (int64_t)get_u64(r);
+	d.ino = get_u64(r);
+	return d;
+}
+
+/* The stamp of directory path now (ABSENT when it is not a directory). */
+static struct dir_stamp stamp_path(const char *path)
 {
 	struct stat st;
 	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-		return -1;
-	*mt = mtime_ns(&st);
-	return 0;
+		return ABSENT;
+	return stamp_of(&st);
 }
 
 /* Fill f from the cache when it is there and still matches the tree. */
@@ -515,7 +567,6 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 	uint8_t *buf = NULL;
 	size_t len, n;
 	int rv = -1;
-	int64_t mt;
 
 	if (cache_path(cache_dir, f->root, path, sizeof path) != 0 || access(path, R_OK) != 0 ||
 	    dl_read_file(path, SIZE_MAX / 2, &buf, &len, err, sizeof err) != 0)
@@ -527,26 +578,29 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 	const char *root = get_str(&r, &n);
 	if (r.bad || n != strlen(f->root) || memcmp(root, f->root, n) != 0)
 		goto out;
-	f->split_mtime[0] = (int64_t)get_u64(&r);
-	f->split_mtime[1] = (int64_t)get_u64(&r);
+	uint64_t nc = get_u64(&r);
+	// each class takes 48 bytes of stamps and at least 9 of name: check before allocating
+	if (r.bad || nc == 0 || nc > 1000000 || nc > (uint64_t)(r.end - r.p) / 57)
+		goto out;
 	for (int s = 0; s < 2; s++) {
-		if (path_fmt(path, sizeof path, "%s/%s", f->root, split_dir[s]) != 0)
-			goto out;
-		if (stat_mtime(path, &mt) != 0)
-			mt = -1;
-		if (mt != f->split_mtime[s])
+		f->split_stamp[s] = get_stamp(&r);
+		if (path_fmt(path, sizeof path, "%s/%s", f->root, split_dir[s]) != 0 ||
+		    !stamp_eq(stamp_path(path), f->split_stamp[s]))
 			goto out;
 	}
-	uint64_t nc = get_u64(&r);
-	// each class takes at least 25 bytes of the file: check before allocating
-	if (r.bad || nc == 0 || nc > 1000000 || nc > (uint64_t)(r.end - r.p) / 25)
+	if (f->split_stamp[0].ctime == INT64_MIN)
 		goto out;
+	int nsplit = f->split_stamp[1].ctime == INT64_MIN ? 1 : 2;
 	f->nclass = (int)nc;
 	f->classes = calloc(nc, sizeof *f->classes);
-	f->mtime[0] = calloc(nc, sizeof(int64_t));
-	f->mtime[1] = calloc(nc, sizeof(int64_t));
-	if (!f->classes || !f->mtime[0] || !f->mtime[1])
+	f->stamp[0] = calloc(nc, sizeof(struct dir_stamp));
+	f->stamp[1] = calloc(nc, sizeof(struct dir_stamp));
+	if (!f->classes || !f->stamp[0] || !f->stamp[1])
 		goto out;
+	for (int c = 0; c < f->nclass; c++) {
+		f->stamp[0][c] = get_stamp(&r);
+		f->stamp[1][c] = get_stamp(&r);
+	}
 	for (int c = 0; c < f->nclass; c++) {
 		const char *s = get_str(&r, &n);
 		if (r.bad || !component_ok(s, n) || !(f->classes[c] = malloc(n + 1)))
@@ -556,11 +610,9 @@ static int cache_read(struct imagefolder *f, const char *cache_dir)
 		// sorted and distinct, as a scan finds them: the order is the labels
 		if (c > 0 && strcmp(f->classes[c - 1], f->classes[c]) >= 0)
 			goto out;
-		f->mtime[0][c] = (int64_t)get_u64(&r);
-		f->mtime[1][c] = (int64_t)get_u64(&r);
-		for (int sp = 0; sp < 2 && f->split_mtime[sp] >= 0; sp++) {
+		for (int sp = 0; sp < nsplit; sp++) {
 			if (path_fmt(path, sizeof path, "%s/%s/%s", f->root, split_dir[sp], f->classes[c]) != 0 ||
-			    stat_mtime(path, &mt) != 0 || mt != f->mtime[sp][c])
+			    !stamp_eq(stamp_path(path), f->stamp[sp][c]))
 				goto out;
 		}
 	}
@@ -596,6 +648,25 @@ out:
 
 /* ---- the dataset ------------------------------------------------------- */
 
+/* ds->fp_classes and fp_samples (engine/data/dataset.h); shards.c hashes
+ * its index the same way. */
+static void fingerprint(const struct imagefolder *f, struct dl_dataset *ds)
+{
+	uint64_t hc = DL_FP_INIT, hs = DL_FP_INIT;
+	for (int c = 0; c < f->nclass; c++)
+		dl_fp_str(&hc, f->classes[c], strlen(f->classes[c]));
+	for (int s = 0; s < 2; s++) {
+		dl_fp_u64(&hs, f->split[s].count);
+		for (size_t i = 0; i < f->split[s].count; i++) {
+			const char *name = f->arena + f->split[s].name_off[i];
+			dl_fp_u64(&hs, f->split[s].cls[i]);
+			dl_fp_str(&hs, name, strlen(name));
+		}
+	}
+	ds->fp_classes = dl_fp_end(hc);
+	ds->fp_samples = dl_fp_end(hs);
+}
+
 static void folder_free(struct imagefolder *f)
 {
 	if (!f)
@@ -604,15 +675,21 @@ static void folder_free(struct imagefolder *f)
 		free(f->classes[c]);
 	free(f->classes);
 	free(f->cached_in);
-	free(f->mtime[0]);
-	free(f->mtime[1]);
+	free(f->stamp[0]);
+	free(f->stamp[1]);
 	free(f->arena);
 	for (int s = 0; s < 2; s++) {
 		free(f->split[s].cls);
 		free(f->split[s].name_off);
 	}
 	free(f->root);
+	dl_decode_budget_destroy(f->budget);
 	free(f);
+}
+
+static int folder_fetch(void *path, uint8_t **buf, size_t *len, char *err, size_t errlen)
+{
+	return dl_read_file(path, MAX_IMAGE_BYTES, buf, len, err, errlen);
 }
 
 /* One of chw (load) and hwc (load_u8) is set. */
@@ -623,8 +700,7 @@ static int folder_sample(struct dl_dataset *ds, enum dl_split split, size_t inde
 	int s = split == DL_SPLIT_EVAL;
 	const struct if_split *sp = &f->split[s];
 	char path[PATH_MAX + 256];
-	uint8_t *buf;
-	size_t len;
+	struct stat st;
 
 	if (index >= sp->count) {
 		dl_errf(err, errlen, "%s: sample %zu of %s out of range", f->root, index, split_dir[s]);
@@ -636,11 +712,12 @@ static int folder_sample(struct dl_dataset *ds, enum dl_split split, size_t inde
 		        f->classes[sp->cls[index]], f->arena + sp->name_off[index], f->root);
 		return -1;
 	}
-	if (dl_read_file(path, MAX_IMAGE_BYTES, &buf, &len, err, errlen) != 0)
-		return -1;
-	int rc = hwc ? dl_image_sample_u8(buf, len, path, f->size, !s, aug_seed, hwc, err, errlen) :
-	         dl_image_sample(buf, len, path, f->size, !s, aug_seed, f->mean, f->std, chw, err, errlen);
-	free(buf);
+	/* the file's size, to take from the budget before reading it (0: let
+	 * the read say what is wrong) */
+	size_t hint = stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+	              (uint64_t)st.st_size <= MAX_IMAGE_BYTES ? (size_t)st.st_size : 0;
+	int rc = dl_image_load(f->budget, hint, folder_fetch, path, path, f->size, !s, aug_seed, f->mean, f->std, chw,
+	                       hwc, err, errlen);
 	*label = (int)sp->cls[index];
 	return rc;
 }
@@ -712,7 +789,12 @@ int dl_imagefolder_open(const char *dir, const struct dl_data_options *opt,
 		dl_errf(err, errlen, "%s: out of memory", dir);
 		goto fail;
 	}
+	if (dl_decode_budget_create(opt->decode_memory ? opt->decode_memory : DL_DEFAULT_DECODE_MEMORY, &f->budget) != 0) {
+		dl_errf(err, errlen, "%s: out of memory", dir);
+		goto fail;
+	}
 	snprintf(ds->kind, sizeof ds->kind, "imagefolder");
+	fingerprint(f, ds);
 	ds->channels = 3;
 	ds->height = ds->width = f->size;
 	ds->num_classes = f->nclass;

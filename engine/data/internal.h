@@ -40,6 +40,36 @@ static inline uint64_t dl_rand_below(uint64_t *state, uint64_t n)
 	return (uint64_t)(((unsigned __int128)dl_splitmix64(state) * n) >> 64);
 }
 
+/* The data fingerprints of struct dl_dataset: FNV-1a 64 over a stream of
+ * integers (8 bytes, little-endian) and strings (length, then bytes).
+ * dl_fp_end maps the (2^-64 likely) 0 to 1: 0 means "no fingerprint". */
+#define DL_FP_INIT 1469598103934665603ull
+static inline void dl_fp_bytes(uint64_t *h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++)
+		*h = (*h ^ b[i]) * 1099511628211ull;
+}
+
+static inline void dl_fp_u64(uint64_t *h, uint64_t v)
+{
+	uint8_t b[8];
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+	dl_fp_bytes(h, b, 8);
+}
+
+static inline void dl_fp_str(uint64_t *h, const char *s, size_t n)
+{
+	dl_fp_u64(h, n);
+	dl_fp_bytes(h, s, n);
+}
+
+static inline uint64_t dl_fp_end(uint64_t h)
+{
+	return h ? h : 1;
+}
+
 __attribute__((format(printf, 3, 4)))
 static inline void dl_errf(char *err, size_t errlen, const char *fmt, ...)
 {

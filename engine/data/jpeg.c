@@ -8,7 +8,15 @@
  * TurboJPEG's TJPARAM_SCANLIMIT and djpeg -maxscans do (measured on a
  * 10000x10000 image: 5000 repeated scans, a 1 MB file, took 7 s to decode
  * without the limit, 0.8 s to refuse with it).  Real files have at most a
- * few dozen. */
+ * few dozen.
+ *
+ * Memory: a file of several scans (progressive, or components in separate
+ * scans) makes libjpeg keep every DCT coefficient of the image, 128 bytes a
+ * block per component (800 MB for a 100-megapixel CMYK file) besides the
+ * decoded rows.  lib_bound says how much libjpeg may take for a file, and
+ * decode holds it to that (max_memory_to_use: past it, libjpeg fails with
+ * "Backing store not supported" instead of allocating); dl_jpeg_need adds
+ * the decoded rows and the resampler's, for the loader's decode budget. */
 #include "config.h"
 #include <setjmp.h>
 #include <stdio.h>
@@ -117,6 +125,72 @@ struct decode_req {
 	struct dl_resize_plan *plan;
 };
 
+/* What libjpeg may allocate for cinfo, after jpeg_read_header: the whole
+ * image's coefficients when it has several scans (jdcoefct.c, rounded up to
+ * the sampling factors), plus row buffers (jdmainct.c, jdsample.c: a few
+ * iMCU rows of every component, wide as the image) and fixed tables. */
+static size_t lib_bound(const struct jpeg_decompress_struct *c)
+{
+	size_t coef = 0, width = (size_t)c->image_width + 64;
+	if (c->progressive_mode || c->comps_in_scan < c->num_components)
+		for (int i = 0; i < c->num_components; i++) {
+			const jpeg_component_info *ci = &c->comp_info[i];
+			coef += ((size_t)ci->width_in_blocks + (size_t)ci->h_samp_factor) *
+			        ((size_t)ci->height_in_blocks + (size_t)ci->v_samp_factor) * DCTSIZE2 * sizeof(JCOEF);
+		}
+	return coef + ((size_t)4 << 20) + 4 * DCTSIZE * width * (size_t)c->num_components * (size_t)c->max_v_samp_factor;
+}
+
+/* From the header on: the output scale and colour space for rq (and its
+ * plan).  -1 with err for absurd dimensions; libjpeg's errors longjmp. */
+static int configure(struct jpeg_decompress_struct *cinfo, struct decode_req *rq, int *cmyk, char *err,
+                     size_t errlen)
+{
+	jpeg_read_header(cinfo, TRUE);
+	if (check_dims(cinfo->image_width, cinfo->image_height, err, errlen) != 0)
+		return -1;
+	int w = (int)cinfo->image_width, h = (int)cinfo->image_height, denom = 1, num = 1;
+	if (rq->want_plan) {
+		dl_plan_make(rq->plan, w, h, rq->size, rq->train, rq->seed);
+		denom = dl_plan_scale_denom(rq->plan);
+	} else if (rq->max_short > 0 && (w < h ? w : h) > rq->max_short) {
+		/* libjpeg-turbo scales by M/8, M = 1..16, in the DCT domain */
+		int s = w < h ? w : h;
+		denom = 8;
+		num = (int)((8LL * rq->max_short) / s);
+		if (num < 1)
+			num = 1;
+	}
+	*cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
+	cinfo->out_color_space = *cmyk ? JCS_CMYK : JCS_RGB;
+	cinfo->scale_num = (unsigned)num;
+	cinfo->scale_denom = (unsigned)denom;
+	/* Training crops are random anyway: merged (non-fancy) chroma
+	 * upsampling saves ~3% of the instructions there.  The fast IDCT saves
+	 * nothing measurable with libjpeg-turbo's SIMD and is visibly less
+	 * accurate at high quality, so it is not used.  Eval matches PIL. */
+	cinfo->dct_method = JDCT_ISLOW;
+	cinfo->do_fancy_upsampling = rq->want_plan && rq->train ? FALSE : TRUE;
+	cinfo->mem->max_memory_to_use = (long)lib_bound(cinfo);
+	return 0;
+}
+
+/* The output rows [*ry0,*ry1) and columns [*rx0,*rx1) rq needs, once the
+ * output size is known (rq->plan rescaled to it). */
+static void out_region(const struct jpeg_decompress_struct *cinfo, struct decode_req *rq, int *rx0, int *ry0,
+                       int *rx1, int *ry1)
+{
+	int sw = (int)cinfo->output_width, sh = (int)cinfo->output_height;
+	*rx0 = *ry0 = 0;
+	*rx1 = sw;
+	*ry1 = sh;
+	if (rq->want_plan) {
+		if (cinfo->scale_num != cinfo->scale_denom)
+			dl_plan_rescale(rq->plan, (int)cinfo->image_width, (int)cinfo->image_height, sw, sh);
+		dl_plan_region(rq->plan, sw, sh, rx0, ry0, rx1, ry1);
+	}
+}
+
 static int decode(const uint8_t *buf, size_t len, struct decode_req *rq, struct dl_pixels *px,
                   char *err, size_t errlen)
 {
@@ -124,6 +198,7 @@ static int decode(const uint8_t *buf, size_t len, struct decode_req *rq, struct 
 	struct jerr je;
 	uint8_t *volatile rgb = NULL;
 	volatile int rv = -1;
+	int cmyk;
 
 	memset(px, 0, sizeof *px);
 	if (len < 4 || !has_eoi(buf, len)) {
@@ -141,39 +216,11 @@ static int decode(const uint8_t *buf, size_t len, struct decode_req *rq, struct 
 	je.progress.progress_monitor = on_progress;
 	cinfo.progress = &je.progress;
 	jpeg_mem_src(&cinfo, buf, (unsigned long)len);
-	jpeg_read_header(&cinfo, TRUE);
-	if (check_dims(cinfo.image_width, cinfo.image_height, err, errlen) != 0)
+	if (configure(&cinfo, rq, &cmyk, err, errlen) != 0)
 		goto out;
-	int w = (int)cinfo.image_width, h = (int)cinfo.image_height, denom = 1, num = 1;
-	if (rq->want_plan) {
-		dl_plan_make(rq->plan, w, h, rq->size, rq->train, rq->seed);
-		denom = dl_plan_scale_denom(rq->plan);
-	} else if (rq->max_short > 0 && (w < h ? w : h) > rq->max_short) {
-		/* libjpeg-turbo scales by M/8, M = 1..16, in the DCT domain */
-		int s = w < h ? w : h;
-		denom = 8;
-		num = (int)((8LL * rq->max_short) / s);
-		if (num < 1)
-			num = 1;
-	}
-	int cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
-	cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-	cinfo.scale_num = (unsigned)num;
-	cinfo.scale_denom = (unsigned)denom;
-	/* Training crops are random anyway: merged (non-fancy) chroma
-	 * upsampling saves ~3% of the instructions there.  The fast IDCT saves
-	 * nothing measurable with libjpeg-turbo's SIMD and is visibly less
-	 * accurate at high quality, so it is not used.  Eval matches PIL. */
-	cinfo.dct_method = JDCT_ISLOW;
-	cinfo.do_fancy_upsampling = rq->want_plan && rq->train ? FALSE : TRUE;
 	jpeg_start_decompress(&cinfo);
-	int sw = (int)cinfo.output_width, sh = (int)cinfo.output_height;
-	int rx0 = 0, ry0 = 0, rx1 = sw, ry1 = sh;
-	if (rq->want_plan) {
-		if (denom != num)
-			dl_plan_rescale(rq->plan, w, h, sw, sh);
-		dl_plan_region(rq->plan, sw, sh, &rx0, &ry0, &rx1, &ry1);
-	}
+	int sw = (int)cinfo.output_width, sh = (int)cinfo.output_height, rx0, ry0, rx1, ry1;
+	out_region(&cinfo, rq, &rx0, &ry0, &rx1, &ry1);
 	JDIMENSION xoff = (JDIMENSION)rx0, cw = (JDIMENSION)(rx1 - rx0);
 	if (cw < (JDIMENSION)sw)
 		jpeg_crop_scanline(&cinfo, &xoff, &cw); // widens to iMCU boundaries
@@ -226,6 +273,39 @@ int dl_jpeg_decode_plan(const uint8_t *buf, size_t len, int size, int train, uin
 {
 	struct decode_req rq = {.want_plan = 1, .size = size, .train = train, .seed = aug_seed, .plan = plan};
 	return decode(buf, len, &rq, px, err, errlen);
+}
+
+size_t dl_jpeg_need(const uint8_t *buf, size_t len, int size, int train, uint64_t aug_seed)
+{
+	struct jpeg_decompress_struct cinfo;
+	struct jerr je;
+	struct dl_resize_plan plan;
+	struct decode_req rq = {.want_plan = 1, .size = size, .train = train, .seed = aug_seed, .plan = &plan};
+	volatile size_t need = 0;
+	int cmyk, rx0, ry0, rx1, ry1;
+	char why[256];
+
+	if (len < 4)
+		return 0;
+	cinfo.err = jpeg_std_error(&je.pub);
+	je.pub.error_exit = on_error;
+	je.pub.emit_message = on_message;
+	if (setjmp(je.jb))
+		goto out; // decode says what is wrong
+	jpeg_create_decompress(&cinfo);
+	jpeg_mem_src(&cinfo, buf, (unsigned long)len);
+	if (configure(&cinfo, &rq, &cmyk, why, sizeof why) != 0)
+		goto out;
+	jpeg_calc_output_dimensions(&cinfo);
+	out_region(&cinfo, &rq, &rx0, &ry0, &rx1, &ry1);
+	/* decode's rows: whole output lines (a crop is widened to iMCU
+	 * boundaries), CMYK converted in place */
+	size_t sw = cinfo.output_width, rows = (size_t)(ry1 - ry0);
+	need = (size_t)cinfo.mem->max_memory_to_use + sw * (cmyk ? 4 : 3) * rows + 1 +
+	       dl_resample_need(ry1 - ry0, rx1 - rx0, (int)sw, (int)cinfo.output_height, size);
+out:
+	jpeg_destroy_decompress(&cinfo);
+	return need;
 }
 
 int dl_jpeg_decode_full(const uint8_t *buf, size_t len, int max_short, struct dl_pixels *px,

@@ -26,6 +26,7 @@ struct shards {
 	char *names;         // arena: class names then record names
 	size_t nrec[2];
 	struct shard_rec *rec[2];
+	struct dl_decode_budget *budget; // shared by the loading threads
 };
 
 static void shards_free(struct shards *s)
@@ -40,6 +41,7 @@ static void shards_free(struct shards *s)
 	free(s->rec[0]);
 	free(s->rec[1]);
 	free(s->root);
+	dl_decode_budget_destroy(s->budget);
 	free(s);
 }
 
@@ -61,6 +63,39 @@ static uint64_t rd_u(struct rd *r, int n)
 	return v;
 }
 
+struct shard_fetch {
+	const struct shards *s;
+	const struct shard_rec *r;
+	const char *name;
+};
+
+static int shard_fetch(void *ctx, uint8_t **out, size_t *len, char *err, size_t errlen)
+{
+	const struct shard_fetch *sf = ctx;
+	const struct shard_rec *r = sf->r;
+	uint8_t *buf = malloc(r->size ? r->size : 1);
+	if (!buf) {
+		dl_errf(err, errlen, "%s: out of memory for %u bytes", sf->name, r->size);
+		return -1;
+	}
+	size_t got = 0;
+	while (got < r->size) {
+		ssize_t n = pread(sf->s->fds[r->shard], buf + got, r->size - got, (off_t)(r->offset + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			dl_errf(err, errlen, "%s: %s", sf->name,
+			        n < 0 ? strerror(errno) : "shard file shorter than its index says");
+			free(buf);
+			return -1;
+		}
+		got += (size_t)n;
+	}
+	*out = buf;
+	*len = r->size;
+	return 0;
+}
+
 /* One of chw (load) and hwc (load_u8) is set. */
 static int shards_sample(struct dl_dataset *ds, enum dl_split split, size_t index, uint64_t aug_seed,
                          float *chw, uint8_t *hwc, int *label, char *err, size_t errlen)
@@ -68,7 +103,6 @@ static int shards_sample(struct dl_dataset *ds, enum dl_split split, size_t inde
 	struct shards *s = ds->impl;
 	int sp = split == DL_SPLIT_EVAL;
 	char name[PATH_MAX + 64];
-	int rc = -1;
 
 	if (index >= s->nrec[sp]) {
 		dl_errf(err, errlen, "%s: sample %zu out of range", s->root, index);
@@ -77,27 +111,10 @@ static int shards_sample(struct dl_dataset *ds, enum dl_split split, size_t inde
 	const struct shard_rec *r = &s->rec[sp][index];
 	snprintf(name, sizeof name, "%s/shard-%05u.bin@%llu (%s)", s->root, r->shard,
 	         (unsigned long long)r->offset, s->names + r->name_off);
-	uint8_t *buf = malloc(r->size ? r->size : 1);
-	if (!buf) {
-		dl_errf(err, errlen, "%s: out of memory for %u bytes", name, r->size);
-		return -1;
-	}
-	size_t got = 0;
-	while (got < r->size) {
-		ssize_t n = pread(s->fds[r->shard], buf + got, r->size - got, (off_t)(r->offset + got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			dl_errf(err, errlen, "%s: %s", name, n < 0 ? strerror(errno) : "shard file shorter than its index says");
-			goto out;
-		}
-		got += (size_t)n;
-	}
-	rc = hwc ? dl_image_sample_u8(buf, r->size, name, s->size, !sp, aug_seed, hwc, err, errlen) :
-	     dl_image_sample(buf, r->size, name, s->size, !sp, aug_seed, s->mean, s->std, chw, err, errlen);
+	struct shard_fetch sf = {s, r, name};
+	int rc = dl_image_load(s->budget, r->size, shard_fetch, &sf, name, s->size, !sp, aug_seed, s->mean, s->std, chw,
+	                       hwc, err, errlen);
 	*label = (int)r->label;
-out:
-	free(buf);
 	return rc;
 }
 
@@ -158,13 +175,17 @@ int dl_shards_open(const char *dir, const struct dl_data_options *opt,
 		dl_errf(err, errlen, "%s: out of memory", path);
 		goto fail;
 	}
+	/* the fingerprints as imagefolder.c makes them: a tree and its shards
+	 * (same samples, same order) agree */
+	uint64_t hc = DL_FP_INIT, hs = DL_FP_INIT;
 	for (uint64_t c = 0; c < ncl; c++) {
 		uint64_t n = rd_u(&r, 8);
 		if (r.bad || n > (uint64_t)(r.end - r.p)) {
 			r.bad = 1;
 			break;
 		}
-		r.p += n; // class names are not needed to load samples
+		dl_fp_str(&hc, (const char *)r.p, (size_t)n); // not needed to load samples
+		r.p += n;
 	}
 	for (int sp = 0; sp < 2 && !r.bad; sp++) {
 		uint64_t cnt = rd_u(&r, 8);
@@ -173,6 +194,7 @@ int dl_shards_open(const char *dir, const struct dl_data_options *opt,
 			break;
 		}
 		s->nrec[sp] = cnt;
+		dl_fp_u64(&hs, cnt);
 		s->rec[sp] = malloc((cnt ? cnt : 1) * sizeof(struct shard_rec));
 		if (!s->rec[sp]) {
 			dl_errf(err, errlen, "%s: out of memory", path);
@@ -193,6 +215,11 @@ int dl_shards_open(const char *dir, const struct dl_data_options *opt,
 			}
 			memcpy(s->names + arena, r.p, n);
 			s->names[arena + n] = 0;
+			// the file name: what follows the record name's last '/' (split/class/file)
+			const char *base = memrchr(s->names + arena, '/', n);
+			base = base ? base + 1 : s->names + arena;
+			dl_fp_u64(&hs, rec->label);
+			dl_fp_str(&hs, base, n - (size_t)(base - (s->names + arena)));
 			rec->name_off = arena;
 			arena += n + 1;
 			r.p += n;
@@ -241,7 +268,13 @@ int dl_shards_open(const char *dir, const struct dl_data_options *opt,
 	free(shard_size);
 	shard_size = NULL;
 	free(buf);
+	if (dl_decode_budget_create(opt->decode_memory ? opt->decode_memory : DL_DEFAULT_DECODE_MEMORY, &s->budget) != 0) {
+		dl_errf(err, errlen, "%s: out of memory", dir);
+		goto fail;
+	}
 	snprintf(ds->kind, sizeof ds->kind, "shards");
+	ds->fp_classes = dl_fp_end(hc);
+	ds->fp_samples = dl_fp_end(hs);
 	ds->channels = 3;
 	ds->height = ds->width = s->size;
 	ds->num_classes = s->nclass;

@@ -199,6 +199,17 @@ void dl_plan_region(const struct dl_resize_plan *p, int full_w, int full_h,
 	*y1 = *y1 > c1 ? c1 : *y1;
 }
 
+size_t dl_resample_need(int rows, int cols, int full_w, int full_h, int size)
+{
+	/* resample's srcf and vrow (rowlen floats, rowlen <= 3 cols + 8), and
+	 * per axis coeffs_make's start and n (size ints) and weights (size x
+	 * ksize floats, ksize <= 2 (full/size + 1) + 1: its outputs are at least
+	 * size wide) */
+	size_t rowlen = 3 * (size_t)cols + 8;
+	return sizeof(float) * ((size_t)rows + 1) * rowlen + 8 * ((size_t)full_w + (size_t)full_h) + 64 * (size_t)size +
+	       4096;
+}
+
 /* 16-byte vectors: native on every x86-64 (SSE2) and aarch64 (NEON), so
  * GCC/clang emit them directly, without -march flags. */
 typedef float v4f __attribute__((vector_size(16)));

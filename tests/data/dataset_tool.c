@@ -5,9 +5,9 @@
  *   dataset_tool dump-later SPEC SIZE train|eval OUT [CACHE_DIR]
  *       the same, but waits for a line on stdin between the open (and the
  *       "classes" line) and the loads: the files may change in between.
- *   dataset_tool epoch SPEC SIZE train|eval BATCH THREADS MAX_BAD
+ *   dataset_tool epoch SPEC SIZE train|eval BATCH THREADS MAX_BAD [DECODE_MIB]
  *       runs epoch 0 through the loader, prints "samples S bad B sum H" (H: a
- *       hash of every batch).
+ *       hash of every batch); DECODE_MIB: dl_data_options.decode_memory.
  *   dataset_tool bench SPEC SIZE THREADS BATCH SECONDS [ref|u8]
  *       train-split throughput through the loader (ref: dl_loader_next_ref,
  *       no copy; u8: uint8 NHWC batches, dl_loader_next_u8_ref): prints
@@ -16,6 +16,8 @@
  *       decode + train transform of the files (read once) in a loop on this
  *       thread, no loader (transform8: to uint8, dl_image_sample_u8): prints
  *       "img/s R img/cpu-s C".
+ *   dataset_tool fingerprint SPEC
+ *       prints the dataset's fingerprints "fp_classes fp_samples" (hex).
  *   dataset_tool plan FILE SIZE SEED
  *       prints the train crop torchvision-style: "top left height width flip".
  * Errors: the one-line message on stderr, exit 2. */
@@ -76,7 +78,8 @@ static int dump(int argc, char **argv, int later)
 
 static int epoch(char **argv)
 {
-	struct dl_data_options opt = {.image_size = atoi(argv[3]), .max_bad_fraction = atof(argv[7])};
+	struct dl_data_options opt = {.image_size = atoi(argv[3]), .max_bad_fraction = atof(argv[7]),
+	                              .decode_memory = argv[8] ? (size_t)atoi(argv[8]) << 20 : 0};
 	struct dl_dataset *ds;
 	enum dl_split split = strcmp(argv[4], "train") == 0 ? DL_SPLIT_TRAIN : DL_SPLIT_EVAL;
 	struct dl_loader_options lo = {.batch = atoi(argv[5]), .threads = atoi(argv[6]), .seed = 1, .world = 1,
@@ -261,16 +264,33 @@ fail:
 	return 2;
 }
 
+static int fingerprint(char **argv)
+{
+	struct dl_data_options opt = {.image_size = 32};
+	struct dl_dataset *ds;
+	char err[1024];
+
+	if (dl_dataset_open(argv[2], &opt, &ds, err, sizeof err) != 0) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	printf("%016llx %016llx\n", (unsigned long long)ds->fp_classes, (unsigned long long)ds->fp_samples);
+	dl_dataset_close(ds);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 6 && (strcmp(argv[1], "dump") == 0 || strcmp(argv[1], "dump-later") == 0))
 		return dump(argc, argv, strcmp(argv[1], "dump-later") == 0);
-	if (argc == 8 && strcmp(argv[1], "epoch") == 0)
+	if ((argc == 8 || argc == 9) && strcmp(argv[1], "epoch") == 0)
 		return epoch(argv);
 	if ((argc == 7 || argc == 8) && strcmp(argv[1], "bench") == 0)
 		return bench(argc, argv);
 	if (argc >= 5 && (strcmp(argv[1], "transform") == 0 || strcmp(argv[1], "transform8") == 0))
 		return transform(argc, argv);
+	if (argc == 3 && strcmp(argv[1], "fingerprint") == 0)
+		return fingerprint(argv);
 	if (argc == 5 && strcmp(argv[1], "plan") == 0)
 		return plan(argv);
 	fprintf(stderr, "usage: dataset_tool dump|epoch|plan ... (see the source)\n");

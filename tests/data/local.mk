@@ -24,10 +24,10 @@ tests_data_pack_tool_LDADD = engine/data/libdldata.la
 # Python tests
 EXTRA_DIST += tests/data/fixtures.py
 dist_check_SCRIPTS += tests/data/test_imagefolder.py tests/data/test_bad_inputs.py tests/data/test_pack.py \
-	tests/data/test_hostile_files.py \
+	tests/data/test_hostile_files.py tests/data/test_decode_memory.py \
 	tests/data/test_train_imagefolder.sh
 TESTS += tests/data/test_imagefolder.py tests/data/test_bad_inputs.py tests/data/test_pack.py \
-	tests/data/test_hostile_files.py \
+	tests/data/test_hostile_files.py tests/data/test_decode_memory.py \
 	tests/data/test_train_imagefolder.sh
 
 # the data benchmark, run by hand (tests/bench/bench_data.sh)

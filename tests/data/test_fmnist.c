@@ -180,6 +180,30 @@ int main(void)
 	/* Crafted broken files */
 	CHECK(mkdtemp(tmpl) != NULL, "mkdtemp");
 	CHECK(open_broken(tmpl, 0, err, sizeof err) == 0, "good crafted files rejected: %s", err);
+	/* the data's fingerprint (what a checkpoint records): the same files
+	 * give the same one, a changed label another (same sizes) */
+	{
+		char spec[600], path[600];
+		uint64_t fp[3] = {0};
+		snprintf(spec, sizeof spec, "fashion-mnist:%s", tmpl);
+		snprintf(path, sizeof path, "%s/train-labels-idx1-ubyte", tmpl);
+		for (int k = 0; k < 3; k++) {
+			if (k == 2) {
+				FILE *f = fopen(path, "r+b");
+				CHECK(f && fseek(f, 8 + 5, SEEK_SET) == 0 && fputc(9, f) != EOF && fclose(f) == 0, "%s", path);
+			}
+			CHECK(dl_dataset_open(spec, NULL, &ds, err, sizeof err) == 0, "%s", err);
+			if (ds) {
+				CHECK(ds->fp_classes == 0 && ds->count[0] == 100, "classes %llx, %zu samples",
+				      (unsigned long long)ds->fp_classes, ds->count[0]);
+				fp[k] = ds->fp_samples;
+				dl_dataset_close(ds);
+			}
+		}
+		CHECK(fp[0] != 0 && fp[0] == fp[1], "the same IDX files: fingerprints %llx, %llx",
+		      (unsigned long long)fp[0], (unsigned long long)fp[1]);
+		CHECK(fp[2] != fp[0], "a label changed: the fingerprint stayed %llx", (unsigned long long)fp[0]);
+	}
 	CHECK(open_broken(tmpl, 1, err, sizeof err) == -1, "wrong magic accepted");
 	CHECK_CONTAINS(err, "train-images-idx3-ubyte: bad magic number 2049 (want 2051");
 	CHECK(open_broken(tmpl, 2, err, sizeof err) == -1, "truncated file accepted");

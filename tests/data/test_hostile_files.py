@@ -110,13 +110,15 @@ def imagefolder(tmp):
     cache = os.path.join(tmp, "cache")
     os.makedirs(cache)
     cfile = os.path.join(cache, "imagefolder-%016x.idx" % h)
-    mt = lambda *p: u(os.stat(os.path.join(root, *p)).st_mtime_ns, 8)
+    def stamp(*p):
+        st = os.stat(os.path.join(root, *p))
+        return u(st.st_mtime_ns, 8) + u(st.st_ctime_ns, 8) + u(st.st_ino, 8)
     s = lambda b: u(len(b), 8) + b
 
     def write_cache(cls, names):
-        # the mtimes of DIR/{train,val}/CLS as they are: the cache matches the tree
-        b = b"DLJOBIF1" + s(real.encode()) + mt("train") + mt("val") + u(1, 8) + s(cls)
-        b += mt("train", cls.decode()) + mt("val", cls.decode())
+        # the stamps of DIR/{train,val}/CLS as they are: the cache matches the tree
+        b = b"DLJOBIF2" + s(real.encode()) + u(1, 8) + stamp("train") + stamp("val")
+        b += stamp("train", cls.decode()) + stamp("val", cls.decode()) + s(cls)
         for split_names in names:
             b += u(len(split_names), 8) + b"".join(u(0, 8) + s(n) for n in split_names)
         with open(cfile, "wb") as f:

@@ -137,6 +137,28 @@ def main():
                     im = Image.open(io.BytesIO(data))
                     check(min(im.size) <= 160, f"max-side: {name} stored at {im.size}")
 
+    # the data's fingerprints (what a checkpoint records): a tree and its
+    # shards agree, once the files pack left out are gone from the tree too;
+    # a renamed file changes the samples' one, a renamed class the classes'
+    def fingerprint(spec):
+        p = subprocess.run([tool("dataset_tool"), "fingerprint", spec], capture_output=True, text=True)
+        check(p.returncode == 0, f"fingerprint {spec}: {p.stderr}")
+        return p.stdout.split()
+    os.unlink(os.path.join(root, "train", "c3", "zz_broken.jpg"))
+    os.unlink(os.path.join(root, "train", "c3", "zz_empty.png"))
+    tree = fingerprint(root)
+    for variant in ["default", "keep-png", "max-side"]:
+        got = fingerprint(os.path.join(tmp, "shards-" + variant))
+        check(got == tree, f"fingerprints of shards-{variant} {got} and of its tree {tree} differ")
+    first = sorted(os.listdir(os.path.join(root, "train", "c0")))[0]
+    os.rename(os.path.join(root, "train", "c0", first), os.path.join(root, "train", "c0", "zz" + first))
+    moved = fingerprint(root)
+    check(moved[0] == tree[0] and moved[1] != tree[1], f"a renamed file: fingerprints {tree} -> {moved}")
+    for split in ["train", "val"]:
+        os.rename(os.path.join(root, split, "c3"), os.path.join(root, split, "d3"))
+    renamed = fingerprint(root)
+    check(renamed[0] != moved[0] and renamed[1] == moved[1], f"a renamed class: fingerprints {moved} -> {renamed}")
+
     # interrupted pack: shards without an index are not a dataset
     dst = os.path.join(tmp, "shards-default")
     os.unlink(os.path.join(dst, "dljob-shards.idx"))

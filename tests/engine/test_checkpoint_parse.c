@@ -124,6 +124,9 @@ static void test_format_version(void)
 		{"backend", "cpu-x", "bad \"backend\""},
 		{"lr", "nan", "bad \"lr\" in its metadata"},
 		{"train_samples", "-5", "bad \"train_samples\""},
+		{"data_classes", "0123456789ABCDEF", "bad \"data_classes\" in its metadata (16 hex digits)"},
+		{"data_samples", "123", "bad \"data_samples\" in its metadata (16 hex digits)"},
+		{"data_samples", "-123456789abcdef", "bad \"data_samples\""},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		write_ckpt(bad[i].key, bad[i].value);
@@ -133,6 +136,9 @@ static void test_format_version(void)
 	}
 	write_ckpt("ranks", "4");
 	CHECK(load(err, sizeof err, &s) != 0, "ranks 4 without batch accepted");
+	write_ckpt("data_classes", "fedcba9876543210");
+	CHECK(load(err, sizeof err, &s) == 0 && s.data_classes == 0xfedcba9876543210ull && s.data_samples == 0,
+	      "data_classes alone: %s", err);
 	write_ckpt("schedule", "step");
 	CHECK(load(err, sizeof err, &s) == 0 && strcmp(s.schedule, "step") == 0 && s.ranks == 0 && s.lr == 0,
 	      "an optional key alone: %s", err);
@@ -244,6 +250,25 @@ static void test_check(void)
 	               "64, 3 and 4: the data changed since");
 	run = ck, run.num_classes = 5;
 	CHECK(dl_checkpoint_check("c", &ck, &run, err, sizeof err) < 0, "another class count accepted");
+	/* the same sizes, other data: the fingerprints say which part differs */
+	struct dl_ckpt_state fp = ck;
+	fp.data_classes = 11, fp.data_samples = 22;
+	run = fp;
+	CHECK(dl_checkpoint_check("c", &fp, &run, err, sizeof err) == 0, "the same fingerprints: %s", err);
+	run.data_classes = 12;
+	CHECK(dl_checkpoint_check("c", &fp, &run, err, sizeof err) < 0, "other class names accepted");
+	CHECK_CONTAINS(err, "c was written on other data than --data holds now, though of the same size (64 training "
+	               "and 2 held-out samples in 4 classes): the class names differ");
+	CHECK_CONTAINS(err, "start a new run from its weights with --init c in another --out");
+	run.data_samples = 23;
+	CHECK(dl_checkpoint_check("c", &fp, &run, err, sizeof err) < 0, "other data accepted");
+	CHECK_CONTAINS(err, "the class names and the list of samples differ");
+	run.data_classes = 11;
+	CHECK(dl_checkpoint_check("c", &fp, &run, err, sizeof err) < 0, "another sample list accepted");
+	CHECK_CONTAINS(err, "): the list of samples differs");
+	/* a checkpoint without them (older, or synthetic data) checks sizes only */
+	run = ck, run.data_classes = 5, run.data_samples = 6;
+	CHECK(dl_checkpoint_check("c", &ck, &run, err, sizeof err) == 0, "no fingerprint in the checkpoint: %s", err);
 	run = ck, run.epochs = 1;
 	CHECK(dl_checkpoint_check("c", &ck, &run, err, sizeof err) < 0, "epochs 1 accepted at epoch 1 batch 2");
 	CHECK_CONTAINS(err, "c is at step 6, in epoch 2, past --epochs 1: give --epochs 2 or more (its run had 2)");

@@ -16,6 +16,10 @@
 #  - data with more samples (synthetic, or an ImageFolder with a file added):
 #    refused, naming the split sizes (before: resumed silently at a position
 #    in another permutation).
+#  - other data of the same sizes (an ImageFolder's class or file renamed):
+#    refused, naming the class names or the list of samples (before: resumed
+#    on them silently); a checkpoint without the fingerprints resumes with a
+#    note.
 #  - --lr, --precision, --backend: go on, with a note.
 #  - a checkpoint without the keys added later: resumes, saying what is not
 #    checked; on data too small for its position, refused.
@@ -203,6 +207,37 @@ runn 1 img --data "$work/imgs" --image-size 16 --batch 4 --steps 1 || fail "Imag
 refused "ImageFolder with a file added since: refused" "8 training and 8 held-out samples in 2 classes, --data now has 9, 8 and 2" \
 	runn 1 img --data "$work/imgs" --image-size 16 --batch 4 --steps 2 --resume
 rm imgs/train/red/9.png
+# other data of the same sizes (before: resumed on them silently)
+mv imgs/train/red imgs/train/ruby && mv imgs/val/red imgs/val/ruby
+refused "ImageFolder with a class renamed (same sizes): refused" \
+	"of the same size (8 training and 8 held-out samples in 2 classes): the class names differ" \
+	runn 1 img --data "$work/imgs" --image-size 16 --batch 4 --steps 2 --resume
+mv imgs/train/ruby imgs/train/red && mv imgs/val/ruby imgs/val/red
+first=$(cd imgs/train/red && ls | head -1)
+mv "imgs/train/red/$first" "imgs/train/red/x$first"
+refused "ImageFolder with a file renamed (same sizes): refused" \
+	"the list of samples differs (other files or file names" \
+	runn 1 img --data "$work/imgs" --image-size 16 --batch 4 --steps 2 --resume
+grep -qF -- "start a new run from its weights with --init" log || fail "no --init advice: $(cat log)"
+mv "imgs/train/red/x$first" "imgs/train/red/$first"
+# a checkpoint from before the fingerprints: resumes, saying they are not checked
+cp img/checkpoint.safetensors img-old.safetensors
+"$py" - img-old.safetensors <<'EOF' || fail "cannot strip the fingerprints"
+import json, struct, sys
+p = sys.argv[1]
+b = open(p, "rb").read()
+n, = struct.unpack("<Q", b[:8])
+h = json.loads(b[8:8 + n])
+assert len(h["__metadata__"].pop("data_classes")) == 16 and len(h["__metadata__"].pop("data_samples")) == 16
+hb = json.dumps(h, separators=(",", ":")).encode()
+hb += b" " * (-len(hb) % 8)
+open(p, "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+EOF
+mv imgs/train/red imgs/train/ruby && mv imgs/val/red imgs/val/ruby
+goes "a checkpoint without fingerprints resumes on renamed classes, with a note" \
+	"did not record its data's fingerprint: only the data's sizes are checked" \
+	runn 1 img2 --data "$work/imgs" --image-size 16 --batch 4 --steps 2 --resume=img-old.safetensors
+mv imgs/train/ruby imgs/train/red && mv imgs/val/ruby imgs/val/red
 goes "... and with the file removed again it goes on" "resumed from" \
 	runn 1 img --data "$work/imgs" --image-size 16 --batch 4 --steps 2 --resume
 finish

@@ -1,12 +1,15 @@
 /* fuzz_imagefolder: the ImageFolder index cache (cache_read in
  * engine/data/imagefolder.c), which a later open trusts instead of
  * scanning the tree.
- * The tree is ROOT/{train,val}/a/x.jpg (an 8x8 JPEG) with every directory's
- * mtime set to 0, so a cache entry can match it.  Input: the cache file after
- * its first two fields (magic "DLJOBIF1" and the root path, which the harness
- * writes so that the cache belongs to ROOT): split mtimes, classes, records
- * as cache_write lays them out.  When the open succeeds, the first and the
- * last sample of each split are loaded. */
+ * The tree is ROOT/{train,val}/a/x.jpg (an 8x8 JPEG).  Input: the cache file
+ * after its first two fields (magic "DLJOBIF2" and the root path, which the
+ * harness writes so that the cache belongs to ROOT): nclass, stamps, class
+ * names, records as cache_write lays them out -- but for nclass 1, whose
+ * four stamps (train, val, train/a, val/a) the harness inserts after nclass
+ * from the tree itself (a ctime cannot be set, so no fixed input could
+ * match the tree otherwise): there the input is nclass, names, records.
+ * When the open succeeds, the first and the last sample of each split are
+ * loaded. */
 #include "config.h"
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +20,7 @@
 #include "tests/fuzz/fuzz_util.h"
 
 static char root[PATH_MAX], cache[PATH_MAX], cache_file[PATH_MAX + 64];
+static uint64_t stamps[4][3]; // train, val, train/a, val/a: mtime, ctime (ns), inode
 
 static uint64_t fnv1a(const char *s)
 {
@@ -26,18 +30,21 @@ static uint64_t fnv1a(const char *s)
 	return h;
 }
 
-static void zero_mtime(const char *rel)
+static void stamp(const char *rel, uint64_t *out)
 {
 	char path[PATH_MAX];
-	struct timespec ts[2] = {{0, 0}, {0, 0}};
+	struct stat st;
 	fz_path(path, sizeof path, rel);
-	if (utimensat(AT_FDCWD, path, ts, 0) != 0)
-		fz_die("utimensat", path);
+	if (stat(path, &st) != 0)
+		fz_die("stat", path);
+	out[0] = (uint64_t)st.st_mtim.tv_sec * 1000000000 + (uint64_t)st.st_mtim.tv_nsec;
+	out[1] = (uint64_t)st.st_ctim.tv_sec * 1000000000 + (uint64_t)st.st_ctim.tv_nsec;
+	out[2] = (uint64_t)st.st_ino;
 }
 
 static void setup(void)
 {
-	static const char *const dirs[] = {"root/train/a", "root/val/a", "root/train", "root/val", "root"};
+	static const char *const dirs[] = {"root/train", "root/val", "root/train/a", "root/val/a"};
 	uint8_t rgb[8 * 8 * 3], *jpg = NULL;
 	size_t n = 0;
 	char err[256], tmp[PATH_MAX];
@@ -55,7 +62,7 @@ static void setup(void)
 	fz_write("root/val/a/x.jpg", jpg, n);
 	free(jpg);
 	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
-		zero_mtime(dirs[i]);
+		stamp(dirs[i], stamps[i]);
 	fz_path(tmp, sizeof tmp, "root");
 	if (!realpath(tmp, root))
 		fz_die("realpath", tmp);
@@ -68,15 +75,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[512];
 	float x[3 * 8 * 8];
 	setup();
-	size_t rl = strlen(root), n = 16 + rl + size;
+	uint64_t nclass = 0;
+	if (size >= 8)
+		memcpy(&nclass, data, 8);
+	size_t rl = strlen(root), ins = nclass == 1 ? sizeof stamps : 0, n = 16 + rl + size + ins;
 	uint8_t *file = malloc(n);
 	if (!file)
 		return 0;
 	uint64_t len = rl;
-	memcpy(file, "DLJOBIF1", 8);
+	memcpy(file, "DLJOBIF2", 8);
 	memcpy(file + 8, &len, 8);
 	memcpy(file + 16, root, rl);
-	memcpy(file + 16 + rl, data, size);
+	if (ins) {
+		memcpy(file + 16 + rl, data, 8);
+		memcpy(file + 24 + rl, stamps, ins);
+		memcpy(file + 24 + rl + ins, data + 8, size - 8);
+	} else {
+		memcpy(file + 16 + rl, data, size);
+	}
 	fz_write(cache_file, file, n);
 	free(file);
 	/* cache_deferred: a cache that does not match falls back to a scan

@@ -62,9 +62,10 @@ def imagefolder():
     def s(b):
         return u(len(b), 8) + b
     def cache(classes, train, val):
-        b = u(0, 8) + u(0, 8) + u(len(classes), 8)
+        # one class: the harness inserts the tree's stamps after nclass
+        b = u(len(classes), 8) + (b"" if len(classes) == 1 else bytes(48 * (len(classes) + 1)))
         for c in classes:
-            b += s(c) + u(0, 8) + u(0, 8)
+            b += s(c)
         for recs in (train, val):
             b += u(len(recs), 8) + b"".join(u(c, 8) + s(n) for c, n in recs)
         return b
@@ -128,6 +129,9 @@ def checkpoint():
     put("fuzz_checkpoint", "f64", safetensors([("w", "F64", [2, 3], bytes(48)),
                                                ("bn.running_mean", "F64", [3], bytes(24))], meta))
     put("fuzz_checkpoint", "big-epoch", safetensors(tensors, dict(meta, epoch="2147483648")))
+    # the data's fingerprints (keys added later: optional)
+    put("fuzz_checkpoint", "valid-data", safetensors(tensors, dict(meta, data_classes="0123456789abcdef",
+                                                                    data_samples="fedcba9876543210")))
     # the keys added to format 1 later (optional), and another format version
     full = dict(meta, ranks="4", batch="8", num_classes="7", train_samples="1000", eval_samples="40",
                 lr="0.10000000000000001", warmup_epochs="0.5", schedule="cosine", precision="bf16", backend="cpu")
