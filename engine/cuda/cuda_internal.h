@@ -57,22 +57,33 @@ struct dlc_value {
 	int grad_set;   /* backward: grad already holds a contribution this step */
 };
 
+/* The three directions of a convolution (index of dlc_conv.cd and .math). */
+enum dlc_dir { DLC_FWD = 0, DLC_BWD_DATA = 1, DLC_BWD_FILTER = 2, DLC_NDIR = 3 };
+
 struct dlc_conv {
 	cudnnTensorDescriptor_t xd, yd;
 	cudnnFilterDescriptor_t wd;
-	cudnnConvolutionDescriptor_t cd;
+	/* one convolution descriptor per direction, same geometry: each carries
+	 * the math type its direction's algorithm was chosen with, which its
+	 * workspace query and its call then use */
+	cudnnConvolutionDescriptor_t cd[DLC_NDIR];
+	cudnnMathType_t math[DLC_NDIR];
 	cudnnConvolutionFwdAlgo_t fwd;
 	cudnnConvolutionBwdDataAlgo_t bwd_data;
 	cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+	int has_dx;     /* backward data runs (the input is not the image) */
 	int ip;         /* input channels as stored (>= graph's) */
 	void *dw;       /* weight gradient (Co,kh,kw,ip) in the working dtype */
 };
 
+/* Chosen per shape: each algorithm with the mathType of the cudnnFind/Get
+ * entry it came from. */
 struct dlc_algo {
 	int key[10];            /* n, ip, h, w, co, k, stride, pad, ho, wo */
 	cudnnConvolutionFwdAlgo_t fwd;
 	cudnnConvolutionBwdDataAlgo_t bwd_data;
 	cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+	cudnnMathType_t math[DLC_NDIR];
 	int have_bwd_data;
 };
 

@@ -15,6 +15,9 @@ struct dl_cuda_test_opts {
 			  * error as the runtime's last error (the heuristic fallback) */
 	int force_nccl;  /* reduce through a one-rank NCCL communicator when there is no comm */
 	int fail_capture; /* act as if graph capture failed (the eager fallback) */
+	int other_math;  /* choose, where cuDNN offers one, a convolution algorithm whose math type
+			  * differs from the one the search starts from (bf16/fp16: tensor op math;
+			  * fp32: FMA, and fp32 must stay FMA), so that applying it shows */
 };
 
 /* dl_backend_cuda.create with test options (t may be NULL). */
@@ -29,6 +32,13 @@ double dl_cuda_last_step_ms(struct dl_backend *b);
 /* Bench: from now on float batches are not copied again; steps reuse the
  * one already on the GPU (synthetic data resident in GPU memory). */
 void dl_cuda_set_resident_input(struct dl_backend *b, int on);
+/* Convolution node `node`, direction dir (0 forward, 1 backward data,
+ * 2 backward filter): *set = the cuDNN math type (cudnnMathType_t) on the
+ * descriptor that direction's workspace query and call use, as
+ * cudnnGetConvolutionMathType reads it; *chosen = the mathType of the
+ * cudnnFind/Get entry its algorithm was chosen from.  -1 if node is not a
+ * convolution or has no such direction (no backward data into the image). */
+int dl_cuda_conv_math(struct dl_backend *b, int node, int dir, int *set, int *chosen);
 /* Bytes of the one device arena, and device memory in use by this backend
  * as cudaMemGetInfo saw it after create (arena + cuDNN/cuBLAS/NCCL). */
 void dl_cuda_memory(struct dl_backend *b, size_t *arena_bytes, size_t *device_bytes);

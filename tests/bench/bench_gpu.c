@@ -4,7 +4,9 @@
  * (dl_backend_cuda.train_step) on synthetic data resident in GPU memory
  * (the batch is copied once; dl_cuda_set_resident_input), plus the GPU's
  * measured bf16 matmul rate on random data so the result can be put
- * against the physical limit.  Prints one JSON line.
+ * against the physical limit, and how many convolution directions run
+ * with each cuDNN math type (conv_math: the mathType of the cudnnFind
+ * entry each algorithm was chosen from).  Prints one JSON line.
  *
  *   bench_gpu [--model resnet50] [--batch 256] [--size 224] [--steps 30]
  *             [--warmup 10] [--precision bf16|fp16|fp32] [--graphs 0|1]
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
 #include <cublas_v2.h>
 
 #include "engine/cuda/cuda_backend.h"
@@ -199,6 +202,17 @@ int main(int argc, char **argv)
 	size_t arena = 0, dev = 0, free_b = 0, total_b = 0;
 	dl_cuda_memory(b, &arena, &dev);
 	cudaMemGetInfo(&free_b, &total_b);
+	/* the math types the convolutions run with (cudnnFind's choice per direction) */
+	static const int math_of[4] = { CUDNN_DEFAULT_MATH, CUDNN_TENSOR_OP_MATH, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION,
+					CUDNN_FMA_MATH };
+	int math_n[4] = { 0, 0, 0, 0 };
+	for (int i = 0; i < g.n_nodes; i++)
+		for (int dir = 0; dir < 3; dir++) {
+			int set, chosen;
+			if (dl_cuda_conv_math(b, i, dir, &set, &chosen) == 0)
+				for (int m = 0; m < 4; m++)
+					math_n[m] += set == math_of[m];
+		}
 	double tf = matmul_tflops(8192, err, sizeof err);
 	double ips = batch / (med * 1e-3);
 	/* ResNet-50 training: ~3 x 4.1 GMAC x 2 = 24.5 GFLOP per 224x224 image */
@@ -206,9 +220,11 @@ int main(int argc, char **argv)
 	printf("{\"engine\": \"dljob\", \"model\": \"%s\", \"batch\": %d, \"size\": %d, \"precision\": \"%s\", "
 	       "\"cuda_graphs\": %d, \"graphed_steps\": %d, \"step_ms_median\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, "
 	       "\"img_per_s\": %.1f, \"final_loss\": %.4f, \"arena_gib\": %.3f, \"device_used_gib\": %.3f, "
-	       "\"matmul_bf16_tflops\": %.1f, \"gflop_per_img\": %.2f, \"fraction_of_limit\": %.3f}\n",
+	       "\"matmul_bf16_tflops\": %.1f, \"gflop_per_img\": %.2f, \"fraction_of_limit\": %.3f, "
+	       "\"conv_math\": {\"default\": %d, \"tensor_op\": %d, \"tensor_op_conversion\": %d, \"fma\": %d}}\n",
 	       model, batch, size, prec, graphs, graphed, med, ms[0], ms[steps - 1], ips, loss, (double)arena / (1 << 30),
-	       (double)dev / (1 << 30), tf, gflop_img, tf > 0 ? ips * gflop_img * 1e9 / (tf * 1e12) : -1.0);
+	       (double)dev / (1 << 30), tf, gflop_img, tf > 0 ? ips * gflop_img * 1e9 / (tf * 1e12) : -1.0, math_n[0],
+	       math_n[1], math_n[2], math_n[3]);
 	rc = 0;
 	goto out;
 fail:

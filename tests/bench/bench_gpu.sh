@@ -54,6 +54,10 @@ for r in rows:
     print("%-16s %-7s %10.2f %10.1f %9s %9s" % (r["engine"], r.get("cuda_graphs", "-"), r["step_ms_median"],
           r["img_per_s"], "%.2fx" % (r["img_per_s"] / ref["img_per_s"]) if ref else "-",
           "%.1f%%" % (100 * frac) if frac else "-"))
+for r in rows:
+    if "conv_math" in r:
+        print("dljob graphs %s: convolution directions by cuDNN math type: %s" % (r.get("cuda_graphs", "-"),
+              ", ".join("%s %d" % kv for kv in r["conv_math"].items() if kv[1])))
 if lim:
     print("bf16 matmul: %.0f TFLOP/s -> limit %.0f img/s at %.1f GFLOP/img" % (lim["matmul_bf16_tflops"],
           lim["matmul_bf16_tflops"] * 1e12 / (lim["gflop_per_img"] * 1e9), lim["gflop_per_img"]))

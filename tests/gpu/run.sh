@@ -182,7 +182,7 @@ if has_stage test; then
 	summary "test_cuda_plan: exit $prc$([ "$prc" = 77 ] && echo ' SKIPPED') ($(tail -1 "$out/plan.log"))"
 	result test_cuda_plan "$prc" "$(why "$out/plan.log")"
 	seed=${SEED:-$(date +%s)}
-	all="ops optim u8 normalize state fp16 fp16growth fp16resume nonfinite options resnet50 train nccl2 timeout"
+	all="ops convmath optim u8 normalize state fp16 fp16growth fp16resume nonfinite options resnet50 train nccl2 timeout"
 	for s in ${SECTIONS:-$all}; do
 		# line-buffered by the program itself (setvbuf), so a kill keeps every finished line
 		timeout -k 10 "${SECTION_TIMEOUT:-240}" "$build/test_cuda_ops" "$seed" "$s" >"$out/test_$s.log" 2>&1

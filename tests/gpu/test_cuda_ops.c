@@ -14,6 +14,12 @@
  *            cudnnFind failure fallback (heuristics) on one case; a TF32
  *            sentinel (fp32 logits within 2e-5 of float64 on inputs TF32
  *            would round)
+ *  convmath  each convolution direction runs with the math type of the
+ *            cudnnFind/Get entry its algorithm was chosen from (Find, the
+ *            heuristic fallback, and other_math: entries of another math
+ *            type preferred, so an unapplied one shows), before and after
+ *            graph-replayed steps; fp32 only FMA (no TF32), also by the TF32
+ *            sentinel with other_math
  *  optim     three steps with momentum, Nesterov, no momentum, LARS (with and
  *            without decay_bn_and_bias): weights and momentum vs ref
  *  u8        uint8 NHWC batches (3 and 16 channels) normalized on the GPU vs
@@ -60,6 +66,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
 
 #include "engine/backend.h"
 #include "engine/cuda/cuda_backend.h"
@@ -583,7 +590,7 @@ static float near_one(size_t i, float scale)
 	return (1.0f + (float)((i * 2654435761u) % 512) * 0x1p-20f) * scale;
 }
 
-static int tf32_off(void)
+static int tf32_off(const char *what, int other_math)
 {
 	const int n = 2;
 	char err[512];
@@ -602,11 +609,11 @@ static int tf32_off(void)
 	for (size_t i = 0; i < xc; i++)
 		x[i] = near_one(i, 1.0f);
 	struct dl_backend_opts orf = opts_for(DL_FP32, NULL), ocu = opts_for(DL_FP32, NULL);
-	struct dl_cuda_test_opts t = { .poison = 1 };
+	struct dl_cuda_test_opts t = { .poison = 1, .other_math = other_math };
 	br = dl_backend_ref.create(g[0], n, &orf, err, sizeof err);
 	bc = br ? dl_cuda_create_test(g[1], n, &ocu, &t, err, sizeof err) : NULL;
 	if (!br || !bc) {
-		printf("TF32 sentinel: create: %s: FAIL\n", err);
+		printf("%s: create: %s: FAIL\n", what, err);
 		goto out;
 	}
 	struct dl_batch in = { .x = x, .labels = y };
@@ -614,13 +621,13 @@ static int tf32_off(void)
 	poison(lcu, lc);
 	if (dl_backend_ref.train_step(br, &in, 0.0, 0, &rr) || dl_backend_cuda.train_step(bc, &in, 0.0, 0, &rc) ||
 	    dl_backend_ref.last_step_out(br, lr) || dl_backend_cuda.last_step_out(bc, lcu)) {
-		printf("TF32 sentinel: %s / %s: FAIL\n", dl_backend_ref.error(br), dl_backend_cuda.error(bc));
+		printf("%s: %s / %s: FAIL\n", what, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
 		goto out;
 	}
 	double e = rel_err(lcu, lr, lc);
 	ok = e < 2e-5;
-	printf("TF32 sentinel (fp32 conv 64->32 3x3 + classifier on 20-bit values): logits %.1e from float64 "
-	       "(TF32 would give ~5e-4): %s\n", e, ok ? "ok" : "FAIL");
+	printf("%s (fp32 conv 64->32 3x3 + classifier on 20-bit values): logits %.1e from float64 "
+	       "(TF32 would give ~5e-4): %s\n", what, e, ok ? "ok" : "FAIL");
 out:
 	if (br)
 		dl_backend_ref.destroy(br);
@@ -682,7 +689,138 @@ static int op_cases(void)
 	ok &= compare_step("residual, cudnnFind failing", gr, gc, 3, DL_FP32, 1e-3, &t);
 	gb_free(gr);
 	gb_free(gc);
-	ok &= tf32_off();
+	ok &= tf32_off("TF32 sentinel", 0);
+	return ok;
+}
+
+/* ---- cuDNN math types ------------------------------------------------------ */
+
+static const char *math_name(int m)
+{
+	switch (m) {
+	case CUDNN_DEFAULT_MATH:
+		return "default";
+	case CUDNN_TENSOR_OP_MATH:
+		return "tensor-op";
+	case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+		return "tensor-op-allow-conversion";
+	case CUDNN_FMA_MATH:
+		return "fma";
+	}
+	return "unknown";
+}
+
+/* Every direction of every convolution of b runs with the mathType of the
+ * Find/Get entry its algorithm came from (the descriptor as cuDNN reads it
+ * back), fp32 only with FMA (no TF32), nothing with ..._ALLOW_CONVERSION;
+ * backward data exists exactly where the input is not the image.  *dirs
+ * counts the directions, *differ those whose math type is not the one the
+ * search started from. */
+static int math_applied(const char *what, struct dl_backend *b, const struct dl_graph *g, enum dl_precision p,
+			int *dirs, int *differ)
+{
+	static const char *const dname[3] = { "forward", "backward data", "backward filter" };
+	const int start = p == DL_FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+	int ok = 1;
+	*dirs = *differ = 0;
+	for (int i = 0; i < g->n_nodes; i++)
+		for (int dir = 0; dir < 3; dir++) {
+			int set = -1, chosen = -1;
+			int rc = dl_cuda_conv_math(b, i, dir, &set, &chosen);
+			int want = g->nodes[i].kind == DL_NODE_CONV && (dir != 1 || g->nodes[i].in[0] != g->input);
+			if ((rc == 0) != want) {
+				printf("%s: node %d %s: the query %s: FAIL\n", what, i, dname[dir],
+				       rc == 0 ? "answered, expected no such direction" : "failed");
+				ok = 0;
+				continue;
+			}
+			if (rc)
+				continue;
+			(*dirs)++;
+			*differ += chosen != start;
+			if (set != chosen || (p == DL_FP32 && set != CUDNN_FMA_MATH) ||
+			    set == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
+				printf("%s: conv node %d %s: descriptor %s, chosen entry %s: FAIL\n", what, i, dname[dir],
+				       math_name(set), math_name(chosen));
+				ok = 0;
+			}
+		}
+	return ok;
+}
+
+/* The math type cudnnFind/Get chose is the one each direction runs with
+ * (cuDNN: set perf.mathType on the descriptor before the call, else the
+ * algorithm may run its slower kernel), after create and after three
+ * steps (the last two replayed from a CUDA graph), for Find, for the
+ * heuristic fallback after a failed Find, and with other_math, which makes
+ * the backend take an entry whose math type differs from the descriptor's
+ * initial one wherever cuDNN offers one: there an unapplied math type
+ * shows.  fp32 stays FMA throughout (also with other_math), and the TF32
+ * sentinel holds with other_math too. */
+static int conv_math(void)
+{
+	static const enum dl_precision precs[] = { DL_FP32, DL_BF16, DL_FP16 };
+	static const struct {
+		const char *name;
+		struct dl_cuda_test_opts t;
+	} paths[] = {
+		{ "cudnnFind", { .poison = 1 } },
+		{ "cudnnFind failing (heuristics)", { .poison = 1, .fail_find = 1 } },
+		{ "cudnnFind, other math first", { .poison = 1, .other_math = 1 } },
+		{ "heuristics, other math first", { .poison = 1, .fail_find = 1, .other_math = 1 } },
+	};
+	const int n = 3, steps = 3;
+	int ok = 1, other_seen = 0;
+	for (size_t p = 0; p < sizeof precs / sizeof precs[0]; p++)
+		for (size_t w = 0; w < sizeof paths / sizeof paths[0]; w++) {
+			char what[128], err[512];
+			snprintf(what, sizeof what, "math types, %s, %s", pname(precs[p]), paths[w].name);
+			struct dl_graph *g = case_residual();
+			struct dl_backend_opts o = opts_for(precs[p], NULL);
+			struct dl_backend *b = dl_cuda_create_test(g, n, &o, &paths[w].t, err, sizeof err);
+			size_t xc = x_count(g, n);
+			float *x = xcalloc(xc, sizeof(float));
+			int y[3], dirs = 0, differ = 0, dirs2 = 0, differ2 = 0, graphed = 0, good = 0;
+			rand_batch(x, xc, y, n, g->num_classes, precs[p] != DL_FP32);
+			if (!b) {
+				printf("%s: create: %s: FAIL\n", what, err);
+				goto next;
+			}
+			good = math_applied(what, b, g, precs[p], &dirs, &differ);
+			struct dl_batch in = { .x = x, .labels = y };
+			for (int s = 0; s < steps; s++) {
+				struct dl_step_result r;
+				if (dl_backend_cuda.train_step(b, &in, 0.1, 0, &r)) {
+					printf("%s: step %d: %s: FAIL\n", what, s, dl_backend_cuda.error(b));
+					good = 0;
+					goto next;
+				}
+				if (!r.skipped && !isfinite(r.loss)) {
+					printf("%s: step %d: loss %g: FAIL\n", what, s, r.loss);
+					good = 0;
+					goto next;
+				}
+				graphed += dl_cuda_last_step_graphed(b);
+			}
+			good &= math_applied(what, b, g, precs[p], &dirs2, &differ2);
+			good &= dirs2 == dirs && differ2 == differ && graphed == steps - 1;
+			if (paths[w].t.other_math && precs[p] != DL_FP32)
+				other_seen += differ;
+			printf("%-60s %d directions, %d of them not %s, %d of %d steps replayed: %s\n", what, dirs, differ,
+			       math_name(precs[p] == DL_FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH), graphed, steps,
+			       good ? "ok" : "FAIL");
+next:
+			ok &= good;
+			if (b)
+				dl_backend_cuda.destroy(b);
+			free(x);
+			gb_free(g);
+		}
+	/* information, not a check: whether cuDNN offered bf16/fp16 entries of
+	 * another math type at all (if not, set == chosen held trivially) */
+	printf("bf16/fp16 with other math first: %d directions ran with a math type other than tensor-op%s\n",
+	       other_seen, other_seen ? "" : " (cuDNN offered none: the runs above could not tell an unapplied one)");
+	ok &= tf32_off("TF32 sentinel, other math first", 1);
 	return ok;
 }
 
@@ -1857,7 +1995,7 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*run)(void);
 	} sections[] = {
-		{ "ops", op_cases }, { "optim", optim_cases }, { "u8", u8_cases }, { "normalize", normalize_kernel },
+		{ "ops", op_cases }, { "convmath", conv_math }, { "optim", optim_cases }, { "u8", u8_cases }, { "normalize", normalize_kernel },
 		{ "state", state_round_trip }, { "fp16", fp16_skip }, { "fp16growth", fp16_growth },
 		{ "fp16resume", fp16_resume },
 		{ "nonfinite", nonfinite_fp32 }, { "options", options }, { "resnet50", resnet50_step },
