@@ -298,11 +298,18 @@ void dl_report_markdown(FILE *f, const struct dl_report *rep)
 			const struct dl_report_run *r = &rep->runs[i];
 			for (size_t sg = 0; r->ranks_changed && sg < r->n_segments; sg++) {
 				const struct dl_report_segment *g = &r->segments[sg];
+				char steps[48];
+				/* steps from_step+1..to_step; none new (an eval record at the
+				 * step the last segment ended on): that step alone, and no
+				 * from_step + 1 past LONG_MAX */
+				if (g->from_step < g->to_step)
+					snprintf(steps, sizeof(steps), "%ld-%ld", g->from_step + 1, g->to_step);
+				else
+					snprintf(steps, sizeof(steps), "%ld", g->to_step);
 				fprintf(f, "| ");
 				md_name(f, r->name);
-				fprintf(f, " | %zu | %d | %ld-%ld | %zu | %s | %s |\n", sg + 1, g->ranks, g->from_step + 1,
-				        g->to_step, g->records, fnum(a, sizeof(a), g->img_per_s, 1),
-				        fnum(b, sizeof(b), g->img_per_s_per_rank, 1));
+				fprintf(f, " | %zu | %d | %s | %zu | %s | %s |\n", sg + 1, g->ranks, steps, g->records,
+				        fnum(a, sizeof(a), g->img_per_s, 1), fnum(b, sizeof(b), g->img_per_s_per_rank, 1));
 			}
 		}
 	}
