@@ -6,7 +6,9 @@
  * or are stored as they are with --keep-png.  Unusable files are reported
  * and left out.  Samples are processed by worker threads a block at a time
  * and written in index order, so the output does not depend on the thread
- * count.  Every file is written under a temporary name and renamed into
+ * count; what they hold at once for reading, decoding, resizing and
+ * re-encoding files is bounded by a shared decode budget (prepare,
+ * engine/data/image.h dl_budget_run), as the loader's threads are.  Every file is written under a temporary name and renamed into
  * place; the index comes last, so an interrupted pack is never mistaken for
  * a dataset. */
 #include "config.h"
