@@ -64,7 +64,7 @@ int dl_pack_main(int argc, char **argv)
 			usage(stderr);
 			return DL_EXIT_USAGE;
 		default:
-			fprintf(stderr, "dljob pack: unknown option '%s'\n", argv[optind - 1]);
+			fprintf(stderr, "dljob pack: unknown option '%s'\n", dl_optval_unknown(argv, optind, optopt, err, sizeof(err)));
 			usage(stderr);
 			return DL_EXIT_USAGE;
 		}

@@ -497,7 +497,8 @@ int dl_report_main(int argc, char **argv)
 			fprintf(stderr, "dljob report: option '%s' needs a value\n", argv[optind - 1]);
 			return DL_EXIT_USAGE;
 		default:
-			fprintf(stderr, "dljob report: unknown option '%s' (see dljob report --help)\n", argv[optind - 1]);
+			fprintf(stderr, "dljob report: unknown option '%s' (see dljob report --help)\n",
+			        dl_optval_unknown(argv, optind, optopt, (char[4]){""}, 4));
 			return DL_EXIT_USAGE;
 		}
 	}
