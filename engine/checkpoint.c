@@ -423,10 +423,11 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 		goto out;
 	/* fp16's loss scale: optional (absent in checkpoints of other backends
 	 * and precisions, and of a dljob before it was kept: 0, the initial
-	 * scale on resume) */
+	 * scale on resume); the backends keep it as a float, which must not
+	 * round it to 0 (denormal floats are kept: what a %.9g of one reads) */
 	v = dl_safetensors_meta(st, "loss_scale");
 	scale = v ? strtod(v, &end) : 0;
-	if (v && (*v == '\0' || *end != '\0' || !(scale > 0 && scale <= FLT_MAX))) {
+	if (v && (*v == '\0' || *end != '\0' || !(scale > 0 && scale <= FLT_MAX && (float)scale > 0))) {
 		snprintf(err, errlen, "%s: bad \"loss_scale\" in its metadata (a number in (0, %g])", path,
 		         (double)FLT_MAX);
 		goto out;

@@ -364,7 +364,8 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 			 * option does not exist. */
 			if (optopt >= OPT_MODEL)
 				return dl_errf(err, errlen, "option '%s' takes no value", argv[optind - 1]);
-			return dl_errf(err, errlen, "unknown option '%s' (see dljob --help)", argv[optind - 1]);
+			return dl_errf(err, errlen, "unknown option '%s' (see dljob --help)",
+			               dl_optval_unknown(argv, optind, optopt, (char[4]){""}, 4));
 		}
 		if (rv < 0)
 			return -1;

@@ -152,7 +152,8 @@ static int eval_parse(struct eval_opts *o, int argc, char **argv, char *err, siz
 		default:
 			if (optopt >= E_MODEL)
 				return dl_errf(err, errlen, "option '%s' takes no value", argv[optind - 1]);
-			return dl_errf(err, errlen, "unknown option '%s' (see dljob eval --help)", argv[optind - 1]);
+			return dl_errf(err, errlen, "unknown option '%s' (see dljob eval --help)",
+			               dl_optval_unknown(argv, optind, optopt, (char[4]){""}, 4));
 		}
 		if (rv < 0)
 			return -1;

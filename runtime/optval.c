@@ -1,4 +1,5 @@
 #include "config.h"
+#include <ctype.h>
 
 #include <errno.h>
 #include <math.h>
@@ -191,4 +192,13 @@ int dl_optval_path_abs(const char *base, const char *path, char *out, size_t out
 		p += *p == '/';
 	}
 	return 0;
+}
+
+const char *dl_optval_unknown(char *const *argv, int ind, int opt, char *buf, size_t len)
+{
+	if (opt > 0 && opt < 0x7f && isgraph(opt)) {
+		snprintf(buf, len, "-%c", opt);
+		return buf;
+	}
+	return argv[ind - 1];
 }

@@ -61,5 +61,11 @@ char *dl_optval_escape(const char *s, char *out, size_t outlen);
  * dl_optval_escape: a backslash is kept as it is, everything else that is
  * not printable ASCII (newline, escape, bytes >= 0x7f) is escaped. */
 char *dl_optval_escape_msg(const char *s, char *out, size_t outlen);
+/* The option getopt_long refused as unknown, for its message: "-c" for a
+ * short one (its optopt; argv[optind - 1] is then its group, "-hc", or,
+ * while the group is still being read, the word before it: the program's
+ * name for "dljob -hc"), else argv[optind - 1] (a long one: optopt 0).
+ * Returns buf (len >= 3) or that word. */
+const char *dl_optval_unknown(char *const *argv, int optind, int optopt, char *buf, size_t len);
 
 #endif

@@ -298,11 +298,18 @@ void dl_report_markdown(FILE *f, const struct dl_report *rep)
 			const struct dl_report_run *r = &rep->runs[i];
 			for (size_t sg = 0; r->ranks_changed && sg < r->n_segments; sg++) {
 				const struct dl_report_segment *g = &r->segments[sg];
+				char steps[48];
+				/* steps from_step+1..to_step; none new (an eval record at the
+				 * step the last segment ended on): that step alone, and no
+				 * from_step + 1 past LONG_MAX */
+				if (g->from_step < g->to_step)
+					snprintf(steps, sizeof(steps), "%ld-%ld", g->from_step + 1, g->to_step);
+				else
+					snprintf(steps, sizeof(steps), "%ld", g->to_step);
 				fprintf(f, "| ");
 				md_name(f, r->name);
-				fprintf(f, " | %zu | %d | %ld-%ld | %zu | %s | %s |\n", sg + 1, g->ranks, g->from_step + 1,
-				        g->to_step, g->records, fnum(a, sizeof(a), g->img_per_s, 1),
-				        fnum(b, sizeof(b), g->img_per_s_per_rank, 1));
+				fprintf(f, " | %zu | %d | %s | %zu | %s | %s |\n", sg + 1, g->ranks, steps, g->records,
+				        fnum(a, sizeof(a), g->img_per_s, 1), fnum(b, sizeof(b), g->img_per_s_per_rank, 1));
 			}
 		}
 	}
@@ -490,7 +497,8 @@ int dl_report_main(int argc, char **argv)
 			fprintf(stderr, "dljob report: option '%s' needs a value\n", argv[optind - 1]);
 			return DL_EXIT_USAGE;
 		default:
-			fprintf(stderr, "dljob report: unknown option '%s' (see dljob report --help)\n", argv[optind - 1]);
+			fprintf(stderr, "dljob report: unknown option '%s' (see dljob report --help)\n",
+			        dl_optval_unknown(argv, optind, optopt, (char[4]){""}, 4));
 			return DL_EXIT_USAGE;
 		}
 	}

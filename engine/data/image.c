@@ -153,18 +153,15 @@ static size_t image_need(const uint8_t *buf, size_t len, int size, int train, ui
 	}
 }
 
-#define MIB(x) (((x) + (1u << 20) - 1) >> 20)
+#define MIB(x) (((x) >> 20) + (((x) & ((1u << 20) - 1)) != 0)) // rounded up, SIZE_MAX too
 
 /* Holding part of the budget while waiting for more could deadlock two
  * threads that each hold some, so a sample whose header asks for more than
  * it holds takes the rest only if it is free at once; otherwise it gives
  * everything back, waits for the whole need, and fetches the bytes again
- * (a file that grew meanwhile gets one more turn).  The bytes of a file
- * that grew between size_hint and the fetch are held before they are
- * taken: at most the fetch's own limit, until the header is read. */
-int dl_image_load(struct dl_decode_budget *b, size_t size_hint, dl_fetch_fn fetch, void *ctx, const char *name,
-                  int size, int train, uint64_t aug_seed, const float *mean, const float *std, float *chw,
-                  uint8_t *hwc, char *err, size_t errlen)
+ * (a file that grew meanwhile gets one more turn). */
+int dl_budget_run(struct dl_decode_budget *b, size_t size_hint, dl_fetch_fn fetch, dl_need_fn needf,
+                  dl_use_fn use, void *ctx, const char *name, char *err, size_t errlen)
 {
 	uint8_t *buf = NULL;
 	size_t len = 0, held = 0, want = size_hint;
@@ -173,7 +170,7 @@ int dl_image_load(struct dl_decode_budget *b, size_t size_hint, dl_fetch_fn fetc
 	for (int attempt = 0;; attempt++) {
 		if (want > b->total) {
 			dl_errf(err, errlen, "%s: needs %zu MiB to read and decode (its %zu encoded bytes, the decoded "
-			        "pixels and the resampler's rows), more than the %zu MiB of decode memory the loader "
+			        "pixels and the buffers that transform them), more than the %zu MiB of decode memory the "
 			        "threads share (--decode-memory)", name, MIB(want), len ? len : size_hint, MIB(b->total));
 			goto out;
 		}
@@ -183,9 +180,9 @@ int dl_image_load(struct dl_decode_budget *b, size_t size_hint, dl_fetch_fn fetc
 		}
 		if (fetch(ctx, &buf, &len, err, errlen) != 0)
 			goto out;
-		size_t need = len + image_need(buf, len, size, train, aug_seed);
-		if (need > b->total) {
-			want = need;
+		size_t extra = needf(ctx, buf, len), need = len + extra;
+		if (need < len || need > b->total) {
+			want = need < len ? SIZE_MAX : need;
 			continue; // the message above
 		}
 		if (need <= held) {
@@ -208,12 +205,50 @@ int dl_image_load(struct dl_decode_budget *b, size_t size_hint, dl_fetch_fn fetc
 		held = 0;
 		want = need;
 	}
-	rc = hwc ? dl_image_sample_u8(buf, len, name, size, train, aug_seed, hwc, err, errlen) :
-	     dl_image_sample(buf, len, name, size, train, aug_seed, mean, std, chw, err, errlen);
+	rc = use(ctx, &buf, len, err, errlen);
 out:
 	free(buf);
 	budget_give(b, held);
 	return rc;
+}
+
+struct image_load {
+	dl_fetch_fn fetch;
+	void *ctx;
+	const char *name;
+	int size, train;
+	uint64_t aug_seed;
+	const float *mean, *std;
+	float *chw;
+	uint8_t *hwc;
+};
+
+static int image_load_fetch(void *ctx, uint8_t **buf, size_t *len, char *err, size_t errlen)
+{
+	struct image_load *l = ctx;
+	return l->fetch(l->ctx, buf, len, err, errlen);
+}
+
+static size_t image_load_need(void *ctx, const uint8_t *buf, size_t len)
+{
+	struct image_load *l = ctx;
+	return image_need(buf, len, l->size, l->train, l->aug_seed);
+}
+
+static int image_load_use(void *ctx, uint8_t **buf, size_t len, char *err, size_t errlen)
+{
+	struct image_load *l = ctx;
+	return l->hwc ? dl_image_sample_u8(*buf, len, l->name, l->size, l->train, l->aug_seed, l->hwc, err, errlen) :
+	       dl_image_sample(*buf, len, l->name, l->size, l->train, l->aug_seed, l->mean, l->std, l->chw, err,
+	                       errlen);
+}
+
+int dl_image_load(struct dl_decode_budget *b, size_t size_hint, dl_fetch_fn fetch, void *ctx, const char *name,
+                  int size, int train, uint64_t aug_seed, const float *mean, const float *std, float *chw,
+                  uint8_t *hwc, char *err, size_t errlen)
+{
+	struct image_load l = {fetch, ctx, name, size, train, aug_seed, mean, std, chw, hwc};
+	return dl_budget_run(b, size_hint, image_load_fetch, image_load_need, image_load_use, &l, name, err, errlen);
 }
 
 int dl_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len, char *err, size_t errlen)

@@ -66,6 +66,8 @@ extern const float dl_imagenet_mean[3], dl_imagenet_std[3];
  * image of full_w x full_h, into size x size. */
 size_t dl_resample_need(int rows, int cols, int full_w, int full_h, int size);
 
+/* What dl_resize_rgb8 allocates at most. */
+size_t dl_resize_rgb8_need(int in_w, int in_h, int out_w, int out_h);
 /* Resize a whole decoded image (x0 = y0 = 0) to out_w x out_h with the same
  * filter, RGB8 out (for dljob pack --max-side). */
 int dl_resize_rgb8(const struct dl_pixels *px, int out_w, int out_h, struct dl_pixels *out,
@@ -80,6 +82,11 @@ int dl_jpeg_decode_plan(const uint8_t *buf, size_t len, int size, int train, uin
  * from its header; 0 when the header cannot be read (decoding then fails
  * at once). */
 size_t dl_jpeg_need(const uint8_t *buf, size_t len, int size, int train, uint64_t aug_seed);
+/* dl_jpeg_need for dl_jpeg_decode_full(max_short); *w x *h: the decoded
+ * size (0 x 0 with 0 when the header cannot be read). */
+size_t dl_jpeg_full_need(const uint8_t *buf, size_t len, int max_short, int *w, int *h);
+/* What dl_jpeg_encode of a w x h image allocates at most, its output included. */
+size_t dl_jpeg_encode_need(int w, int h);
 /* JPEG: header only. */
 int dl_jpeg_dims(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen);
 /* Full decode to RGB8; when max_short > 0 and the short side is longer,
@@ -97,6 +104,9 @@ int dl_png_decode(const uint8_t *buf, size_t len, struct dl_pixels *px, char *er
 /* dl_jpeg_need for PNG: dl_png_decode's pixels and libpng's rows, and the
  * resampling (from the IHDR chunk, which libpng requires first). */
 size_t dl_png_need(const uint8_t *buf, size_t len, int size, int train, uint64_t aug_seed);
+/* What dl_png_decode allocates at most; *w x *h from the IHDR chunk (0 x 0
+ * with 0 when absent or refused). */
+size_t dl_png_full_need(const uint8_t *buf, size_t len, int *w, int *h);
 
 /* Everything together: encoded bytes -> normalized sample (mean, std as
  * dl_resample_chw). `name` is used in error messages. */
@@ -121,6 +131,18 @@ void dl_decode_budget_destroy(struct dl_decode_budget *b);
 /* Reads one sample's encoded bytes (malloc'd into *buf; len at most the
  * caller's image limit).  0, or -1 with err. */
 typedef int (*dl_fetch_fn)(void *ctx, uint8_t **buf, size_t *len, char *err, size_t errlen);
+
+/* What a fetched sample needs besides its own bytes (an upper bound, from
+ * its header; 0 when it cannot be read: using it then fails at once). */
+typedef size_t (*dl_need_fn)(void *ctx, const uint8_t *buf, size_t len);
+/* Uses the fetched bytes (may take them: *buf = NULL).  0, or -1 with err. */
+typedef int (*dl_use_fn)(void *ctx, uint8_t **buf, size_t len, char *err, size_t errlen);
+/* Under budget b: takes size_hint bytes (the file size, as far as known)
+ * before fetch, then what needf says; use runs holding both, and everything
+ * is given back after it.  A sample that needs more than the whole budget
+ * is an error naming `name`, the bytes and the budget. */
+int dl_budget_run(struct dl_decode_budget *b, size_t size_hint, dl_fetch_fn fetch, dl_need_fn needf,
+                  dl_use_fn use, void *ctx, const char *name, char *err, size_t errlen);
 
 /* dl_image_sample or (hwc set) dl_image_sample_u8 under budget b: takes
  * size_hint bytes (the file size, as far as known) from b before fetching,

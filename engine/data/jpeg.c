@@ -275,16 +275,18 @@ int dl_jpeg_decode_plan(const uint8_t *buf, size_t len, int size, int train, uin
 	return decode(buf, len, &rq, px, err, errlen);
 }
 
-size_t dl_jpeg_need(const uint8_t *buf, size_t len, int size, int train, uint64_t aug_seed)
+/* What decode allocates at most for rq (libjpeg's own memory included),
+ * from the header; the resampler's need after it when rq has a plan.
+ * *ow x *oh: the decoded size.  0 when the header cannot be read. */
+static size_t decode_need(const uint8_t *buf, size_t len, struct decode_req *rq, int *ow, int *oh)
 {
 	struct jpeg_decompress_struct cinfo;
 	struct jerr je;
-	struct dl_resize_plan plan;
-	struct decode_req rq = {.want_plan = 1, .size = size, .train = train, .seed = aug_seed, .plan = &plan};
 	volatile size_t need = 0;
 	int cmyk, rx0, ry0, rx1, ry1;
 	char why[256];
 
+	*ow = *oh = 0;
 	if (len < 4)
 		return 0;
 	cinfo.err = jpeg_std_error(&je.pub);
@@ -294,18 +296,45 @@ size_t dl_jpeg_need(const uint8_t *buf, size_t len, int size, int train, uint64_
 		goto out; // decode says what is wrong
 	jpeg_create_decompress(&cinfo);
 	jpeg_mem_src(&cinfo, buf, (unsigned long)len);
-	if (configure(&cinfo, &rq, &cmyk, why, sizeof why) != 0)
+	if (configure(&cinfo, rq, &cmyk, why, sizeof why) != 0)
 		goto out;
 	jpeg_calc_output_dimensions(&cinfo);
-	out_region(&cinfo, &rq, &rx0, &ry0, &rx1, &ry1);
+	out_region(&cinfo, rq, &rx0, &ry0, &rx1, &ry1);
 	/* decode's rows: whole output lines (a crop is widened to iMCU
 	 * boundaries), CMYK converted in place */
 	size_t sw = cinfo.output_width, rows = (size_t)(ry1 - ry0);
-	need = (size_t)cinfo.mem->max_memory_to_use + sw * (cmyk ? 4 : 3) * rows + 1 +
-	       dl_resample_need(ry1 - ry0, rx1 - rx0, (int)sw, (int)cinfo.output_height, size);
+	*ow = (int)sw;
+	*oh = (int)cinfo.output_height;
+	need = (size_t)cinfo.mem->max_memory_to_use + sw * (cmyk ? 4 : 3) * rows + 1;
+	if (rq->want_plan)
+		need += dl_resample_need(ry1 - ry0, rx1 - rx0, (int)sw, (int)cinfo.output_height, rq->size);
 out:
 	jpeg_destroy_decompress(&cinfo);
 	return need;
+}
+
+size_t dl_jpeg_need(const uint8_t *buf, size_t len, int size, int train, uint64_t aug_seed)
+{
+	struct dl_resize_plan plan;
+	struct decode_req rq = {.want_plan = 1, .size = size, .train = train, .seed = aug_seed, .plan = &plan};
+	int ow, oh;
+	return decode_need(buf, len, &rq, &ow, &oh);
+}
+
+size_t dl_jpeg_full_need(const uint8_t *buf, size_t len, int max_short, int *w, int *h)
+{
+	struct decode_req rq = {.max_short = max_short};
+	return decode_need(buf, len, &rq, w, h);
+}
+
+size_t dl_jpeg_encode_need(int w, int h)
+{
+	/* The output: libjpeg-turbo's worst case for 4:2:0 (tj3JPEGBufSize:
+	 * 3 bytes a pixel of the MCU-padded image, + 2048), in jpeg_mem_dest's
+	 * buffer, which doubles when full (the old one and its copy: 3x);
+	 * libjpeg's own: its tables and a few MCU rows of each component. */
+	size_t pw = ((size_t)w + 15) & ~(size_t)15, ph = ((size_t)h + 15) & ~(size_t)15;
+	return 3 * (3 * pw * ph + 2048) + ((size_t)4 << 20) + 4 * 16 * 3 * pw * sizeof(JSAMPLE);
 }
 
 int dl_jpeg_decode_full(const uint8_t *buf, size_t len, int max_short, struct dl_pixels *px,

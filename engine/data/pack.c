@@ -6,7 +6,9 @@
  * or are stored as they are with --keep-png.  Unusable files are reported
  * and left out.  Samples are processed by worker threads a block at a time
  * and written in index order, so the output does not depend on the thread
- * count.  Every file is written under a temporary name and renamed into
+ * count; what they hold at once for reading, decoding, resizing and
+ * re-encoding files is bounded by a shared decode budget (prepare,
+ * engine/data/image.h dl_budget_run), as the loader's threads are.  Every file is written under a temporary name and renamed into
  * place; the index comes last, so an interrupted pack is never mistaken for
  * a dataset. */
 #include "config.h"
@@ -41,6 +43,7 @@ struct item {
 struct block {
 	struct dl_dataset *ds;
 	const struct dl_pack_options *o;
+	struct dl_decode_budget *budget;
 	int split;
 	size_t first, n;
 	struct item *items;
@@ -64,13 +67,142 @@ static int cap_short_side(struct dl_pixels *px, int max_side, char *err, size_t 
 	return 0;
 }
 
-/* Read one sample and bring it to its stored form. */
-static void prepare(const struct dl_pack_options *o, struct dl_dataset *ds, int split, size_t i, struct item *it)
+struct prep {
+	const struct dl_pack_options *o;
+	const char *path;
+	struct item *it;
+};
+
+static int prep_fetch(void *ctx, uint8_t **buf, size_t *len, char *err, size_t errlen)
+{
+	struct prep *p = ctx;
+	return dl_read_file(p->path, 256u << 20, buf, len, err, errlen);
+}
+
+/* The short side capped to max_side (cap_short_side's output size). */
+static void capped(int w, int h, int max_side, int *nw, int *nh)
+{
+	int s = w < h ? w : h;
+	*nw = w;
+	*nh = h;
+	if (max_side <= 0 || s <= max_side)
+		return;
+	*nw = (int)((long long)w * max_side / s);
+	*nh = (int)((long long)h * max_side / s);
+	*nw = *nw > 0 ? *nw : 1;
+	*nh = *nh > 0 ? *nh : 1;
+}
+
+/* What prep_use allocates at most for this file, besides its bytes. */
+static size_t prep_need(void *ctx, const uint8_t *buf, size_t len)
+{
+	struct prep *p = ctx;
+	const struct dl_pack_options *o = p->o;
+	int w, h, nw, nh;
+	size_t need;
+	char why[256];
+
+	switch (dl_image_sniff(buf, len)) {
+	case DL_IMG_JPEG:
+		if (dl_jpeg_dims(buf, len, &w, &h, why, sizeof why) != 0)
+			return 0;
+		if (o->max_side > 0 && (w < h ? w : h) > o->max_side) {
+			if (!(need = dl_jpeg_full_need(buf, len, o->max_side, &w, &h)))
+				return 0;
+			capped(w, h, o->max_side, &nw, &nh);
+			return need + dl_resize_rgb8_need(w, h, nw, nh) + dl_jpeg_encode_need(nw, nh);
+		}
+		return dl_jpeg_full_need(buf, len, 64, &w, &h);
+	case DL_IMG_PNG:
+		if (!(need = dl_png_full_need(buf, len, &w, &h)))
+			return 0;
+		capped(w, h, o->max_side, &nw, &nh);
+		if (nw != w || nh != h)
+			return need + dl_resize_rgb8_need(w, h, nw, nh) + dl_jpeg_encode_need(nw, nh);
+		return o->keep_png ? need : need + dl_jpeg_encode_need(w, h);
+	default:
+		return 0;
+	}
+}
+
+/* Bring one sample's bytes to their stored form. */
+static int prep_use(void *ctx, uint8_t **bufp, size_t len, char *err, size_t errlen)
+{
+	struct prep *p = ctx;
+	const struct dl_pack_options *o = p->o;
+	struct item *it = p->it;
+	uint8_t *buf = *bufp, *enc = NULL;
+	size_t enclen;
+	struct dl_pixels px = {0};
+	int rv = -1;
+
+	enum dl_image_format f = dl_image_sniff(buf, len);
+	if (f == DL_IMG_JPEG) {
+		int w, h;
+		if (dl_jpeg_dims(buf, len, &w, &h, err, errlen) != 0)
+			goto out;
+		if (o->max_side > 0 && (w < h ? w : h) > o->max_side) {
+			if (dl_jpeg_decode_full(buf, len, o->max_side, &px, err, errlen) != 0 ||
+			    cap_short_side(&px, o->max_side, err, errlen) != 0 ||
+			    dl_jpeg_encode(&px, o->quality, &enc, &enclen, err, errlen) != 0)
+				goto out;
+			it->data = enc;
+			it->len = enclen;
+			enc = NULL;
+		} else {
+			/* stored as is: still check it decodes, so the loader
+			 * does not meet it as a bad sample every epoch */
+			if (dl_jpeg_decode_full(buf, len, 64, &px, err, errlen) != 0)
+				goto out;
+			it->data = buf;
+			it->len = len;
+			*bufp = NULL;
+		}
+		it->format = FMT_JPEG;
+	} else if (f == DL_IMG_PNG) {
+		if (dl_png_decode(buf, len, &px, err, errlen) != 0)
+			goto out;
+		if (o->max_side > 0 && (px.w < px.h ? px.w : px.h) > o->max_side) {
+			/* cap the short side like the JPEGs (then stored as JPEG) */
+			if (cap_short_side(&px, o->max_side, err, errlen) != 0 ||
+			    dl_jpeg_encode(&px, 95, &enc, &enclen, err, errlen) != 0)
+				goto out;
+			it->data = enc;
+			it->len = enclen;
+			it->format = FMT_JPEG;
+			enc = NULL;
+		} else if (o->keep_png) {
+			it->data = buf;
+			it->len = len;
+			it->format = FMT_PNG;
+			*bufp = NULL;
+		} else {
+			if (dl_jpeg_encode(&px, 95, &enc, &enclen, err, errlen) != 0)
+				goto out;
+			it->data = enc;
+			it->len = enclen;
+			it->format = FMT_JPEG;
+			enc = NULL;
+		}
+	} else {
+		dl_errf(err, errlen, "%s", len == 0 ? "empty file" : "not a JPEG or PNG image");
+		goto out;
+	}
+	rv = 0;
+out:
+	free(px.rgb);
+	free(enc);
+	return rv;
+}
+
+/* Read one sample and bring it to its stored form, within the decode
+ * budget the workers share (the file's bytes, the decoded pixels, the
+ * resized ones and the encoder's output). */
+static void prepare(const struct dl_pack_options *o, struct dl_decode_budget *budget, struct dl_dataset *ds,
+                    int split, size_t i, struct item *it)
 {
 	char path[PATH_MAX];
-	uint8_t *buf = NULL, *enc = NULL;
-	size_t len, enclen;
-	struct dl_pixels px = {0};
+	struct stat st;
 
 	memset(it, 0, sizeof *it);
 	if (dl_imagefolder_path(ds, split, i, path, sizeof path, &it->label) != 0) {
@@ -84,63 +216,11 @@ static void prepare(const struct dl_pack_options *o, struct dl_dataset *ds, int 
 		if (rel[-1] == '/' && ++slashes == 3)
 			break;
 	snprintf(it->name, sizeof it->name, "%s", rel);
-	if (dl_read_file(path, 256u << 20, &buf, &len, it->err, sizeof it->err) != 0)
-		return;
-	enum dl_image_format f = dl_image_sniff(buf, len);
-	if (f == DL_IMG_JPEG) {
-		int w, h;
-		if (dl_jpeg_dims(buf, len, &w, &h, it->err, sizeof it->err) != 0)
-			goto out;
-		if (o->max_side > 0 && (w < h ? w : h) > o->max_side) {
-			if (dl_jpeg_decode_full(buf, len, o->max_side, &px, it->err, sizeof it->err) != 0 ||
-			    cap_short_side(&px, o->max_side, it->err, sizeof it->err) != 0 ||
-			    dl_jpeg_encode(&px, o->quality, &enc, &enclen, it->err, sizeof it->err) != 0)
-				goto out;
-			it->data = enc;
-			it->len = enclen;
-			enc = NULL;
-		} else {
-			/* stored as is: still check it decodes, so the loader
-			 * does not meet it as a bad sample every epoch */
-			if (dl_jpeg_decode_full(buf, len, 64, &px, it->err, sizeof it->err) != 0)
-				goto out;
-			it->data = buf;
-			it->len = len;
-			buf = NULL;
-		}
-		it->format = FMT_JPEG;
-	} else if (f == DL_IMG_PNG) {
-		if (dl_png_decode(buf, len, &px, it->err, sizeof it->err) != 0)
-			goto out;
-		if (o->max_side > 0 && (px.w < px.h ? px.w : px.h) > o->max_side) {
-			/* cap the short side like the JPEGs (then stored as JPEG) */
-			if (cap_short_side(&px, o->max_side, it->err, sizeof it->err) != 0 ||
-			    dl_jpeg_encode(&px, 95, &enc, &enclen, it->err, sizeof it->err) != 0)
-				goto out;
-			it->data = enc;
-			it->len = enclen;
-			it->format = FMT_JPEG;
-			enc = NULL;
-		} else if (o->keep_png) {
-			it->data = buf;
-			it->len = len;
-			it->format = FMT_PNG;
-			buf = NULL;
-		} else {
-			if (dl_jpeg_encode(&px, 95, &enc, &enclen, it->err, sizeof it->err) != 0)
-				goto out;
-			it->data = enc;
-			it->len = enclen;
-			it->format = FMT_JPEG;
-			enc = NULL;
-		}
-	} else {
-		dl_errf(it->err, sizeof it->err, "%s", len == 0 ? "empty file" : "not a JPEG or PNG image");
-	}
-out:
-	free(px.rgb);
-	free(buf);
-	free(enc);
+	struct prep p = {o, path, it};
+	size_t hint = stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size : 0;
+	if (dl_budget_run(budget, hint < (256u << 20) ? hint : 256u << 20, prep_fetch, prep_need, prep_use, &p,
+	                  it->name, it->err, sizeof it->err) != 0 && !it->err[0])
+		dl_errf(it->err, sizeof it->err, "%s:%d: failed without a message", __FILE__, __LINE__);
 }
 
 static void *block_worker(void *arg)
@@ -152,7 +232,7 @@ static void *block_worker(void *arg)
 		pthread_mutex_unlock(&b->mu);
 		if (i == SIZE_MAX)
 			return NULL;
-		prepare(b->o, b->ds, b->split, b->first + i, &b->items[i]);
+		prepare(b->o, b->budget, b->ds, b->split, b->first + i, &b->items[i]);
 	}
 }
 
@@ -249,6 +329,7 @@ int dl_pack(const struct dl_pack_options *opts)
 {
 	struct dl_pack_options o = *opts;
 	struct dl_dataset *ds = NULL;
+	struct dl_decode_budget *budget = NULL;
 	struct ibuf ib = {0};
 	struct writer w = {.fd = -1};
 	struct item *items = NULL;
@@ -262,6 +343,10 @@ int dl_pack(const struct dl_pack_options *opts)
 	if (dl_imagefolder_open(o.src, &dopt, &ds, err, sizeof err) != 0) {
 		fprintf(stderr, "dljob pack: %s\n", err);
 		return 1;
+	}
+	if (dl_decode_budget_create(o.decode_memory ? o.decode_memory : DL_DEFAULT_DECODE_MEMORY, &budget) != 0) {
+		fprintf(stderr, "dljob pack: out of memory\n");
+		goto out;
 	}
 	if (mkdir(o.dst, 0755) != 0 && errno != EEXIST) {
 		fprintf(stderr, "dljob pack: %s: %s\n", o.dst, strerror(errno));
@@ -301,7 +386,7 @@ int dl_pack(const struct dl_pack_options *opts)
 		double t0 = now_s(), last = 0;
 		ib_put(&ib, 0, 8); // patched below
 		for (size_t first = 0; first < total; first += BLOCK) {
-			struct block b = {.ds = ds, .o = &o, .split = split, .first = first,
+			struct block b = {.ds = ds, .o = &o, .budget = budget, .split = split, .first = first,
 			                  .n = total - first < BLOCK ? total - first : BLOCK, .items = items};
 			int started = 0;
 			pthread_mutex_init(&b.mu, NULL);
@@ -388,5 +473,6 @@ out:
 	free(items);
 	free(ib.p);
 	dl_dataset_close(ds);
+	dl_decode_budget_destroy(budget);
 	return rv;
 }

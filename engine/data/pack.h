@@ -5,6 +5,7 @@
 #ifndef DLJOB_ENGINE_DATA_PACK_H
 #define DLJOB_ENGINE_DATA_PACK_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct dl_pack_options {
@@ -14,6 +15,9 @@ struct dl_pack_options {
 	int threads;             /* workers; 0: one per CPU */
 	int keep_png;            /* PNGs stored as they are instead of as JPEG */
 	int quality;             /* quality of the JPEGs max_side re-encodes, 1..100 */
+	size_t decode_memory;    /* bytes the workers may hold at once for reading, decoding and
+	                          * re-encoding files (0: DL_DEFAULT_DECODE_MEMORY); a file needing
+	                          * more is skipped, one needing less waits its turn */
 };
 
 /* Pack o->src into o->dst, with progress and every skipped file on stderr

@@ -44,24 +44,34 @@ static void png_on_warning(png_structp png, png_const_charp msg)
 	(void)msg; // benign (ancillary chunk issues); errors go to png_on_error
 }
 
+size_t dl_png_full_need(const uint8_t *buf, size_t len, int *w, int *h)
+{
+	*w = *h = 0;
+	if (len < 24 || memcmp(buf + 12, "IHDR", 4) != 0)
+		return 0;
+	uint32_t iw = (uint32_t)buf[16] << 24 | (uint32_t)buf[17] << 16 | (uint32_t)buf[18] << 8 | buf[19];
+	uint32_t ih = (uint32_t)buf[20] << 24 | (uint32_t)buf[21] << 16 | (uint32_t)buf[22] << 8 | buf[23];
+	if (iw == 0 || ih == 0 || iw > DL_IMAGE_MAX_SIDE || ih > DL_IMAGE_MAX_SIDE ||
+	    (unsigned long long)iw * ih > DL_IMAGE_MAX_PIXELS)
+		return 0; // refused by dl_png_decode
+	*w = (int)iw;
+	*h = (int)ih;
+	/* the RGB rows and their pointers; libpng's row buffers (two rows of up
+	 * to 8 bytes a pixel, 16-bit RGBA) and inflate state */
+	return 3 * (size_t)iw * ih + sizeof(png_bytep) * ih + 32 * (size_t)iw + ((size_t)1 << 20);
+}
+
 size_t dl_png_need(const uint8_t *buf, size_t len, int size, int train, uint64_t aug_seed)
 {
 	struct dl_resize_plan plan;
-	int x0, y0, x1, y1;
+	int w, h, x0, y0, x1, y1;
+	size_t need = dl_png_full_need(buf, len, &w, &h);
 
-	if (len < 24 || memcmp(buf + 12, "IHDR", 4) != 0)
+	if (!need)
 		return 0;
-	uint32_t w = (uint32_t)buf[16] << 24 | (uint32_t)buf[17] << 16 | (uint32_t)buf[18] << 8 | buf[19];
-	uint32_t h = (uint32_t)buf[20] << 24 | (uint32_t)buf[21] << 16 | (uint32_t)buf[22] << 8 | buf[23];
-	if (w == 0 || h == 0 || w > DL_IMAGE_MAX_SIDE || h > DL_IMAGE_MAX_SIDE ||
-	    (unsigned long long)w * h > DL_IMAGE_MAX_PIXELS)
-		return 0; // refused by dl_png_decode
-	dl_plan_make(&plan, (int)w, (int)h, size, train, aug_seed);
-	dl_plan_region(&plan, (int)w, (int)h, &x0, &y0, &x1, &y1);
-	/* the RGB rows and their pointers; libpng's row buffers (two rows of up
-	 * to 8 bytes a pixel, 16-bit RGBA) and inflate state */
-	return 3 * (size_t)w * h + sizeof(png_bytep) * h + 32 * (size_t)w + ((size_t)1 << 20) +
-	       dl_resample_need(y1 - y0, x1 - x0, (int)w, (int)h, size);
+	dl_plan_make(&plan, w, h, size, train, aug_seed);
+	dl_plan_region(&plan, w, h, &x0, &y0, &x1, &y1);
+	return need + dl_resample_need(y1 - y0, x1 - x0, w, h, size);
 }
 
 int dl_png_decode(const uint8_t *buf, size_t len, struct dl_pixels *px, char *err, size_t errlen)

@@ -438,6 +438,15 @@ int dl_resample_hwc8(const struct dl_pixels *px, const struct dl_resize_plan *p,
 	return resample(px, p, NULL, NULL, NULL, hwc, err, errlen);
 }
 
+size_t dl_resize_rgb8_need(int in_w, int in_h, int out_w, int out_h)
+{
+	/* vrow (3 in_w floats), the output, and per axis coeffs_make's start
+	 * and n (out ints) and weights (out x ksize floats, ksize <= 2 (in/out
+	 * + 1) + 1, so at most 2 in + 3 out of them) */
+	return sizeof(float) * 3 * (size_t)in_w + 3 * (size_t)out_w * (size_t)out_h +
+	       8 * ((size_t)in_w + (size_t)in_h) + 20 * ((size_t)out_w + (size_t)out_h) + 4096;
+}
+
 int dl_resize_rgb8(const struct dl_pixels *px, int out_w, int out_h, struct dl_pixels *out,
                    char *err, size_t errlen)
 {

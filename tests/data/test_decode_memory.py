@@ -9,7 +9,12 @@ through eight loader threads: before, each thread held its own at once
 under ~450 MB resident, and the epoch is the same (every sample loaded, the
 same batches as with one thread).  A sample that needs more than the whole
 budget (a 6000x6000 PNG under 256 MiB) is a bad sample whose message names
-the file, what it needs and the budget; it is not an out-of-memory kill."""
+the file, what it needs and the budget; it is not an out-of-memory kill.
+
+dljob pack's workers share one too (--decode-memory MIB): its eight
+threads on the eight PNGs (decoded whole, then re-encoded as JPEG) held
+~8 x 48 MB at once before (peak ~450 MB), now one at a time under 256 MiB;
+the 6000x6000 PNG is left out with the same message."""
 import os, shutil, subprocess, sys, tempfile
 from PIL import Image
 
@@ -36,6 +41,7 @@ def main():
     big = Image.new("RGB", (4000, 4000), (10, 200, 30))
     for i in range(8):
         big.save(os.path.join(root, "val", "a", f"big{i}.png"), compress_level=9)
+    del big  # a child's peak RSS counts the parent's at its fork
     size = os.path.getsize(os.path.join(root, "val", "a", "big0.png"))
     check(size < 200000, f"the crafted PNG is {size} bytes on disk")
 
@@ -55,9 +61,20 @@ def main():
     rc, out, err, mb = run(4, 256, "0.5")
     check(rc == 0 and out.startswith("samples 9 bad 1 "), f"a sample over the budget: rc {rc} {out} {err}")
     check("/val/a/huge.png: needs " in err and "MiB to read and decode" in err and
-          "more than the 256 MiB of decode memory the loader threads share (--decode-memory)" in err,
+          "more than the 256 MiB of decode memory the threads share (--decode-memory)" in err,
           f"the message: {err}")
     check(mb < 450, f"the refused sample was decoded anyway: peak {mb:.0f} MB")
+
+    # dljob pack: its workers share the budget
+    packed = os.path.join(tmp, "packed")
+    rc, out, err, mb = peak_mb([tool("pack_tool"), root, packed, "--threads", "8", "--decode-memory", "256"])
+    check(rc == 0 and "skipping val/a/huge.png: val/a/huge.png: needs " in err and
+          "more than the 256 MiB of decode memory the threads share (--decode-memory)" in err and
+          "9 images in 1 shards" in err, f"pack under 256 MiB: rc {rc} {err}")
+    check(mb < 250, f"pack: 8 threads on 8 4000x4000 PNGs under a 256 MiB budget peaked at {mb:.0f} MB")
+    print(f"pack, 8 threads, 256 MiB budget: peak {mb:.0f} MB resident")
+    p = subprocess.run([tool("pack_tool"), root, packed, "--decode-memory", "8"], capture_output=True, text=True)
+    check(p.returncode == 2 and "decode-memory" in p.stderr, f"pack --decode-memory 8: {p.returncode} {p.stderr}")
 
     # the option of dljob (train and eval): --decode-memory MIB
     dljob = os.environ.get("DLJOB_BIN")

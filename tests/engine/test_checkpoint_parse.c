@@ -196,6 +196,8 @@ static void test_loss_scale(void)
 		{",\"loss_scale\":\"0\",\"loss_scale_good\":\"0\"", "bad \"loss_scale\" in its metadata"},
 		{",\"loss_scale\":\"-2\",\"loss_scale_good\":\"0\"", "bad \"loss_scale\" in its metadata"},
 		{",\"loss_scale\":\"1e39\",\"loss_scale_good\":\"0\"", "bad \"loss_scale\" in its metadata"},
+		/* positive as a double, 0 as the backend's float: a run stuck at a 0 scale */
+		{",\"loss_scale\":\"1e-300\",\"loss_scale_good\":\"0\"", "bad \"loss_scale\" in its metadata"},
 		{",\"loss_scale\":\"8x\",\"loss_scale_good\":\"0\"", "bad \"loss_scale\" in its metadata"},
 		{",\"loss_scale\":\"8\",\"loss_scale_good\":\"2000\"",
 		 "bad \"loss_scale_good\" in its metadata: '2000' (an integer in [0, 1999])"},

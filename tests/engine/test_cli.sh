@@ -50,6 +50,8 @@ expect 2 "\-\-backend: unknown backend 'tpu'" --model resnet20 --backend tpu --d
 expect 2 "\-\-conv-algo: unknown algorithm 'fft'" --model resnet20 --conv-algo fft --data $syn
 expect 2 "\-\-eval: 2 is out of range"      --model resnet20 --eval 2 --data $syn
 expect 2 "unknown option '\-\-bogus'"       --model resnet20 --bogus --data $syn
+expect 2 "unknown option '\-x'"            --model resnet20 -x --data $syn
+expect 2 "unknown option '\-A' (see dljob"  -Ax --model resnet20 --data $syn
 expect 2 "option '\-\-nesterov=1' takes no value" --model resnet20 --nesterov=1 --data $syn
 expect 2 "unexpected argument 'extra'"      --model resnet20 extra --data $syn
 expect 2 "warmup-epochs: 5 is longer than --epochs 1" --model resnet20 --epochs 1 --warmup-epochs 5 --data $syn
@@ -162,6 +164,7 @@ pack_bad "--quality: '9e1' is not an integer" packsrc packdst --quality 9e1
 pack_bad "--quality: '' is not an integer" packsrc packdst --quality ""
 pack_bad "option '--quality' needs a value" packsrc packdst --quality
 pack_bad "unknown option '--bogus'" packsrc packdst --bogus
+pack_bad "unknown option '-x'" packsrc packdst -xh
 pack_bad "more than SRC and DST given" packsrc packdst extra
 "$bin" pack --help >stdout 2>&1 && grep -q -- "--quality Q .*1..100" stdout ||
 	{ echo "FAIL: dljob pack --help: $(cat stdout)"; fails=$((fails + 1)); }

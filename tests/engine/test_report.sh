@@ -174,6 +174,15 @@ check "Markdown: a section on runs that changed rank count" grep -qF '## Runs th
 check "Markdown: r21's segments" eval "grep -qF '| r21 | 1 | 2 | 1-30 | 3 | 200.0 | 100.0 |' r21.md &&
 	grep -qF '| r21 | 2 | 1 | 31-60 | 3 | 100.0 | 100.0 |' r21.md"
 check "Markdown: the group says it holds a run that changed" grep -qF '| 1 | 2 (1 changed rank count) | 100.0 | 100.0 |' r21.md
+# a segment of one eval record at the last step there can be (another rank
+# count than the training record of that step): no step past LONG_MAX
+mkdir smax
+printf '%s\n' '{"step":9223372036854775807,"epoch":1,"loss":1.0,"lr":0.1,"img_per_s":10,"loader_stall_s":1.0,"compute_s":7.0,"comm_s":0.0,"exposed_comm_s":0.0,"bad_samples":0,"wall_s":1,"ranks":2}' \
+	'{"step":9223372036854775807,"epoch":1,"loss":1.0,"lr":0.1,"img_per_s":10,"loader_stall_s":1.0,"compute_s":7.0,"comm_s":0.0,"exposed_comm_s":0.0,"bad_samples":0,"wall_s":2,"ranks":1,"top1":5,"top5":9}' \
+	>smax/metrics.jsonl
+"$DLJOB_BIN" report smax >smax.md 2>smax.err
+check "a segment at step LONG_MAX: its step alone ($(grep '| smax | 2 |' smax.md))" \
+	grep -qF '| smax | 2 | 1 | 9223372036854775807 | 1 |' smax.md
 "$DLJOB_BIN" report a1 a2 >plain.md 2>/dev/null
 check "no section on changed rank counts when none changed" eval '! grep -q "changed rank count" plain.md'
 

@@ -1,9 +1,11 @@
 /* fuzz_image: JPEG and PNG decoding plus the crop/resize transform
  * (engine/data/image.c, jpeg.c, png.c, transform.c), from memory as the
  * ImageFolder and shard datasets call it: through the decode budget
- * (dl_image_load, which reads the header for what decoding needs first).
- * Input: the encoded image; its first byte also picks train (random crop)
- * or eval, and the output side. */
+ * (dl_image_load, which reads the header for what decoding needs first),
+ * and the headers as dljob pack sizes its work (dl_jpeg_full_need,
+ * dl_png_full_need).  Input: the encoded image; its length picks train
+ * (random crop) or eval, and the output side (a byte of the image would
+ * pin them: every JPEG starts 0xff, every PNG 0x89). */
 #include "config.h"
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,7 +36,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (!budget && dl_decode_budget_create((size_t)2048 << 20, &budget) != 0)
 		abort();
-	int train = data[0] & 1, side = 8 + (data[0] >> 1 & 31);
+	int train = size & 1, side = 8 + (int)(size >> 1 & 31), w, h;
+	(void)dl_jpeg_full_need(data, size, side, &w, &h);
+	(void)dl_png_full_need(data, size, &w, &h);
 	struct input in = {data, size};
 	float *chw = malloc(sizeof(float) * 3 * (size_t)side * (size_t)side);
 	uint8_t *hwc = malloc(3 * (size_t)side * (size_t)side);
