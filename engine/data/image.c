@@ -254,31 +254,43 @@ int dl_image_load(struct dl_decode_budget *b, size_t size_hint, dl_fetch_fn fetc
 int dl_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len, char *err, size_t errlen)
 {
 	struct stat st;
-	uint8_t *b = NULL;
-	size_t got = 0;
-	int rv = -1, fd;
+	int fd, rv;
 
 	*buf = NULL;
 	*len = 0;
 	if ((fd = dl_open_regular(path, &st, err, errlen)) < 0) // a FIFO x.jpg must not block us
 		return -1;
-	if ((size_t)st.st_size > max_bytes) {
+	rv = dl_read_fd(fd, &st, path, max_bytes, buf, len, err, errlen);
+	close(fd);
+	return rv;
+}
+
+int dl_read_fd(int fd, const struct stat *st, const char *path, size_t max_bytes, uint8_t **buf, size_t *len,
+               char *err, size_t errlen)
+{
+	uint8_t *b = NULL;
+	size_t got = 0;
+
+	*buf = NULL;
+	*len = 0;
+	if ((size_t)st->st_size > max_bytes) {
 		dl_errf(err, errlen, "%s: %lld bytes, more than the %zu an image may have", path,
-		        (long long)st.st_size, max_bytes);
-		goto out;
+		        (long long)st->st_size, max_bytes);
+		return -1;
 	}
-	b = malloc((size_t)st.st_size + 1);
+	b = malloc((size_t)st->st_size + 1);
 	if (!b) {
-		dl_errf(err, errlen, "%s: out of memory for %lld bytes", path, (long long)st.st_size);
-		goto out;
+		dl_errf(err, errlen, "%s: out of memory for %lld bytes", path, (long long)st->st_size);
+		return -1;
 	}
-	while (got < (size_t)st.st_size) {
-		ssize_t r = pread(fd, b + got, (size_t)st.st_size - got, (off_t)got);
+	while (got < (size_t)st->st_size) {
+		ssize_t r = pread(fd, b + got, (size_t)st->st_size - got, (off_t)got);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
 			dl_errf(err, errlen, "%s: read: %s", path, strerror(errno));
-			goto out;
+			free(b);
+			return -1;
 		}
 		if (r == 0)
 			break; // shrank under us: decode what is there
@@ -286,10 +298,5 @@ int dl_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len,
 	}
 	*buf = b;
 	*len = got;
-	b = NULL;
-	rv = 0;
-out:
-	free(b);
-	close(fd);
-	return rv;
+	return 0;
 }

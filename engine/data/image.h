@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 /* Largest image we accept (the rest is "absurd dimensions": a crafted header
  * should not make us allocate gigabytes). */
@@ -154,5 +155,9 @@ int dl_image_load(struct dl_decode_budget *b, size_t size_hint, dl_fetch_fn fetc
 
 /* Read a whole regular file (bounded by max_bytes). */
 int dl_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len, char *err, size_t errlen);
+/* The same from fd, a regular file opened by the caller (st: its fstat; path
+ * names it in errors); fd stays open. */
+int dl_read_fd(int fd, const struct stat *st, const char *path, size_t max_bytes, uint8_t **buf, size_t *len,
+               char *err, size_t errlen);
 
 #endif

@@ -22,7 +22,13 @@
  * git does for "racily clean" files, a scan that saw a directory whose ctime
  * (or mtime) is less than RACY_NS before the scan began, or later, is not
  * cached: the next run scans again.  (An NFS server whose clock is that far
- * behind the node's defeats this.) */
+ * behind the node's defeats this.)
+ *
+ * The cache file is used only as a regular file of this user, in a
+ * directory of this user, neither writable by group or others (as
+ * fashion_mnist.c's node cache); else the tree is scanned, with one note on
+ * stderr.  It is read and written relative to the directory opened and
+ * checked, never through a symlink. */
 #include "config.h"
 #include <dirent.h>
 #include <errno.h>
@@ -70,6 +76,7 @@ struct imagefolder {
 	char *cached_in;    // the cache_dir the index was read from (NULL: scanned)
 	struct dl_decode_budget *budget; // shared by the loading threads
 	int racy;           // a directory changed too recently to cache the scan
+	int cache_noted;    // the cache dir was refused, and stderr told why
 };
 
 /* snprintf for paths: -1 when the path does not fit (a truncated path names
@@ -440,32 +447,92 @@ static uint64_t fnv1a(const char *s)
 	return h;
 }
 
-static int cache_path(const char *cache_dir, const char *root, char *out, size_t len)
+/* The cache file's name in the cache directory. */
+static void cache_name(const char *root, char out[64])
 {
-	return path_fmt(out, len, "%s/imagefolder-%016llx.idx", cache_dir, (unsigned long long)fnv1a(root));
+	snprintf(out, 64, "imagefolder-%016llx.idx", (unsigned long long)fnv1a(root));
+}
+
+/* Whether the cache file or directory st may be trusted, as the node cache of
+ * fashion_mnist.c is: of this user and writable by nobody else, or another
+ * user could hand us any listing (the names are checked, but not that they
+ * are the tree's) or swap the file under us.  NULL, or why not. */
+static const char *untrusted(const struct stat *st, int dir)
+{
+	if (dir ? !S_ISDIR(st->st_mode) : !S_ISREG(st->st_mode))
+		return dir ? "not a directory" : "not a regular file";
+	if (st->st_uid != geteuid())
+		return "owned by another user";
+	if (st->st_mode & S_IWOTH)
+		return "writable by others";
+	if (st->st_mode & S_IWGRP)
+		return "writable by its group";
+	return NULL;
+}
+
+/* The cache directory, opened, when it may be trusted (a symlink to it is
+ * followed: what is checked and used is the directory opened).  -1 when it
+ * is not there (quietly) or is refused (said on stderr unless *noted, which
+ * is then set: once per dataset). */
+static int cache_dir_open(const char *dir, int *noted)
+{
+	struct stat st;
+	const char *why = NULL;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (dfd < 0) {
+		if (errno != ENOENT && !*noted) {
+			fprintf(stderr, "dljob: data: not using the index cache in %s: %s; scanning the tree\n", dir,
+			        strerror(errno));
+			*noted = 1;
+		}
+		return -1;
+	}
+	if (fstat(dfd, &st) != 0)
+		why = strerror(errno);
+	else
+		why = untrusted(&st, 1);
+	if (why) {
+		if (!*noted)
+			fprintf(stderr, "dljob: data: not using the index cache in %s: the directory is %s; scanning the tree\n",
+			        dir, why);
+		*noted = 1;
+		close(dfd);
+		return -1;
+	}
+	return dfd;
 }
 
 static void cache_write(const struct imagefolder *f, const char *cache_dir)
 {
-	char path[PATH_MAX], tmp[PATH_MAX + 32];
+	char name[64], tmp[96];
 	struct wbuf w = {0};
 
 	if (f->racy)
 		return; // the next run scans again (see the top of this file)
-	if (cache_path(cache_dir, f->root, path, sizeof path) != 0 ||
-	    path_fmt(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) != 0) {
-		fprintf(stderr, "dljob: data: cannot write the index cache in %s: path too long (continuing without)\n",
-		        cache_dir);
+	cache_name(f->root, name);
+	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", name, (long)getpid());
+	if (mkdir(cache_dir, 0755) != 0 && errno != EEXIST) {
+		fprintf(stderr, "dljob: data: cannot write the index cache in %s: %s (continuing without)\n", cache_dir,
+		        strerror(errno));
 		return;
 	}
-	(void)mkdir(cache_dir, 0755); // one level; if it fails, open says why
-	// O_NOFOLLOW: a symlink planted at the temp name must not redirect the write
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	/* only into a directory of ours that nobody else may write (said once:
+	 * not again when cache_read refused it) */
+	int noted = f->cache_noted, dfd = cache_dir_open(cache_dir, &noted);
+	if (dfd < 0)
+		return;
+	/* O_NOFOLLOW: the write never goes through a symlink (none can be
+	 * planted in this directory, but one of ours may be left there); the
+	 * rename replaces whatever has the final name, a symlink included,
+	 * without following it */
+	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0 || !(w.f = fdopen(fd, "wb"))) {
-		fprintf(stderr, "dljob: data: cannot write the index cache %s: %s (continuing without)\n", tmp,
-		        strerror(errno));
+		fprintf(stderr, "dljob: data: cannot write the index cache %s/%s: %s (continuing without)\n", cache_dir,
+		        tmp, strerror(errno));
 		if (fd >= 0)
 			close(fd);
+		close(dfd);
 		return;
 	}
 	put(&w, CACHE_MAGIC, 8);
@@ -490,11 +557,12 @@ static void cache_write(const struct imagefolder *f, const char *cache_dir)
 		w.bad = 1;
 	if (fclose(w.f) != 0)
 		w.bad = 1;
-	if (w.bad || rename(tmp, path) != 0) {
-		fprintf(stderr, "dljob: data: cannot write the index cache %s: %s (continuing without)\n", path,
-		        strerror(errno));
-		unlink(tmp);
+	if (w.bad || renameat(dfd, tmp, dfd, name) != 0) {
+		fprintf(stderr, "dljob: data: cannot write the index cache %s/%s: %s (continuing without)\n", cache_dir,
+		        name, strerror(errno));
+		(void)unlinkat(dfd, tmp, 0);
 	}
+	close(dfd);
 }
 
 struct rbuf {
@@ -560,17 +628,58 @@ static struct dir_stamp stamp_path(const char *path)
 	return stamp_of(&st);
 }
 
-/* Fill f from the cache when it is there and still matches the tree. */
+/* The cache file opened, with its stat, when it may be trusted; -1 when it
+ * is not there (quietly) or is refused (said on stderr). */
+static int cache_open(struct imagefolder *f, const char *cache_dir, struct stat *st)
+{
+	char name[64];
+	const char *why = NULL;
+	int dfd = cache_dir_open(cache_dir, &f->cache_noted), fd;
+
+	if (dfd < 0)
+		return -1;
+	cache_name(f->root, name);
+	/* O_NONBLOCK: a FIFO must not block us (engine/file.h); O_NOFOLLOW:
+	 * not through a symlink */
+	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	close(dfd);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return -1;
+		why = errno == ELOOP ? "a symlink" : strerror(errno);
+	} else if (fstat(fd, st) != 0) {
+		why = strerror(errno);
+	} else {
+		why = untrusted(st, 0);
+	}
+	if (why) {
+		fprintf(stderr, "dljob: data: not using the index cache %s/%s: %s; scanning the tree\n", cache_dir, name,
+		        why);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Fill f from the cache when it is there, may be trusted and still matches
+ * the tree. */
 static int cache_read(struct imagefolder *f, const char *cache_dir)
 {
 	char path[PATH_MAX], err[256];
 	uint8_t *buf = NULL;
 	size_t len, n;
 	int rv = -1;
+	struct stat st;
+	int fd = cache_open(f, cache_dir, &st);
 
-	if (cache_path(cache_dir, f->root, path, sizeof path) != 0 || access(path, R_OK) != 0 ||
-	    dl_read_file(path, SIZE_MAX / 2, &buf, &len, err, sizeof err) != 0)
+	if (fd < 0)
 		return -1;
+	rv = dl_read_fd(fd, &st, cache_dir, SIZE_MAX / 2, &buf, &len, err, sizeof err);
+	close(fd);
+	if (rv != 0)
+		return -1;
+	rv = -1;
 	struct rbuf r = {buf, buf + len, 0};
 	if (len < 8 || memcmp(buf, CACHE_MAGIC, 8) != 0)
 		goto out;
@@ -772,6 +881,7 @@ int dl_imagefolder_open(const char *dir, const struct dl_data_options *opt,
 	if (!cache || cache_read(f, cache) != 0) {
 		/* no cache, or stale: throw away what was half read, scan */
 		char *root = f->root;
+		int noted = f->cache_noted;
 		f->root = NULL;
 		folder_free(f);
 		if (!(f = calloc(1, sizeof *f))) {
@@ -780,6 +890,7 @@ int dl_imagefolder_open(const char *dir, const struct dl_data_options *opt,
 			goto fail;
 		}
 		f->root = root;
+		f->cache_noted = noted;
 		f->size = opt->image_size > 0 ? opt->image_size : DL_DEFAULT_IMAGE_SIZE;
 		if (scan_tree(f, opt->threads > 0 ? opt->threads : dl_cpu_count() * 2, err, errlen) != 0)
 			goto fail;

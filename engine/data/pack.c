@@ -8,7 +8,12 @@
  * and written in index order, so the output does not depend on the thread
  * count; what they hold at once for reading, decoding, resizing and
  * re-encoding files is bounded by a shared decode budget (prepare,
- * engine/data/image.h dl_budget_run), as the loader's threads are.  Every file is written under a temporary name and renamed into
+ * engine/data/image.h dl_budget_run), as the loader's threads are.  The
+ * prepared images of a block wait outside that budget until the block is
+ * written, so a block ends at BLOCK images or as soon as its prepared bytes
+ * reach a quarter of the budget (BLOCK_SHARE), whichever comes first: the
+ * workers claim no further image then, and the ones still being prepared
+ * add at most one image per thread.  Every file is written under a temporary name and renamed into
  * place; the index comes last, so an interrupted pack is never mistaken for
  * a dataset. */
 #include "config.h"
@@ -29,6 +34,7 @@
 #include "engine/file.h"
 
 #define BLOCK 512
+#define BLOCK_SHARE 4 // a block's prepared bytes: at most 1/BLOCK_SHARE of the decode budget
 #define FMT_JPEG 1
 #define FMT_PNG 2
 
@@ -47,7 +53,8 @@ struct block {
 	int split;
 	size_t first, n;
 	struct item *items;
-	size_t next;
+	size_t next;         // the next image to claim; after the workers, the block's length
+	size_t held, cap;    // prepared bytes in the block; no image is claimed once held >= cap
 	pthread_mutex_t mu;
 };
 
@@ -228,11 +235,14 @@ static void *block_worker(void *arg)
 	struct block *b = arg;
 	for (;;) {
 		pthread_mutex_lock(&b->mu);
-		size_t i = b->next < b->n ? b->next++ : SIZE_MAX;
+		size_t i = b->next < b->n && b->held < b->cap ? b->next++ : SIZE_MAX;
 		pthread_mutex_unlock(&b->mu);
 		if (i == SIZE_MAX)
 			return NULL;
 		prepare(b->o, b->budget, b->ds, b->split, b->first + i, &b->items[i]);
+		pthread_mutex_lock(&b->mu);
+		b->held += b->items[i].len;
+		pthread_mutex_unlock(&b->mu);
 	}
 }
 
@@ -385,9 +395,10 @@ int dl_pack(const struct dl_pack_options *opts)
 		size_t total = ds->count[split], kept = 0, count_at = ib.len;
 		double t0 = now_s(), last = 0;
 		ib_put(&ib, 0, 8); // patched below
-		for (size_t first = 0; first < total; first += BLOCK) {
+		for (size_t first = 0, done = 0; first < total; first += done) {
 			struct block b = {.ds = ds, .o = &o, .budget = budget, .split = split, .first = first,
-			                  .n = total - first < BLOCK ? total - first : BLOCK, .items = items};
+			                  .n = total - first < BLOCK ? total - first : BLOCK, .items = items,
+			                  .cap = (o.decode_memory ? o.decode_memory : DL_DEFAULT_DECODE_MEMORY) / BLOCK_SHARE};
 			int started = 0;
 			pthread_mutex_init(&b.mu, NULL);
 			for (int t = 1; t < o.threads; t++)
@@ -399,6 +410,7 @@ int dl_pack(const struct dl_pack_options *opts)
 			for (int t = 1; t <= started; t++)
 				pthread_join(th[t], NULL);
 			pthread_mutex_destroy(&b.mu);
+			b.n = done = b.next; // all claimed (at least one: held starts at 0), all prepared
 			for (size_t i = 0; i < b.n; i++) {
 				struct item *it = &items[i];
 				if (it->err[0]) {

@@ -14,7 +14,12 @@ the file, what it needs and the budget; it is not an out-of-memory kill.
 dljob pack's workers share one too (--decode-memory MIB): its eight
 threads on the eight PNGs (decoded whole, then re-encoded as JPEG) held
 ~8 x 48 MB at once before (peak ~450 MB), now one at a time under 256 MiB;
-the 6000x6000 PNG is left out with the same message."""
+the 6000x6000 PNG is left out with the same message.  Its prepared images
+wait outside the budget until their block is written, so a block also ends
+when they reach a quarter of it: 400 noise PNGs of 197 KB stored as they
+are (--keep-png) under 16 MiB were all held in one block of 512 before (pack
+peaked at 82 MB resident, 8 MB now; here the floor is this process's RSS at
+the fork, ~37 MB)."""
 import os, shutil, subprocess, sys, tempfile
 from PIL import Image
 
@@ -34,6 +39,25 @@ def peak_mb(args):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="dljob-decmem-")
+    # pack's prepared images count: a block ends at a quarter of the budget
+    # (first: a child's peak RSS counts this process's at its fork)
+    noise = os.path.join(tmp, "noise")
+    for split in ["train", "val"]:
+        os.makedirs(os.path.join(noise, split, "a"))
+    for i in range(400):
+        Image.frombytes("RGB", (256, 256), os.urandom(256 * 256 * 3)).save(
+            os.path.join(noise, "train", "a", f"n{i:03d}.png"), compress_level=1)
+    Image.new("RGB", (8, 8)).save(os.path.join(noise, "val", "a", "s.png"))
+    total = sum(os.path.getsize(os.path.join(noise, "train", "a", f)) for f in os.listdir(os.path.join(noise, "train", "a")))
+    check(total > 70e6, f"the noise PNGs are {total / 1e6:.0f} MB")
+    rc, out, err, mb = peak_mb([tool("pack_tool"), noise, os.path.join(tmp, "npacked"), "--threads", "4",
+                                "--keep-png", "--decode-memory", "16"])
+    shutil.rmtree(noise)
+    check(rc == 0 and "401 images in 1 shards" in err, f"pack of the noise PNGs: rc {rc} {err}")
+    check(mb < 48, f"pack: 400 noise PNGs ({total / 1e6:.0f} MB) kept as they are under a 16 MiB budget "
+          f"peaked at {mb:.0f} MB")
+    print(f"pack, 4 threads, 400 noise PNGs kept as they are, 16 MiB budget: peak {mb:.0f} MB resident")
+
     root = os.path.join(tmp, "big")
     for split in ["train", "val"]:
         os.makedirs(os.path.join(root, split, "a"))

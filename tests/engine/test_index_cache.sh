@@ -1,7 +1,9 @@
 #!/bin/bash
 # An ImageFolder's scan is cached next to the output (--out) and reused by the
 # next run (a resume, a requeued job) while the tree is unchanged; a changed
-# tree is scanned again.  A run refused by its checks writes nothing.
+# tree is scanned again.  A run refused by its checks writes nothing.  A cache
+# of another user, writable by group or others, in such a directory, or a
+# symlink, is not used (a note on stderr) and is replaced, not written through.
 . "$DLJOB_SRCDIR/tests/lib.sh"
 need_file "$DLJOB_BIN"
 work=$(mktemp -d /tmp/dljob-idx.XXXXXX)
@@ -60,4 +62,56 @@ m4=$(stat -c %Y.%y "$idx")
 sleep 1.1
 check "sixth run, tree unchanged" run
 check "unchanged tree again: the index was reused" test "$(stat -c %Y.%y "$idx")" = "$m4"
+# The cache is trusted only as this user's, in a directory of this user, and
+# writable by nobody else (as the node cache of Fashion-MNIST files): a
+# listing planted by someone else is not used.  forge: the cache minus its
+# last training record, stamps intact, so only its listing is wrong.
+forge() { "$TORCH_PYTHON" - "$idx" <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+u = lambda o: struct.unpack_from("=Q", b, o)[0]
+o = 8; o += 8 + u(o); nc = u(o); o += 8 + (2 + 2 * nc) * 24
+for _ in range(nc): o += 8 + u(o)
+cnt_at = o; n = u(o); o += 8
+for i in range(n):
+    last = o; o += 8; o += 8 + u(o)
+out = b[:cnt_at] + struct.pack("=Q", n - 1) + b[cnt_at + 8:last] + b[o:]
+open(sys.argv[1], "wb").write(out)
+PY
+}
+samples() { "$DLJOB_BIN" --model resnet20 --data "$work/data" --batch 99 --out "$work/out" 2>&1; }
+check "forge the index cache" forge
+chmod 644 "$idx"
+out=$(samples)
+check "a forged cache of ours is used (7 of the 8 training samples; the test can fail): $out" grep -q "(7 samples)" <<<"$out"
+chmod g+w "$idx"
+out=$(samples)
+check "a group-writable cache is not used (8 samples): $out" grep -q "(8 samples)" <<<"$out"
+check "and stderr says which file and why" grep -q "not using the index cache $work/out/imagefolder-[0-9a-f]*\.idx: writable by its group; scanning" <<<"$out"
+check "once" test "$(grep -c "index cache" <<<"$out")" = 1
+chmod 644 "$idx"
+chown nobody "$idx"
+out=$(samples)
+check "a cache owned by another user (nobody) is not used (8 samples): $out" grep -q "(8 samples)" <<<"$out"
+check "and stderr says so" grep -q "not using the index cache $work/out/imagefolder-[0-9a-f]*\.idx: owned by another user" <<<"$out"
+chown "$(id -u)" "$idx"
+chmod g+w out
+out=$(samples)
+check "a cache in a group-writable directory is not used (8 samples): $out" grep -q "(8 samples)" <<<"$out"
+check "and stderr names the directory: $out" grep -q "not using the index cache in $work/out: the directory is writable by its group" <<<"$out"
+check "once" test "$(grep -c "index cache" <<<"$out")" = 1
+chmod g-w out
+mv "$idx" forged
+ln -s "$work/forged" "$idx"
+cp forged forged.before
+out=$(samples)
+check "a symlink at the cache's name is not followed (8 samples): $out" grep -q "(8 samples)" <<<"$out"
+check "and stderr says so" grep -q "not using the index cache $work/out/imagefolder-[0-9a-f]*\.idx: a symlink" <<<"$out"
+age
+check "a run that writes the cache" run
+check "it replaced the symlink by a file of its own" test -f "$idx" -a ! -L "$idx"
+check "and did not write through it" cmp -s forged forged.before
+chown nobody "$idx"
+check "a run over a cache of another user" run
+check "replaced it by one of its own" test "$(stat -c %u "$idx")" = "$(id -u)"
 finish
