@@ -75,7 +75,6 @@ static int run_numbers(struct dl_report_run *r, const double *targets, size_t n_
 	if (!r->segments)
 		return -1;
 	r->n_segments = n_seg;
-	r->ranks_changed = n_seg > 1;
 	/* per segment: its training records, the first left out when there
 	 * are two or more (the warm-up of a start or a resume) */
 	for (size_t k = 0, sg = 0; k < l->n; sg++) {
@@ -180,8 +179,8 @@ int dl_report_build(struct dl_report *rep, const char *const *dirs, size_t n_dir
 	} while (0)
 		/* throughput: the runs that kept one rank count (NaN is left out) */
 		for (size_t k = i; k < j; k++) {
-			v[k - i] = rep->runs[k].ranks_changed ? NAN : rep->runs[k].img_per_s;
-			g->n_changed += rep->runs[k].ranks_changed != 0;
+			v[k - i] = rep->runs[k].n_segments > 1 ? NAN : rep->runs[k].img_per_s;
+			g->n_changed += rep->runs[k].n_segments > 1;
 		}
 		dl_stats_of(v, j - i, &g->img_per_s);
 		STATS(final_top1, &g->final_top1);
@@ -287,7 +286,7 @@ void dl_report_markdown(FILE *f, const struct dl_report *rep)
 
 	int changed = 0;
 	for (size_t i = 0; i < rep->n_runs; i++)
-		changed |= rep->runs[i].ranks_changed;
+		changed |= rep->runs[i].n_segments > 1;
 	if (changed) {
 		fprintf(f, "\n## Runs that changed rank count\n\nResumed on another rank count: each segment's img/s "
 		           "per rank is over its own rank count, and the run's above is their mean over the records. "
@@ -296,7 +295,7 @@ void dl_report_markdown(FILE *f, const struct dl_report *rep)
 		           "|---|--:|--:|---|--:|--:|--:|\n");
 		for (size_t i = 0; i < rep->n_runs; i++) {
 			const struct dl_report_run *r = &rep->runs[i];
-			for (size_t sg = 0; r->ranks_changed && sg < r->n_segments; sg++) {
+			for (size_t sg = 0; r->n_segments > 1 && sg < r->n_segments; sg++) {
 				const struct dl_report_segment *g = &r->segments[sg];
 				char steps[48];
 				/* steps from_step+1..to_step; none new (an eval record at the
@@ -409,7 +408,7 @@ json_t *dl_report_json(const struct dl_report *rep)
 			                                      jnum(g->img_per_s_per_rank)));
 		}
 		json_t *o = json_pack("{s:s,s:i,s:b,s:o,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "run", r->name, "ranks",
-		                      r->ranks, "ranks_changed", r->ranks_changed, "segments", segs ? segs : json_null(),
+		                      r->ranks, "ranks_changed", r->n_segments > 1, "segments", segs ? segs : json_null(),
 		                      "records", (json_int_t)r->log.n, "steps", (json_int_t)r->steps, "wall_s",
 		                      jnum(r->wall_s), "img_per_s", jnum(r->img_per_s), "img_per_s_per_rank",
 		                      jnum(r->img_per_s_per_rank), "phases", phases ? phases : json_null(),
@@ -543,7 +542,7 @@ int dl_report_main(int argc, char **argv)
 		}
 		for (size_t i = 0; i < rep.n_runs; i++) {
 			const struct dl_report_run *r = &rep.runs[i];
-			if (r->ranks_changed) /* first and last rank count */
+			if (r->n_segments > 1) /* first and last rank count */
 				snprintf(labels[i], sizeof(labels[i]), "%.100s (%d->%d ranks)", r->name, r->segments[0].ranks,
 				         r->ranks);
 			else

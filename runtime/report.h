@@ -41,8 +41,7 @@ struct dl_report_run {
 	const char *name;            /* the RUN_DIR as given */
 	struct dl_metrics_log log;
 	int ranks;                   /* the last record's (what the run ended on) */
-	int ranks_changed;           /* resumed on another rank count: n_segments > 1 */
-	struct dl_report_segment *segments;
+	struct dl_report_segment *segments; /* more than one: resumed on another rank count */
 	size_t n_segments;
 	long steps;
 	double wall_s;
