@@ -439,18 +439,13 @@ static void put_stamp(struct wbuf *w, struct dir_stamp d)
 	put_u64(w, d.ino);
 }
 
-static uint64_t fnv1a(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 1099511628211ull;
-	return h;
-}
-
-/* The cache file's name in the cache directory. */
+/* The cache file's name in the cache directory: FNV-1a of the tree's path
+ * (the fingerprints' hash, engine/data/internal.h). */
 static void cache_name(const char *root, char out[64])
 {
-	snprintf(out, 64, "imagefolder-%016llx.idx", (unsigned long long)fnv1a(root));
+	uint64_t h = DL_FP_INIT;
+	dl_fp_bytes(&h, root, strlen(root));
+	snprintf(out, 64, "imagefolder-%016llx.idx", (unsigned long long)h);
 }
 
 /* Whether the cache file or directory st may be trusted, as the node cache of
