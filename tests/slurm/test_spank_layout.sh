@@ -28,9 +28,12 @@ out=$(SLURM_HOSTFILE=$WORK/hosts.bad SRUN_BOUND=30 srun_bounded -n3 -m arbitrary
 	bash -c 'echo "rank $RANK started on $SLURMD_NODENAME"; sleep 120' 2>&1)
 rc=$? took=$((SECONDS - start))
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "srun -m arbitrary with rank 0 on n2 (status $rc after ${took}s): $out"
-[ $took -le 20 ] || fail "srun -m arbitrary with rank 0 on n2 took ${took}s to fail: $out"
-grep -q "dljob: rank 0 runs on this node (n2), not on the step's first node n1 (MASTER_ADDR)" <<<"$out" &&
-	grep -q "dljob: rank 0 does not run on the step's first node n1" <<<"$out" ||
+# (Ending before SRUN_BOUND's 30 s, status not 124, is the proof: n3's task
+# sleeps 120 s.  n1 and n2 both refuse, and the first ends the step on every
+# node: the other's line is there only when its task_init ran before that,
+# which a loaded machine does not promise, so one of the two is required.)
+grep -q -e "dljob: rank 0 runs on this node (n2), not on the step's first node n1 (MASTER_ADDR)" \
+	-e "dljob: rank 0 does not run on the step's first node n1" <<<"$out" ||
 	fail "srun -m arbitrary with rank 0 on n2: no refusal on stderr: $out"
 grep -q "rank 0 started\|rank 1 started" <<<"$out" && fail "a refused rank ran: $out"
 echo "ok   -m arbitrary on three nodes with rank 0 on n2: refused, and n3's task ended in ${took}s (status $rc)"
