@@ -165,6 +165,15 @@ pack_bad "--quality: '' is not an integer" packsrc packdst --quality ""
 pack_bad "option '--quality' needs a value" packsrc packdst --quality
 pack_bad "unknown option '--bogus'" packsrc packdst --bogus
 pack_bad "unknown option '-x'" packsrc packdst -xh
+# an option that exists but takes no value, given one: not "unknown option"
+pack_bad "option '--keep-png=1' takes no value" packsrc packdst --keep-png=1
+"$bin" report --help=x a1 >stdout 2>stderr
+rc=$?
+if [ $rc -ne 2 ] || ! grep -qF "dljob report: option '--help=x' takes no value" stderr; then
+	echo "FAIL: dljob report --help=x: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
+else
+	echo "ok: dljob report --help=x -> $(head -1 stderr)"
+fi
 pack_bad "more than SRC and DST given" packsrc packdst extra
 "$bin" pack --help >stdout 2>&1 && grep -q -- "--quality Q .*1..100" stdout ||
 	{ echo "FAIL: dljob pack --help: $(cat stdout)"; fails=$((fails + 1)); }
