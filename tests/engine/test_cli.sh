@@ -469,6 +469,20 @@ else
 	echo "ok: --out held by another process's fcntl lock on its .dljob.lock: $(cat stderr)"
 fi
 rm -rf locked locker.out
+# The lock file stays in a directory the run did not make, also when the
+# run fails after taking it (here: --init names no checkpoint, read after
+# the rendezvous): only a failed run that made the directory removes it.
+mkdir -m 700 kept || exit 1
+echo "not a checkpoint" >notckpt
+"$bin" --model resnet20 --backend ref --data $syn --batch 8 --epochs 1 --init notckpt --out kept >stdout 2>stderr
+rc=$?
+if [ $rc -eq 0 ] || [ ! -f kept/.dljob.lock ]; then
+	echo "FAIL: a run that failed in an existing --out: rc=$rc, in it: $(ls -A kept | tr '\n' ' '): $(cat stderr)"
+	fails=$((fails + 1))
+else
+	echo "ok: a run that failed in an existing --out leaves its .dljob.lock: $(tail -1 stderr)"
+fi
+rm -rf kept notckpt
 
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 exit 0
