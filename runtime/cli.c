@@ -958,11 +958,12 @@ out:
 		dl_world_close(&world);
 	/* A run that failed before writing anything (unreadable data, no GPU,
 	 * a peer that never came) leaves no empty directory behind, nor the
-	 * parents it made for it. */
+	 * parents it made for it; its lock file goes only with a directory it
+	 * made (out_top: one was), never from one that was there before. */
 	if (rv != DL_EXIT_OK && out_made[0]) {
 		char lockf[PATH_MAX];
 
-		if (out_lock >= 0 && (size_t)snprintf(lockf, sizeof(lockf), "%s/%s", cli->cfg.out_dir, DL_OUT_LOCK) <
+		if (out_lock >= 0 && out_top > 0 && (size_t)snprintf(lockf, sizeof(lockf), "%s/%s", cli->cfg.out_dir, DL_OUT_LOCK) <
 		    sizeof(lockf))
 			unlink(lockf);
 		unmake_out(out_made, out_top);

@@ -64,7 +64,13 @@ int dl_pack_main(int argc, char **argv)
 			usage(stderr);
 			return DL_EXIT_USAGE;
 		default:
-			fprintf(stderr, "dljob pack: unknown option '%s'\n", dl_optval_unknown(argv, optind, optopt, err, sizeof(err)));
+			/* '?' for a long option given a value it does not take
+			 * (optopt: its value), as for one that does not exist */
+			if (optopt >= OPT_SHARD)
+				fprintf(stderr, "dljob pack: option '%s' takes no value\n", argv[optind - 1]);
+			else
+				fprintf(stderr, "dljob pack: unknown option '%s'\n",
+				        dl_optval_unknown(argv, optind, optopt, err, sizeof(err)));
 			usage(stderr);
 			return DL_EXIT_USAGE;
 		}

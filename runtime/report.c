@@ -496,6 +496,12 @@ int dl_report_main(int argc, char **argv)
 			fprintf(stderr, "dljob report: option '%s' needs a value\n", argv[optind - 1]);
 			return DL_EXIT_USAGE;
 		default:
+			/* '?' for a long option given a value it does not take
+			 * (optopt: its value), as for one that does not exist */
+			if (optopt >= OPT_TARGET) {
+				fprintf(stderr, "dljob report: option '%s' takes no value\n", argv[optind - 1]);
+				return DL_EXIT_USAGE;
+			}
 			fprintf(stderr, "dljob report: unknown option '%s' (see dljob report --help)\n",
 			        dl_optval_unknown(argv, optind, optopt, (char[4]){""}, 4));
 			return DL_EXIT_USAGE;

@@ -15,6 +15,9 @@
  * should not make us allocate gigabytes). */
 #define DL_IMAGE_MAX_SIDE 32768
 #define DL_IMAGE_MAX_PIXELS 100000000ull
+/* Largest encoded image read: an ImageFolder file, a shard record, a file
+ * dljob pack reads. */
+#define DL_IMAGE_MAX_BYTES (256u << 20)
 
 enum dl_image_format { DL_IMG_UNKNOWN = 0, DL_IMG_JPEG = 1, DL_IMG_PNG = 2 };
 

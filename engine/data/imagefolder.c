@@ -45,7 +45,6 @@
 #include "engine/data/image.h"
 #include "engine/data/internal.h"
 
-#define MAX_IMAGE_BYTES (256u << 20)
 #define RACY_NS 2000000000ll
 static const char *split_dir[2] = {"train", "val"};
 
@@ -793,7 +792,7 @@ static void folder_free(struct imagefolder *f)
 
 static int folder_fetch(void *path, uint8_t **buf, size_t *len, char *err, size_t errlen)
 {
-	return dl_read_file(path, MAX_IMAGE_BYTES, buf, len, err, errlen);
+	return dl_read_file(path, DL_IMAGE_MAX_BYTES, buf, len, err, errlen);
 }
 
 /* One of chw (load) and hwc (load_u8) is set. */
@@ -819,7 +818,7 @@ static int folder_sample(struct dl_dataset *ds, enum dl_split split, size_t inde
 	/* the file's size, to take from the budget before reading it (0: let
 	 * the read say what is wrong) */
 	size_t hint = stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
-	              (uint64_t)st.st_size <= MAX_IMAGE_BYTES ? (size_t)st.st_size : 0;
+	              (uint64_t)st.st_size <= DL_IMAGE_MAX_BYTES ? (size_t)st.st_size : 0;
 	int rc = dl_image_load(f->budget, hint, folder_fetch, path, path, f->size, !s, aug_seed, f->mean, f->std, chw,
 	                       hwc, err, errlen);
 	*label = (int)sp->cls[index];

@@ -83,7 +83,7 @@ struct prep {
 static int prep_fetch(void *ctx, uint8_t **buf, size_t *len, char *err, size_t errlen)
 {
 	struct prep *p = ctx;
-	return dl_read_file(p->path, 256u << 20, buf, len, err, errlen);
+	return dl_read_file(p->path, DL_IMAGE_MAX_BYTES, buf, len, err, errlen);
 }
 
 /* The short side capped to max_side (cap_short_side's output size). */
@@ -225,7 +225,7 @@ static void prepare(const struct dl_pack_options *o, struct dl_decode_budget *bu
 	snprintf(it->name, sizeof it->name, "%s", rel);
 	struct prep p = {o, path, it};
 	size_t hint = stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size : 0;
-	if (dl_budget_run(budget, hint < (256u << 20) ? hint : 256u << 20, prep_fetch, prep_need, prep_use, &p,
+	if (dl_budget_run(budget, hint < DL_IMAGE_MAX_BYTES ? hint : DL_IMAGE_MAX_BYTES, prep_fetch, prep_need, prep_use, &p,
 	                  it->name, it->err, sizeof it->err) != 0 && !it->err[0])
 		dl_errf(it->err, sizeof it->err, "%s:%d: failed without a message", __FILE__, __LINE__);
 }

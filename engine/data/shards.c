@@ -111,6 +111,14 @@ static int shards_sample(struct dl_dataset *ds, enum dl_split split, size_t inde
 	const struct shard_rec *r = &s->rec[sp][index];
 	snprintf(name, sizeof name, "%s/shard-%05u.bin@%llu (%s)", s->root, r->shard,
 	         (unsigned long long)r->offset, s->names + r->name_off);
+	/* as an ImageFolder file: dljob pack never writes a larger record, and
+	 * one must not be read whole because the index says so */
+	if (r->size > DL_IMAGE_MAX_BYTES) {
+		dl_errf(err, errlen, "%s: %u bytes, more than the %u an image may have", name, r->size,
+		        DL_IMAGE_MAX_BYTES);
+		*label = (int)r->label;
+		return -1;
+	}
 	struct shard_fetch sf = {s, r, name};
 	int rc = dl_image_load(s->budget, r->size, shard_fetch, &sf, name, s->size, !sp, aug_seed, s->mean, s->std, chw,
 	                       hwc, err, errlen);

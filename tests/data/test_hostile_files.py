@@ -12,6 +12,8 @@ it allocate what the file does not hold (issue 19, finding 12).
     "../secret.jpg", class "..", ...     no sample outside DIR/<split>/<class>;
     or listing a file twice, unsorted    nor twice, nor out of order
   a shard index record past its shard    refused at open, naming the record
+  a shard record of 300 MiB              a bad sample, never read (256 MiB at
+                                         most, as an ImageFolder file)
   a symlink at dljob pack's temp name    not followed (the target is untouched)
   an IDX header announcing 13 GB         refused after reading what is there;
                                          the gzip'd one runs under a 1 GiB
@@ -182,6 +184,14 @@ def shards(tmp):
     rc, out, err = dump(d, tmp)
     check(rc == 2 and "train sample 0 is 4294967295 bytes at offset 0, past the end of shard-00000.bin" in err,
           f"record past the shard: rc {rc}: {out} {err}")
+    # a record bigger than any image (256 MiB), inside its (sparse) shard:
+    # a bad sample before anything is read, as an ImageFolder file that big
+    big = 300 << 20
+    os.truncate(os.path.join(d, "shard-00000.bin"), big)
+    index(big)
+    rc, out, err = dump(d, tmp)
+    check(rc == 0 and f"bad 0 {d}/shard-00000.bin@0 (a/x.j): {big} bytes, more than the 268435456 an image may have"
+          in out, f"record of 300 MiB: rc {rc}: {out} {err}")
     index(len(img))
     os.unlink(os.path.join(d, "shard-00000.bin"))
     os.mkfifo(os.path.join(d, "shard-00000.bin"))

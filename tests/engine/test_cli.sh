@@ -165,6 +165,15 @@ pack_bad "--quality: '' is not an integer" packsrc packdst --quality ""
 pack_bad "option '--quality' needs a value" packsrc packdst --quality
 pack_bad "unknown option '--bogus'" packsrc packdst --bogus
 pack_bad "unknown option '-x'" packsrc packdst -xh
+# an option that exists but takes no value, given one: not "unknown option"
+pack_bad "option '--keep-png=1' takes no value" packsrc packdst --keep-png=1
+"$bin" report --help=x a1 >stdout 2>stderr
+rc=$?
+if [ $rc -ne 2 ] || ! grep -qF "dljob report: option '--help=x' takes no value" stderr; then
+	echo "FAIL: dljob report --help=x: rc=$rc: $(cat stderr)"; fails=$((fails + 1))
+else
+	echo "ok: dljob report --help=x -> $(head -1 stderr)"
+fi
 pack_bad "more than SRC and DST given" packsrc packdst extra
 "$bin" pack --help >stdout 2>&1 && grep -q -- "--quality Q .*1..100" stdout ||
 	{ echo "FAIL: dljob pack --help: $(cat stdout)"; fails=$((fails + 1)); }
@@ -460,6 +469,20 @@ else
 	echo "ok: --out held by another process's fcntl lock on its .dljob.lock: $(cat stderr)"
 fi
 rm -rf locked locker.out
+# The lock file stays in a directory the run did not make, also when the
+# run fails after taking it (here: --init names no checkpoint, read after
+# the rendezvous): only a failed run that made the directory removes it.
+mkdir -m 700 kept || exit 1
+echo "not a checkpoint" >notckpt
+"$bin" --model resnet20 --backend ref --data $syn --batch 8 --epochs 1 --init notckpt --out kept >stdout 2>stderr
+rc=$?
+if [ $rc -eq 0 ] || [ ! -f kept/.dljob.lock ]; then
+	echo "FAIL: a run that failed in an existing --out: rc=$rc, in it: $(ls -A kept | tr '\n' ' '): $(cat stderr)"
+	fails=$((fails + 1))
+else
+	echo "ok: a run that failed in an existing --out leaves its .dljob.lock: $(tail -1 stderr)"
+fi
+rm -rf kept notckpt
 
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 exit 0
