@@ -453,13 +453,15 @@ fail_block:
 			goto out;
 		}
 		progress(split ? "val" : "train", total, total, w.total_bytes, t0, 1);
-		for (int i = 0; i < 8; i++)
+		/* (after an allocation failure the index may not hold these
+		 * bytes, or be NULL: the run ends below, naming it) */
+		for (int i = 0; i < 8 && !ib.oom; i++)
 			ib.p[count_at + (size_t)i] = (uint8_t)((uint64_t)kept >> (8 * i));
 	}
 	free(th);
 	if (shard_close(&w) != 0)
 		goto out;
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < 8 && !ib.oom; i++)
 		ib.p[nshards_at + (size_t)i] = (uint8_t)((uint64_t)w.shard >> (8 * i));
 	if (ib.oom) {
 		fprintf(stderr, "dljob pack: out of memory for the index\n");
