@@ -60,7 +60,7 @@ echo "ok   two PyTorch env:// steps at once on n1: MASTER_PORT $pa and $pb, both
 srun --overlap --resv-ports=0 -N1 -n1 -w n1 --dl-job=env bash -c \
 	'[ "$MASTER_PORT" = '"$one"' ] || { echo "MASTER_PORT=$MASTER_PORT"; exit 1; }; exec python3 '"$STRANGER"' busy $MASTER_PORT' \
 	>holder.out 2>&1 & holder=$!
-for _ in $(seq 1 100); do
+for _ in $(seq 1 600); do
 	ss -Hltn "( sport = :$one )" | grep -q . && break
 	kill -0 $holder 2>/dev/null || fail "the holder step ended: $(cat holder.out)"
 	sleep 0.1
