@@ -51,13 +51,15 @@ nodes_usable
 echo "--mpi=pmix, rank 2 left early: the others stopped in $took s"
 
 # A hung rank (alive, never answering): the others time out, name it, and
-# exit 1; srun -K then ends it too.
+# exit 1; srun --wait=5 then ends it too.  (Not -K: the first rank to exit
+# would end the step at once, and a rank that had the verdict but had not
+# printed it yet, as happens on a loaded machine, would be killed first.)
 for mpi in pmix none; do
 	out=$WTMP/$mpi.hang
 	start=$SECONDS
 	# (--timeout 10, not less: the others' MPI_Init, under load, must not
 	# be what times out.)
-	clean_srun --jobid="$JOB" -K -N2 -n4 --mpi=$mpi "$WC" --timeout 10 --steps 3 \
+	clean_srun --jobid="$JOB" --wait=5 -N2 -n4 --mpi=$mpi "$WC" --timeout 10 --steps 3 \
 		--hang-at-step 1 --rank 3 >"$out" 2>&1 &&
 		fail "--mpi=$mpi, rank 3 hung: srun exited 0: $(cat "$out")"
 	took=$((SECONDS - start))
@@ -71,6 +73,8 @@ for mpi in pmix none; do
 done
 # A rank that hangs inside MPI_Init_thread or MPI_Finalize (an LD_PRELOAD
 # shim): the watchdog names the stage and ends it within the timeout.
+# (-K here: in MPI_Finalize rank 0 ends with status 0, and --wait would
+# end rank 1 before its watchdog.)
 shim=$DLJOB_BUILDDIR/tests/slurm/.libs/libmpihang.so
 [ -f "$shim" ] || fail "no $shim"
 for stage in init finalize; do
