@@ -92,6 +92,18 @@ nodes_idle() {
 	done
 }
 
+# no_wait_lines: stdin less the lines srun prints while its job or step
+# waits for resources ("srun: job N queued and waiting for resources",
+# "... has been allocated resources", "Job N step creation temporarily
+# disabled, retrying", "Slurm is busy, step creation delayed", "Step
+# created for ..."): srun's, not the step's.
+# On a loaded machine the previous job may still be completing on the node
+# when the next srun asks for it, so a test comparing a step's whole output
+# (2>&1) must drop them; anything else the step or the plugin prints stays.
+no_wait_lines() {
+	sed -E '/^srun: (job [0-9]+ (queued and waiting for resources|has been allocated resources)|Job [0-9]+ step creation (temporarily|still) disabled, retrying.*|Slurm is busy, step creation delayed|Step created for .*)$/d'
+}
+
 # Run srun with args; it must fail and print the dljob error containing $1.
 expect_srun_error() {
 	local want=$1 out rc

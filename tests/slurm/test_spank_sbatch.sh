@@ -35,7 +35,7 @@ want="batch RANK=unset MASTER_ADDR=unset
 1
 step RANK=0 WORLD_SIZE=2 MASTER_ADDR=n1
 step RANK=1 WORLD_SIZE=2 MASTER_ADDR=n1"
-[ "$(cat env.out)" = "$want" ] || fail "sbatch --dl-job=env:
+[ "$(no_wait_lines <env.out)" = "$want" ] || fail "sbatch --dl-job=env:
 $(diff <(echo "$want") env.out)"
 # secrets.out: batch, step 0 (2 tasks), step 1: three different 64-hex values.
 [ "$(grep -cxE '[0-9a-f]{64}' secrets.out)" -eq 4 ] && [ "$(sort -u secrets.out | wc -l)" -eq 3 ] &&
