@@ -331,15 +331,15 @@ _cluster_start_once() {
 		--pid-file="$d/munge/munged.pid" --log-file="$d/log/munged.log" \
 		--seed-file="$d/munge/munged.seed" 2>"$d/log/munged.err" ||
 		{ _cluster_log "munged failed: $(cat "$d/log/munged.err")"; return 1; }
-	_cluster_wait "test -S '$d/munge/munge.socket'" 10 || { _cluster_log "munged socket never appeared"; return 1; }
+	_cluster_wait "test -S '$d/munge/munge.socket'" 60 || { _cluster_log "munged socket never appeared"; return 1; }
 
 	slurmctld -i >"$d/log/slurmctld.out" 2>&1 || { _cluster_log "slurmctld failed: $(tail -5 "$d/log/slurmctld.log" 2>/dev/null)"; return 1; }
-	_cluster_wait "scontrol ping | grep -q UP" 20 || { _cluster_log "slurmctld not answering: $(tail -5 "$d/log/slurmctld.log")"; return 1; }
+	_cluster_wait "scontrol ping | grep -q UP" 60 || { _cluster_log "slurmctld not answering: $(tail -5 "$d/log/slurmctld.log")"; return 1; }
 	for n in $(_cluster_names); do
 		_cluster_slurmd "$n" >"$d/log/slurmd.$n.out" 2>&1 ||
 			{ _cluster_log "slurmd -N $n failed: $(tail -5 "$d/log/slurmd.$n.log" 2>/dev/null)"; return 1; }
 	done
-	if ! _cluster_wait "test \"\$(sinfo -h -N -o '%N %T' | grep -c ' idle$')\" -eq ${CLUSTER_NODES:-2}" 30; then
+	if ! _cluster_wait "test \"\$(sinfo -h -N -o '%N %T' | grep -c ' idle$')\" -eq ${CLUSTER_NODES:-2}" 60; then
 		_cluster_log "nodes not idle: $(sinfo -h -N -o '%N %T %E' 2>&1)"
 		return 1
 	fi

@@ -26,7 +26,7 @@ scancel "$SLURM_JOB_ID"; unset SLURM_JOB_ID
 out="$CLUSTER_DIR/batch.out"
 jid=$(sbatch --parsable -N2 -o "$out" --wrap 'srun -l printenv SLURM_PROCID | sort' 2>&1)
 check "sbatch accepted the job ($jid)" test -n "$jid"
-for _ in $(seq 1 300); do
+for _ in $(seq 1 1200); do
 	st=$(scontrol show job "$jid" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
 	case "$st" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) break ;; esac
 	sleep 0.1

@@ -97,15 +97,16 @@ done
 echo "ok   PyTorch gloo all-reduce (env://) across the hosts"
 
 # 4. A rank killed mid-collective, TCP world and PMIx + Open MPI: named
-# everywhere in < 30 s.
+# everywhere (not timed out: the timeout is 20 s) in < 90 s (the step's
+# start included, which a loaded machine stretches).
 for mpi in none pmix; do
 	for dead in 2 0; do
 		start=$SECONDS
-		timeout 60 srun --overlap -N2 -n4 --mpi=$mpi "$WC" --timeout 20 --steps 4 --die-at-step 2 \
+		timeout 120 srun --overlap -N2 -n4 --mpi=$mpi "$WC" --timeout 20 --steps 4 --die-at-step 2 \
 			--rank $dead >"dead.$mpi.$dead" 2>&1 &&
 			fail "--mpi=$mpi, rank $dead killed: srun exited 0: $(cat "dead.$mpi.$dead")"
 		took=$((SECONDS - start))
-		[ $took -lt 30 ] || fail "--mpi=$mpi, rank $dead killed: took $took s"
+		[ $took -lt 90 ] || fail "--mpi=$mpi, rank $dead killed: took $took s"
 		grep -q "^world_check: ready method=${mpi/none/tcp} rank=$dead size=4 " "dead.$mpi.$dead" ||
 			fail "--mpi=$mpi: not the ${mpi/none/tcp} world: $(cat "dead.$mpi.$dead")"
 		for r in 0 1 2 3; do
@@ -199,10 +200,10 @@ for how in OMPI_MCA_btl_tcp_if_include=dock0 \
 	esac
 	start=$SECONDS
 	# (in srun's environment: --export would split the file list at its comma)
-	env "$how" timeout 60 srun --overlap -N2 -n2 --mpi=pmix --dl-job=env "$DLJOB_BIN" "${common[@]}" \
+	env "$how" timeout 120 srun --overlap -N2 -n2 --mpi=pmix --dl-job=env "$DLJOB_BIN" "${common[@]}" \
 		--batch 32 --timeout 5 --out dock >dock.log 2>&1 && fail "--mpi=pmix with $how: exited 0"
 	took=$((SECONDS - start))
-	[ $took -lt 20 ] || fail "--mpi=pmix with $how: took $took s (timeout 5 s): $(tail dock.log)"
+	[ $took -lt 60 ] || fail "--mpi=pmix with $how: took $took s (timeout 5 s): $(tail dock.log)"
 	[ "$(grep -c "^dljob: .*Open MPI's connections between the ranks did not come up in 5 s .*OMPI_MCA_btl_tcp_if_include.*; TCP interface: $said" dock.log)" -eq 2 ] ||
 		fail "--mpi=pmix with $how: no clear error from both ranks: $(cat dock.log)"
 	echo "ok   --mpi=pmix with $how beside a same-address bridge: left as set, both ranks named it in $took s"

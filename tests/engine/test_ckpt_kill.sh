@@ -33,7 +33,7 @@ kill_at() {
 	"$bin" "${args[@]}" --resume 2>run.log &
 	pid=$!
 	local t=0
-	while ! grep -qs "resumed from" run.log && kill -0 $pid 2>/dev/null && [ $t -lt 400 ]; do
+	while ! grep -qs "resumed from" run.log && kill -0 $pid 2>/dev/null && [ $t -lt 3000 ]; do
 		sleep 0.02
 		t=$((t + 1))
 	done

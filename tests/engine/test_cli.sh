@@ -456,7 +456,7 @@ fcntl.lockf(fd, fcntl.LOCK_EX)
 print("locked", flush=True)
 time.sleep(60)' locked/.dljob.lock >locker.out &
 locker=$!
-for _ in $(seq 100); do grep -q locked locker.out 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q locked locker.out 2>/dev/null && break; sleep 0.1; done
 "$bin" --model resnet20 --backend ref --data $syn --batch 8 --epochs 1 --out locked >stdout 2>stderr
 rc=$?
 kill "$locker" 2>/dev/null

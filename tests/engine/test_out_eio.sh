@@ -41,7 +41,7 @@ for how in EIO EROFS; do
 	"$bin" "${args[@]}" 2>$how.log &
 	pid=$!
 	t=0
-	while [ "$(lines)" -lt 25 ] && kill -0 $pid 2>/dev/null && [ $t -lt 600 ]; do sleep 0.05; t=$((t + 1)); done
+	while [ "$(lines)" -lt 25 ] && kill -0 $pid 2>/dev/null && [ $t -lt 2400 ]; do sleep 0.05; t=$((t + 1)); done
 	if [ $how = EIO ]; then
 		# EXT4_IOC_SHUTDOWN = _IOR('X', 125, __u32), EXT4_GOING_FLAGS_NOLOGFLUSH
 		"$py" -c 'import fcntl, os, struct, sys

@@ -57,7 +57,7 @@ fresh 8m || { fail "mount tmpfs"; finish; }
 "$bin" "${args[@]}" --epochs 50 2>a.log &
 pid=$!
 t=0
-while [ "$(lines)" -lt 25 ] && kill -0 $pid 2>/dev/null && [ $t -lt 600 ]; do sleep 0.05; t=$((t + 1)); done
+while [ "$(lines)" -lt 25 ] && kill -0 $pid 2>/dev/null && [ $t -lt 2400 ]; do sleep 0.05; t=$((t + 1)); done
 dd if=/dev/zero of=m/fill bs=64k 2>/dev/null
 wait $pid
 rc=$?
@@ -152,7 +152,7 @@ for r in 0 1; do
 	pids+=($!)
 done
 t=0
-while [ "$(lines)" -lt 25 ] && kill -0 "${pids[0]}" 2>/dev/null && [ $t -lt 1200 ]; do sleep 0.05; t=$((t + 1)); done
+while [ "$(lines)" -lt 25 ] && kill -0 "${pids[0]}" 2>/dev/null && [ $t -lt 2400 ]; do sleep 0.05; t=$((t + 1)); done
 check "G: two ranks train (25 steps logged)" [ "$(lines)" -ge 25 ]
 dd if=/dev/zero of=m/fill bs=64k 2>/dev/null
 wait "${pids[0]}"

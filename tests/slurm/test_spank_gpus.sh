@@ -52,7 +52,7 @@ echo "ok   -N2 -n4 --gres=gpu:4: every task sees its node's 4 GPUs"
 
 # The step does not start at GPU 0: another job holds GPUs 0 and 1 of n1.
 hold=$(sbatch --parsable -N1 -w n1 -n1 --gres=gpu:2 --wrap 'sleep 120' -o /dev/null) || fail "sbatch (holder)"
-for _ in $(seq 1 100); do [ "$(squeue -h -j "$hold" -o %T)" = RUNNING ] && break; sleep 0.1; done
+for _ in $(seq 1 600); do [ "$(squeue -h -j "$hold" -o %T)" = RUNNING ] && break; sleep 0.1; done
 [ "$(squeue -h -j "$hold" -o %T)" = RUNNING ] || fail "the job holding GPUs 0,1 did not start: $(squeue -h -o '%i %j %T reason=%r')"
 srun_bounded -N1 -w n1 -n2 -O --gres=gpu:2 --dl-job=env bash -c "$probe" >out.txt 2>err.txt || fail "srun (GPUs 2,3): $(cat err.txt)"
 check "--gres=gpu:2 -n2 next to a job on GPUs 0,1" 2,3 2
@@ -68,7 +68,7 @@ n1job=$(cluster_alloc -w n1 -N1 --exclusive --gres=gpu:4 --time=2 --immediate=60
 	fail "no allocation of n1: $(squeue -h -o '%i %j %T reason=%r')"
 rm -f held.txt
 srun --jobid="$n1job" --exact -n1 --gres=gpu:2 bash -c 'echo "$SLURM_STEP_GPUS" >held.txt; exec sleep 100' >/dev/null 2>&1 &
-for _ in $(seq 300); do [ -s held.txt ] && break; sleep 0.1; done
+for _ in $(seq 600); do [ -s held.txt ] && break; sleep 0.1; done
 [ "$(cat held.txt 2>/dev/null)" = 0,1 ] || fail "the step holding GPUs 0,1 did not start ($(cat held.txt 2>/dev/null)): $(squeue -s -h -o '%i %j %T')"
 srun_bounded --jobid="$n1job" --exact -n2 -O --gpus-per-task=1 --dl-job=env bash -c "$probe" >out.txt 2>err.txt ||
 	fail "srun --gpus-per-task=1 (GPUs 2,3): $(cat err.txt)"

@@ -83,7 +83,7 @@ bound "--gres=gpu:2 --gpu-bind=single:1 -n2" 01
 
 # Another job holds GPUs 0 and 1 of n1: the step gets the node's GPUs 2,3.
 hold=$(sbatch --parsable -N1 -w n1 -n1 --gres=gpu:2 --wrap 'sleep 120' -o /dev/null) || fail "sbatch (holder)"
-for _ in $(seq 1 100); do [ "$(squeue -h -j "$hold" -o %T)" = RUNNING ] && break; sleep 0.1; done
+for _ in $(seq 1 600); do [ "$(squeue -h -j "$hold" -o %T)" = RUNNING ] && break; sleep 0.1; done
 [ "$(squeue -h -j "$hold" -o %T)" = RUNNING ] || fail "the job holding GPUs 0,1 did not start"
 run -O --gres=gpu:2
 unbound "--gres=gpu:2 -n2 next to a job on GPUs 0,1" 0,1 23

@@ -14,7 +14,8 @@ cd "$WORK" || fail "cd $WORK"
 # shellcheck disable=SC2016 # expanded by the task's bash
 lay='echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $SLURMD_NODENAME"'
 printf 'n1\nn3\nn2\nn1\n' >hosts.ok && printf 'n2\nn1\nn3\n' >hosts.bad || fail "host files"
-out=$(SLURM_HOSTFILE=$WORK/hosts.ok SRUN_BOUND=60 srun_bounded -n4 -m arbitrary --dl-job=env bash -c "$lay" 2>&1 | sort) ||
+out=$(set -o pipefail; SLURM_HOSTFILE=$WORK/hosts.ok SRUN_BOUND=60 srun_bounded -n4 -m arbitrary --dl-job=env bash -c "$lay" 2>&1 |
+	no_wait_lines | sort) ||
 	fail "srun -m arbitrary (n1,n3,n2,n1): $out"
 [ "$out" = "0 0 4 2 n1 n1
 1 0 4 1 n1 n3

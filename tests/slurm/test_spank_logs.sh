@@ -33,6 +33,9 @@ out=$(srun -N1 -n1 --dl-job=env --dl-data=data/link true 2>&1) && fail "data out
 grep -qF 'is outside the allowed data directories' <<<"$out" || fail "no error for data outside data_allow: $out"
 cluster_plugstack ""
 
+# The refused values reach the logs once slurmd/slurmstepd have written
+# them: wait for that (a fixed 1 s raced a loaded machine), then look.
+for _ in $(seq 600); do grep -rqF 'FORGED-BY-USER' "$CLUSTER_DIR/log" && break; sleep 0.1; done
 sleep 1
 if grep -rn "FORGED-BY-USER" "$CLUSTER_DIR/log" | grep -v '\\n' | grep -q .; then
 	fail "a forged line reached a Slurm log:

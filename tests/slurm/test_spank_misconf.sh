@@ -14,13 +14,15 @@ probe='echo "rank=${RANK-unset} cpus=${DLJOB_CPUS-unset} hca=${NCCL_IB_HCA-unset
 
 # What a step without --dl-* gets with a correct plugstack: the reference.
 cluster_plugstack "topology=$T/no-nic.xml"
-ref=$(srun -w n1 -n1 bash -c "$probe" 2>&1) || fail "srun without --dl-*: $ref"
+# (no_wait_lines: the previous job may still be completing on n1.)
+ref=$(set -o pipefail; srun -w n1 -n1 bash -c "$probe" 2>&1 | no_wait_lines) || fail "srun without --dl-*: $ref"
 [[ "$ref" == "rank=unset cpus=unset hca=unset secret= affinity="* ]] || fail "a step without --dl-* was touched: $ref"
 
 # untouched ARGS: a step without --dl-* runs as the reference.
 untouched() {
 	local out
-	out=$(srun -w n1 -n1 bash -c "$probe" 2>&1) || fail "plugstack '$1': srun without --dl-* failed: $out"
+	out=$(set -o pipefail; srun -w n1 -n1 bash -c "$probe" 2>&1 | no_wait_lines) ||
+		fail "plugstack '$1': srun without --dl-* failed: $out"
 	[ "$out" = "$ref" ] || fail "plugstack '$1': a step without --dl-* got '$out', expected '$ref'"
 }
 
@@ -51,6 +53,6 @@ fails_step "data_allow=$WORK/data:" "plugstack.conf: data_allow=$WORK/data:: eve
 
 # A good topology= still works (and a bad one did not stay behind).
 cluster_plugstack "topology=$T/no-nic.xml"
-out=$(srun -w n1 -n1 --dl-job=env bash -c "$probe" 2>&1) || fail "srun with a good topology=: $out"
+out=$(set -o pipefail; srun -w n1 -n1 --dl-job=env bash -c "$probe" 2>&1 | no_wait_lines) || fail "srun with a good topology=: $out"
 [[ "$out" == "rank=0 cpus="[0-9]* ]] || fail "good topology=: $out"
 echo "ok   a good topology= binds again: $out"

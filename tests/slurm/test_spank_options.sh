@@ -69,7 +69,7 @@ expect_srun_error "--dl-data=$WORK/other: $WORK/other is outside" --dl-job=resne
 # reads it, so a default_data missing here (a site default only the GPU
 # nodes mount) must not fail it.
 cluster_plugstack "default_data=$WORK/missing"
-out=$(cd "$WORK" && srun -N1 -n1 --dl-job=env echo env-ran 2>&1) || fail "--dl-job=env failed on default_data: $out"
+out=$(set -o pipefail; cd "$WORK" && srun -N1 -n1 --dl-job=env echo env-ran 2>&1 | no_wait_lines) || fail "--dl-job=env failed on default_data: $out"
 [ "$out" = env-ran ] || fail "--dl-job=env with a missing default_data printed more than its output: $out"
 expect_srun_error "--dl-data=$WORK/missing: No such file or directory" --dl-job=resnet18 true
 echo "ok   default_data is checked for model mode only"
@@ -81,7 +81,7 @@ for args in "bogus=1|unknown argument 'bogus'" "nic=far|nic=far: expected closes
 	"topology|argument 'topology' is not key=value"; do
 	cluster_plugstack "${args%%|*}"
 	expect_srun_error "plugstack.conf: ${args#*|}" --dl-job=env true
-	out=$(cd "$WORK" && srun -N1 -n1 echo plain 2>&1) || fail "plain srun failed with plugstack '${args%%|*}': $out"
+	out=$(set -o pipefail; cd "$WORK" && srun -N1 -n1 echo plain 2>&1 | no_wait_lines) || fail "plain srun failed with plugstack '${args%%|*}': $out"
 	[ "$out" = plain ] || fail "plain srun printed more than its output with plugstack '${args%%|*}': $out"
 done
 echo "ok   bad plugstack arguments only affect --dl-* jobs"

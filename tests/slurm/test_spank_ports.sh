@@ -25,8 +25,10 @@ cluster_alloc -N2 --exclusive || fail "salloc"
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo
 
 # 1. Reserved ports: MASTER_PORT is the step's first reserved port.
-srun --overlap -N2 -n2 --dl-job=env bash -c 'echo "$MASTER_PORT $SLURM_STEP_RESV_PORTS"' >resv.out 2>&1 ||
-	fail "srun with reserved ports: $(cat resv.out)"
+# (Its stderr must be empty too, but for srun's waiting lines: no_wait_lines.)
+srun --overlap -N2 -n2 --dl-job=env bash -c 'echo "$MASTER_PORT $SLURM_STEP_RESV_PORTS"' >resv.out 2>resv.err ||
+	fail "srun with reserved ports: $(cat resv.out resv.err)"
+no_wait_lines <resv.err >>resv.out
 read -r p list <<<"$(head -1 resv.out)"
 [ "$(sort -u resv.out | wc -l)" = 1 ] && [ -n "$list" ] && [ "$p" = "${list%%[-,]*}" ] ||
 	fail "MASTER_PORT is not the first of SLURM_STEP_RESV_PORTS: $(cat resv.out)"
@@ -60,7 +62,7 @@ echo "ok   two PyTorch env:// steps at once on n1: MASTER_PORT $pa and $pb, both
 srun --overlap --resv-ports=0 -N1 -n1 -w n1 --dl-job=env bash -c \
 	'[ "$MASTER_PORT" = '"$one"' ] || { echo "MASTER_PORT=$MASTER_PORT"; exit 1; }; exec python3 '"$STRANGER"' busy $MASTER_PORT' \
 	>holder.out 2>&1 & holder=$!
-for _ in $(seq 1 100); do
+for _ in $(seq 1 600); do
 	ss -Hltn "( sport = :$one )" | grep -q . && break
 	kill -0 $holder 2>/dev/null || fail "the holder step ended: $(cat holder.out)"
 	sleep 0.1

@@ -35,7 +35,7 @@ want="batch RANK=unset MASTER_ADDR=unset
 1
 step RANK=0 WORLD_SIZE=2 MASTER_ADDR=n1
 step RANK=1 WORLD_SIZE=2 MASTER_ADDR=n1"
-[ "$(cat env.out)" = "$want" ] || fail "sbatch --dl-job=env:
+[ "$(no_wait_lines <env.out)" = "$want" ] || fail "sbatch --dl-job=env:
 $(diff <(echo "$want") env.out)"
 # secrets.out: batch, step 0 (2 tasks), step 1: three different 64-hex values.
 [ "$(grep -cxE '[0-9a-f]{64}' secrets.out)" -eq 4 ] && [ "$(sort -u secrets.out | wc -l)" -eq 3 ] &&
@@ -84,7 +84,7 @@ t=0
 until grep -qx waiting log/rank0.0 2>/dev/null && grep -qx waiting log/rank1.0 2>/dev/null; do
 	sleep 0.2
 	t=$((t + 1))
-	[ $t -lt 150 ] || fail "preemptible job did not start its tasks: $(cat pre.out 2>/dev/null)"
+	[ $t -lt 300 ] || fail "preemptible job did not start its tasks: $(cat pre.out 2>/dev/null)"
 done
 scancel --batch --signal=USR1 "$jid" || fail "scancel --batch --signal=USR1"
 # Slurm holds a requeued job back (BeginTime) for a while; the test does
@@ -93,7 +93,7 @@ t=0
 until [ "$(squeue -h -j "$jid" -o %T 2>/dev/null)" = PENDING ]; do
 	sleep 0.2
 	t=$((t + 1))
-	[ $t -lt 150 ] || fail "job $jid was not requeued: $(cat pre.out); $(squeue -j "$jid")"
+	[ $t -lt 300 ] || fail "job $jid was not requeued: $(cat pre.out); $(squeue -j "$jid")"
 done
 scontrol update JobId="$jid" StartTime=now || fail "scontrol update StartTime=now"
 t=0

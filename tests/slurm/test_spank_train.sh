@@ -47,10 +47,12 @@ echo "ok   srun -N2 -n2 --mpi=pmix dljob eval: the counts of one process, summed
 # Two steps of one job at once, both with the default --dl-out
 # (./dljob-<jobid>): the second stops before writing, naming the directory,
 # and the first's metrics are its own.  The second starts once the first
-# has written its first record (it is then training, 14 steps to go).
+# has written its first record (it is then training, 30 steps to go: the
+# second step's start, slower on a loaded machine, must come well before
+# the first ends, or it would find the directory free and run).
 cat >two.sbatch <<EOS
 #!/bin/bash
-srun --overlap -n2 --dl-job=resnet20 --dl-data=data/tiny --dl-epochs=8 --dl-batch=2 "$DLJOB_BIN" >a.log 2>&1 &
+srun --overlap -n2 --dl-job=resnet20 --dl-data=data/tiny --dl-epochs=16 --dl-batch=2 "$DLJOB_BIN" >a.log 2>&1 &
 a=\$!
 for i in \$(seq 1000); do [ -s dljob-\$SLURM_JOB_ID/metrics.jsonl ] && break; sleep 0.1; done
 srun --overlap -n2 --dl-job=resnet20 --dl-data=data/tiny --dl-epochs=1 --dl-batch=2 "$DLJOB_BIN" >b.log 2>&1
@@ -63,7 +65,7 @@ jid=$(timeout 150 sbatch --parsable --wait -N2 -n2 -o two.out two.sbatch) || fai
 a=0" ] || fail "two steps in one --dl-out: exit codes $(cat rc.txt); a: $(cat a.log); b: $(cat b.log)"
 grep -q "^dljob: rank 0: --dl-out $WORK/dljob-$jid: another dljob run is writing into this directory" b.log &&
 	grep -q "rank 0 (n1) gave up: --dl-out $WORK/dljob-$jid: another dljob run" b.log || fail "the second step's message: $(cat b.log)"
-grep -q "done after 16 steps" a.log && [ "$(grep -c '"top1"' "dljob-$jid/metrics.jsonl")" -eq 8 ] ||
+grep -q "done after 32 steps" a.log && [ "$(grep -c '"top1"' "dljob-$jid/metrics.jsonl")" -eq 16 ] ||
 	fail "the first step's run: $(cat a.log); $(cat "dljob-$jid/metrics.jsonl")"
 echo "ok   two steps of one job in one --dl-out: the second stops at once naming it, the first's metrics are its own"
 nodes_idle

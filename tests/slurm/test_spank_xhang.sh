@@ -11,11 +11,27 @@ cd "$WORK" || fail "cd $WORK"
 py=${TORCH_PYTHON:-/usr/bin/python3}
 
 # The listener: the first free display of :0-:9 (hwloc tries them all),
-# abstract socket and, where /tmp/.X11-unix lets us, the file socket; it
-# counts the connections it accepted and never writes a byte.
-"$py" - "$WORK/x.count" "$WORK/x.ready" <<'PY' &
-import os, socket, sys, select
-count_file, ready_file = sys.argv[1], sys.argv[2]
+# abstract socket and, where /tmp/.X11-unix lets us, the file socket.  The
+# displays are the whole machine's, not this cluster's: any process that
+# loads hwloc with I/O discovery (Open MPI's MPI_Init, lstopo) tries them,
+# also one of a test running beside this one (make -j2 check).  So only a
+# connection from a process of this cluster (its SLURM_CONF, which slurmd
+# and every slurmstepd inherit) is counted and held open in silence; any
+# other is closed at once (it sees no X server, as without this test) and
+# logged in x.foreign: it must neither hang another test nor fail this one.
+"$py" - "$WORK/x.count" "$WORK/x.ready" "$SLURM_CONF" <<'PY' &
+import os, socket, struct, sys, select
+count_file, ready_file, conf = sys.argv[1], sys.argv[2], sys.argv[3]
+mine = b"SLURM_CONF=" + os.fsencode(conf)
+
+def peer(c):
+    """(pid, True when the peer process belongs to this cluster)"""
+    try:
+        pid = struct.unpack("3i", c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            return pid, mine in f.read().split(b"\0")
+    except OSError:
+        return -1, False
 socks = []
 for n in range(10):
     a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -49,6 +65,16 @@ while True:
     r, _, _ = select.select(socks, [], [], 0.5)
     for s in r:
         c, _ = s.accept()
+        pid, ours = peer(c)
+        if not ours:
+            try:
+                cmd = open("/proc/%d/cmdline" % pid, "rb").read().replace(b"\0", b" ")
+            except OSError:
+                cmd = b"?"
+            with open(ready_file + ".foreign", "ab") as f:
+                f.write(b"pid %d: %s\n" % (pid, cmd))
+            c.close()
+            continue
         held.append(c)          # keep it open, say nothing
         accepted += 1
         open(count_file, "w").write(str(accepted))
@@ -61,18 +87,20 @@ cleanup_x() {
 	[ -f "$WORK/x.ready.dir" ] && rmdir /tmp/.X11-unix 2>/dev/null
 }
 trap 'cleanup_x; _spank_cleanup' EXIT
-for _ in $(seq 1 100); do [ -f "$WORK/x.ready" ] && break; sleep 0.1; done
+for _ in $(seq 1 600); do [ -f "$WORK/x.ready" ] && break; sleep 0.1; done
 [ -f "$WORK/x.ready" ] || fail "the fake X listener did not start"
 
 # The live topology (no topology=), with binding: the code path that loads
 # hwloc with I/O discovery in slurmstepd.  A step normally takes ~1 s.
 cluster_plugstack ""
 start=$(date +%s)
-out=$(timeout 60 srun -N2 -n2 --dl-job=env --dl-bind=closest,verbose true 2>&1)
+out=$(timeout 120 srun -N2 -n2 --dl-job=env --dl-bind=closest,verbose true 2>&1)
 rc=$?
 took=$(( $(date +%s) - start ))
+# (A step stalled by the listener never ends: it waits for a reply that
+# never comes, so timeout's 124 is the proof, not a time bound that a
+# loaded machine may pass.)
 [ $rc -eq 0 ] || fail "srun --dl-job=env with a silent X listener: rc=$rc after ${took}s: $out"
-[ $took -le 15 ] || fail "srun --dl-job=env took ${took}s with a silent X listener on the node"
 grep -q "^dljob: rank=0 .* bound=" <<<"$out" || fail "the live topology was not used: $out"
 [ ! -s "$WORK/x.count" ] || fail "slurmstepd connected $(cat "$WORK/x.count") time(s) to the fake X display"
 echo "ok   a silent X listener on the node: the step ran in ${took}s, no connection to it"

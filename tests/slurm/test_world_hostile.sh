@@ -8,7 +8,10 @@
 # absurd world sizes and SIGTERM during the rendezvous.  Every honest rank
 # either finishes with exact sums (world_check checks every allreduce: no
 # stranger's byte reached them) or stops within a few seconds naming the
-# cause; the timeout is 20 s, so a wait for it fails the time bounds.
+# cause; the timeout is 60 s, so a wait for it fails the time bounds (20 to
+# 45 s: far above what the cases take on a loaded machine, which may be
+# several seconds; they were 6 to 15 s under a 20 s timeout, which a slow
+# process start under make -j check could pass).
 # The strangers are tests/slurm/world_stranger.py.
 set -u
 # shellcheck source=tests/slurm/world_lib.sh
@@ -23,7 +26,7 @@ rank() {
 	local r=$1 n=$2 port=$3 out=$4 addr=${5:-127.0.0.1}
 	shift 5
 	"${CLEAN_ENV[@]}" RANK="$r" WORLD_SIZE="$n" MASTER_ADDR="$addr" MASTER_PORT="$port" \
-		DLJOB_JOB_SECRET="$SECRET" "$WC" --timeout 20 --steps 1 "$@" >"$out.$r" 2>&1 &
+		DLJOB_JOB_SECRET="$SECRET" "$WC" --timeout 60 --steps 1 "$@" >"$out.$r" 2>&1 &
 	BG_PIDS+=($!)
 }
 
@@ -53,6 +56,33 @@ wait_all() {
 
 all() { cat "$1".* 2>/dev/null; }
 
+# wait_conn PID PORT [OUT]: wait (up to 30 s) until process PID holds an
+# established TCP connection to port PORT, or (a stranger that rank 0
+# answers at once) has said how it went in file OUT.  The cases start a
+# peer before another on purpose; a fixed sleep for that raced a slow
+# process start on a loaded machine (the later peer came first, and the
+# case tested nothing or failed).
+wait_conn() {
+	local i
+	for i in $(seq 1 300); do
+		ss -Htnp state established "( dport = :$2 )" 2>/dev/null | grep -q "pid=$1," && return 0
+		[ -n "${3-}" ] && [ -s "$3" ] && return 0
+		kill -0 "$1" 2>/dev/null || fail "pid $1 ended before it connected to port $2"
+		sleep 0.1
+	done
+	fail "pid $1 did not connect to port $2 within 30 s"
+}
+
+# wait_said FILE TEXT: wait (up to 30 s) until FILE holds TEXT.
+wait_said() {
+	local i
+	for i in $(seq 1 300); do
+		grep -qF "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	fail "no '$2' in $1 within 30 s: $(cat "$1" 2>&1)"
+}
+
 ok_ranks() { # OUT N: every rank passed with exact sums
 	local r
 	for r in $(seq 0 $(($2 - 1))); do
@@ -67,10 +97,11 @@ case_impostor() {
 	o=$WTMP/impostor port=$(free_port)
 	rank 0 3 "$port" "$o" ""; p0=$!
 	stranger "$o" hello 127.0.0.1 "$port" --rank 1 --size 3; ps=$!
-	sleep 1
+	wait_conn "$ps" "$port" "$o.stranger"
+	sleep 0.5
 	rank 1 3 "$port" "$o" ""; p1=$!
 	rank 2 3 "$port" "$o" ""; p2=$!
-	wait_all 15 $p0 $p1 $p2
+	wait_all 40 $p0 $p1 $p2
 	ok_ranks "$o" 3
 	grep -q "dropped by rank 0" "$o.stranger" || fail "impostor not dropped: $(all "$o")"
 	kill "$ps" 2>/dev/null
@@ -89,7 +120,7 @@ case_rogue0() {
 	rank 0 3 "$port" "$o" ""; p0=$!
 	rank 1 3 "$port" "$o" ""; p1=$!
 	rank 2 3 "$port" "$o" ""; p2=$!
-	wait_all 10 $p0 $p1 $p2
+	wait_all 30 $p0 $p1 $p2
 	ok_ranks "$o" 3
 	grep -q "MASTER_PORT=$port is in use, so the rendezvous is on port $((port + 1))" "$o.0" ||
 		fail "rank 0 did not say it moved to the next port: $(all "$o")"
@@ -111,7 +142,7 @@ case_relay() {
 	rank 0 3 "$port" "$o" ""; p0=$!
 	rank 1 3 "$port" "$o" ""; p1=$!
 	rank 2 3 "$port" "$o" ""; p2=$!
-	wait_all 12 $p0 $p1 $p2
+	wait_all 36 $p0 $p1 $p2
 	ok_ranks "$o" 3
 	grep -q "a rank came" "$o.stranger" || fail "no rank went through the relay: $(all "$o")"
 	! grep -q "relayed a table" "$o.stranger" ||
@@ -128,11 +159,12 @@ case_ring() {
 	o=$WTMP/ring port=$(free_port)
 	rank 0 3 "$port" "$o" ""; p0=$!
 	rank 1 3 "$port" "$o" ""; p1=$!
+	wait_conn "$p1" "$port"
+	stranger "$o" ringhijack --pids "$p0,$p1" --skip "$port" --size 3 --seconds 10; ps=$!
+	wait_said "$o.stranger" "connected 3 times"
 	sleep 0.5
-	stranger "$o" ringhijack --pids "$p0,$p1" --skip "$port" --size 3 --seconds 3; ps=$!
-	sleep 2
 	rank 2 3 "$port" "$o" ""; p2=$!
-	wait_all 6 $p0 $p1 $p2
+	wait_all 20 $p0 $p1 $p2
 	ok_ranks "$o" 3
 	grep -q "connected 3 times" "$o.stranger" || fail "the stranger found no ring listener: $(all "$o")"
 	kill "$ps" 2>/dev/null
@@ -148,11 +180,12 @@ case_ringflood() {
 	o=$WTMP/ringflood port=$(free_port)
 	rank 0 3 "$port" "$o" ""; p0=$!
 	rank 1 3 "$port" "$o" ""; p1=$!
-	sleep 0.5
+	wait_conn "$p1" "$port"
 	stranger "$o" ringflood --pids "$p0,$p1" --skip "$port" --seconds 30; ps=$!
-	sleep 1.5
+	wait_said "$o.stranger" "flooding port"
+	sleep 1
 	rank 2 3 "$port" "$o" ""; p2=$!
-	wait_all 12 $p0 $p1 $p2
+	wait_all 36 $p0 $p1 $p2
 	ok_ranks "$o" 3
 	grep -q "flooding port" "$o.stranger" || fail "the stranger found no ring listener: $(all "$o")"
 	kill "$ps" 2>/dev/null
@@ -169,11 +202,12 @@ case_idle() {
 	"${STRANGER[@]}" idle 127.0.0.1 "$port" --count 20 --partial >"$o.partial" 2>&1 &
 	ps2=$!
 	BG_PIDS+=($ps2)
-	sleep 1
+	wait_said "$o.stranger" "holding 20 idle connections"
+	wait_said "$o.partial" "holding 20 partial connections"
 	t0=$SECONDS
 	rank 1 3 "$port" "$o" ""; p1=$!
 	rank 2 3 "$port" "$o" ""; p2=$!
-	wait_all 10 $p0 $p1 $p2
+	wait_all 30 $p0 $p1 $p2
 	ok_ranks "$o" 3
 	kill "$ps1" "$ps2" 2>/dev/null
 	echo "40 idle and partial connections: the job ran in $((SECONDS - t0)) s"
@@ -186,12 +220,13 @@ case_range() {
 	o=$WTMP/range port=$(free_port)
 	rank 0 3 "$port" "$o" ""; p0=$!
 	stranger "$o" hello 127.0.0.1 "$port" --rank 7 --size 3 --secret "$SECRET"; ps=$!
+	wait_conn "$ps" "$port" "$o.stranger"
 	sleep 0.5
 	rank 1 3 "$port" "$o" ""; p1=$!
 	sleep 1
 	rank 2 3 "$port" "$o" ""; p2=$!
 	t0=$SECONDS
-	wait_all 8 $p0 $p1 $p2
+	wait_all 30 $p0 $p1 $p2
 	for r in 0 1 2; do
 		grep -q "joined as rank 7, which is out of range" "$o.$r" ||
 			fail "rank $r did not name the out-of-range rank: $(all "$o")"
@@ -209,7 +244,7 @@ case_death() {
 	stranger "$o" hello 127.0.0.1 "$port" --rank 2 --size 3 --secret "$SECRET" --after-table exit
 	ps=$!
 	t0=$SECONDS
-	wait_all 8 $p0 $p1
+	wait_all 30 $p0 $p1
 	for r in 0 1; do
 		grep -q "rank 2 (stranger) died" "$o.$r" || fail "rank $r did not name rank 2's death: $(all "$o")"
 	done
@@ -231,7 +266,7 @@ case_busy() {
 		t0=$SECONDS
 		rank 0 2 "$port" "$o" ""; p0=$!
 		rank 1 2 "$port" "$o" ""; p1=$!
-		wait_all 12 $p0 $p1
+		wait_all 30 $p0 $p1
 		ok_ranks "$o" 2
 		grep -q "MASTER_PORT=$port is in use" "$o.0" || fail "rank 0 did not name the busy port: $(all "$o")"
 		kill "$ps" 2>/dev/null
@@ -248,7 +283,7 @@ case_busy() {
 		eval "q$r=$!"
 	done
 	# shellcheck disable=SC2154 # q0, q1 set by eval
-	wait_all 10 "$q0" "$q1"
+	wait_all 30 "$q0" "$q1"
 	[ "${RCS[*]}" = "1 1" ] || fail "all ports busy: exit statuses ${RCS[*]}: $(all "$o")"
 	grep -q "MASTER_PORT=$port and the next 15 ports are all in use" "$o.0" ||
 		fail "rank 0 did not say every candidate port is in use: $(all "$o")"
@@ -267,10 +302,10 @@ case_busy() {
 		DLJOB_JOB_SECRET="$SECRET" "$WC" --timeout 1 --steps 1 >"$o.1" 2>&1 &
 	q1=$!
 	BG_PIDS+=($q1)
-	wait_all 10 "$q1"
+	wait_all 30 "$q1"
 	n=$((($(date +%s%N) - t0) / 1000000))
 	[ "${RCS[*]}" = 1 ] || fail "a greeting stranger: exit status ${RCS[*]}: $(all "$o")"
-	[ "$n" -lt 3000 ] || fail "a greeting stranger on MASTER_PORT kept rank 1 for $n ms (timeout 1 s): $(all "$o")"
+	[ "$n" -lt 4500 ] || fail "a greeting stranger on MASTER_PORT kept rank 1 for $n ms (timeout 1 s): $(all "$o")"
 	grep -q "rank 1 found no rank 0 of this job" "$o.1" || fail "rank 1 did not say it found no rank 0: $(all "$o")"
 	kill "$ps" 2>/dev/null
 	echo "a stranger that greets and stays silent on MASTER_PORT: rank 1 stopped in $n ms (timeout 1 s)"
@@ -290,7 +325,7 @@ case_moved() {
 	wait "$ps" 2>/dev/null
 	t0=$SECONDS
 	rank 1 2 "$port" "$o" ""; p1=$!
-	wait_all 8 $p0 $p1
+	wait_all 30 $p0 $p1
 	ok_ranks "$o" 2
 	echo "MASTER_PORT freed after rank 0 moved on: rank 1 found it in $((SECONDS - t0)) s"
 }
@@ -309,7 +344,7 @@ case_collide() {
 		[ "$1" = 2 ] && sec=$OTHER
 		"${CLEAN_ENV[@]}" RANK="$2" WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
 			SLURM_JOB_ID=77 SLURM_STEP_ID="$1" DLJOB_JOB_SECRET="$sec" \
-			"$WC" --timeout 20 --steps 1 >"$o$1.$2" 2>&1 &
+			"$WC" --timeout 60 --steps 1 >"$o$1.$2" 2>&1 &
 		BG_PIDS+=($!)
 		pids+=($!)
 	}
@@ -320,7 +355,7 @@ case_collide() {
 	for r in 0 1 2; do step_rank 2 "$r"; done
 	sleep 0.5
 	for r in 1 2; do step_rank 0 "$r"; done
-	wait_all 20 "${pids[@]}"
+	wait_all 45 "${pids[@]}"
 	for s in 0 1 2; do
 		ok_ranks "$o$s" 3
 	done
@@ -350,7 +385,7 @@ case_spelling() {
 	rank 0 3 "$port" "$o" localhost; p0=$!
 	rank 1 3 "$port" "$o" 127.0.0.1; p1=$!
 	rank 2 3 "$port" "$o" localhost; p2=$!
-	wait_all 15 $p0 $p1 $p2
+	wait_all 40 $p0 $p1 $p2
 	ok_ranks "$o" 3
 	echo "MASTER_ADDR localhost / 127.0.0.1: one job"
 }
@@ -361,7 +396,7 @@ case_size() {
 	for n in 2147483647 2000000; do
 		o=$WTMP/size$n
 		rank 0 "$n" "$(free_port)" "$o" ""; p0=$!
-		wait_all 3 $p0
+		wait_all 15 $p0
 		[ "${RCS[0]}" = 1 ] || fail "WORLD_SIZE=$n: exit status ${RCS[0]}"
 		grep -q "WORLD_SIZE='$n' is not an integer in \[1, 1048576\]" "$o.0" ||
 			fail "WORLD_SIZE=$n not refused by name: $(cat "$o.0")"
@@ -376,10 +411,11 @@ case_sigterm() {
 	o=$WTMP/term port=$(free_port)
 	rank 0 3 "$port" "$o" "" --stop-handler; p0=$!
 	rank 1 3 "$port" "$o" "" --stop-handler; p1=$!
-	sleep 1.5
+	wait_conn "$p1" "$port"
+	sleep 0.5
 	t0=$SECONDS
 	kill -TERM $p1
-	wait_all 6 $p0 $p1
+	wait_all 30 $p0 $p1
 	grep -q "stopped by signal 15" "$o.1" || fail "rank 1 did not say it was stopped: $(all "$o")"
 	grep -q "rank 1 (.*) gave up: .*stopped by signal 15" "$o.0" ||
 		fail "rank 0 did not name rank 1's SIGTERM: $(all "$o")"
@@ -401,7 +437,7 @@ case_trickle() {
 	p1=$!
 	BG_PIDS+=($p1)
 	stranger "$o" member 127.0.0.1 "$port" --secret "$SECRET" --trickle 1.5; ps=$!
-	wait_all 12 $p0 $p1
+	wait_all 30 $p0 $p1
 	grep -q "trickling" "$o.stranger" || fail "the member never reached the allreduce: $(all "$o")"
 	for r in 0 1; do
 		grep -q "rank $r: .*rank 2 (.*) did not answer for 2 s" "$o.$r" ||
@@ -417,12 +453,12 @@ case_nosecret() {
 	o=$WTMP/nosecret port=$(free_port)
 	for r in 0 1; do
 		"${CLEAN_ENV[@]}" RANK="$r" WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
-			"$WC" --timeout 20 --steps 1 >"$o.$r" 2>&1 &
+			"$WC" --timeout 60 --steps 1 >"$o.$r" 2>&1 &
 		BG_PIDS+=($!)
 		eval "q$r=$!"
 	done
 	# shellcheck disable=SC2154 # q0, q1 set by eval
-	wait_all 15 "$q0" "$q1"
+	wait_all 40 "$q0" "$q1"
 	ok_ranks "$o" 2
 	[ "$(grep -c "DLJOB_JOB_SECRET is unset" "$o.0")" = 1 ] || fail "no single warning: $(cat "$o.0")"
 }

@@ -39,12 +39,13 @@ check_ok "$WTMP/tcp3" 3 tcp 3
 # WORLD_SIZE=1 is a single process too (no rendezvous, nobody listens).
 run_local 1 "$WTMP/tcp1" --expect-method single || fail "WORLD_SIZE=1: $(cat "$WTMP/tcp1")"
 
-# A rank killed mid-run: the others name it and stop, fast.
+# A rank killed mid-run: the others name it and stop, fast (well before
+# their 60 s timeout; the bound leaves a loaded machine room).
 for dead in 1 0; do
 	start=$SECONDS
-	run_local 3 "$WTMP/die$dead" --timeout 20 --steps 3 --die-at-step 1 --rank $dead &&
+	run_local 3 "$WTMP/die$dead" --timeout 60 --steps 3 --die-at-step 1 --rank $dead &&
 		fail "killing rank $dead: all exited 0: $(cat "$WTMP/die$dead")"
-	[ $((SECONDS - start)) -lt 15 ] || fail "killing rank $dead: took $((SECONDS - start)) s"
+	[ $((SECONDS - start)) -lt 40 ] || fail "killing rank $dead: took $((SECONDS - start)) s (timeout 60 s)"
 	check_failed "$WTMP/die$dead" 3 "$dead"
 done
 
@@ -52,9 +53,9 @@ done
 # dljob after a local error): the others stop at once, naming it.
 for gone in 2 0; do
 	start=$SECONDS
-	run_local 3 "$WTMP/leave$gone" --timeout 20 --steps 3 --leave-at-step 1 --rank $gone &&
+	run_local 3 "$WTMP/leave$gone" --timeout 60 --steps 3 --leave-at-step 1 --rank $gone &&
 		fail "rank $gone left: all exited 0: $(cat "$WTMP/leave$gone")"
-	[ $((SECONDS - start)) -lt 10 ] || fail "rank $gone left: the others took $((SECONDS - start)) s"
+	[ $((SECONDS - start)) -lt 40 ] || fail "rank $gone left: the others took $((SECONDS - start)) s (timeout 60 s)"
 	for r in 0 1 2; do
 		[ $r = $gone ] && continue
 		grep -q "^world_check: rank $r: .*rank $gone (.*) left the job after" "$WTMP/leave$gone" ||
@@ -84,7 +85,7 @@ for hung in 1 0; do
 	took=$((SECONDS - start))
 	kill -9 "${pids[$hung]}" 2>/dev/null
 	wait "${pids[$hung]}" 2>/dev/null
-	[ $took -lt 15 ] || fail "rank $hung hung: the others took $took s with a 3 s timeout"
+	[ $took -lt 30 ] || fail "rank $hung hung: the others took $took s with a 3 s timeout"
 	for r in 0 1 2; do
 		[ $r = $hung ] && continue
 		grep -q "^world_check: rank $r: .*rank $hung (.*did not answer" "$out" ||
@@ -105,7 +106,7 @@ done
 for p in "${pids[@]}"; do
 	wait "$p" && fail "a rank passed with rank 2 missing: $(cat "$WTMP/missing")"
 done
-[ $((SECONDS - start)) -lt 12 ] || fail "missing rank: took $((SECONDS - start)) s for a 3 s timeout"
+[ $((SECONDS - start)) -lt 30 ] || fail "missing rank: took $((SECONDS - start)) s for a 3 s timeout"
 [ "$(grep -c "rank 2 (of 3) never joined" "$WTMP/missing")" -eq 2 ] ||
 	fail "missing rank 2 not named by both ranks: $(cat "$WTMP/missing")"
 

@@ -70,10 +70,10 @@ free_port_range() {
 	return 1
 }
 
-# Wait (up to 10 s) until something listens on TCP port PORT.
+# Wait (up to 60 s) until something listens on TCP port PORT.
 wait_listen() {
 	local i
-	for i in $(seq 1 100); do
+	for i in $(seq 1 600); do
 		ss -Hltn "( sport = :$1 )" 2>/dev/null | grep -q . && return 0
 		sleep 0.1
 	done
@@ -130,15 +130,15 @@ nodes_usable() {
 }
 
 # Give the allocation back and wait until both nodes are idle again (never
-# drained), up to 30 s.
+# drained), up to 60 s.
 nodes_idle() {
 	scancel "$JOB" 2>/dev/null
 	local st
-	for _ in $(seq 1 60); do
+	for _ in $(seq 1 120); do
 		st=$(sinfo -h -N -o '%N %T' | sort | tr '\n' ' ')
 		[ "$st" = "n1 idle n2 idle " ] && return 0
 		case $st in *drain*|*down*) fail "a node is not usable after the test: $st" ;; esac
 		sleep 0.5
 	done
-	fail "nodes not idle after 30 s: $st"
+	fail "nodes not idle after 60 s: $st"
 }
