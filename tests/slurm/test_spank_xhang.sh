@@ -104,4 +104,20 @@ took=$(( $(date +%s) - start ))
 grep -q "^dljob: rank=0 .* bound=" <<<"$out" || fail "the live topology was not used: $out"
 [ ! -s "$WORK/x.count" ] || fail "slurmstepd connected $(cat "$WORK/x.count") time(s) to the fake X display"
 echo "ok   a silent X listener on the node: the step ran in ${took}s, no connection to it"
+# The listener holds and counts only processes with this cluster's
+# SLURM_CONF: a step's slurmstepd must have it, or the check above could
+# not fail (a stalled slurmstepd would be let go at once).
+srun -N1 -n1 sleep 30 >/dev/null 2>&1 &
+spid=$!
+found=
+for _ in $(seq 1 600); do
+	for p in $(pgrep -f '^slurmstepd'); do
+		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$SLURM_CONF" && found=$p && break 2
+	done
+	sleep 0.1
+done
+kill "$spid" 2>/dev/null
+wait "$spid" 2>/dev/null
+[ -n "$found" ] || fail "no slurmstepd of this cluster has SLURM_CONF=$SLURM_CONF in its environment: the listener would count none"
+echo "ok   this cluster's slurmstepd carries SLURM_CONF (pid $found): the listener's count covers it"
 nodes_idle
