@@ -135,7 +135,7 @@ echo "ok   without --dl-* the environment and binding are unchanged"
 # Task layouts: rank 0 must be on the step's first node (MASTER_ADDR).
 # --distribution=arbitrary follows SLURM_HOSTFILE: starting on n1 is the
 # usual world; starting on n2 puts rank 0 where MASTER_ADDR is not, which
-# both nodes refuse, naming it.  A heterogeneous step (srun ... : ...) has
+# both nodes refuse, naming it (the first to refuse ends the step).  A heterogeneous step (srun ... : ...) has
 # a world per component to slurmstepd: refused in every component.
 lay='echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $SLURMD_NODENAME"'
 printf 'n1\nn2\nn2\n' >hosts.ok && printf 'n2\nn1\nn1\n' >hosts.bad || fail "host files"
