@@ -30,7 +30,11 @@ void *cpu_aligned_alloc(size_t bytes)
 {
 	size_t align = bytes >= HUGE_BYTES ? HUGE_BYTES : 64;
 	size_t rounded = (bytes + 63) / 64 * 64;
-	void *p = aligned_alloc(align, rounded ? rounded : 64);
+	void *p = NULL;
+	/* posix_memalign, not aligned_alloc: C11's aligned_alloc wants the
+	 * size a multiple of the alignment (2 MiB here), which it is not. */
+	if (posix_memalign(&p, align, rounded ? rounded : 64) != 0)
+		return NULL;
 
 	if (p && align == HUGE_BYTES &&
 	    madvise(p, (bytes + PAGE_BYTES - 1) / PAGE_BYTES * PAGE_BYTES, MADV_HUGEPAGE) < 0 && errno != EINVAL) {
@@ -214,6 +218,22 @@ dnnl_memory_t cpu_view(struct cpu_ctx *c, const dnnl_memory_desc_t *md)
 		dnnl_memory_destroy(m);
 		return NULL;
 	}
+	return m;
+fail:
+	return NULL;
+}
+
+dnnl_memory_t cpu_scratch_mem(struct cpu_ctx *c, size_t bytes)
+{
+	dnnl_memory_desc_t md;
+	dnnl_dims_t dims = { (dnnl_dim_t)bytes };
+	dnnl_memory_t m;
+	CHECK(bytes > 0 && bytes <= (size_t)INT64_MAX, "%s:%d: scratch of %zu bytes", __FILE__,
+	      __LINE__, bytes);
+	DN(dnnl_memory_desc_init_by_tag(&md, 1, dims, dnnl_u8, dnnl_a));
+	if (!(m = cpu_view(c, &md)) || PUSH(scratch_mems, m) < 0)
+		return NULL;
+	c->scratch_size = bytes > c->scratch_size ? bytes : c->scratch_size;
 	return m;
 fail:
 	return NULL;

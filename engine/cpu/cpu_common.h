@@ -38,6 +38,9 @@ struct cpu_ctx {
 	/* Batch norm always on oneDNN's primitive, never the own nChw16c
 	 * kernels (cpu_bn_blk.c): for benchmarks comparing the two. */
 	int bn_onednn;
+	/* 3x3 convolutions that cpu_wino's panel path would take run on
+	 * oneDNN's Winograd instead: for benchmarks comparing the two. */
+	int wino_panel_off;
 	/* Every primitive, primitive desc and memory made through this ctx. */
 	dnnl_primitive_t *prims;
 	int n_prims, cap_prims;
@@ -128,6 +131,11 @@ void *cpu_aligned_alloc(size_t bytes);
 /* Memory over the shared temporary `which` (enum cpu_tmp; contents live
  * until the next use). */
 dnnl_memory_t cpu_tmp_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, enum cpu_tmp which);
+/* Memory of `bytes` over the shared scratchpad, for an own kernel's
+ * buffers that hold nothing between calls (the primitives' scratchpads
+ * share it: valid from cpu_ctx_finalize, contents gone at the next
+ * primitive or scratch user). */
+dnnl_memory_t cpu_scratch_mem(struct cpu_ctx *c, size_t bytes);
 /* Point a view (cpu_view, cpu_mem over a caller's buffer) at handle; -1
  * (an internal error) for a memory with a buffer of its own. */
 int cpu_set_handle(struct cpu_ctx *c, dnnl_memory_t m, const void *handle);

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include <omp.h>
+
 #include "engine/backend.h"
 #include "engine/cpu/cpu_layers.h"
 
@@ -9,7 +11,8 @@
  * oneDNN 2.6 has Winograd (jit_wino_4x3) for f32 3x3 stride-1 only; at 16
  * channels it measured no faster than direct here (tests/bench/RESULTS.md),
  * at 32-512 channels 1.2-2.3x faster in each of the three passes.  Layers
- * of 16 and 32 channels run the engine's own Winograd instead (own_wino). */
+ * of 16 and 32 channels, and wide ones on small images, run the engine's
+ * own Winograd instead (own_wino). */
 static dnnl_alg_kind_t conv_alg(const struct cpu_ctx *c, int ci, int co, int k, int stride)
 {
 	if (c->conv_algo == DL_CONV_DIRECT || c->act_dt != dnnl_f32 || k != 3 || stride != 1)
@@ -20,19 +23,23 @@ static dnnl_alg_kind_t conv_alg(const struct cpu_ctx *c, int ci, int co, int k, 
 }
 
 /* cpu_wino's kernels take f32 3x3 stride-1 pad-1 convolutions on nChw16c
- * with C and K multiples of 16.  Up to 32 channels they beat both oneDNN
- * kernels in the network; at 64 oneDNN's Winograd is faster
- * (tests/bench/RESULTS.md).  The input must be nChw16c or left to choose. */
+ * with C and K multiples of 16.  Up to 32 channels (its group path) they
+ * beat both oneDNN kernels in the network; at 64 oneDNN's Winograd is
+ * faster.  Its panel path beats oneDNN's Winograd on wide layers with small
+ * images (cpu_wino_panel_fits). The input must be nChw16c or left to
+ * choose. */
 #define OWN_WINO_MAX_CHANNELS 32
 
 static int own_wino(const struct cpu_ctx *c, const dnnl_memory_desc_t *src_md,
-		    const dnnl_memory_desc_t *blk, int ci, int co, int k, int stride, int pad)
+		    const dnnl_memory_desc_t *blk, int ci, int co, int h, int w, int k, int stride,
+		    int pad)
 {
 	if (c->conv_algo == DL_CONV_DIRECT || c->act_dt != dnnl_f32 ||
-	    !cpu_wino_shape_ok(ci, co, k, stride, pad) || ci > OWN_WINO_MAX_CHANNELS ||
-	    co > OWN_WINO_MAX_CHANNELS || !cpu_wino_available())
+	    !cpu_wino_shape_ok(ci, co, k, stride, pad) || !cpu_wino_available())
 		return 0;
-	return !src_md || cpu_md_eq(src_md, blk);
+	int group = ci <= OWN_WINO_MAX_CHANNELS && co <= OWN_WINO_MAX_CHANNELS;
+	int panel = !c->wino_panel_off && cpu_wino_panel_fits(ci, co, h, w, omp_get_max_threads());
+	return (group || panel) && (!src_md || cpu_md_eq(src_md, blk));
 }
 
 static int own_wino_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int h, int w,
@@ -40,9 +47,23 @@ static int own_wino_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, i
 {
 	float *buf;
 	size_t floats = cpu_wino_plan(&l->wg, n, ci, co, h, w, c->err, sizeof(c->err));
-	if (!floats || !(buf = cpu_alloc(c, floats * sizeof(float))))
+	if (!floats)
 		return -1;
-	cpu_wino_bind(&l->wg, buf);
+	if (l->wg.panel) {
+		/* Its weights in (3, 3, C, K) (hwio), kept resident in it where
+		 * the caller can (cpu_conv_finish); scratch shared. */
+		dnnl_dims_t wdims = { co, ci, 3, 3 };
+		if (!(l->wino_scratch = cpu_scratch_mem(c, floats * sizeof(float))) ||
+		    cpu_md(c, &l->wt.plain_md, 4, wdims, dnnl_oihw) < 0 ||
+		    cpu_md(c, &l->wt.fwd_md, 4, wdims, dnnl_hwio) < 0)
+			return -1;
+		l->wt.dw_md = l->wt.bwd_md = l->wt.fwd_md;
+		l->wt.has_bwd = need_bwd_data;
+	} else {
+		if (!(buf = cpu_alloc(c, floats * sizeof(float))))
+			return -1;
+		cpu_wino_bind(&l->wg, buf);
+	}
 	l->winograd = 2;
 	l->has_bwd_data = need_bwd_data;
 	return cpu_md4(c, &l->dst_md, n, co, h, w, dnnl_nChw16c);
@@ -101,7 +122,7 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	memset(l, 0, sizeof(*l));
 	if (cpu_md4(c, &l->src_md, n, ci, h, w, dnnl_nChw16c) < 0)
 		goto fail;
-	if (own_wino(c, src_md, &l->src_md, ci, co, k, stride, pad))
+	if (own_wino(c, src_md, &l->src_md, ci, co, h, w, k, stride, pad))
 		return own_wino_init(c, l, n, ci, h, w, co, need_bwd_data);
 	l->has_bwd_data = need_bwd_data;
 	/* In bf16 mode src, weights and dst are bf16 (oneDNN accumulates in
@@ -288,7 +309,7 @@ fail:
 int cpu_conv_finish(struct cpu_ctx *c, struct cpu_conv *l, int resident_ok)
 {
 	if (l->winograd == 2)
-		return 0;
+		return l->wg.panel ? cpu_weights_finish(c, &l->wt, resident_ok, 0) : 0;
 	int r = cpu_weights_finish(c, &l->wt, resident_ok, l->acc);
 	if (r < 0 || !l->acc)
 		return r;
@@ -316,6 +337,13 @@ fail:
 int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 			  dnnl_memory_t src, dnnl_memory_t dst)
 {
+	if (l->winograd == 2 && l->wg.panel) {
+		if (cpu_weights_load_fwd(c, &l->wt, w) < 0)
+			return -1;
+		cpu_wino_bind(&l->wg, cpu_handle(l->wino_scratch));
+		cpu_wino_forward(&l->wg, cpu_handle(l->wt.fwd), cpu_handle(src), cpu_handle(dst));
+		return 0;
+	}
 	if (l->winograd == 2) {
 		cpu_wino_forward(&l->wg, w, cpu_handle(src), cpu_handle(dst));
 		return 0;
@@ -348,6 +376,22 @@ static int acc_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, dnnl_
 int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, float *dw,
 			   dnnl_memory_t src, dnnl_memory_t diff_dst, dnnl_memory_t diff_src)
 {
+	if (l->winograd == 2 && l->wg.panel) {
+		/* Backward-data first, while diff_dst (just written) is still in
+		 * the cache: the weight gradient's transforms evict it. */
+		cpu_wino_bind(&l->wg, cpu_handle(l->wino_scratch));
+		if (diff_src && l->has_bwd_data) {
+			if (cpu_weights_load_bwd(c, &l->wt, w) < 0)
+				return -1;
+			cpu_wino_backward_data(&l->wg, cpu_handle(l->wt.bwd), cpu_handle(diff_dst),
+					       cpu_handle(diff_src), l->wino_acc);
+		}
+		if (cpu_weights_dw_begin(c, &l->wt, dw) < 0)
+			return -1;
+		cpu_wino_backward_weights(&l->wg, cpu_handle(src), cpu_handle(diff_dst),
+					  cpu_handle(l->wt.dw));
+		return cpu_weights_dw_end(c, &l->wt);
+	}
 	if (l->winograd == 2) {
 		cpu_wino_backward_weights(&l->wg, cpu_handle(src), cpu_handle(diff_dst), dw);
 		if (diff_src && l->has_bwd_data)

@@ -71,6 +71,7 @@ struct cpu_conv {
 	/* winograd == 2: cpu_wino's kernels instead of oneDNN primitives, on
 	 * plain weights; wino_acc: its backward-data adds into diff_src. */
 	struct cpu_wino wg;
+	dnnl_memory_t wino_scratch; /* the panel path's buffer: shared scratch, bound per call */
 	int wino_acc;
 };
 /* src_md NULL: let oneDNN choose the input layout (read it from l->src_md). */

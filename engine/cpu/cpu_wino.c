@@ -24,6 +24,15 @@
 enum wino_store { STORE_PLAIN, STORE_STREAM, STORE_ADD };
 #define WINO_STREAM_MIN_BYTES ((size_t)2 << 20)
 
+/* How the output transform stores an output of `bytes` at dst. */
+static enum wino_store store_kind(const float *dst, size_t bytes, int accumulate)
+{
+	/* Streaming stores need 64-byte aligned lines (the network's buffers
+	 * all are; anything else takes plain stores). */
+	int stream = bytes >= WINO_STREAM_MIN_BYTES && (uintptr_t)dst % 64 == 0;
+	return accumulate ? STORE_ADD : stream ? STORE_STREAM : STORE_PLAIN;
+}
+
 /* The 1-D transforms of F(4,3) with interpolation points 0, +-1, +-2, inf,
  * written out (the matrices are in cpu_wino.h's references):
  *   B^T (6x6) maps 6 inputs to 6 transform-domain values,
@@ -90,6 +99,13 @@ int cpu_wino_shape_ok(int c, int k, int ksize, int stride, int pad)
 	       k % 16 == 0;
 }
 
+int cpu_wino_panel_fits(int c, int k, int h, int w, int threads)
+{
+	int lo = c < k ? c : k;
+	return c % 64 == 0 && k % 64 == 0 && lo >= 256 && (long)h * w <= 14 * 14 &&
+	       threads <= lo / 64;
+}
+
 size_t cpu_wino_plan(struct cpu_wino *wg, int n, int c, int k, int h, int w, char *err,
 		     size_t errlen)
 {
@@ -108,9 +124,14 @@ size_t cpu_wino_plan(struct cpu_wino *wg, int n, int c, int k, int h, int w, cha
 	wg->tw = (w + 3) / 4;
 	wg->ngroup = (n * wg->th * wg->tw + TG - 1) / TG;
 	wg->nthr = omp_get_max_threads();
-	/* Every piece is a multiple of 16 floats, so each stays 64-byte aligned. */
-	wg->scratch_len = (size_t)36 * TG * 2 * (c > k ? c : k);
+	wg->panel = c % 64 == 0 && k % 64 == 0;
 	size_t ucount = (size_t)36 * c * k;
+	/* Every piece is a multiple of 16 floats, so each stays 64-byte aligned. */
+	if (wg->panel) { /* per thread a panel's U (or dU), then V and M (or Y) of every tile */
+		wg->panel_len = (size_t)36 * 64 * (c > k ? c : k);
+		return wg->panel_len * wg->nthr + (size_t)2 * 36 * n * wg->th * wg->tw * (c > k ? c : k);
+	}
+	wg->scratch_len = (size_t)36 * TG * 2 * (c > k ? c : k);
 	return wg->scratch_len * wg->nthr + 2 * ucount + ucount * wg->nthr;
 }
 
@@ -119,6 +140,12 @@ size_t cpu_wino_plan(struct cpu_wino *wg, int n, int c, int k, int h, int w, cha
 void cpu_wino_bind(struct cpu_wino *wg, float *buf)
 {
 	size_t ucount = (size_t)36 * wg->c * wg->k;
+	if (wg->panel) {
+		wg->u_fwd = wg->u_bwd = wg->du = buf;
+		wg->pv = buf + wg->panel_len * wg->nthr;
+		wg->pm = wg->pv + (size_t)36 * wg->n * wg->th * wg->tw * (wg->c > wg->k ? wg->c : wg->k);
+		return;
+	}
 	wg->scratch = buf;
 	wg->u_fwd = wg->scratch + wg->scratch_len * wg->nthr;
 	wg->u_bwd = wg->u_fwd + ucount;
@@ -202,7 +229,8 @@ static inline void tile_pos(const struct cpu_wino *wg, int tile, int *n, int *y0
  * window starts one pixel up and left of the output tile (pad 1); pixels
  * outside the image are zero. */
 static inline __attribute__((always_inline)) void
-input_transform(const struct cpu_wino *wg, const float *src, int cin, int tile, int t, float *v)
+input_transform(const struct cpu_wino *wg, const float *src, int cin, int tile, int t, int rows,
+		float *v)
 {
 	int n, y0, x0, h = wg->h, w = wg->w;
 	tile_pos(wg, tile, &n, &y0, &x0);
@@ -238,7 +266,7 @@ input_transform(const struct cpu_wino *wg, const float *src, int cin, int tile, 
 			bt_line(tmp[i], out);
 #pragma GCC unroll 6
 			for (int j = 0; j < 6; j++)
-				_mm512_storeu_ps(v + ((size_t)(i * 6 + j) * TG + t) * cin + cb * 16, out[j]);
+				_mm512_storeu_ps(v + ((size_t)(i * 6 + j) * rows + t) * cin + cb * 16, out[j]);
 		}
 	}
 }
@@ -246,7 +274,8 @@ input_transform(const struct cpu_wino *wg, const float *src, int cin, int tile, 
 /* Y[p][t][k] = A dy A^T for output-gradient tile t (outputs past the edge
  * are zero: they do not exist). */
 static inline __attribute__((always_inline)) void
-grad_transform(const struct cpu_wino *wg, const float *ddst, int kout, int tile, int t, float *yv)
+grad_transform(const struct cpu_wino *wg, const float *ddst, int kout, int tile, int t, int rows,
+	       float *yv)
 {
 	int n, y0, x0, h = wg->h, w = wg->w;
 	tile_pos(wg, tile, &n, &y0, &x0);
@@ -278,7 +307,7 @@ grad_transform(const struct cpu_wino *wg, const float *ddst, int kout, int tile,
 			a_line(tmp[i], out);
 #pragma GCC unroll 6
 			for (int j = 0; j < 6; j++)
-				_mm512_storeu_ps(yv + ((size_t)(i * 6 + j) * TG + t) * kout + kb * 16, out[j]);
+				_mm512_storeu_ps(yv + ((size_t)(i * 6 + j) * rows + t) * kout + kb * 16, out[j]);
 		}
 	}
 }
@@ -311,8 +340,8 @@ group_products(const float *v, const float *u, int cin, int kout, float *m)
 
 /* dst tile t = A^T M A (or dst += that), clipped at the image edge. */
 static inline __attribute__((always_inline)) void
-output_transform(const struct cpu_wino *wg, const float *m, int kout, int tile, int t, float *dst,
-		 enum wino_store how)
+output_transform(const struct cpu_wino *wg, const float *m, int kout, int tile, int t, int rows,
+		 float *dst, enum wino_store how)
 {
 	int n, y0, x0, h = wg->h, w = wg->w;
 	tile_pos(wg, tile, &n, &y0, &x0);
@@ -324,7 +353,7 @@ output_transform(const struct cpu_wino *wg, const float *m, int kout, int tile, 
 			vec col[6], out[4];
 #pragma GCC unroll 6
 			for (int i = 0; i < 6; i++)
-				col[i] = _mm512_loadu_ps(m + ((size_t)(i * 6 + j) * TG + t) * kout + kb * 16);
+				col[i] = _mm512_loadu_ps(m + ((size_t)(i * 6 + j) * rows + t) * kout + kb * 16);
 			at_line(col, out);
 #pragma GCC unroll 4
 			for (int i = 0; i < 4; i++)
@@ -365,10 +394,10 @@ conv_groups(const struct cpu_wino *wg, int cin, int cout, const float *u, const 
 	for (int gi = 0; gi < wg->ngroup; gi++) {
 		int t0 = gi * TG, nt = ntile - t0 < TG ? ntile - t0 : TG;
 		for (int t = 0; t < nt; t++)
-			input_transform(wg, src, cin, t0 + t, t, v);
+			input_transform(wg, src, cin, t0 + t, t, TG, v);
 		group_products(v, u, cin, cout, m);
 		for (int t = 0; t < nt; t++)
-			output_transform(wg, m, cout, t0 + t, t, dst, how);
+			output_transform(wg, m, cout, t0 + t, t, TG, dst, how);
 	}
 }
 
@@ -378,10 +407,7 @@ static void conv_tiles(const struct cpu_wino *wg, int cin, int cout, const float
 		       const float *src, float *dst, int accumulate)
 {
 	size_t out_bytes = (size_t)wg->n * cout * wg->h * wg->w * sizeof(float);
-	/* Streaming stores need 64-byte aligned lines (the network's buffers
-	 * all are; anything else takes plain stores). */
-	int stream = out_bytes >= WINO_STREAM_MIN_BYTES && (uintptr_t)dst % 64 == 0;
-	enum wino_store how = accumulate ? STORE_ADD : stream ? STORE_STREAM : STORE_PLAIN;
+	enum wino_store how = store_kind(dst, out_bytes, accumulate);
 #pragma omp parallel num_threads(team_size(wg))
 	{
 		float *v = wg->scratch + wg->scratch_len * omp_get_thread_num();
@@ -441,8 +467,8 @@ grad_groups(const struct cpu_wino *wg, int cin, int kout, const float *src, cons
 	for (int gi = 0; gi < wg->ngroup; gi++) {
 		int t0 = gi * TG, nt = ntile - t0 < TG ? ntile - t0 : TG;
 		for (int t = 0; t < nt; t++) {
-			input_transform(wg, src, cin, t0 + t, t, v);
-			grad_transform(wg, ddst, kout, t0 + t, t, yv);
+			input_transform(wg, src, cin, t0 + t, t, TG, v);
+			grad_transform(wg, ddst, kout, t0 + t, t, TG, yv);
 		}
 		group_outer(v, yv, cin, kout, nt, du);
 	}
@@ -500,6 +526,315 @@ static void weight_grad(struct cpu_wino *wg, const float *src, const float *ddst
 	}
 }
 
+/* ---- The panel path: every tile at once, one GEMM per transform position ----
+ *
+ * For wide layers on small images (resnet50's 256 channels at 14x14, 512 at
+ * 7x7) the group path above would read the whole U (36 C K floats: 38 MB at
+ * 512 channels) once per group of 8 tiles.  Here a pass runs in phases over
+ * the whole batch, each ending at a barrier:
+ *   1. every input tile's transform V (36, T, Ci), T tiles in all;
+ *   2. per 64 output channels (a panel; threads take whole panels): the
+ *      panel's filters' transform U (Ci, 36, 64), then the 36 products
+ *      M_p (T, 64) = V_p (T, Ci) U_p (Ci, 64) with 6 x 64 register blocks,
+ *      while U (at most 4.7 MB) is still in the cache;
+ *   3. every tile's output transform from M (36, T, Co).
+ * Backward-weights is V (36, T, C) and Y (36, T, K) first, then per panel
+ * dU_p (C, 64) = V_p^T (C, T) Y_p (T, 64) and that panel's dw = G^T dU G:
+ * each part of dU has one owner, so no sum between threads.
+ *
+ * The weights are (3, 3, C, K) (hwio) here, so that 16 filters of
+ * consecutive output channels are one vector load per tap and their
+ * gradient one store; the backend keeps these layers' weights resident in
+ * that layout (cpu_conv.c).  Backward-data reads them turned by 16 x 16
+ * transposes. */
+#define PR 6  /* rows of the register block */
+#define PV 4  /* 16-float vectors of a row: one 64-channel panel */
+
+/* c[r][0..63] = sum over s < S of a[r * lda + s * sa] * b[s * ldb + 0..63]
+ * for r < R.  R is a constant where this is inlined (gemm_rows). */
+static inline __attribute__((always_inline)) void
+gemm_block(int R, int S, const float *a, size_t lda, size_t sa, const float *b, size_t ldb,
+	   float *c, size_t ldc)
+{
+	vec acc[PR][PV];
+#pragma GCC unroll 6
+	for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+		for (int j = 0; j < PV; j++)
+			acc[r][j] = _mm512_setzero_ps();
+	for (int s = 0; s < S; s++) {
+		const float *bs = b + (size_t)s * ldb, *as = a + (size_t)s * sa;
+		vec bv[PV];
+#pragma GCC unroll 4
+		for (int j = 0; j < PV; j++)
+			bv[j] = _mm512_loadu_ps(bs + 16 * j);
+#pragma GCC unroll 6
+		for (int r = 0; r < R; r++) {
+			vec ar = _mm512_set1_ps(as[(size_t)r * lda]);
+#pragma GCC unroll 4
+			for (int j = 0; j < PV; j++)
+				acc[r][j] = _mm512_fmadd_ps(ar, bv[j], acc[r][j]);
+		}
+	}
+#pragma GCC unroll 6
+	for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+		for (int j = 0; j < PV; j++)
+			_mm512_storeu_ps(c + (size_t)r * ldc + 16 * j, acc[r][j]);
+}
+
+/* c (nrows x 64) = a b, a's row r at a + r * lda, its step s at s * sa,
+ * b (S x 64) with rows ldb apart; PR rows at a time. */
+static void gemm_rows(int nrows, int S, const float *a, size_t lda, size_t sa, const float *b,
+		      size_t ldb, float *c, size_t ldc)
+{
+	int r0 = 0;
+	for (; r0 + PR <= nrows; r0 += PR)
+		gemm_block(PR, S, a + r0 * lda, lda, sa, b, ldb, c + r0 * ldc, ldc);
+	const float *ar = a + r0 * lda;
+	float *cr = c + r0 * ldc;
+	switch (nrows - r0) {
+	case 5: gemm_block(5, S, ar, lda, sa, b, ldb, cr, ldc); break;
+	case 4: gemm_block(4, S, ar, lda, sa, b, ldb, cr, ldc); break;
+	case 3: gemm_block(3, S, ar, lda, sa, b, ldb, cr, ldc); break;
+	case 2: gemm_block(2, S, ar, lda, sa, b, ldb, cr, ldc); break;
+	case 1: gemm_block(1, S, ar, lda, sa, b, ldb, cr, ldc); break;
+	default: break;
+	}
+}
+
+/* g_1d on 16 filters at once. */
+static inline void g_1d_v(const vec g[3], vec u[6])
+{
+	const vec r4 = _mm512_set1_ps(1.f / 4), r6 = _mm512_set1_ps(1.f / 6);
+	const vec r12 = _mm512_set1_ps(1.f / 12), r24 = _mm512_set1_ps(1.f / 24);
+	vec s02 = _mm512_add_ps(g[0], g[2]);
+	vec e = _mm512_fmadd_ps(g[0], r24, _mm512_mul_ps(g[2], r6)), o = _mm512_mul_ps(g[1], r12);
+	u[0] = _mm512_mul_ps(g[0], r4);
+	u[1] = _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_add_ps(s02, g[1])), r6);
+	u[2] = _mm512_mul_ps(_mm512_sub_ps(g[1], s02), r6);
+	u[3] = _mm512_add_ps(e, o);
+	u[4] = _mm512_sub_ps(e, o);
+	u[5] = g[2];
+}
+
+/* gt_1d on 16 at once. */
+static inline void gt_1d_v(const vec h[6], vec g[3])
+{
+	const vec r4 = _mm512_set1_ps(1.f / 4), r6 = _mm512_set1_ps(1.f / 6);
+	const vec r12 = _mm512_set1_ps(1.f / 12), r24 = _mm512_set1_ps(1.f / 24);
+	vec s12 = _mm512_add_ps(h[1], h[2]), d21 = _mm512_sub_ps(h[2], h[1]);
+	vec s34 = _mm512_add_ps(h[3], h[4]), d34 = _mm512_sub_ps(h[3], h[4]);
+	g[0] = _mm512_fmadd_ps(s34, r24, _mm512_fmsub_ps(h[0], r4, _mm512_mul_ps(s12, r6)));
+	g[1] = _mm512_fmadd_ps(d34, r12, _mm512_mul_ps(d21, r6));
+	g[2] = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(s34, s12), r6), h[5]);
+}
+
+/* u (36 vectors) = G g G^T for 16 filters g (9 vectors, a 3x3 row-major
+ * each). */
+static inline __attribute__((always_inline)) void filter_transform_v(const vec g[9], vec u[36])
+{
+	vec t[6][3];
+#pragma GCC unroll 3
+	for (int j = 0; j < 3; j++) {
+		vec col[3] = { g[j], g[3 + j], g[6 + j] }, out[6];
+		g_1d_v(col, out);
+#pragma GCC unroll 6
+		for (int i = 0; i < 6; i++)
+			t[i][j] = out[i];
+	}
+#pragma GCC unroll 6
+	for (int i = 0; i < 6; i++)
+		g_1d_v(t[i], &u[i * 6]);
+}
+
+/* g (9 vectors, a 3x3 row-major each) = G^T h G for 16 filters' transform-
+ * domain gradients h, h's value p at h + p * step: filter_transform_v's
+ * adjoint. */
+static inline __attribute__((always_inline)) void filter_grad_v(const float *h, size_t step,
+								 vec g[9])
+{
+	vec t[3][6];
+#pragma GCC unroll 6
+	for (int j = 0; j < 6; j++) {
+		vec col[6], out[3];
+#pragma GCC unroll 6
+		for (int i = 0; i < 6; i++)
+			col[i] = _mm512_loadu_ps(h + (i * 6 + j) * step);
+		gt_1d_v(col, out);
+#pragma GCC unroll 3
+		for (int i = 0; i < 3; i++)
+			t[i][j] = out[i];
+	}
+#pragma GCC unroll 3
+	for (int i = 0; i < 3; i++)
+		gt_1d_v(t[i], &g[i * 3]);
+}
+
+/* out[c][r] = in[r][c] for a 16 x 16 block of floats. */
+static inline __attribute__((always_inline)) void transpose16(const vec in[16], vec out[16])
+{
+	vec t[16], u[16];
+	// pairs of rows interleaved by element, then by 2 elements
+#pragma GCC unroll 8
+	for (int i = 0; i < 8; i++) {
+		t[2 * i] = _mm512_unpacklo_ps(in[2 * i], in[2 * i + 1]);
+		t[2 * i + 1] = _mm512_unpackhi_ps(in[2 * i], in[2 * i + 1]);
+	}
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++) {
+		u[4 * i] = (vec)_mm512_unpacklo_pd((__m512d)t[4 * i], (__m512d)t[4 * i + 2]);
+		u[4 * i + 1] = (vec)_mm512_unpackhi_pd((__m512d)t[4 * i], (__m512d)t[4 * i + 2]);
+		u[4 * i + 2] = (vec)_mm512_unpacklo_pd((__m512d)t[4 * i + 1], (__m512d)t[4 * i + 3]);
+		u[4 * i + 3] = (vec)_mm512_unpackhi_pd((__m512d)t[4 * i + 1], (__m512d)t[4 * i + 3]);
+	}
+	// now u[4i + m] holds, in each 128-bit lane L, column 4L + m of rows 4i..4i+3;
+	// gather the 128-bit lanes: first pairs of row groups, then all four
+#pragma GCC unroll 4
+	for (int m = 0; m < 4; m++) {
+		vec a0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88);	   // lanes 0,2 of both
+		vec a1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xdd);	   // lanes 1,3
+		vec b0 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88);
+		vec b1 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xdd);
+		out[m] = _mm512_shuffle_f32x4(a0, b0, 0x88);	   // lane 0
+		out[8 + m] = _mm512_shuffle_f32x4(a0, b0, 0xdd);   // lane 2
+		out[4 + m] = _mm512_shuffle_f32x4(a1, b1, 0x88);   // lane 1
+		out[12 + m] = _mm512_shuffle_f32x4(a1, b1, 0xdd);  // lane 3
+	}
+}
+
+/* The filters' transform of one pass for the 64 output channels of panel
+ * q, into u (Cin, 36, 64): Cin is the pass's input channels, the panel's
+ * channels its outputs; a filter's 36 values are written side by side.  w is (3, 3, C, K) (hwio): forward, the filters
+ * w[.][.][c][64q + o], 16 consecutive output channels per vector load;
+ * backward-data (flip), w[.][.][64q + o][k] turned by 180 degrees, its
+ * inputs k being the forward's outputs: 16 channels 64q + o at stride K, a
+ * gather, over consecutive k so that the gathers' 9 x 16 lines stay in L1. */
+static inline __attribute__((always_inline)) void
+panel_weights(const float *w, int c_n, int k_n, int q, int flip, float *u)
+{
+	int cin = flip ? k_n : c_n;
+	size_t tap = (size_t)c_n * k_n;
+	vec g[9], uv[36];
+	if (flip) {
+		/* 16 x 16 blocks (16 channels c of the panel, 16 inputs k) of
+		 * each tap, turned so that a vector holds the 16 c of one k. */
+		vec tr[9][16];
+		for (int b = 0; b < 4; b++)
+			for (int k0 = 0; k0 < cin; k0 += 16) {
+				const float *g0 = w + (size_t)(64 * q + 16 * b) * k_n + k0;
+				for (int j = 0; j < 9; j++) {
+					vec rows[16];
+#pragma GCC unroll 16
+					for (int r = 0; r < 16; r++)
+						rows[r] = _mm512_loadu_ps(g0 + (8 - j) * tap + (size_t)r * k_n);
+					transpose16(rows, tr[j]);
+				}
+				for (int kk = 0; kk < 16; kk++) {
+#pragma GCC unroll 9
+					for (int j = 0; j < 9; j++)
+						g[j] = tr[j][kk];
+					filter_transform_v(g, uv);
+					float *dst = u + (size_t)(k0 + kk) * 36 * 64 + 16 * b;
+#pragma GCC unroll 36
+					for (int p = 0; p < 36; p++)
+						_mm512_storeu_ps(dst + p * 64, uv[p]);
+				}
+			}
+		return;
+	}
+	for (int i = 0; i < cin; i++) {
+		const float *g0 = w + (size_t)i * k_n + 64 * q;
+		if (i + 4 < cin)
+			for (int j = 0; j < 9; j++)
+				for (int b = 0; b < 4; b++)
+					_mm_prefetch((const char *)(g0 + j * tap + 4 * (size_t)k_n + 16 * b), _MM_HINT_T0);
+#pragma GCC unroll 1
+		for (int b = 0; b < 4; b++) {
+#pragma GCC unroll 9
+			for (int j = 0; j < 9; j++)
+				g[j] = _mm512_loadu_ps(g0 + j * tap + 16 * b);
+			filter_transform_v(g, uv);
+			float *dst = u + (size_t)i * 36 * 64 + 16 * b;
+#pragma GCC unroll 36
+			for (int p = 0; p < 36; p++)
+				_mm512_storeu_ps(dst + p * 64, uv[p]);
+		}
+	}
+}
+
+/* dst (cout channels) = (or +=) conv3x3(src (cin channels)) on the panel
+ * path, w (3, 3, C, K); flip as panel_weights (backward-data: cin = K,
+ * cout = C). */
+static void panel_conv(const struct cpu_wino *wg, int cin, int cout, const float *w, int flip,
+		       const float *src, float *dst, enum wino_store how)
+{
+	int ntile = wg->n * wg->th * wg->tw, panels = cout / 64;
+	float *v = wg->pv, *m = wg->pm;
+#pragma omp parallel num_threads(team_size(wg))
+	{
+		float *u = wg->u_fwd + wg->panel_len * omp_get_thread_num();
+#pragma omp for schedule(static)
+		for (int t = 0; t < ntile; t++)
+			input_transform(wg, src, cin, t, t, ntile, v);
+		/* Per 64 output channels: their filters' transform (36 x cin x 64
+		 * floats, at most 4.7 MB: it stays in the cache for its GEMMs),
+		 * then M_p (T, 64) = V_p (T, cin) U_p (cin, 64) for each p. */
+#pragma omp for schedule(static)
+		for (int q = 0; q < panels; q++) {
+			panel_weights(w, wg->c, wg->k, q, flip, u);
+			for (int p = 0; p < 36; p++)
+				gemm_rows(ntile, cin, v + (size_t)p * ntile * cin, cin, 1,
+					  u + p * 64, 36 * 64,
+					  m + (size_t)p * ntile * cout + 64 * q, cout);
+		}
+#pragma omp for schedule(static)
+		for (int t = 0; t < ntile; t++)
+			output_transform(wg, m, cout, t, t, ntile, dst, how);
+		if (how == STORE_STREAM)
+			_mm_sfence();
+	}
+}
+
+/* dw (3, 3, C, K) from src and ddst on the panel path. */
+static void panel_weight_grad(const struct cpu_wino *wg, const float *src, const float *ddst,
+			      float *dw)
+{
+	int cin = wg->c, kout = wg->k, ntile = wg->n * wg->th * wg->tw, panels = kout / 64;
+	float *v = wg->pv, *yv = wg->pm;
+	size_t tap = (size_t)cin * kout;
+#pragma omp parallel num_threads(team_size(wg))
+	{
+		float *du = wg->du + wg->panel_len * omp_get_thread_num();
+#pragma omp for schedule(static)
+		for (int t = 0; t < ntile; t++) {
+			input_transform(wg, src, cin, t, t, ntile, v);
+			grad_transform(wg, ddst, kout, t, t, ntile, yv);
+		}
+		/* Per 64 output channels: dU_p (C, 64) = V_p^T (C, T) Y_p (T, 64)
+		 * for each p (row c of a is column c of V_p), then their part
+		 * of dw = G^T dU G while dU is in the cache. */
+#pragma omp for schedule(static)
+		for (int q = 0; q < panels; q++) {
+			for (int p = 0; p < 36; p++)
+				gemm_rows(cin, ntile, v + (size_t)p * ntile * cin, 1, cin,
+					  yv + (size_t)p * ntile * kout + 64 * q, kout,
+					  du + p * 64, 36 * 64);
+			for (int c = 0; c < cin; c++)
+#pragma GCC unroll 4
+				for (int b = 0; b < 4; b++) {
+					vec g[9];
+					filter_grad_v(du + (size_t)c * 36 * 64 + 16 * b, 64, g);
+					// dw[.][.][c][64q + 16b + lane]
+					float *g0 = dw + (size_t)c * kout + 64 * q + 16 * b;
+#pragma GCC unroll 9
+					for (int i = 0; i < 9; i++)
+						_mm512_storeu_ps(g0 + i * tap, g[i]);
+				}
+		}
+	}
+}
+
 #pragma GCC pop_options
 
 #else /* no x86-64 GCC: the kernels are not built, nothing selects them */
@@ -521,10 +856,29 @@ static void weight_grad(struct cpu_wino *wg, const float *src, const float *ddst
 	(void)wg, (void)src, (void)ddst, (void)dw;
 	abort();
 }
+
+static void panel_conv(const struct cpu_wino *wg, int cin, int cout, const float *w, int flip,
+		       const float *src, float *dst, enum wino_store how)
+{
+	(void)wg, (void)cin, (void)cout, (void)w, (void)flip, (void)src, (void)dst, (void)how;
+	abort();
+}
+
+static void panel_weight_grad(const struct cpu_wino *wg, const float *src, const float *ddst,
+			      float *dw)
+{
+	(void)wg, (void)src, (void)ddst, (void)dw;
+	abort();
+}
 #endif
 
 void cpu_wino_forward(struct cpu_wino *wg, const float *w, const float *src, float *dst)
 {
+	if (wg->panel) {
+		size_t bytes = (size_t)wg->n * wg->k * wg->h * wg->w * sizeof(float);
+		panel_conv(wg, wg->c, wg->k, w, 0, src, dst, store_kind(dst, bytes, 0));
+		return;
+	}
 	transform_weights(w, wg->c, wg->k, 0, wg->u_fwd);
 	conv_tiles(wg, wg->c, wg->k, wg->u_fwd, src, dst, 0);
 }
@@ -532,11 +886,20 @@ void cpu_wino_forward(struct cpu_wino *wg, const float *w, const float *src, flo
 void cpu_wino_backward_data(struct cpu_wino *wg, const float *w, const float *ddst, float *dsrc,
 			    int accumulate)
 {
+	if (wg->panel) {
+		size_t bytes = (size_t)wg->n * wg->c * wg->h * wg->w * sizeof(float);
+		panel_conv(wg, wg->k, wg->c, w, 1, ddst, dsrc, store_kind(dsrc, bytes, accumulate));
+		return;
+	}
 	transform_weights(w, wg->c, wg->k, 1, wg->u_bwd);
 	conv_tiles(wg, wg->k, wg->c, wg->u_bwd, ddst, dsrc, accumulate);
 }
 
 void cpu_wino_backward_weights(struct cpu_wino *wg, const float *src, const float *ddst, float *dw)
 {
+	if (wg->panel) {
+		panel_weight_grad(wg, src, ddst, dw);
+		return;
+	}
 	weight_grad(wg, src, ddst, dw);
 }

@@ -1,18 +1,31 @@
-/* Winograd F(4x4,3x3) convolution for small channel counts, written for
- * this engine: f32, 3x3, stride 1, pad 1, activations in oneDNN's nChw16c
- * layout (aBcd16b), C and K multiples of 16.
+/* Winograd F(4x4,3x3) convolution written for this engine: f32, 3x3,
+ * stride 1, pad 1, activations in oneDNN's nChw16c layout (aBcd16b), C and
+ * K multiples of 16.  Two ways to run it, chosen by shape (cpu_wino_plan):
  *
- * Why not oneDNN's: at 16 channels its jit_wino_4x3 is no faster than its
- * direct kernel, at 32 a little.  This kernel keeps a group of 8 tiles'
- * transforms in L1, does the per-position products with register-blocked
- * FMAs, and writes large outputs with streaming stores.  Inside resnet20's
- * step (batch 128, 2 threads; forward / backward-data / backward-weights):
+ * The group path (small channel counts): at 16 channels oneDNN's jit_wino_4x3
+ * is no faster than its direct kernel, at 32 a little.  This path keeps a
+ * group of 8 tiles' transforms in L1, does the per-position products with
+ * register-blocked FMAs, and writes large outputs with streaming stores.
+ * Inside resnet20's step (batch 128, 2 threads; forward / backward-data /
+ * backward-weights):
  *   16->16 at 28x28: 1.42 / 1.54 / 1.82 ms, oneDNN direct 2.0 / 2.0 / 2.05
  *   32->32 at 14x14: 1.30 / 1.31 / 1.55 ms, oneDNN Winograd 1.41 / 1.38 / 1.83
  *   64->64 at 7x7:   1.32 / 1.29 / 1.48 ms, oneDNN Winograd 1.05 / 1.07 / 1.40
- * so the backend uses it up to 32 channels (tests/bench/RESULTS.md).
+ * so the backend uses it up to 32 channels.
  *
- * All three passes share the transforms of Lavin & Gray's F(4x4,3x3):
+ * The panel path (C and K multiples of 64): every tile of the batch at once,
+ * one GEMM per transform position, 64 output channels at a time (cpu_wino.c).
+ * On resnet50's wide layers with small images oneDNN's kernel pads 14 and 7
+ * up to whole 4x4 tiles as this one does, but runs them slower:
+ * tests/bench/bench_ops, batch 16, 2 threads, GFLOP/s (direct-convolution
+ * flops) of this path / oneDNN's Winograd in the same run,
+ *   256->256 at 14x14: 1100 / 900, 1105 / 890, 885 / 770
+ *   512->512 at 7x7:   1030 / 495, 1030 / 510, 985 / 585
+ * so the backend uses it from 256 channels at 14x14 and smaller; at 64 and
+ * 128 channels on 56x56 and 28x28 oneDNN's is as fast or faster
+ * (tests/bench/RESULTS.md).
+ *
+ * All passes share the transforms of Lavin & Gray's F(4x4,3x3):
  *   forward         y  = A^T [ (G g G^T) . (B^T d B) ] A   per 4x4 output tile
  *   backward-data   the forward over dy with the weights flipped and Ci/Co swapped
  *   backward-weights dg = G^T [ sum over tiles (A dy A^T) . (B^T d B) ] G
@@ -28,33 +41,53 @@ struct cpu_wino {
 	int n, c, k, h, w;  /* batch, input and output channels, spatial size (in = out) */
 	int th, tw, ngroup; /* 4x4 tiles per column/row, groups of tiles */
 	int nthr;           /* OpenMP threads the buffers are sized for */
-	size_t scratch_len; /* floats per thread */
+	/* The panel path (C and K multiples of 64): every tile at once, one
+	 * GEMM per transform position; its buffer holds nothing between
+	 * calls, so it may be shared scratch (bound before each call).  Else
+	 * the group path: 8 tiles at a time, its buffer kept zeroed. */
+	int panel;
+	size_t scratch_len; /* group path: floats per thread */
+	size_t panel_len;   /* panel path: floats per thread of one panel's U or dU */
 	/* Carved out of one caller-owned buffer (cpu_wino_bind): */
-	float *scratch;     /* per thread: transformed inputs and products of one group */
-	float *u_fwd;       /* (36, C, K): G g G^T of the forward weights */
-	float *u_bwd;       /* (36, K, C): the same of the flipped, transposed weights */
-	float *du;          /* per thread (36, C, K): weight-gradient sums in the transform domain */
+	float *scratch;     /* group path, per thread: transformed inputs and products of one group */
+	float *u_fwd;       /* group path (36, C, K): G g G^T of the forward weights */
+	float *u_bwd;       /* group path (36, K, C): the same of the flipped, transposed weights */
+	float *du;          /* (36, C, K): weight-gradient sums in the transform domain
+			     * (group path: one per thread; panel path: u_fwd, u_bwd and
+			     * du are one buffer of (max(C, K), 36, 64) per thread) */
+	float *pv, *pm;     /* panel path: V (36, T, Cin) and M (36, T, Cout) or Y (36, T, K) */
 };
 
 /* Whether this CPU can run the kernels (AVX-512F). */
 int cpu_wino_available(void);
 /* Whether (c, k, stride, pad) is a shape the kernels take. */
 int cpu_wino_shape_ok(int c, int k, int ksize, int stride, int pad);
+/* Whether the panel path is the one to run c -> k channels on h x w images
+ * with `threads` OpenMP threads: from 256 channels (multiples of 64) at
+ * 14x14 and smaller, where it measured 1.15-1.25x oneDNN's Winograd at 256
+ * channels on 14x14 and 1.7-2.1x at 512 on 7x7 (at 64 and 128 channels on
+ * 56x56 and 28x28 it is slower); and only while every thread gets one of
+ * the 64-channel panels its products are split into (up to 4 threads at
+ * 256 channels, 8 at 512): beyond that the rest would idle. */
+int cpu_wino_panel_fits(int c, int k, int h, int w, int threads);
 /* Plans batch n, c -> k channels, h x w, with buffers for the current
  * omp_get_max_threads(); returns how many floats of buffer it needs (0 with
  * a message in err for a shape it does not take).  The caller allocates
  * them (64-byte aligned, zeroed) and hands them to cpu_wino_bind, which
- * keeps pointers into that buffer; the caller frees it. */
+ * keeps pointers into that buffer; the caller frees it.  Where wg->panel
+ * is set the buffer need not be zeroed nor kept: the caller may bind
+ * shared scratch before each call instead. */
 size_t cpu_wino_plan(struct cpu_wino *wg, int n, int c, int k, int h, int w, char *err,
 		     size_t errlen);
 void cpu_wino_bind(struct cpu_wino *wg, float *buf);
 
-/* w is the plain (K, C, 3, 3) weight; src (N, C/16, H, W, 16), dst (N, K/16, H, W, 16). */
+/* w is the weight: (K, C, 3, 3) (oihw) on the group path, (3, 3, C, K)
+ * (hwio) on the panel path; src (N, C/16, H, W, 16), dst (N, K/16, H, W, 16). */
 void cpu_wino_forward(struct cpu_wino *wg, const float *w, const float *src, float *dst);
 /* dsrc (N, C/16, H, W, 16) = (or +=, with accumulate) the input gradient from ddst. */
 void cpu_wino_backward_data(struct cpu_wino *wg, const float *w, const float *ddst, float *dsrc,
 			    int accumulate);
-/* dw (K, C, 3, 3) plain, overwritten. */
+/* dw in w's layout, overwritten. */
 void cpu_wino_backward_weights(struct cpu_wino *wg, const float *src, const float *ddst,
 			       float *dw);
 

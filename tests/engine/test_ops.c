@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
 #include "engine/backend.h"
 #include "engine/cpu/cpu_ops.h"
 #include "engine/cpu/cpu_wino.h"
@@ -391,25 +393,43 @@ int main(void)
 	test_conv(3, 24, 11, 10, 24, 3, 2, 0);
 	test_conv(1, 16, 12, 12, 16, 7, 1, 3);
 	/* Each algorithm on the 3x3 stride-1 shapes where Winograd can run:
-	 * cpu_wino's kernels up to 32 channels (where the CPU has AVX-512),
-	 * oneDNN's above (auto: from 32 channels on both sides, else direct).
-	 * Small and odd sides, Ci != Co, batches with many 8-tile groups and a
-	 * partial last one.  n, ci, h, w, co: */
+	 * cpu_wino's kernels (where the CPU has AVX-512) up to 32 channels
+	 * (its group path) and from 256 channels on both sides, multiples of
+	 * 64, at 14x14 and smaller (its panel path), oneDNN's elsewhere (auto:
+	 * from 32 channels on both sides, else direct).  Small and odd sides,
+	 * Ci != Co, batches with many 8-tile groups and a partial last one;
+	 * panel shapes with 1-4 panels of 64 channels and tile counts (n x
+	 * ceil(h/4) x ceil(w/4)) with and without a partial 6-tile block.
+	 * n, ci, h, w, co: */
 	int own = cpu_wino_available();
-	int wino_shapes[][5] = { { 1, 32, 5, 5, 32 },	  { 2, 32, 9, 11, 32 }, { 2, 64, 8, 8, 64 },
-				 { 4, 128, 7, 7, 128 },	  { 2, 256, 4, 4, 256 }, { 2, 512, 2, 2, 512 },
-				 { 3, 512, 2, 2, 512 },	  { 3, 256, 3, 3, 256 }, { 2, 64, 1, 1, 64 },
-				 { 3, 16, 9, 7, 16 },	  { 5, 16, 13, 10, 32 }, { 2, 32, 6, 5, 16 },
-				 { 9, 32, 14, 14, 32 },	  { 2, 16, 1, 1, 16 },	 { 3, 16, 2, 3, 16 },
-				 { 2, 64, 7, 7, 128 } };
+	int wino_shapes[][5] = {
+		{ 1, 32, 5, 5, 32 },	{ 2, 32, 9, 11, 32 },	{ 2, 64, 8, 8, 64 },	{ 4, 128, 7, 7, 128 },
+		{ 2, 256, 4, 4, 256 },	{ 2, 512, 2, 2, 512 },	{ 3, 512, 2, 2, 512 },	{ 3, 256, 3, 3, 256 },
+		{ 2, 64, 1, 1, 64 },	{ 3, 16, 9, 7, 16 },	{ 5, 16, 13, 10, 32 },	{ 2, 32, 6, 5, 16 },
+		{ 9, 32, 14, 14, 32 },	{ 2, 16, 1, 1, 16 },	{ 3, 16, 2, 3, 16 },	{ 2, 64, 7, 7, 128 },
+		{ 2, 256, 9, 9, 256 },	{ 5, 256, 5, 5, 256 },	{ 2, 256, 6, 7, 512 },	{ 2, 512, 5, 5, 256 },
+		{ 1, 320, 7, 7, 256 },	{ 2, 256, 15, 15, 256 }, { 2, 512, 7, 7, 512 } };
 	for (size_t i = 0; i < sizeof wino_shapes / sizeof wino_shapes[0]; i++) {
 		int *d = wino_shapes[i], lo = d[1] < d[4] ? d[1] : d[4], hi = d[1] + d[4] - lo;
 		int small = own && hi <= 32;
+		int panel = own && d[1] % 64 == 0 && d[4] % 64 == 0 && lo >= 256 &&
+			    d[2] * d[3] <= 196 && omp_get_max_threads() <= lo / 64;
 		test_conv_algo(DL_CONV_DIRECT, 0, d[0], d[1], d[2], d[3], d[4], 3, 1, 1);
-		test_conv_algo(DL_CONV_WINOGRAD, small ? 2 : 1, d[0], d[1], d[2], d[3], d[4], 3, 1, 1);
-		test_conv_algo(DL_CONV_AUTO, small ? 2 : lo >= 32 ? 1 : 0, d[0], d[1], d[2], d[3],
-			       d[4], 3, 1, 1);
+		test_conv_algo(DL_CONV_WINOGRAD, small || panel ? 2 : 1, d[0], d[1], d[2], d[3], d[4],
+			       3, 1, 1);
+		test_conv_algo(DL_CONV_AUTO, small || panel ? 2 : lo >= 32 ? 1 : 0, d[0], d[1], d[2],
+			       d[3], d[4], 3, 1, 1);
 	}
+	/* The panel path with an output over 2 MiB (streaming stores), on 2
+	 * threads; on 5 (more than its 4 panels of 64 channels) oneDNN's
+	 * Winograd instead, then the panel path again at 512 channels. */
+	int threads = omp_get_max_threads();
+	omp_set_num_threads(2);
+	test_conv_algo(DL_CONV_AUTO, own ? 2 : 1, 11, 256, 14, 14, 256, 3, 1, 1);
+	omp_set_num_threads(5);
+	test_conv_algo(DL_CONV_AUTO, 1, 2, 256, 4, 4, 256, 3, 1, 1);
+	test_conv_algo(DL_CONV_AUTO, own ? 2 : 1, 2, 512, 4, 4, 512, 3, 1, 1);
+	omp_set_num_threads(threads);
 	/* resnet20's layer1 at batch 48: outputs over 2 MiB, which cpu_wino
 	 * writes with streaming stores. */
 	test_conv_algo(DL_CONV_AUTO, own ? 2 : 0, 48, 16, 28, 28, 16, 3, 1, 1);
@@ -427,6 +447,8 @@ int main(void)
 	test_conv_acc(DL_CONV_AUTO, 5, 16, 13, 10, 32, 3);
 	test_conv_acc(DL_CONV_AUTO, 48, 16, 28, 28, 16, 3);
 	test_conv_acc(DL_CONV_AUTO, 2, 64, 7, 7, 64, 3);
+	test_conv_acc(DL_CONV_AUTO, 2, 256, 5, 5, 256, 3); /* cpu_wino's panel path */
+	test_conv_acc(DL_CONV_AUTO, 3, 512, 3, 4, 256, 3);
 	test_conv_acc(DL_CONV_DIRECT, 2, 64, 7, 7, 64, 3);
 	test_conv_acc(DL_CONV_DIRECT, 3, 16, 9, 7, 16, 3);
 	test_conv_acc(DL_CONV_WINOGRAD, 1, 16, 5, 6, 48, 3);
