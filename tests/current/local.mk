@@ -58,6 +58,10 @@ slurm-current-run:
 	echo "=== check-slurm-current: cluster tests ($$(date +%T))"; \
 	DLJOB_OTHER_SPANK='$(DLJOB_OTHER_SPANK)' \
 	  $(MAKE) $(AM_MAKEFLAGS) check-TESTS TESTS='$(SLURM_CURRENT_TESTS)' check_PROGRAMS= check_LTLIBRARIES=; \
+	for t in $(SLURM_CURRENT_TESTS); do \
+	  if grep -q -E '^:test-result: (FAIL|ERROR)' "$${t%.sh}.trs" 2>/dev/null; then \
+	    echo "--- $${t%.sh}.log"; tail -40 "$${t%.sh}.log"; fi; \
+	done; \
 	if test -f test-suite.log; then \
 	  p=$$(sed -n 's/^# PASS: *//p' test-suite.log); f=$$(sed -n 's/^# FAIL: *//p' test-suite.log); \
 	  x=$$(sed -n 's/^# XPASS: *//p' test-suite.log); e=$$(sed -n 's/^# ERROR: *//p' test-suite.log); \
