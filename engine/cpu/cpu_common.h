@@ -38,9 +38,10 @@ struct cpu_ctx {
 	/* Batch norm always on oneDNN's primitive, never the own nChw16c
 	 * kernels (cpu_bn_blk.c): for benchmarks comparing the two. */
 	int bn_onednn;
-	/* 3x3 convolutions that cpu_wino's panel path would take run on
-	 * oneDNN's Winograd instead: for benchmarks comparing the two. */
-	int wino_panel_off;
+	/* 3x3 convolutions of 64 channels and more run wholly on oneDNN's
+	 * Winograd, none on cpu_wino's panel or wgrad paths: for benchmarks
+	 * comparing the two. */
+	int wino_wide_off;
 	/* Every primitive, primitive desc and memory made through this ctx. */
 	dnnl_primitive_t *prims;
 	int n_prims, cap_prims;

@@ -38,7 +38,7 @@ static int own_wino(const struct cpu_ctx *c, const dnnl_memory_desc_t *src_md,
 	    !cpu_wino_shape_ok(ci, co, k, stride, pad) || !cpu_wino_available())
 		return 0;
 	int group = ci <= OWN_WINO_MAX_CHANNELS && co <= OWN_WINO_MAX_CHANNELS;
-	int panel = !c->wino_panel_off && cpu_wino_panel_fits(ci, co, h, w, omp_get_max_threads());
+	int panel = !c->wino_wide_off && cpu_wino_panel_fits(ci, co, h, w, omp_get_max_threads());
 	return (group || panel) && (!src_md || cpu_md_eq(src_md, blk));
 }
 
@@ -46,10 +46,12 @@ static int own_wino_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, i
 			 int co, int need_bwd_data)
 {
 	float *buf;
-	size_t floats = cpu_wino_plan(&l->wg, n, ci, co, h, w, c->err, sizeof(c->err));
+	int panel = ci % 64 == 0 && co % 64 == 0;
+	size_t floats = cpu_wino_plan(&l->wg, panel ? CPU_WINO_PANEL : CPU_WINO_GROUP, n, ci, co, h,
+				      w, c->err, sizeof(c->err));
 	if (!floats)
 		return -1;
-	if (l->wg.panel) {
+	if (panel) {
 		/* Its weights in (3, 3, C, K) (hwio), kept resident in it where
 		 * the caller can (cpu_conv_finish); scratch shared. */
 		dnnl_dims_t wdims = { co, ci, 3, 3 };
@@ -67,6 +69,42 @@ static int own_wino_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, i
 	l->winograd = 2;
 	l->has_bwd_data = need_bwd_data;
 	return cpu_md4(c, &l->dst_md, n, co, h, w, dnnl_nChw16c);
+}
+
+static int turnable(const dnnl_memory_desc_t *md);
+static int turn_plan(struct cpu_ctx *c, struct cpu_turn *t, const dnnl_memory_desc_t *md);
+
+/* A layer on oneDNN's Winograd whose weight gradient cpu_wino's wgrad path
+ * computes instead (cpu_wino_wgrad_fits), writing it straight into the
+ * forward's weight layout: where that layout has 16 consecutive output
+ * channels side by side, and the activations are nChw16c.  0: not taken,
+ * 1: taken, -1: error. */
+static int own_wgrad_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int h, int w,
+			  int co)
+{
+	dnnl_memory_desc_t src_blk, dst_blk;
+	if (c->wino_wide_off || c->act_dt != dnnl_f32 || !cpu_wino_available() ||
+	    !cpu_wino_wgrad_fits(ci, co, h, w) || !turnable(&l->wt.fwd_md))
+		return 0;
+	if (cpu_md4(c, &src_blk, n, ci, h, w, dnnl_nChw16c) < 0 ||
+	    cpu_md4(c, &dst_blk, n, co, h, w, dnnl_nChw16c) < 0)
+		return -1;
+	if (!cpu_md_eq(&l->src_md, &src_blk) || !cpu_md_eq(&l->dst_md, &dst_blk))
+		return 0;
+	if (turn_plan(c, &l->dw_map, &l->wt.fwd_md) < 0)
+		return -1;
+	for (int k = 0; k < co; k++)
+		if (l->dw_map.base[0][k] != l->dw_map.base[0][k & ~15] + (k & 15))
+			return 0;
+	size_t floats = cpu_wino_plan(&l->wg, CPU_WINO_WGRAD, n, ci, co, h, w, c->err,
+				      sizeof(c->err));
+	if (!floats || !(l->wino_scratch = cpu_scratch_mem(c, floats * sizeof(float))))
+		return -1;
+	l->dw_at = (struct cpu_wino_place){ .k_at = l->dw_map.base[0], .c_at = l->dw_map.base[1],
+					    .r_step = l->dw_map.s2, .s_step = l->dw_map.s3 };
+	l->wt.dw_md = l->wt.fwd_md;
+	l->own_dw = 1;
+	return 1;
 }
 
 enum conv_pass { PASS_FWD, PASS_BWD_DATA, PASS_BWD_WEIGHTS };
@@ -146,13 +184,19 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 		goto fail;
 
 	/* The backward passes follow the forward's algorithm, each falling
-	 * back to direct on its own. */
+	 * back to direct on its own; the weight gradient on cpu_wino's wgrad
+	 * path where it takes the layer. */
 	dnnl_alg_kind_t alg_w = alg, alg_d = alg;
-	if (!(bwpd = conv_pass_pd(c, PASS_BWD_WEIGHTS, &alg_w, &l->src_md, &dw_any, &l->dst_md,
-				  strides, pl, pr, fpd)) ||
-	    cpu_prim_make(c, &l->bwd_w, bwpd) < 0)
+	int own_dw = l->winograd ? own_wgrad_init(c, l, n, ci, h, w, co) : 0;
+	if (own_dw < 0)
 		goto fail;
-	l->wt.dw_md = *cpu_query(bwpd, dnnl_query_diff_weights_md);
+	if (!own_dw) {
+		if (!(bwpd = conv_pass_pd(c, PASS_BWD_WEIGHTS, &alg_w, &l->src_md, &dw_any,
+					  &l->dst_md, strides, pl, pr, fpd)) ||
+		    cpu_prim_make(c, &l->bwd_w, bwpd) < 0)
+			goto fail;
+		l->wt.dw_md = *cpu_query(bwpd, dnnl_query_diff_weights_md);
+	}
 
 	if (need_bwd_data) {
 		if (!(bdpd = conv_pass_pd(c, PASS_BWD_DATA, &alg_d, &l->src_md, &w_any, &l->dst_md,
@@ -309,7 +353,7 @@ fail:
 int cpu_conv_finish(struct cpu_ctx *c, struct cpu_conv *l, int resident_ok)
 {
 	if (l->winograd == 2)
-		return l->wg.panel ? cpu_weights_finish(c, &l->wt, resident_ok, 0) : 0;
+		return l->wg.path == CPU_WINO_PANEL ? cpu_weights_finish(c, &l->wt, resident_ok, 0) : 0;
 	int r = cpu_weights_finish(c, &l->wt, resident_ok, l->acc);
 	if (r < 0 || !l->acc)
 		return r;
@@ -337,7 +381,7 @@ fail:
 int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 			  dnnl_memory_t src, dnnl_memory_t dst)
 {
-	if (l->winograd == 2 && l->wg.panel) {
+	if (l->winograd == 2 && l->wg.path == CPU_WINO_PANEL) {
 		if (cpu_weights_load_fwd(c, &l->wt, w) < 0)
 			return -1;
 		cpu_wino_bind(&l->wg, cpu_handle(l->wino_scratch));
@@ -376,7 +420,7 @@ static int acc_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, dnnl_
 int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, float *dw,
 			   dnnl_memory_t src, dnnl_memory_t diff_dst, dnnl_memory_t diff_src)
 {
-	if (l->winograd == 2 && l->wg.panel) {
+	if (l->winograd == 2 && l->wg.path == CPU_WINO_PANEL) {
 		/* Backward-data first, while diff_dst (just written) is still in
 		 * the cache: the weight gradient's transforms evict it. */
 		cpu_wino_bind(&l->wg, cpu_handle(l->wino_scratch));
@@ -400,12 +444,20 @@ int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w
 		return 0;
 	}
 	/* The weight gradient straight into the caller's array where oneDNN
-	 * writes its layout, else through a reorder. */
+	 * (or the wgrad path) writes its layout, else through a reorder. */
 	if (cpu_weights_dw_begin(c, &l->wt, dw) < 0)
 		return -1;
-	dnnl_exec_arg_t aw[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_DIFF_DST, diff_dst },
-				 { DNNL_ARG_DIFF_WEIGHTS, l->wt.dw } };
-	if (cpu_exec(c, &l->bwd_w, 3, aw) < 0 || cpu_weights_dw_end(c, &l->wt) < 0)
+	if (l->own_dw) {
+		cpu_wino_bind(&l->wg, cpu_handle(l->wino_scratch));
+		cpu_wino_backward_weights_at(&l->wg, cpu_handle(src), cpu_handle(diff_dst),
+					     cpu_handle(l->wt.dw), &l->dw_at);
+	} else {
+		dnnl_exec_arg_t aw[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_DIFF_DST, diff_dst },
+					 { DNNL_ARG_DIFF_WEIGHTS, l->wt.dw } };
+		if (cpu_exec(c, &l->bwd_w, 3, aw) < 0)
+			return -1;
+	}
+	if (cpu_weights_dw_end(c, &l->wt) < 0)
 		return -1;
 	if (!diff_src || !l->has_bwd_data)
 		return 0;

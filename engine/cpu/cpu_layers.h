@@ -71,8 +71,14 @@ struct cpu_conv {
 	/* winograd == 2: cpu_wino's kernels instead of oneDNN primitives, on
 	 * plain weights; wino_acc: its backward-data adds into diff_src. */
 	struct cpu_wino wg;
-	dnnl_memory_t wino_scratch; /* the panel path's buffer: shared scratch, bound per call */
+	dnnl_memory_t wino_scratch; /* the panel or wgrad path's buffer: shared scratch, bound per call */
 	int wino_acc;
+	/* own_dw: oneDNN's Winograd forward and backward-data, the weight
+	 * gradient on cpu_wino's wgrad path (wg), written into the forward's
+	 * weight layout at the places dw_map computed (dw_at). */
+	int own_dw;
+	struct cpu_turn dw_map;
+	struct cpu_wino_place dw_at;
 };
 /* src_md NULL: let oneDNN choose the input layout (read it from l->src_md). */
 int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_t *src_md,

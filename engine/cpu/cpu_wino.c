@@ -106,11 +106,20 @@ int cpu_wino_panel_fits(int c, int k, int h, int w, int threads)
 	       threads <= lo / 64;
 }
 
-size_t cpu_wino_plan(struct cpu_wino *wg, int n, int c, int k, int h, int w, char *err,
-		     size_t errlen)
+int cpu_wino_wgrad_fits(int c, int k, int h, int w)
+{
+	return (c == 64 || c == 128) && (k == 64 || k == 128) && (long)h * w > 14 * 14;
+}
+
+/* Tiles per chunk on the wgrad path. */
+#define TC 32
+
+size_t cpu_wino_plan(struct cpu_wino *wg, enum cpu_wino_path path, int n, int c, int k, int h,
+		     int w, char *err, size_t errlen)
 {
 	memset(wg, 0, sizeof(*wg));
-	if (n < 1 || h < 1 || w < 1 || !cpu_wino_shape_ok(c, k, 3, 1, 1)) {
+	if (n < 1 || h < 1 || w < 1 || !cpu_wino_shape_ok(c, k, 3, 1, 1) ||
+	    (path != CPU_WINO_GROUP && (c % 64 || k % 64))) {
 		snprintf(err, errlen, "%s:%d: winograd: bad shape n=%d c=%d k=%d %dx%d", __FILE__,
 			 __LINE__, n, c, k, h, w);
 		return 0;
@@ -124,10 +133,14 @@ size_t cpu_wino_plan(struct cpu_wino *wg, int n, int c, int k, int h, int w, cha
 	wg->tw = (w + 3) / 4;
 	wg->ngroup = (n * wg->th * wg->tw + TG - 1) / TG;
 	wg->nthr = omp_get_max_threads();
-	wg->panel = c % 64 == 0 && k % 64 == 0;
+	wg->path = path;
 	size_t ucount = (size_t)36 * c * k;
 	/* Every piece is a multiple of 16 floats, so each stays 64-byte aligned. */
-	if (wg->panel) { /* per thread a panel's U (or dU), then V and M (or Y) of every tile */
+	if (path == CPU_WINO_WGRAD) { /* per thread dU, then V and Y of a chunk */
+		wg->panel_len = ucount + (size_t)36 * TC * (c + k);
+		return wg->panel_len * wg->nthr;
+	}
+	if (path == CPU_WINO_PANEL) { /* per thread a panel's U (or dU), then V and M (or Y) of every tile */
 		wg->panel_len = (size_t)36 * 64 * (c > k ? c : k);
 		return wg->panel_len * wg->nthr + (size_t)2 * 36 * n * wg->th * wg->tw * (c > k ? c : k);
 	}
@@ -140,7 +153,11 @@ size_t cpu_wino_plan(struct cpu_wino *wg, int n, int c, int k, int h, int w, cha
 void cpu_wino_bind(struct cpu_wino *wg, float *buf)
 {
 	size_t ucount = (size_t)36 * wg->c * wg->k;
-	if (wg->panel) {
+	if (wg->path == CPU_WINO_WGRAD) {
+		wg->du = buf;
+		return;
+	}
+	if (wg->path == CPU_WINO_PANEL) {
 		wg->u_fwd = wg->u_bwd = wg->du = buf;
 		wg->pv = buf + wg->panel_len * wg->nthr;
 		wg->pm = wg->pv + (size_t)36 * wg->n * wg->th * wg->tw * (wg->c > wg->k ? wg->c : wg->k);
@@ -550,18 +567,19 @@ static void weight_grad(struct cpu_wino *wg, const float *src, const float *ddst
 #define PR 6  /* rows of the register block */
 #define PV 4  /* 16-float vectors of a row: one 64-channel panel */
 
-/* c[r][0..63] = sum over s < S of a[r * lda + s * sa] * b[s * ldb + 0..63]
- * for r < R.  R is a constant where this is inlined (gemm_rows). */
+/* c[r][0..63] = (or +=, with add) sum over s < S of a[r * lda + s * sa] *
+ * b[s * ldb + 0..63] for r < R.  R and add are constants where this is
+ * inlined (gemm_rows). */
 static inline __attribute__((always_inline)) void
-gemm_block(int R, int S, const float *a, size_t lda, size_t sa, const float *b, size_t ldb,
-	   float *c, size_t ldc)
+gemm_block(int R, int add, int S, const float *a, size_t lda, size_t sa, const float *b,
+	   size_t ldb, float *c, size_t ldc)
 {
 	vec acc[PR][PV];
 #pragma GCC unroll 6
 	for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
 		for (int j = 0; j < PV; j++)
-			acc[r][j] = _mm512_setzero_ps();
+			acc[r][j] = add ? _mm512_loadu_ps(c + (size_t)r * ldc + 16 * j) : _mm512_setzero_ps();
 	for (int s = 0; s < S; s++) {
 		const float *bs = b + (size_t)s * ldb, *as = a + (size_t)s * sa;
 		vec bv[PV];
@@ -583,24 +601,37 @@ gemm_block(int R, int S, const float *a, size_t lda, size_t sa, const float *b, 
 			_mm512_storeu_ps(c + (size_t)r * ldc + 16 * j, acc[r][j]);
 }
 
-/* c (nrows x 64) = a b, a's row r at a + r * lda, its step s at s * sa,
- * b (S x 64) with rows ldb apart; PR rows at a time. */
-static void gemm_rows(int nrows, int S, const float *a, size_t lda, size_t sa, const float *b,
-		      size_t ldb, float *c, size_t ldc)
+/* c (nrows x 64) = (or +=, with add) a b, a's row r at a + r * lda, its
+ * step s at s * sa, b (S x 64) with rows ldb apart; PR rows at a time. */
+static inline __attribute__((always_inline)) void
+gemm_rows_as(int add, int nrows, int S, const float *a, size_t lda, size_t sa, const float *b,
+	     size_t ldb, float *c, size_t ldc)
 {
 	int r0 = 0;
 	for (; r0 + PR <= nrows; r0 += PR)
-		gemm_block(PR, S, a + r0 * lda, lda, sa, b, ldb, c + r0 * ldc, ldc);
+		gemm_block(PR, add, S, a + r0 * lda, lda, sa, b, ldb, c + r0 * ldc, ldc);
 	const float *ar = a + r0 * lda;
 	float *cr = c + r0 * ldc;
 	switch (nrows - r0) {
-	case 5: gemm_block(5, S, ar, lda, sa, b, ldb, cr, ldc); break;
-	case 4: gemm_block(4, S, ar, lda, sa, b, ldb, cr, ldc); break;
-	case 3: gemm_block(3, S, ar, lda, sa, b, ldb, cr, ldc); break;
-	case 2: gemm_block(2, S, ar, lda, sa, b, ldb, cr, ldc); break;
-	case 1: gemm_block(1, S, ar, lda, sa, b, ldb, cr, ldc); break;
+	case 5: gemm_block(5, add, S, ar, lda, sa, b, ldb, cr, ldc); break;
+	case 4: gemm_block(4, add, S, ar, lda, sa, b, ldb, cr, ldc); break;
+	case 3: gemm_block(3, add, S, ar, lda, sa, b, ldb, cr, ldc); break;
+	case 2: gemm_block(2, add, S, ar, lda, sa, b, ldb, cr, ldc); break;
+	case 1: gemm_block(1, add, S, ar, lda, sa, b, ldb, cr, ldc); break;
 	default: break;
 	}
+}
+
+static void gemm_rows(int nrows, int S, const float *a, size_t lda, size_t sa, const float *b,
+		      size_t ldb, float *c, size_t ldc)
+{
+	gemm_rows_as(0, nrows, S, a, lda, sa, b, ldb, c, ldc);
+}
+
+static void gemm_rows_add(int nrows, int S, const float *a, size_t lda, size_t sa,
+			  const float *b, size_t ldb, float *c, size_t ldc)
+{
+	gemm_rows_as(1, nrows, S, a, lda, sa, b, ldb, c, ldc);
 }
 
 /* g_1d on 16 filters at once. */
@@ -835,6 +866,64 @@ static void panel_weight_grad(const struct cpu_wino *wg, const float *src, const
 	}
 }
 
+/* ---- The wgrad path: the weight gradient over chunks of tiles ----
+ *
+ * On 64 and 128 channels with larger images (resnet50's 56x56 and 28x28
+ * layers) V and Y of every tile would not fit the cache (29 MB each at
+ * 64 channels on 56x56), and the panel path's split by output channels
+ * leaves threads idle.  Here each thread takes chunks of TC tiles: their
+ * V (36, TC, C) and Y (36, TC, K), then dU_p (C, K) += V_p^T Y_p for each
+ * p, into a dU of its own; then the threads' dU are summed and turned into
+ * dw = G^T dU G per filter, written where `at` says. */
+static void chunk_weight_grad(const struct cpu_wino *wg, const float *src, const float *ddst,
+			      float *dw, const struct cpu_wino_place *at)
+{
+	int cin = wg->c, kout = wg->k, team = team_size(wg);
+	int ntile = wg->n * wg->th * wg->tw, nchunk = (ntile + TC - 1) / TC;
+	size_t pstep = (size_t)cin * kout, ucount = 36 * pstep; /* dU is (36, C, K) */
+#pragma omp parallel num_threads(team)
+	{
+		float *du = wg->du + wg->panel_len * omp_get_thread_num();
+		float *v = du + ucount, *yv = v + (size_t)36 * TC * cin;
+		memset(du, 0, ucount * sizeof(float));
+#pragma omp for schedule(static)
+		for (int ch = 0; ch < nchunk; ch++) {
+			int t0 = ch * TC, nt = ntile - t0 < TC ? ntile - t0 : TC;
+			for (int t = 0; t < nt; t++) {
+				input_transform(wg, src, cin, t0 + t, t, TC, v);
+				grad_transform(wg, ddst, kout, t0 + t, t, TC, yv);
+			}
+			// dU_p (C, K) += V_p^T (C, nt) Y_p (nt, K): row c of a is column c of V_p
+			for (int p = 0; p < 36; p++)
+				for (int q = 0; q < kout / 64; q++)
+					gemm_rows_add(cin, nt, v + (size_t)p * TC * cin, 1, cin,
+						      yv + (size_t)p * TC * kout + 64 * q, kout,
+						      du + p * pstep + 64 * q, kout);
+		}
+		/* Every thread's sums are done past the loop's barrier: per
+		 * filter row (c, 16 output channels) the threads' 36 values
+		 * summed into the first thread's dU, then G^T dU G. */
+#pragma omp for schedule(static)
+		for (int c = 0; c < cin; c++)
+			for (int kb = 0; kb < kout / 16; kb++) {
+				float *h = wg->du + (size_t)c * kout + 16 * kb;
+				for (int j = 1; j < team; j++) {
+					const float *hj = h + wg->panel_len * j;
+					for (int p = 0; p < 36; p++)
+						_mm512_storeu_ps(h + p * pstep,
+								 _mm512_add_ps(_mm512_loadu_ps(h + p * pstep),
+									       _mm512_loadu_ps(hj + p * pstep)));
+				}
+				vec g[9];
+				filter_grad_v(h, pstep, g);
+				float *g0 = dw + at->k_at[16 * kb] + at->c_at[c];
+#pragma GCC unroll 9
+				for (int i = 0; i < 9; i++)
+					_mm512_storeu_ps(g0 + i / 3 * at->r_step + i % 3 * at->s_step, g[i]);
+			}
+	}
+}
+
 #pragma GCC pop_options
 
 #else /* no x86-64 GCC: the kernels are not built, nothing selects them */
@@ -870,11 +959,19 @@ static void panel_weight_grad(const struct cpu_wino *wg, const float *src, const
 	(void)wg, (void)src, (void)ddst, (void)dw;
 	abort();
 }
+
+static void chunk_weight_grad(const struct cpu_wino *wg, const float *src, const float *ddst,
+			      float *dw, const struct cpu_wino_place *at)
+{
+	(void)wg, (void)src, (void)ddst, (void)dw, (void)at;
+	abort();
+}
+
 #endif
 
 void cpu_wino_forward(struct cpu_wino *wg, const float *w, const float *src, float *dst)
 {
-	if (wg->panel) {
+	if (wg->path == CPU_WINO_PANEL) {
 		size_t bytes = (size_t)wg->n * wg->k * wg->h * wg->w * sizeof(float);
 		panel_conv(wg, wg->c, wg->k, w, 0, src, dst, store_kind(dst, bytes, 0));
 		return;
@@ -886,7 +983,7 @@ void cpu_wino_forward(struct cpu_wino *wg, const float *w, const float *src, flo
 void cpu_wino_backward_data(struct cpu_wino *wg, const float *w, const float *ddst, float *dsrc,
 			    int accumulate)
 {
-	if (wg->panel) {
+	if (wg->path == CPU_WINO_PANEL) {
 		size_t bytes = (size_t)wg->n * wg->c * wg->h * wg->w * sizeof(float);
 		panel_conv(wg, wg->k, wg->c, w, 1, ddst, dsrc, store_kind(dsrc, bytes, accumulate));
 		return;
@@ -897,9 +994,15 @@ void cpu_wino_backward_data(struct cpu_wino *wg, const float *w, const float *dd
 
 void cpu_wino_backward_weights(struct cpu_wino *wg, const float *src, const float *ddst, float *dw)
 {
-	if (wg->panel) {
+	if (wg->path == CPU_WINO_PANEL) {
 		panel_weight_grad(wg, src, ddst, dw);
 		return;
 	}
 	weight_grad(wg, src, ddst, dw);
+}
+
+void cpu_wino_backward_weights_at(struct cpu_wino *wg, const float *src, const float *ddst,
+				  float *dw, const struct cpu_wino_place *at)
+{
+	chunk_weight_grad(wg, src, ddst, dw, at);
 }

@@ -1,6 +1,6 @@
 /* Winograd F(4x4,3x3) convolution written for this engine: f32, 3x3,
  * stride 1, pad 1, activations in oneDNN's nChw16c layout (aBcd16b), C and
- * K multiples of 16.  Two ways to run it, chosen by shape (cpu_wino_plan):
+ * K multiples of 16.  Three ways to run it, chosen by shape (cpu_wino_plan):
  *
  * The group path (small channel counts): at 16 channels oneDNN's jit_wino_4x3
  * is no faster than its direct kernel, at 32 a little.  This path keeps a
@@ -25,6 +25,18 @@
  * 128 channels on 56x56 and 28x28 oneDNN's is as fast or faster
  * (tests/bench/RESULTS.md).
  *
+ * The wgrad path (backward-weights only, C and K of 64 or 128): on
+ * resnet50's 56x56 and 28x28 layers oneDNN's Winograd backward-weights is
+ * its slow pass (6.3 ms against 3.7 forward on the Zen 5 VM), and the
+ * panel path's buffers would not fit the cache.  Each thread takes chunks
+ * of 32 tiles, transforms them and adds their products into a dU of its
+ * own; the threads' dU are summed at the end.  The backend keeps oneDNN's
+ * Winograd for the forward and backward-data of these layers and writes
+ * this path's gradient straight into their weight layout.  bench_ops,
+ * Zen 4 VM, batch 16, 2 threads, backward-weights GFLOP/s against
+ * oneDNN's in the same run: 64->64 at 56x56 485 / 407, 128->128 at 28x28
+ * 531 / 448.
+ *
  * All passes share the transforms of Lavin & Gray's F(4x4,3x3):
  *   forward         y  = A^T [ (G g G^T) . (B^T d B) ] A   per 4x4 output tile
  *   backward-data   the forward over dy with the weights flipped and Ci/Co swapped
@@ -36,26 +48,46 @@
 #define DLJOB_ENGINE_CPU_CPU_WINO_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+/* Which way a layer runs (cpu_wino_plan). */
+enum cpu_wino_path {
+	CPU_WINO_GROUP, /* all passes, 8 tiles at a time: up to 32 channels */
+	CPU_WINO_PANEL, /* all passes, every tile at once: wide layers, small images */
+	CPU_WINO_WGRAD, /* backward-weights only, chunks of tiles: 64 and 128
+			 * channels on larger images (forward and backward-data
+			 * stay on oneDNN's Winograd) */
+};
 
 struct cpu_wino {
 	int n, c, k, h, w;  /* batch, input and output channels, spatial size (in = out) */
 	int th, tw, ngroup; /* 4x4 tiles per column/row, groups of tiles */
 	int nthr;           /* OpenMP threads the buffers are sized for */
-	/* The panel path (C and K multiples of 64): every tile at once, one
-	 * GEMM per transform position; its buffer holds nothing between
-	 * calls, so it may be shared scratch (bound before each call).  Else
-	 * the group path: 8 tiles at a time, its buffer kept zeroed. */
-	int panel;
+	/* The panel and wgrad paths' buffers hold nothing between calls, so
+	 * they may be shared scratch (bound before each call); the group
+	 * path's is kept zeroed. */
+	enum cpu_wino_path path;
 	size_t scratch_len; /* group path: floats per thread */
-	size_t panel_len;   /* panel path: floats per thread of one panel's U or dU */
+	size_t panel_len;   /* panel path: floats per thread of one panel's U or dU;
+			     * wgrad path: floats per thread of dU, V and Y of a chunk */
 	/* Carved out of one caller-owned buffer (cpu_wino_bind): */
 	float *scratch;     /* group path, per thread: transformed inputs and products of one group */
 	float *u_fwd;       /* group path (36, C, K): G g G^T of the forward weights */
 	float *u_bwd;       /* group path (36, K, C): the same of the flipped, transposed weights */
 	float *du;          /* (36, C, K): weight-gradient sums in the transform domain
-			     * (group path: one per thread; panel path: u_fwd, u_bwd and
-			     * du are one buffer of (max(C, K), 36, 64) per thread) */
+			     * (group and wgrad paths: one per thread; panel path: u_fwd,
+			     * u_bwd and du are one buffer of (max(C, K), 36, 64) per thread) */
 	float *pv, *pm;     /* panel path: V (36, T, Cin) and M (36, T, Cout) or Y (36, T, K) */
+};
+
+/* Where the wgrad path writes the weight gradient: element (k, c, r, s) at
+ * k_at[k] + c_at[c] + r * r_step + s * s_step, in a layout where every 16
+ * output channels from a multiple of 16 lie side by side (k_at[16j + i] =
+ * k_at[16j] + i), as in hwio and in oneDNN's blocked layouts with the
+ * output channel innermost. */
+struct cpu_wino_place {
+	const int64_t *k_at, *c_at;
+	int64_t r_step, s_step;
 };
 
 /* Whether this CPU can run the kernels (AVX-512F). */
@@ -70,15 +102,21 @@ int cpu_wino_shape_ok(int c, int k, int ksize, int stride, int pad);
  * the 64-channel panels its products are split into (up to 4 threads at
  * 256 channels, 8 at 512): beyond that the rest would idle. */
 int cpu_wino_panel_fits(int c, int k, int h, int w, int threads);
-/* Plans batch n, c -> k channels, h x w, with buffers for the current
- * omp_get_max_threads(); returns how many floats of buffer it needs (0 with
- * a message in err for a shape it does not take).  The caller allocates
- * them (64-byte aligned, zeroed) and hands them to cpu_wino_bind, which
- * keeps pointers into that buffer; the caller frees it.  Where wg->panel
- * is set the buffer need not be zeroed nor kept: the caller may bind
- * shared scratch before each call instead. */
-size_t cpu_wino_plan(struct cpu_wino *wg, int n, int c, int k, int h, int w, char *err,
-		     size_t errlen);
+/* Whether the wgrad path is the one to run the weight gradient of c -> k
+ * channels on h x w images: C and K of 64 or 128 on images over 14x14,
+ * where oneDNN's Winograd backward-weights runs at 60-80 % of its
+ * forward's rate and this path at 1.15-1.2x oneDNN's
+ * (tests/bench/RESULTS.md). */
+int cpu_wino_wgrad_fits(int c, int k, int h, int w);
+/* Plans batch n, c -> k channels, h x w on path, with buffers for the
+ * current omp_get_max_threads(); returns how many floats of buffer it needs
+ * (0 with a message in err for a shape it does not take).  The caller
+ * allocates them (64-byte aligned, zeroed) and hands them to cpu_wino_bind,
+ * which keeps pointers into that buffer; the caller frees it.  On the
+ * panel and wgrad paths the buffer need not be zeroed nor kept: the caller
+ * may bind shared scratch before each call instead. */
+size_t cpu_wino_plan(struct cpu_wino *wg, enum cpu_wino_path path, int n, int c, int k, int h,
+		     int w, char *err, size_t errlen);
 void cpu_wino_bind(struct cpu_wino *wg, float *buf);
 
 /* w is the weight: (K, C, 3, 3) (oihw) on the group path, (3, 3, C, K)
@@ -87,8 +125,11 @@ void cpu_wino_forward(struct cpu_wino *wg, const float *w, const float *src, flo
 /* dsrc (N, C/16, H, W, 16) = (or +=, with accumulate) the input gradient from ddst. */
 void cpu_wino_backward_data(struct cpu_wino *wg, const float *w, const float *ddst, float *dsrc,
 			    int accumulate);
-/* dw in w's layout, overwritten. */
+/* dw in w's layout, overwritten (group and panel paths). */
 void cpu_wino_backward_weights(struct cpu_wino *wg, const float *src, const float *ddst,
 			       float *dw);
+/* The wgrad path: dw, overwritten, laid out as at says. */
+void cpu_wino_backward_weights_at(struct cpu_wino *wg, const float *src, const float *ddst,
+				  float *dw, const struct cpu_wino_place *at);
 
 #endif

@@ -17,8 +17,9 @@
  * FMAs measured 283 GFLOP/s on one core and 551 on two of today's AMD EPYC
  * (Zen 5 class) VM, 116 per core on the Zen VM of the earlier sessions, whose
  * 512-bit FMAs issued at the 256-bit rate (tests/bench/RESULTS.md).  A
- * shape that runs on cpu_wino's panel path gets a second line with
- * oneDNN's Winograd, timed right after it. */
+ * shape that runs on cpu_wino's panel path (own-wino) or its wgrad path
+ * (wino+own-dw: oneDNN's Winograd but the own weight gradient) gets a
+ * second line with oneDNN's Winograd alone, timed right after it. */
 #include "config.h"
 
 #include <stdio.h>
@@ -58,9 +59,9 @@ static const struct shape shapes[] = {
 	{ "layer4 3x3", 512, 7, 512, 3, 1, 1 },
 };
 
-/* One shape; panel_off: keep it off cpu_wino's panel path (oneDNN's kernels
- * instead).  Returns 1 where the panel path ran, 0, or -1. */
-static int bench(const struct shape *sh, int n, int reps, int panel_off)
+/* One shape; wide_off: keep it off cpu_wino's panel and wgrad paths
+ * (oneDNN's kernels instead).  Returns 1 where one of them ran, 0, or -1. */
+static int bench(const struct shape *sh, int n, int reps, int wide_off)
 {
 	struct cpu_ctx cc, *c = &cc;
 	struct cpu_conv l;
@@ -71,7 +72,7 @@ static int bench(const struct shape *sh, int n, int reps, int panel_off)
 	float *w = NULL, *dw = NULL;
 	if (cpu_ctx_init(c) < 0)
 		goto out;
-	c->wino_panel_off = panel_off;
+	c->wino_wide_off = wide_off;
 	if (cpu_md4(c, &blk, n, sh->ci, sh->h, sh->h, dnnl_nChw16c) < 0 ||
 	    cpu_conv_init(c, &l, sh->ci == 3 ? NULL : &blk, n, sh->ci, sh->h, sh->h, sh->co, sh->k,
 			  sh->s, sh->p, sh->ci != 3) < 0 ||
@@ -80,7 +81,7 @@ static int bench(const struct shape *sh, int n, int reps, int panel_off)
 	/* Weights in the layout the layer keeps them in (padding included),
 	 * 64-byte aligned as the backend's (oneDNN's Winograd kernels fault on
 	 * less). */
-	wc = l.winograd == 2 && !l.wg.panel ? (size_t)sh->co * sh->ci * sh->k * sh->k /* plain */
+	wc = l.winograd == 2 && l.wg.path == CPU_WINO_GROUP ? (size_t)sh->co * sh->ci * sh->k * sh->k /* plain */
 			     : dnnl_memory_desc_get_size(&l.wt.res_md) / sizeof(float);
 	w = aligned_alloc(64, (wc * sizeof(float) + 63) / 64 * 64);
 	dw = aligned_alloc(64, (wc * sizeof(float) + 63) / 64 * 64);
@@ -116,14 +117,14 @@ static int bench(const struct shape *sh, int n, int reps, int panel_off)
 			t[2] += t2 - t1;
 		}
 	}
-	static const char *const algo[] = { "direct", "winograd", "own-wino" };
+	static const char *const algo[] = { "direct", "winograd", "own-wino", "wino+own-dw" };
 	printf("%-16s n%-3d %4d->%-4d %3dx%-3d k%d s%d %-8s  fwd %7.1f  bwd-data %7.1f  bwd-weights %7.1f GFLOP/s"
 	       "  (per CPU-second: %6.1f %6.1f %6.1f)\n",
-	       sh->name, n, sh->ci, sh->co, sh->h, sh->h, sh->k, sh->s, algo[l.winograd], flops * reps / t[0] * 1e-9,
+	       sh->name, n, sh->ci, sh->co, sh->h, sh->h, sh->k, sh->s, algo[l.own_dw ? 3 : l.winograd], flops * reps / t[0] * 1e-9,
 	       sh->ci != 3 ? flops * reps / t[1] * 1e-9 : 0.0, flops * reps / t[2] * 1e-9,
 	       flops * reps / u[0] * 1e-9, sh->ci != 3 ? flops * reps / u[1] * 1e-9 : 0.0,
 	       flops * reps / u[2] * 1e-9);
-	rv = l.winograd == 2 && l.wg.panel;
+	rv = (l.winograd == 2 && l.wg.path == CPU_WINO_PANEL) || l.own_dw;
 out:
 fail:
 	if (rv < 0)
@@ -143,7 +144,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bench_ops [BATCH [REPS]]\n");
 		return 2;
 	}
-	/* Where cpu_wino's panel path runs, oneDNN's Winograd right after it,
+	/* Where cpu_wino's panel or wgrad path runs, oneDNN's Winograd right after it,
 	 * for the ratio in the same run. */
 	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
 		int r = bench(&shapes[i], n, reps, 0);

@@ -6,6 +6,7 @@
 #   bench_ops      batch 1, 1 rep: 7 shapes, each naming its algorithm
 #                  (the 3x3 stride-1 ones Winograd, conv1 direct), plus
 #                  oneDNN's line after each own-wino one (layer3/4 only)
+#                  and each wino+own-dw one (layer1/2 only)
 #   bench_bn       1 rep: 9 shapes and the sum
 #   bench_engine.sh / bench_data.sh given a directory with no Makefile: exit 2
 #                  saying so (not make's "config.h: No such file")
@@ -42,13 +43,17 @@ fi
 out=$("$build/tests/bench/bench_ops" 1 1 2>&1)
 rc=$?
 # Where the panel path takes layer3/layer4 (AVX-512, few threads), each has
-# an own-wino line and oneDNN's winograd line after it.
+# an own-wino line and oneDNN's winograd line after it; where the wgrad path
+# takes layer1/layer2's weight gradient (AVX-512), a wino+own-dw line and
+# oneDNN's winograd line after it.
 own=$(grep -c ' k3 s1 own-wino  *fwd' <<<"$out")
-if [ $rc -eq 0 ] && [ "$(grep -c 'GFLOP/s' <<<"$out")" -eq $((7 + own)) ] &&
+dw=$(grep -c ' k3 s1 wino+own-dw  *fwd' <<<"$out")
+if [ $rc -eq 0 ] && [ "$(grep -c 'GFLOP/s' <<<"$out")" -eq $((7 + own + dw)) ] &&
 	grep -q '^conv1 7x7/2 .* k7 s2 direct  *fwd' <<<"$out" &&
 	[ "$(grep -c ' k3 s1 winograd  *fwd' <<<"$out")" -eq 4 ] &&
-	[ "$(grep ' k3 s1 own-wino ' <<<"$out" | grep -vc '^layer[34] 3x3 ')" -eq 0 ]; then
-	ok "bench_ops: 7 shapes, the 3x3 ones named winograd ($own also own-wino)"
+	[ "$(grep ' k3 s1 own-wino ' <<<"$out" | grep -vc '^layer[34] 3x3 ')" -eq 0 ] &&
+	[ "$(grep ' k3 s1 wino+own-dw ' <<<"$out" | grep -vc '^layer[12] 3x3 ')" -eq 0 ]; then
+	ok "bench_ops: 7 shapes, the 3x3 ones named winograd ($own also own-wino, $dw also wino+own-dw)"
 else
 	fail "bench_ops (exit $rc): $out"
 fi

@@ -53,12 +53,12 @@ static void report_tol(const char *what, const char *shape, const char *out, con
 }
 
 /* The kernel a convolution ran (cpu_conv's winograd field). */
-static const char *const impl_name[] = { "direct", "winograd", "cpu_wino" };
+static const char *const impl_name[] = { "direct", "winograd", "cpu_wino", "winograd+cpu_wino dw" };
 
 /* One convolution with algorithm algo (enum dl_conv_algo): want_wino is
- * the kernel that must run (0 direct, 1 oneDNN's Winograd, 2 cpu_wino's)
- * or -1 for any, so a shape meant to test one kernel cannot quietly pass on
- * another. */
+ * the kernels that must run (0 direct, 1 oneDNN's Winograd, 2 cpu_wino's,
+ * 3 oneDNN's Winograd with cpu_wino's weight gradient) or -1 for any, so a
+ * shape meant to test one kernel cannot quietly pass on another. */
 static void test_conv_algo(int algo, int want_wino, int n, int ci, int h, int w, int co, int k,
 			   int s, int p)
 {
@@ -402,7 +402,12 @@ int main(void)
 	 * ceil(h/4) x ceil(w/4)) with and without a partial 6-tile block.
 	 * n, ci, h, w, co: */
 	int own = cpu_wino_available();
+	/* And the wgrad path: oneDNN's Winograd with cpu_wino's weight
+	 * gradient at 64 and 128 channels on images over 14x14; chunks of 32
+	 * tiles with a partial last one (n x ceil(h/4) x ceil(w/4) = 40, 32,
+	 * 75 and 60 tiles), odd sides, Ci != Co. */
 	int wino_shapes[][5] = {
+		{ 2, 64, 17, 15, 64 },	{ 1, 64, 15, 29, 128 },	{ 3, 128, 19, 18, 64 },	{ 3, 128, 16, 20, 128 },
 		{ 1, 32, 5, 5, 32 },	{ 2, 32, 9, 11, 32 },	{ 2, 64, 8, 8, 64 },	{ 4, 128, 7, 7, 128 },
 		{ 2, 256, 4, 4, 256 },	{ 2, 512, 2, 2, 512 },	{ 3, 512, 2, 2, 512 },	{ 3, 256, 3, 3, 256 },
 		{ 2, 64, 1, 1, 64 },	{ 3, 16, 9, 7, 16 },	{ 5, 16, 13, 10, 32 },	{ 2, 32, 6, 5, 16 },
@@ -414,11 +419,13 @@ int main(void)
 		int small = own && hi <= 32;
 		int panel = own && d[1] % 64 == 0 && d[4] % 64 == 0 && lo >= 256 &&
 			    d[2] * d[3] <= 196 && omp_get_max_threads() <= lo / 64;
+		int wgrad = own && lo >= 64 && hi <= 128 && d[1] % 64 == 0 && d[4] % 64 == 0 &&
+			    d[2] * d[3] > 196;
+		int wino = small || panel ? 2 : wgrad ? 3 : 1;
 		test_conv_algo(DL_CONV_DIRECT, 0, d[0], d[1], d[2], d[3], d[4], 3, 1, 1);
-		test_conv_algo(DL_CONV_WINOGRAD, small || panel ? 2 : 1, d[0], d[1], d[2], d[3], d[4],
-			       3, 1, 1);
-		test_conv_algo(DL_CONV_AUTO, small || panel ? 2 : lo >= 32 ? 1 : 0, d[0], d[1], d[2],
-			       d[3], d[4], 3, 1, 1);
+		test_conv_algo(DL_CONV_WINOGRAD, wino, d[0], d[1], d[2], d[3], d[4], 3, 1, 1);
+		test_conv_algo(DL_CONV_AUTO, lo >= 32 || small ? wino : 0, d[0], d[1], d[2], d[3],
+			       d[4], 3, 1, 1);
 	}
 	/* The panel path with an output over 2 MiB (streaming stores), on 2
 	 * threads; on 5 (more than its 4 panels of 64 channels) oneDNN's
