@@ -186,9 +186,14 @@ int cpu_wino_available(void)
 
 /* The kernels below are compiled for AVX-512F whatever the build's flags;
  * they only run where cpu_wino_available() said yes.  The pragma (rather
- * than a function attribute) also covers OpenMP's outlined bodies. */
+ * than a function attribute) also covers OpenMP's outlined bodies; clang
+ * (the sanitizer build) has its own. */
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f")
+#endif
 
 typedef __m512 vec;
 
@@ -702,6 +707,26 @@ static inline __attribute__((always_inline)) void filter_grad_v(const float *h, 
 		gt_1d_v(t[i], &g[i * 3]);
 }
 
+/* g (3 x 3 taps of 16 filters; tap (r, s) at g + r * r_step + s * s_step) =
+ * G^T h G, h as filter_grad_v's. */
+static inline __attribute__((always_inline)) void
+store_filter_grads(const float *h, size_t step, float *g, int64_t r_step, int64_t s_step)
+{
+	vec gv[9];
+	filter_grad_v(h, step, gv);
+#pragma GCC unroll 9
+	for (int i = 0; i < 9; i++)
+		_mm512_storeu_ps(g + i / 3 * r_step + i % 3 * s_step, gv[i]);
+}
+
+/* h[p * step + 0..15] += hj[p * step + 0..15] for p < 36. */
+static inline __attribute__((always_inline)) void add_36(float *h, const float *hj, size_t step)
+{
+	for (int p = 0; p < 36; p++)
+		_mm512_storeu_ps(h + p * step, _mm512_add_ps(_mm512_loadu_ps(h + p * step),
+							     _mm512_loadu_ps(hj + p * step)));
+}
+
 /* out[c][r] = in[r][c] for a 16 x 16 block of floats. */
 static inline __attribute__((always_inline)) void transpose16(const vec in[16], vec out[16])
 {
@@ -853,15 +878,11 @@ static void panel_weight_grad(const struct cpu_wino *wg, const float *src, const
 					  du + p * 64, 36 * 64);
 			for (int c = 0; c < cin; c++)
 #pragma GCC unroll 4
-				for (int b = 0; b < 4; b++) {
-					vec g[9];
-					filter_grad_v(du + (size_t)c * 36 * 64 + 16 * b, 64, g);
+				for (int b = 0; b < 4; b++)
 					// dw[.][.][c][64q + 16b + lane]
-					float *g0 = dw + (size_t)c * kout + 64 * q + 16 * b;
-#pragma GCC unroll 9
-					for (int i = 0; i < 9; i++)
-						_mm512_storeu_ps(g0 + i * tap, g[i]);
-				}
+					store_filter_grads(du + (size_t)c * 36 * 64 + 16 * b, 64,
+							   dw + (size_t)c * kout + 64 * q + 16 * b,
+							   (int64_t)(3 * tap), (int64_t)tap);
 		}
 	}
 }
@@ -907,24 +928,19 @@ static void chunk_weight_grad(const struct cpu_wino *wg, const float *src, const
 		for (int c = 0; c < cin; c++)
 			for (int kb = 0; kb < kout / 16; kb++) {
 				float *h = wg->du + (size_t)c * kout + 16 * kb;
-				for (int j = 1; j < team; j++) {
-					const float *hj = h + wg->panel_len * j;
-					for (int p = 0; p < 36; p++)
-						_mm512_storeu_ps(h + p * pstep,
-								 _mm512_add_ps(_mm512_loadu_ps(h + p * pstep),
-									       _mm512_loadu_ps(hj + p * pstep)));
-				}
-				vec g[9];
-				filter_grad_v(h, pstep, g);
-				float *g0 = dw + at->k_at[16 * kb] + at->c_at[c];
-#pragma GCC unroll 9
-				for (int i = 0; i < 9; i++)
-					_mm512_storeu_ps(g0 + i / 3 * at->r_step + i % 3 * at->s_step, g[i]);
+				for (int j = 1; j < team; j++)
+					add_36(h, h + wg->panel_len * j, pstep);
+				store_filter_grads(h, pstep, dw + at->k_at[16 * kb] + at->c_at[c],
+						   at->r_step, at->s_step);
 			}
 	}
 }
 
+#ifdef __clang__
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #else /* no x86-64 GCC: the kernels are not built, nothing selects them */
 

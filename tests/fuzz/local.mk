@@ -22,7 +22,7 @@
 FUZZ_LINKFLAGS = -fsanitize=fuzzer
 FUZZ_TARGETS =
 include tests/fuzz/spank.mk
-EXTRA_DIST += tests/fuzz/fuzz_util.h tests/fuzz/corpus tests/fuzz/gen_corpus.py
+EXTRA_DIST += tests/fuzz/fuzz_util.h tests/fuzz/corpus tests/fuzz/gen_corpus.py tests/fuzz/lsan.supp
 
 FUZZ_TARGETS += tests/fuzz/fuzz_idx
 tests_fuzz_fuzz_idx_LDFLAGS = $(FUZZ_LINKFLAGS)
@@ -80,7 +80,7 @@ EXTRA_PROGRAMS = $(FUZZ_TARGETS)
 
 # The unit tests make check-asan runs under the sanitizers.
 ASAN_TESTS = tests/data/test_loader tests/data/test_fmnist tests/data/test_u8 \
-	tests/data/test_hostile_files.py tests/engine/test_checkpoint_parse \
+	tests/data/test_hostile_files.py tests/engine/test_checkpoint_parse tests/engine/test_ops \
 	tests/data/test_bad_inputs.py tests/data/test_pack.py \
 	tests/slurm/test_spank_units tests/slurm/test_world_env tests/slurm/test_run_env tests/slurm/test_map \
 	tests/slurm/test_world_star tests/slurm/test_hostlist tests/slurm/test_world_ompi
