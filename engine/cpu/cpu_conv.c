@@ -83,6 +83,7 @@ static int own_wgrad_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, 
 			  int co)
 {
 	dnnl_memory_desc_t src_blk, dst_blk;
+	struct cpu_turn map; /* its offset arrays are the context's, as long as the layer */
 	if (c->wino_wide_off || c->act_dt != dnnl_f32 || !cpu_wino_available() ||
 	    !cpu_wino_wgrad_fits(ci, co, h, w) || !turnable(&l->wt.fwd_md))
 		return 0;
@@ -91,17 +92,17 @@ static int own_wgrad_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, 
 		return -1;
 	if (!cpu_md_eq(&l->src_md, &src_blk) || !cpu_md_eq(&l->dst_md, &dst_blk))
 		return 0;
-	if (turn_plan(c, &l->dw_map, &l->wt.fwd_md) < 0)
+	if (turn_plan(c, &map, &l->wt.fwd_md) < 0)
 		return -1;
 	for (int k = 0; k < co; k++)
-		if (l->dw_map.base[0][k] != l->dw_map.base[0][k & ~15] + (k & 15))
+		if (map.base[0][k] != map.base[0][k & ~15] + (k & 15))
 			return 0;
 	size_t floats = cpu_wino_plan(&l->wg, CPU_WINO_WGRAD, n, ci, co, h, w, c->err,
 				      sizeof(c->err));
 	if (!floats || !(l->wino_scratch = cpu_scratch_mem(c, floats * sizeof(float))))
 		return -1;
-	l->dw_at = (struct cpu_wino_place){ .k_at = l->dw_map.base[0], .c_at = l->dw_map.base[1],
-					    .r_step = l->dw_map.s2, .s_step = l->dw_map.s3 };
+	l->dw_at = (struct cpu_wino_place){ .k_at = map.base[0], .c_at = map.base[1],
+					    .r_step = map.s2, .s_step = map.s3 };
 	l->wt.dw_md = l->wt.fwd_md;
 	l->own_dw = 1;
 	return 1;

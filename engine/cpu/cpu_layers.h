@@ -75,9 +75,8 @@ struct cpu_conv {
 	int wino_acc;
 	/* own_dw: oneDNN's Winograd forward and backward-data, the weight
 	 * gradient on cpu_wino's wgrad path (wg), written into the forward's
-	 * weight layout at the places dw_map computed (dw_at). */
+	 * weight layout at the places dw_at says. */
 	int own_dw;
-	struct cpu_turn dw_map;
 	struct cpu_wino_place dw_at;
 };
 /* src_md NULL: let oneDNN choose the input layout (read it from l->src_md). */
