@@ -11,8 +11,9 @@
  * oneDNN 2.6 has Winograd (jit_wino_4x3) for f32 3x3 stride-1 only; at 16
  * channels it measured no faster than direct here (tests/bench/RESULTS.md),
  * at 32-512 channels 1.2-2.3x faster in each of the three passes.  Layers
- * of 16 and 32 channels, and wide ones on small images, run the engine's
- * own Winograd instead (own_wino). */
+ * of 16 and 32 channels, wide ones on small images, and 3x3 stride-2 ones
+ * of 64 and 128 channels on large images run the engine's own Winograd
+ * instead (own_wino). */
 static dnnl_alg_kind_t conv_alg(const struct cpu_ctx *c, int ci, int co, int k, int stride)
 {
 	if (c->conv_algo == DL_CONV_DIRECT || c->act_dt != dnnl_f32 || k != 3 || stride != 1)
@@ -26,32 +27,45 @@ static dnnl_alg_kind_t conv_alg(const struct cpu_ctx *c, int ci, int co, int k, 
  * with C and K multiples of 16.  Up to 32 channels (its group path) they
  * beat both oneDNN kernels in the network; at 64 oneDNN's Winograd is
  * faster.  Its panel path beats oneDNN's Winograd on wide layers with small
- * images (cpu_wino_panel_fits). The input must be nChw16c or left to
- * choose. */
+ * images (cpu_wino_panel_fits), its stride-2 path oneDNN's direct kernel
+ * on 3x3 stride-2 pad-1 layers of 64 and 128 channels on large images
+ * (cpu_wino_s2_fits). The input must be nChw16c or left to choose. */
 #define OWN_WINO_MAX_CHANNELS 32
 
 static int own_wino(const struct cpu_ctx *c, const dnnl_memory_desc_t *src_md,
-		    const dnnl_memory_desc_t *blk, int ci, int co, int h, int w, int k, int stride,
-		    int pad)
+		    const dnnl_memory_desc_t *blk, int n, int ci, int co, int h, int w, int k,
+		    int stride, int pad)
 {
-	if (c->conv_algo == DL_CONV_DIRECT || c->act_dt != dnnl_f32 ||
-	    !cpu_wino_shape_ok(ci, co, k, stride, pad) || !cpu_wino_available())
+	if (c->conv_algo == DL_CONV_DIRECT || c->act_dt != dnnl_f32 || !cpu_wino_available() ||
+	    (src_md && !cpu_md_eq(src_md, blk)))
+		return 0;
+	/* 3x3 stride 2: the stride-2 path where it pays (resnet50's
+	 * layer2.0), or anywhere it runs when Winograd is asked for; not when
+	 * the wide-layer paths are switched off. */
+	if (stride == 2 && k == 3 && pad == 1)
+		return !c->wino_wide_off && ci % 64 == 0 && co % 64 == 0 &&
+		       (c->conv_algo == DL_CONV_WINOGRAD ||
+			cpu_wino_s2_fits(n, ci, co, h, w, omp_get_max_threads()));
+	if (!cpu_wino_shape_ok(ci, co, k, stride, pad))
 		return 0;
 	int group = ci <= OWN_WINO_MAX_CHANNELS && co <= OWN_WINO_MAX_CHANNELS;
 	int panel = !c->wino_wide_off && cpu_wino_panel_fits(ci, co, h, w, omp_get_max_threads());
-	return (group || panel) && (!src_md || cpu_md_eq(src_md, blk));
+	return group || panel;
 }
 
+/* A layer own_wino took: the stride-2 path for stride 2, else the panel path
+ * for multiples of 64 channels, else the group path. */
 static int own_wino_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int h, int w,
-			 int co, int need_bwd_data)
+			 int co, int stride, int need_bwd_data)
 {
 	float *buf;
-	int panel = ci % 64 == 0 && co % 64 == 0;
-	size_t floats = cpu_wino_plan(&l->wg, panel ? CPU_WINO_PANEL : CPU_WINO_GROUP, n, ci, co, h,
-				      w, c->err, sizeof(c->err));
+	enum cpu_wino_path path = stride == 2			 ? CPU_WINO_S2
+				  : ci % 64 == 0 && co % 64 == 0 ? CPU_WINO_PANEL
+								 : CPU_WINO_GROUP;
+	size_t floats = cpu_wino_plan(&l->wg, path, n, ci, co, h, w, c->err, sizeof(c->err));
 	if (!floats)
 		return -1;
-	if (panel) {
+	if (cpu_wino_hwio(&l->wg)) {
 		/* Its weights in (3, 3, C, K) (hwio), kept resident in it where
 		 * the caller can (cpu_conv_finish); scratch shared. */
 		dnnl_dims_t wdims = { co, ci, 3, 3 };
@@ -68,7 +82,7 @@ static int own_wino_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, i
 	}
 	l->winograd = 2;
 	l->has_bwd_data = need_bwd_data;
-	return cpu_md4(c, &l->dst_md, n, co, h, w, dnnl_nChw16c);
+	return cpu_md4(c, &l->dst_md, n, co, l->wg.ho, l->wg.wo, dnnl_nChw16c);
 }
 
 static int turnable(const dnnl_memory_desc_t *md);
@@ -161,8 +175,8 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	memset(l, 0, sizeof(*l));
 	if (cpu_md4(c, &l->src_md, n, ci, h, w, dnnl_nChw16c) < 0)
 		goto fail;
-	if (own_wino(c, src_md, &l->src_md, ci, co, h, w, k, stride, pad))
-		return own_wino_init(c, l, n, ci, h, w, co, need_bwd_data);
+	if (own_wino(c, src_md, &l->src_md, n, ci, co, h, w, k, stride, pad))
+		return own_wino_init(c, l, n, ci, h, w, co, stride, need_bwd_data);
 	l->has_bwd_data = need_bwd_data;
 	/* In bf16 mode src, weights and dst are bf16 (oneDNN accumulates in
 	 * f32); the weight gradient stays f32 for the optimizer's master
@@ -354,7 +368,7 @@ fail:
 int cpu_conv_finish(struct cpu_ctx *c, struct cpu_conv *l, int resident_ok)
 {
 	if (l->winograd == 2)
-		return l->wg.path == CPU_WINO_PANEL ? cpu_weights_finish(c, &l->wt, resident_ok, 0) : 0;
+		return cpu_wino_hwio(&l->wg) ? cpu_weights_finish(c, &l->wt, resident_ok, 0) : 0;
 	int r = cpu_weights_finish(c, &l->wt, resident_ok, l->acc);
 	if (r < 0 || !l->acc)
 		return r;
@@ -382,7 +396,7 @@ fail:
 int cpu_conv_forward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w,
 			  dnnl_memory_t src, dnnl_memory_t dst)
 {
-	if (l->winograd == 2 && l->wg.path == CPU_WINO_PANEL) {
+	if (l->winograd == 2 && cpu_wino_hwio(&l->wg)) {
 		if (cpu_weights_load_fwd(c, &l->wt, w) < 0)
 			return -1;
 		cpu_wino_bind(&l->wg, cpu_handle(l->wino_scratch));
@@ -421,7 +435,7 @@ static int acc_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, dnnl_
 int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w, float *dw,
 			   dnnl_memory_t src, dnnl_memory_t diff_dst, dnnl_memory_t diff_src)
 {
-	if (l->winograd == 2 && l->wg.path == CPU_WINO_PANEL) {
+	if (l->winograd == 2 && cpu_wino_hwio(&l->wg)) {
 		/* Backward-data first, while diff_dst (just written) is still in
 		 * the cache: the weight gradient's transforms evict it. */
 		cpu_wino_bind(&l->wg, cpu_handle(l->wino_scratch));

@@ -122,11 +122,11 @@ fail:
 }
 
 int cpu_conv_backward_data_acc(const float *dy, const float *w, float *dx, int n, int ci, int h,
-			       int wd, int co, int k, int pad, int algo, int *winograd, char *err,
-			       size_t errlen)
+			       int wd, int co, int k, int stride, int pad, int algo, int *winograd,
+			       char *err, size_t errlen)
 {
-	return conv_run(CONV_BWD_DATA_ACC, NULL, w, dy, dx, n, ci, h, wd, co, k, 1, pad, 0, algo,
-			winograd, err, errlen);
+	return conv_run(CONV_BWD_DATA_ACC, NULL, w, dy, dx, n, ci, h, wd, co, k, stride, pad, 0,
+			algo, winograd, err, errlen);
 }
 
 int cpu_conv_forward(const float *x, const float *w, float *y, int n, int ci, int h, int wd,

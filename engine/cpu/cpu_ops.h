@@ -15,13 +15,13 @@ int cpu_conv_forward(const float *x, const float *w, float *y, int n, int ci, in
 /* dy (N,Co,Ho,Wo), w -> dx (N,Ci,H,W). */
 int cpu_conv_backward_data(const float *dy, const float *w, float *dx, int n, int ci, int h,
 			   int wd, int co, int k, int stride, int pad, char *err, size_t errlen);
-/* A stride-1 convolution's accumulating backward-data (1x1 without
- * padding, or k x k with pad (k-1)/2), as the network runs it where a value
- * has several readers: dx += conv_bwd_data(dy, w); dx (N,Ci,H,W) is read and
- * written.  algo as cpu_conv_algo; *winograd (if not NULL) says whether the
+/* A convolution's accumulating backward-data (stride 1: 1x1 without
+ * padding, or k x k with pad (k-1)/2; stride 2: 3x3 on cpu_wino's stride-2
+ * path), as the network runs it where a value has several readers: dx +=
+ * conv_bwd_data(dy, w); dx (N,Ci,H,W) is read and written.  algo as cpu_conv_algo; *winograd (if not NULL) says whether the
  * layer's forward runs Winograd.  Fails if the layer cannot do it. */
 int cpu_conv_backward_data_acc(const float *dy, const float *w, float *dx, int n, int ci, int h,
-			       int wd, int co, int k, int pad, int algo, int *winograd, char *err,
+			       int wd, int co, int k, int stride, int pad, int algo, int *winograd, char *err,
 			       size_t errlen);
 /* x, dy -> dw (Co,Ci,k,k). */
 int cpu_conv_backward_weights(const float *x, const float *dy, float *dw, int n, int ci, int h,

@@ -1,6 +1,7 @@
-/* Winograd F(4x4,3x3) convolution written for this engine: f32, 3x3,
- * stride 1, pad 1, activations in oneDNN's nChw16c layout (aBcd16b), C and
- * K multiples of 16.  Three ways to run it, chosen by shape (cpu_wino_plan):
+/* Winograd convolution written for this engine: f32, 3x3, pad 1,
+ * activations in oneDNN's nChw16c layout (aBcd16b), C and K multiples of
+ * 16.  For stride 1, F(4x4,3x3), three ways to run it, chosen by shape
+ * (cpu_wino_plan), and a fourth for stride 2:
  *
  * The group path (small channel counts): at 16 channels oneDNN's jit_wino_4x3
  * is no faster than its direct kernel, at 32 a little.  This path keeps a
@@ -37,7 +38,20 @@
  * oneDNN's in the same run: 64->64 at 56x56 485 / 407, 128->128 at 28x28
  * 531 / 448.
  *
- * All passes share the transforms of Lavin & Gray's F(4x4,3x3):
+ * The stride-2 path (3x3 stride 2 pad 1, C and K multiples of 64): a
+ * polyphase Winograd, the even taps of each axis as F(4,2) and the odd
+ * one as a plain product, 81 products per 4x4 output tile instead of the
+ * direct convolution's 144, in all three passes, over chunks of 32 tiles
+ * per thread (cpu_wino.c has its transforms).  On resnet50's layer2.0
+ * (128 channels, 56x56 -> 28x28) bench_ops, Zen 4 VM, batch 16, 2 threads,
+ * GFLOP/s against oneDNN's direct kernel in the same run:
+ *   forward 271-288 / 204-219, backward-data 271-338 / 191-234,
+ *   backward-weights 233-239 / 197-206
+ * (oneDNN 2.6 has no Winograd for stride 2).  At 256 and 512 channels the
+ * outputs are 14x14 and 7x7, which whole 4x4 tiles pad by 31 %, and the
+ * whole filter transform no longer fits the cache: not used there.
+ *
+ * The stride-1 passes share the transforms of Lavin & Gray's F(4x4,3x3):
  *   forward         y  = A^T [ (G g G^T) . (B^T d B) ] A   per 4x4 output tile
  *   backward-data   the forward over dy with the weights flipped and Ci/Co swapped
  *   backward-weights dg = G^T [ sum over tiles (A dy A^T) . (B^T d B) ] G
@@ -57,10 +71,12 @@ enum cpu_wino_path {
 	CPU_WINO_WGRAD, /* backward-weights only, chunks of tiles: 64 and 128
 			 * channels on larger images (forward and backward-data
 			 * stay on oneDNN's Winograd) */
+	CPU_WINO_S2,    /* stride 2: all passes, chunks of tiles */
 };
 
 struct cpu_wino {
-	int n, c, k, h, w;  /* batch, input and output channels, spatial size (in = out) */
+	int n, c, k, h, w;  /* batch, input and output channels, input size */
+	int ho, wo;         /* output size: h x w but on the stride-2 path */
 	int th, tw, ngroup; /* 4x4 tiles per column/row, groups of tiles */
 	int nthr;           /* OpenMP threads the buffers are sized for */
 	/* The panel and wgrad paths' buffers hold nothing between calls, so
@@ -90,6 +106,13 @@ struct cpu_wino_place {
 	int64_t r_step, s_step;
 };
 
+/* Whether a planned layer's path reads (3, 3, C, K) (hwio) weights and
+ * runs on scratch bound before each call (the panel and stride-2 paths). */
+static inline int cpu_wino_hwio(const struct cpu_wino *wg)
+{
+	return wg->path == CPU_WINO_PANEL || wg->path == CPU_WINO_S2;
+}
+
 /* Whether this CPU can run the kernels (AVX-512F). */
 int cpu_wino_available(void);
 /* Whether (c, k, stride, pad) is a shape the kernels take. */
@@ -108,6 +131,17 @@ int cpu_wino_panel_fits(int c, int k, int h, int w, int threads);
  * forward's rate and this path at 1.15-1.2x oneDNN's
  * (tests/bench/RESULTS.md). */
 int cpu_wino_wgrad_fits(int c, int k, int h, int w);
+/* Whether the stride-2 path is the one to run a 3x3 stride-2 pad-1
+ * convolution of batch n, c -> k channels on h x w input images with
+ * `threads` OpenMP threads: C and K of 64 or 128 on inputs of 56x56 and
+ * more (resnet50's layer2.0 conv2), with at least 256 output tiles per
+ * thread.  Its 81 products per 4x4 tile are 56 % of the direct
+ * convolution's multiplications; the filter transform of each call and
+ * each thread's weight-gradient sums are fixed costs, which at batch 8
+ * on 2 threads (196 tiles each) made its backward-weights slower than
+ * oneDNN's direct kernel.  Where the output is 14x14 or 7x7 the tiles'
+ * padding takes the rest of the gain. */
+int cpu_wino_s2_fits(int n, int c, int k, int h, int w, int threads);
 /* Plans batch n, c -> k channels, h x w on path, with buffers for the
  * current omp_get_max_threads(); returns how many floats of buffer it needs
  * (0 with a message in err for a shape it does not take).  The caller
@@ -120,7 +154,8 @@ size_t cpu_wino_plan(struct cpu_wino *wg, enum cpu_wino_path path, int n, int c,
 void cpu_wino_bind(struct cpu_wino *wg, float *buf);
 
 /* w is the weight: (K, C, 3, 3) (oihw) on the group path, (3, 3, C, K)
- * (hwio) on the panel path; src (N, C/16, H, W, 16), dst (N, K/16, H, W, 16). */
+ * (hwio) on the panel and stride-2 paths; src (N, C/16, H, W, 16), dst
+ * (N, K/16, Ho, Wo, 16). */
 void cpu_wino_forward(struct cpu_wino *wg, const float *w, const float *src, float *dst);
 /* dsrc (N, C/16, H, W, 16) = (or +=, with accumulate) the input gradient from ddst. */
 void cpu_wino_backward_data(struct cpu_wino *wg, const float *w, const float *ddst, float *dsrc,

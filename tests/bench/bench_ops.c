@@ -19,7 +19,9 @@
  * 512-bit FMAs issued at the 256-bit rate (tests/bench/RESULTS.md).  A
  * shape that runs on cpu_wino's panel path (own-wino) or its wgrad path
  * (wino+own-dw: oneDNN's Winograd but the own weight gradient) gets a
- * second line with oneDNN's Winograd alone, timed right after it. */
+ * second line with oneDNN's Winograd alone, timed right after it; one on
+ * its stride-2 path (own-wino, k3 s2) a second line with oneDNN's direct
+ * kernel (it has no stride-2 Winograd). */
 #include "config.h"
 
 #include <stdio.h>
@@ -53,13 +55,16 @@ static const struct shape shapes[] = {
 	{ "conv1 7x7/2", 3, 224, 64, 7, 2, 3 },
 	{ "layer1 3x3", 64, 56, 64, 3, 1, 1 },
 	{ "layer1 1x1 up", 64, 56, 256, 1, 1, 0 },
+	{ "layer2.0 3x3/2", 128, 56, 128, 3, 2, 1 },
 	{ "layer2 3x3", 128, 28, 128, 3, 1, 1 },
+	{ "layer3.0 3x3/2", 256, 28, 256, 3, 2, 1 },
 	{ "layer3 3x3", 256, 14, 256, 3, 1, 1 },
 	{ "layer3 1x1 down", 1024, 14, 256, 1, 1, 0 },
+	{ "layer4.0 3x3/2", 512, 14, 512, 3, 2, 1 },
 	{ "layer4 3x3", 512, 7, 512, 3, 1, 1 },
 };
 
-/* One shape; wide_off: keep it off cpu_wino's panel and wgrad paths
+/* One shape; wide_off: keep it off cpu_wino's panel, wgrad and stride-2 paths
  * (oneDNN's kernels instead).  Returns 1 where one of them ran, 0, or -1. */
 static int bench(const struct shape *sh, int n, int reps, int wide_off)
 {
@@ -124,7 +129,7 @@ static int bench(const struct shape *sh, int n, int reps, int wide_off)
 	       sh->ci != 3 ? flops * reps / t[1] * 1e-9 : 0.0, flops * reps / t[2] * 1e-9,
 	       flops * reps / u[0] * 1e-9, sh->ci != 3 ? flops * reps / u[1] * 1e-9 : 0.0,
 	       flops * reps / u[2] * 1e-9);
-	rv = (l.winograd == 2 && l.wg.path == CPU_WINO_PANEL) || l.own_dw;
+	rv = (l.winograd == 2 && cpu_wino_hwio(&l.wg)) || l.own_dw;
 out:
 fail:
 	if (rv < 0)

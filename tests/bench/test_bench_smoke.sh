@@ -3,10 +3,12 @@
 # checked here): each program once at its smallest setting, a few seconds in
 # all, and the scripts' own refusals.
 #   bench_engine   resnet20, batch 8, 1 step after 1 warm-up: its one line
-#   bench_ops      batch 1, 1 rep: 7 shapes, each naming its algorithm
-#                  (the 3x3 stride-1 ones Winograd, conv1 direct), plus
-#                  oneDNN's line after each own-wino one (layer3/4 only)
-#                  and each wino+own-dw one (layer1/2 only)
+#   bench_ops      batch 1, 1 rep: 10 shapes, each naming its algorithm
+#                  (the 3x3 stride-1 ones Winograd, conv1 and the 3x3
+#                  stride-2 ones direct but layer2.0's, own-wino where the
+#                  CPU has AVX-512), plus oneDNN's line after each own-wino
+#                  one (layer2.0, layer3/4 only) and each wino+own-dw one
+#                  (layer1/2 only)
 #   bench_bn       1 rep: 9 shapes and the sum
 #   bench_engine.sh / bench_data.sh given a directory with no Makefile: exit 2
 #                  saying so (not make's "config.h: No such file")
@@ -45,15 +47,19 @@ rc=$?
 # Where the panel path takes layer3/layer4 (AVX-512, few threads), each has
 # an own-wino line and oneDNN's winograd line after it; where the wgrad path
 # takes layer1/layer2's weight gradient (AVX-512), a wino+own-dw line and
-# oneDNN's winograd line after it.
+# oneDNN's winograd line after it; where the stride-2 path takes layer2.0
+# (AVX-512), an own-wino line and oneDNN's direct line after it.
 own=$(grep -c ' k3 s1 own-wino  *fwd' <<<"$out")
 dw=$(grep -c ' k3 s1 wino+own-dw  *fwd' <<<"$out")
-if [ $rc -eq 0 ] && [ "$(grep -c 'GFLOP/s' <<<"$out")" -eq $((7 + own + dw)) ] &&
+s2=$(grep -c ' k3 s2 own-wino  *fwd' <<<"$out")
+if [ $rc -eq 0 ] && [ "$(grep -c 'GFLOP/s' <<<"$out")" -eq $((10 + own + dw + s2)) ] &&
 	grep -q '^conv1 7x7/2 .* k7 s2 direct  *fwd' <<<"$out" &&
 	[ "$(grep -c ' k3 s1 winograd  *fwd' <<<"$out")" -eq 4 ] &&
+	[ "$(grep -c ' k3 s2 direct  *fwd' <<<"$out")" -eq $((2 + s2)) ] &&
 	[ "$(grep ' k3 s1 own-wino ' <<<"$out" | grep -vc '^layer[34] 3x3 ')" -eq 0 ] &&
+	[ "$(grep ' k3 s2 own-wino ' <<<"$out" | grep -vc '^layer2.0 3x3/2 ')" -eq 0 ] &&
 	[ "$(grep ' k3 s1 wino+own-dw ' <<<"$out" | grep -vc '^layer[12] 3x3 ')" -eq 0 ]; then
-	ok "bench_ops: 7 shapes, the 3x3 ones named winograd ($own also own-wino, $dw also wino+own-dw)"
+	ok "bench_ops: 10 shapes, the 3x3 stride-1 ones named winograd ($own also own-wino, $dw also wino+own-dw, $s2 stride-2 own-wino)"
 else
 	fail "bench_ops (exit $rc): $out"
 fi

@@ -106,13 +106,13 @@ out:
 	free(x64), free(w64), free(dy64);
 }
 
-/* A stride-1 conv's accumulating backward-data: dx = dx0 + bwd_data(dy, w),
- * with k = 2 pad + 1 (1x1, or the network's 3x3 run as a forward conv of the
- * turned weights). */
-static void test_conv_acc(int algo, int n, int ci, int h, int w, int co, int k)
+/* A conv's accumulating backward-data: dx = dx0 + bwd_data(dy, w), with
+ * k = 2 pad + 1 (1x1, or the network's 3x3 run as a forward conv of the
+ * turned weights, or a stride-2 3x3 on cpu_wino's stride-2 path). */
+static void test_conv_acc(int algo, int n, int ci, int h, int w, int co, int k, int s)
 {
-	int pad = k / 2, wino = 0;
-	size_t nx = (size_t)n * ci * h * w, nw = (size_t)co * ci * k * k, ny = (size_t)n * co * h * w;
+	int pad = k / 2, wino = 0, ho = ref_out_side(h, k, s, pad), wo = ref_out_side(w, k, s, pad);
+	size_t nx = (size_t)n * ci * h * w, nw = (size_t)co * ci * k * k, ny = (size_t)n * co * ho * wo;
 	float *wt = test_alloc(nw * 4), *dy = test_alloc(ny * 4), *dx = test_alloc(nx * 4);
 	double *rdx = test_alloc(nx * 8);
 	char shape[96];
@@ -120,17 +120,17 @@ static void test_conv_acc(int algo, int n, int ci, int h, int w, int co, int k)
 	test_fill(dy, ny, -1, 1);
 	test_fill(dx, nx, -2, 2);
 	double *w64 = test_to_f64(wt, nw), *dy64 = test_to_f64(dy, ny), *dx0 = test_to_f64(dx, nx);
-	ref_conv_backward_data(dy64, w64, rdx, n, ci, h, w, co, k, 1, pad);
+	ref_conv_backward_data(dy64, w64, rdx, n, ci, h, w, co, k, s, pad);
 	for (size_t i = 0; i < nx; i++)
 		rdx[i] += dx0[i];
-	if (cpu_conv_backward_data_acc(dy, wt, dx, n, ci, h, w, co, k, pad, algo, &wino, err,
+	if (cpu_conv_backward_data_acc(dy, wt, dx, n, ci, h, w, co, k, s, pad, algo, &wino, err,
 				       sizeof err) < 0) {
-		snprintf(shape, sizeof shape, "n%d %dx%dx%d->%d k%d s1 p%d %s", n, ci, h, w, co, k,
-			 pad, algo_name[algo]);
+		snprintf(shape, sizeof shape, "n%d %dx%dx%d->%d k%d s%d p%d %s", n, ci, h, w, co, k,
+			 s, pad, algo_name[algo]);
 		op_failed("conv bwd-data acc");
 	} else {
-		snprintf(shape, sizeof shape, "n%d %dx%dx%d->%d k%d s1 p%d %s", n, ci, h, w, co, k,
-			 pad, impl_name[wino]);
+		snprintf(shape, sizeof shape, "n%d %dx%dx%d->%d k%d s%d p%d %s", n, ci, h, w, co, k,
+			 s, pad, impl_name[wino]);
 		report_tol("conv bwd-data acc", shape, "dx0+dx", dx, rdx, nx, wino ? WINO_TOL : TOL);
 	}
 	free(wt), free(dy), free(dx), free(rdx), free(w64), free(dy64), free(dx0);
@@ -440,26 +440,47 @@ int main(void)
 	/* resnet20's layer1 at batch 48: outputs over 2 MiB, which cpu_wino
 	 * writes with streaming stores. */
 	test_conv_algo(DL_CONV_AUTO, own ? 2 : 0, 48, 16, 28, 28, 16, 3, 1, 1);
-	test_conv_algo(DL_CONV_WINOGRAD, 0, 2, 64, 8, 8, 64, 3, 2, 1); /* stride 2: direct */
+	/* 3x3 stride 2: cpu_wino's stride-2 path where C and K are multiples of
+	 * 64 (asked for Winograd: any size, on every thread; auto: 64 or 128
+	 * channels on 56x56 and larger inputs with 256 output tiles or more
+	 * per thread, here on one thread), else direct.  Odd and even sides, 1
+	 * to 4 tiles a side, Ci != Co, chunks of 32 tiles with a partial last
+	 * one (2 x 7 x 7 = 98 tiles at 56x56), a thread with no chunk (1 tile),
+	 * outputs over 2 MiB (streaming stores), and the accumulating
+	 * backward-data of a basic block's conv1. */
+	test_conv_algo(DL_CONV_WINOGRAD, own ? 2 : 0, 2, 64, 8, 8, 64, 3, 2, 1);
+	test_conv_algo(DL_CONV_WINOGRAD, own ? 2 : 0, 3, 64, 7, 9, 128, 3, 2, 1);
+	test_conv_algo(DL_CONV_WINOGRAD, own ? 2 : 0, 2, 128, 15, 13, 64, 3, 2, 1);
+	test_conv_algo(DL_CONV_WINOGRAD, own ? 2 : 0, 1, 64, 1, 2, 64, 3, 2, 1);
+	test_conv_algo(DL_CONV_WINOGRAD, own ? 2 : 0, 2, 128, 56, 56, 128, 3, 2, 1);
+	test_conv_algo(DL_CONV_WINOGRAD, 0, 2, 48, 9, 9, 64, 3, 2, 1);
+	test_conv_acc(DL_CONV_WINOGRAD, 3, 64, 9, 7, 64, 3, 2);
+	omp_set_num_threads(1);
+	test_conv_algo(DL_CONV_AUTO, own ? 2 : 0, 6, 128, 56, 56, 128, 3, 2, 1);
+	test_conv_algo(DL_CONV_AUTO, own ? 2 : 0, 4, 64, 57, 59, 128, 3, 2, 1);
+	test_conv_algo(DL_CONV_AUTO, 0, 2, 128, 56, 56, 128, 3, 2, 1);
+	test_conv_algo(DL_CONV_AUTO, 0, 2, 256, 28, 28, 256, 3, 2, 1);
+	test_conv_acc(DL_CONV_AUTO, 6, 64, 56, 56, 128, 3, 2);
+	omp_set_num_threads(threads);
 	test_conv_algo(DL_CONV_WINOGRAD, 0, 2, 64, 8, 8, 64, 1, 1, 0); /* 1x1: direct */
 	/* resnet50's bottleneck conv1 (Ci = 4 Co, and Ci = Co in layer1). */
-	test_conv_acc(DL_CONV_AUTO, 2, 64, 7, 9, 16, 1);
-	test_conv_acc(DL_CONV_AUTO, 3, 32, 5, 5, 32, 1);
-	test_conv_acc(DL_CONV_AUTO, 1, 256, 4, 3, 64, 1);
+	test_conv_acc(DL_CONV_AUTO, 2, 64, 7, 9, 16, 1, 1);
+	test_conv_acc(DL_CONV_AUTO, 3, 32, 5, 5, 32, 1, 1);
+	test_conv_acc(DL_CONV_AUTO, 1, 256, 4, 3, 64, 1, 1);
 	/* A basic block's conv1 (3x3) adding into the shortcut's gradient:
 	 * cpu_wino at 16 and 32 channels, oneDNN's Winograd at 64, direct,
 	 * odd sides, Ci != Co. */
-	test_conv_acc(DL_CONV_AUTO, 3, 16, 9, 7, 16, 3);
-	test_conv_acc(DL_CONV_AUTO, 2, 32, 11, 10, 32, 3);
-	test_conv_acc(DL_CONV_AUTO, 5, 16, 13, 10, 32, 3);
-	test_conv_acc(DL_CONV_AUTO, 48, 16, 28, 28, 16, 3);
-	test_conv_acc(DL_CONV_AUTO, 2, 64, 7, 7, 64, 3);
-	test_conv_acc(DL_CONV_AUTO, 2, 256, 5, 5, 256, 3); /* cpu_wino's panel path */
-	test_conv_acc(DL_CONV_AUTO, 3, 512, 3, 4, 256, 3);
-	test_conv_acc(DL_CONV_DIRECT, 2, 64, 7, 7, 64, 3);
-	test_conv_acc(DL_CONV_DIRECT, 3, 16, 9, 7, 16, 3);
-	test_conv_acc(DL_CONV_WINOGRAD, 1, 16, 5, 6, 48, 3);
-	test_conv_acc(DL_CONV_DIRECT, 1, 16, 9, 9, 32, 5);
+	test_conv_acc(DL_CONV_AUTO, 3, 16, 9, 7, 16, 3, 1);
+	test_conv_acc(DL_CONV_AUTO, 2, 32, 11, 10, 32, 3, 1);
+	test_conv_acc(DL_CONV_AUTO, 5, 16, 13, 10, 32, 3, 1);
+	test_conv_acc(DL_CONV_AUTO, 48, 16, 28, 28, 16, 3, 1);
+	test_conv_acc(DL_CONV_AUTO, 2, 64, 7, 7, 64, 3, 1);
+	test_conv_acc(DL_CONV_AUTO, 2, 256, 5, 5, 256, 3, 1); /* cpu_wino's panel path */
+	test_conv_acc(DL_CONV_AUTO, 3, 512, 3, 4, 256, 3, 1);
+	test_conv_acc(DL_CONV_DIRECT, 2, 64, 7, 7, 64, 3, 1);
+	test_conv_acc(DL_CONV_DIRECT, 3, 16, 9, 7, 16, 3, 1);
+	test_conv_acc(DL_CONV_WINOGRAD, 1, 16, 5, 6, 48, 3, 1);
+	test_conv_acc(DL_CONV_DIRECT, 1, 16, 9, 9, 32, 5, 1);
 	for (int relu = 0; relu < 2; relu++) {
 		test_bn(3, 16, 7, 9, relu);
 		test_bn(1, 24, 5, 5, relu);

@@ -341,8 +341,13 @@ def main():
             # On the cpu backend: direct, the algorithm torch's CPU
             # convolutions run, then auto, what training runs (Winograd for
             # the 3x3 stride-1 layers: the engine's own kernels at 16 and 32
-            # channels, oneDNN's from 64).
-            for algo in ("direct", "auto") if backend == "cpu" else (None,):
+            # channels, oneDNN's from 64), then winograd, which also puts
+            # every 3x3 stride-2 layer of 64-channel multiples on the
+            # engine's stride-2 Winograd (auto does only on large batches
+            # of 56x56 images), including a basic block's conv1, whose input
+            # gradient adds into the shortcut's.
+            algos = ("direct", "auto", "winograd") if name != "resnet20" else ("direct", "auto")
+            for algo in algos if backend == "cpu" else (None,):
                 ok &= run_case(tmp, label + ("-" + algo if algo else ""), name, shape, k, backend,
                                seed=10 * i, conv_algo=algo, sens=sens, **kw)
     print("PASS" if ok else "FAIL")
