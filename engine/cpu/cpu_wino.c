@@ -1313,6 +1313,41 @@ static void s2_conv(const struct cpu_wino *wg, int flip, const float *w, const f
 	}
 }
 
+/* The weight gradient of 16 filters: the team's dU values of them (thread
+ * j's value p at h + j * tstep + p * pstep) summed into thread 0's, then
+ * its 3 x 3 taps G^T h G written to g + tap * pstep ((3, 3, C, K): taps are
+ * C K = pstep floats apart).  Out of the OpenMP body, which clang's target
+ * attribute does not reach. */
+static inline __attribute__((always_inline)) void
+s2_filter_grads(float *h, size_t tstep, int team, size_t pstep, float *g)
+{
+	vec t[3][9], gv[9];
+	for (int j = 1; j < team; j++) {
+		const float *hj = h + tstep * j;
+#pragma GCC unroll 81
+		for (int p = 0; p < 81; p++)
+			_mm512_storeu_ps(h + p * pstep, _mm512_add_ps(_mm512_loadu_ps(h + p * pstep),
+								       _mm512_loadu_ps(hj + p * pstep)));
+	}
+#pragma GCC unroll 9
+	for (int j = 0; j < 9; j++) {
+		vec col[9], out[3];
+#pragma GCC unroll 9
+		for (int i = 0; i < 9; i++)
+			col[i] = _mm512_loadu_ps(h + (i * 9 + j) * pstep);
+		s2_gt(col, out);
+#pragma GCC unroll 3
+		for (int i = 0; i < 3; i++)
+			t[i][j] = out[i];
+	}
+#pragma GCC unroll 3
+	for (int i = 0; i < 3; i++)
+		s2_gt(t[i], &gv[i * 3]);
+#pragma GCC unroll 9
+	for (int i = 0; i < 9; i++)
+		_mm512_storeu_ps(g + i * pstep, gv[i]);
+}
+
 /* dw (3, 3, C, K) on the stride-2 path: each thread's chunks add into its
  * own dU (81, C, K); then per filter row the threads' dU summed and turned
  * into taps. */
@@ -1347,35 +1382,9 @@ static void s2_weight_grad(const struct cpu_wino *wg, const float *src, const fl
 #pragma omp barrier
 #pragma omp for schedule(static)
 		for (int c = 0; c < cin; c++)
-			for (int kb = 0; kb < kout / 16; kb++) {
-				float *h = wg->du + (size_t)c * kout + 16 * kb;
-				vec t[3][9], g[9];
-				for (int j = 1; j < team; j++) {
-					const float *hj = h + wg->panel_len * j;
-#pragma GCC unroll 81
-					for (int p = 0; p < 81; p++)
-						_mm512_storeu_ps(h + p * pstep,
-								 _mm512_add_ps(_mm512_loadu_ps(h + p * pstep),
-									       _mm512_loadu_ps(hj + p * pstep)));
-				}
-#pragma GCC unroll 9
-				for (int j = 0; j < 9; j++) {
-					vec col[9], out[3];
-#pragma GCC unroll 9
-					for (int i = 0; i < 9; i++)
-						col[i] = _mm512_loadu_ps(h + (i * 9 + j) * pstep);
-					s2_gt(col, out);
-#pragma GCC unroll 3
-					for (int i = 0; i < 3; i++)
-						t[i][j] = out[i];
-				}
-#pragma GCC unroll 3
-				for (int i = 0; i < 3; i++)
-					s2_gt(t[i], &g[i * 3]);
-#pragma GCC unroll 9
-				for (int i = 0; i < 9; i++)
-					_mm512_storeu_ps(dw + i * pstep + (size_t)c * kout + 16 * kb, g[i]);
-			}
+			for (int kb = 0; kb < kout / 16; kb++)
+				s2_filter_grads(wg->du + (size_t)c * kout + 16 * kb, wg->panel_len, team,
+						pstep, dw + (size_t)c * kout + 16 * kb);
 	}
 }
 
