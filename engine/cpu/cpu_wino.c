@@ -146,12 +146,12 @@ size_t cpu_wino_plan(struct cpu_wino *wg, enum cpu_wino_path path, int n, int c,
 	wg->nthr = omp_get_max_threads();
 	wg->path = path;
 	size_t ucount = (size_t)36 * c * k;
+	/* Every piece is a multiple of 16 floats, so each stays 64-byte aligned. */
 	if (path == CPU_WINO_S2) { /* the pass's U, shared; per thread dU, then V and M (or Y) of a chunk */
 		ucount = (size_t)81 * c * k;
 		wg->panel_len = ucount + (size_t)2 * 81 * S2_TC * (c > k ? c : k);
 		return ucount + wg->panel_len * wg->nthr;
 	}
-	/* Every piece is a multiple of 16 floats, so each stays 64-byte aligned. */
 	if (path == CPU_WINO_WGRAD) { /* per thread dU, then V and Y of a chunk */
 		wg->panel_len = ucount + (size_t)36 * TC * (c + k);
 		return wg->panel_len * wg->nthr;
@@ -957,7 +957,6 @@ static void chunk_weight_grad(const struct cpu_wino *wg, const float *src, const
 	}
 }
 
-
 /* ---- The stride-2 path: 3x3 stride-2 convolutions, polyphase Winograd ----
  *
  * A stride-2 3-tap correlation splits by the parity of the input: along
@@ -978,6 +977,7 @@ static void chunk_weight_grad(const struct cpu_wino *wg, const float *src, const
  * tiles per thread with the whole U (81, Cin, Cout) computed once per call;
  * backward-weights adds into a dU of each thread's own, summed at the end
  * (as the wgrad path).  Weights (3, 3, C, K) (hwio), as on the panel path. */
+
 /* t (9) from a window x (9): F(4,2)'s B^T on x0, x2, .., x8, then x1, x3, x5, x7. */
 static inline void s2_bt(const vec x[9], vec t[9])
 {

@@ -45,8 +45,8 @@
  * per thread (cpu_wino.c has its transforms).  On resnet50's layer2.0
  * (128 channels, 56x56 -> 28x28) bench_ops, Zen 4 VM, batch 16, 2 threads,
  * GFLOP/s against oneDNN's direct kernel in the same run:
- *   forward 271-288 / 204-219, backward-data 271-338 / 191-234,
- *   backward-weights 233-239 / 197-206
+ *   forward 274-288 / 207-211, backward-data 290-307 / 197-209,
+ *   backward-weights 202-239 / 197-208
  * (oneDNN 2.6 has no Winograd for stride 2).  At 256 and 512 channels the
  * outputs are 14x14 and 7x7, which whole 4x4 tiles pad by 31 %, and the
  * whole filter transform no longer fits the cache: not used there.
