@@ -396,7 +396,7 @@ static int setup(struct dl_backend *b)
 		return -1;
 	}
 	b->graph_in = -1;
-	b->graph_off = b->test.no_graphs;
+	b->graph_off = b->test.no_graphs || b->test.profile;
 	b->device = select_device(b->opt.device, b->err, sizeof b->err);
 	if (b->device < 0)
 		return -1;
@@ -644,6 +644,8 @@ static int setup(struct dl_backend *b)
 	CK_CUDA(b, cudaEventCreate(&b->ev_comm_start));
 	CK_CUDA(b, cudaEventCreate(&b->ev_comm_end));
 	CK_CUDA(b, cudaEventCreate(&b->ev_done));
+	if (dlc_prof_init(b))
+		return -1;
 
 	if (load_state(b, NULL))
 		return -1;
@@ -676,6 +678,7 @@ static void destroy(struct dl_backend *b)
 			if (*evs[i])
 				cudaEventDestroy(*evs[i]);
 	}
+	dlc_prof_free(b);
 	dl_nccl_destroy(b->nccl);
 	if (b->node)
 		for (int i = 0; i < b->g->n_nodes; i++) {

@@ -95,21 +95,43 @@ static void find_failed(struct dl_backend *b, const char *what, cudnnStatus_t st
 	b->warned_find = 1;
 }
 
+/* Test hook gemm_only: the direct GEMM-type algorithms alone (forward
+ * IMPLICIT_GEMM, IMPLICIT_PRECOMP_GEMM, GEMM; backward ALGO_0, ALGO_1 and
+ * filter ALGO_3), whose fp32 error is that of plain dot products, so an
+ * error the test sees with them is the backend's own, not the larger one
+ * of Winograd or FFT algorithms that Find may choose. */
+static int gemm_algo(enum dlc_dir dir, int algo)
+{
+	switch (dir) {
+	case DLC_FWD:
+		return algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
+		       algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM || algo == CUDNN_CONVOLUTION_FWD_ALGO_GEMM;
+	case DLC_BWD_DATA:
+		return algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 || algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+	default:
+		return algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 ||
+		       algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+	}
+}
+
 /* Whether a perf entry may be chosen: it succeeded, fits the workspace
- * limit, has an allowed math type.  Pass 0 (test hook other_math only)
- * takes only entries whose math type differs from the search's. */
-static int usable(const struct dl_backend *b, cudnnStatus_t st, size_t memory, cudnnMathType_t m, int pass)
+ * limit, has an allowed math type (and, with the gemm_only hook, is a GEMM
+ * algorithm).  Pass 0 (test hook other_math only) takes only entries whose
+ * math type differs from the search's. */
+static int usable(const struct dl_backend *b, enum dlc_dir dir, int algo, cudnnStatus_t st, size_t memory,
+		  cudnnMathType_t m, int pass)
 {
 	return st == CUDNN_STATUS_SUCCESS && memory <= WORKSPACE_LIMIT && math_ok(b, m) &&
-	       (pass > 0 || m != search_math(b));
+	       (pass > 0 || m != search_math(b)) && (!b->test.gemm_only || gemm_algo(dir, algo));
 }
 
 /* The first usable entry of a perf list: its algorithm and math type. */
-#define PICK(perf, got, algo, math)                                                                        \
+#define PICK(dir, perf, got, algo, math)                                                                   \
 	do {                                                                                               \
 		for (int p_ = b->test.other_math ? 0 : 1; p_ < 2; p_++)                                    \
 			for (int i_ = 0; i_ < (got); i_++)                                                 \
-				if (usable(b, (perf)[i_].status, (perf)[i_].memory, (perf)[i_].mathType, p_)) { \
+				if (usable(b, (dir), (int)(perf)[i_].algo, (perf)[i_].status, (perf)[i_].memory, \
+					   (perf)[i_].mathType, p_)) {                                     \
 					*(algo) = (perf)[i_].algo;                                         \
 					*(math) = (perf)[i_].mathType;                                     \
 					return 0;                                                          \
@@ -127,13 +149,13 @@ static int choose_fwd(struct dl_backend *b, struct dlc_conv *c, cudnnConvolution
 			: cudnnFindConvolutionForwardAlgorithm(b->cudnn, c->xd, c->wd, c->cd[DLC_FWD], c->yd,
 							       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
 		if (st == CUDNN_STATUS_SUCCESS)
-			PICK(perf, got, algo, math);
+			PICK(DLC_FWD, perf, got, algo, math);
 		else
 			find_failed(b, "cudnnFindConvolutionForwardAlgorithm", st);
 	}
 	CK_CUDNN(b, cudnnGetConvolutionForwardAlgorithm_v7(b->cudnn, c->xd, c->wd, c->cd[DLC_FWD], c->yd,
 							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-	PICK(perf, got, algo, math);
+	PICK(DLC_FWD, perf, got, algo, math);
 	dlc_failf(b, "cuda backend: cuDNN has no forward algorithm for this convolution within %zu bytes of workspace",
 		  WORKSPACE_LIMIT);
 	return -1;
@@ -149,13 +171,13 @@ static int choose_bwd_data(struct dl_backend *b, struct dlc_conv *c, cudnnConvol
 			: cudnnFindConvolutionBackwardDataAlgorithm(b->cudnn, c->wd, c->yd, c->cd[DLC_BWD_DATA], c->xd,
 								    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
 		if (st == CUDNN_STATUS_SUCCESS)
-			PICK(perf, got, algo, math);
+			PICK(DLC_BWD_DATA, perf, got, algo, math);
 		else
 			find_failed(b, "cudnnFindConvolutionBackwardDataAlgorithm", st);
 	}
 	CK_CUDNN(b, cudnnGetConvolutionBackwardDataAlgorithm_v7(b->cudnn, c->wd, c->yd, c->cd[DLC_BWD_DATA], c->xd,
 								CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-	PICK(perf, got, algo, math);
+	PICK(DLC_BWD_DATA, perf, got, algo, math);
 	dlc_failf(b, "cuda backend: cuDNN has no backward-data algorithm for this convolution within %zu bytes of workspace",
 		  WORKSPACE_LIMIT);
 	return -1;
@@ -171,13 +193,13 @@ static int choose_bwd_filter(struct dl_backend *b, struct dlc_conv *c, cudnnConv
 			: cudnnFindConvolutionBackwardFilterAlgorithm(b->cudnn, c->xd, c->yd, c->cd[DLC_BWD_FILTER], c->wd,
 								      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
 		if (st == CUDNN_STATUS_SUCCESS)
-			PICK(perf, got, algo, math);
+			PICK(DLC_BWD_FILTER, perf, got, algo, math);
 		else
 			find_failed(b, "cudnnFindConvolutionBackwardFilterAlgorithm", st);
 	}
 	CK_CUDNN(b, cudnnGetConvolutionBackwardFilterAlgorithm_v7(b->cudnn, c->xd, c->yd, c->cd[DLC_BWD_FILTER], c->wd,
 								  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-	PICK(perf, got, algo, math);
+	PICK(DLC_BWD_FILTER, perf, got, algo, math);
 	dlc_failf(b, "cuda backend: cuDNN has no backward-filter algorithm for this convolution within %zu bytes of workspace",
 		  WORKSPACE_LIMIT);
 	return -1;

@@ -37,6 +37,8 @@ int dlc_forward(struct dl_backend *b, int train)
 		const struct dl_node *d = &g->nodes[i];
 		struct dlc_value *x = &b->val[d->in[0]], *y = &b->val[d->out];
 		size_t m = (size_t)b->n * x->h * x->w;
+		if (train && dlc_prof_mark(b, 1 + i))
+			return -1;
 		switch (d->kind) {
 		case DL_NODE_CONV:
 			if (dlc_conv_fwd(b, i))
@@ -73,6 +75,8 @@ int dlc_forward(struct dl_backend *b, int train)
 			break;
 		}
 	}
+	if (train && dlc_prof_mark(b, 1 + g->n_nodes))
+		return -1;
 	/* logits (N, C*H*W) fp32 in torch's order; an FC output is already there */
 	const struct dlc_value *o = &b->val[g->output];
 	if (o->act)
@@ -116,6 +120,8 @@ int dlc_backward(struct dl_backend *b)
 		const struct dl_node *d = &g->nodes[i];
 		struct dlc_value *x = &b->val[d->in[0]], *y = &b->val[d->out];
 		size_t m = (size_t)b->n * x->h * x->w;
+		if (dlc_prof_mark(b, 2 + 2 * g->n_nodes - 1 - i))
+			return -1;
 		if (d->kind != DL_NODE_FC && !y->grad_set) {
 			/* nothing consumed this value: its gradient is zero */
 			CK_CUDA(b, cudaMemsetAsync(y->grad, 0, y->elems * b->esize, b->s));
@@ -173,5 +179,5 @@ int dlc_backward(struct dl_backend *b)
 	}
 	if (!b->nccl && dlc_record(b, b->ev_bwd_end, b->s))
 		return -1;
-	return 0;
+	return dlc_prof_mark(b, 2 + 2 * g->n_nodes);
 }

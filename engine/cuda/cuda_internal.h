@@ -185,6 +185,11 @@ struct dl_backend {
 	int64_t bn_tracked;     /* num_batches_tracked */
 	int have_step;          /* a train step ran (last_step_out) */
 	int resident;           /* bench: F32 steps reuse d_x */
+
+	/* test hook profile (cuda_prof.c): events at every boundary of an eager step */
+	cudaEvent_t *pev;
+	double *pms;            /* ms between mark k and k+1, summed over prof_steps */
+	int n_pev, prof_marked, prof_steps;
 };
 
 enum dlc_input { DLC_IN_F32 = 0, DLC_IN_U8 = 1 };
@@ -193,6 +198,11 @@ enum dlc_input { DLC_IN_F32 = 0, DLC_IN_U8 = 1 };
 int dlc_plan(struct dl_backend *b, void **slot, size_t bytes);
 /* Make b's device current on this thread. */
 int dlc_use_device(struct dl_backend *b);
+/* cuda_prof.c (test hook profile; no-ops without it) */
+int dlc_prof_init(struct dl_backend *b);
+int dlc_prof_mark(struct dl_backend *b, int k);
+void dlc_prof_collect(struct dl_backend *b);
+void dlc_prof_free(struct dl_backend *b);
 /* cuda_conv.c */
 int dlc_conv_setup(struct dl_backend *b, int node);
 int dlc_conv_fwd(struct dl_backend *b, int node);

@@ -80,7 +80,7 @@ static int copy_batch(struct dl_backend *b, const struct dl_batch *in, int rows,
 static int enqueue_train(struct dl_backend *b, enum dlc_input kind)
 {
 	const struct dl_optim_config *oc = &b->opt.optim;
-	if (dlc_input(b, kind) || dlc_forward(b, 1))
+	if (dlc_prof_mark(b, 0) || dlc_input(b, kind) || dlc_forward(b, 1))
 		return -1;
 	CK_CUDA(b, dlc_xent(b->d_logits, b->d_labels, b->n, b->k, (float)b->opt.label_smoothing, &b->d_opt->scale,
 			    b->d_dlogits, b->d_loss, b->d_top, b->s));
@@ -100,7 +100,7 @@ static int enqueue_train(struct dl_backend *b, enum dlc_input kind)
 				      DL_FP16_GROWTH_INTERVAL, b->s));
 	CK_CUDA(b, dlc_sgd(b->d_tensors, b->d_chunks, b->n_chunks, b->w, b->gr, b->mom, b->d_ctl, b->d_opt, b->trust,
 			   (float)oc->momentum, oc->nesterov, b->dt, b->s));
-	return 0;
+	return dlc_prof_mark(b, 3 + 2 * b->g->n_nodes);
 }
 
 static void drop_graph(struct dl_backend *b)
@@ -280,6 +280,7 @@ static int train_step(struct dl_backend *b, const struct dl_batch *in, double lr
 	if (wait_done(b))
 		return -1;
 	CK_CUDA(b, cudaGetLastError());
+	dlc_prof_collect(b);
 
 	const struct dlc_optdev *o = b->h_opt;
 	b->bn_tracked++;

@@ -5,6 +5,7 @@
 #define DLJOB_ENGINE_CUDA_CUDA_TEST_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include "engine/backend.h"
 
 struct dl_cuda_test_opts {
@@ -18,6 +19,9 @@ struct dl_cuda_test_opts {
 	int other_math;  /* choose, where cuDNN offers one, a convolution algorithm whose math type
 			  * differs from the one the search starts from (bf16/fp16: tensor op math;
 			  * fp32: FMA, and fp32 must stay FMA), so that applying it shows */
+	int gemm_only;   /* choose only cuDNN's GEMM-type convolution algorithms (no Winograd, no FFT):
+			  * their fp32 error is that of plain dot products */
+	int profile;     /* time every node of every (eager: graphs off) train step; dl_cuda_profile_print */
 };
 
 /* dl_backend_cuda.create with test options (t may be NULL). */
@@ -39,6 +43,9 @@ void dl_cuda_set_resident_input(struct dl_backend *b, int on);
  * cudnnFind/Get entry its algorithm was chosen from.  -1 if node is not a
  * convolution or has no such direction (no backward data into the image). */
 int dl_cuda_conv_math(struct dl_backend *b, int node, int dir, int *set, int *chosen);
+/* With the profile hook: GPU time per node kind and direction, per step,
+ * and the ten costliest nodes (cuda_prof.c). */
+void dl_cuda_profile_print(struct dl_backend *b, FILE *f);
 /* Bytes of the one device arena, and device memory in use by this backend
  * as cudaMemGetInfo saw it after create (arena + cuDNN/cuBLAS/NCCL). */
 void dl_cuda_memory(struct dl_backend *b, size_t *arena_bytes, size_t *device_bytes);

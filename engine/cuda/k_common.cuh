@@ -31,6 +31,64 @@ __device__ __forceinline__ void stf(__half *p, size_t i, float v) { p[i] = __flo
 		}                                                    \
 	} while (0)
 
+// Eight consecutive elements as floats: one 16-byte access for bf16/fp16,
+// two for fp32.  v indexes groups of 8 (element 8v); the caller checks that
+// the pointer is 16-byte aligned (dlc_vec8_ok).
+__device__ __forceinline__ void ld8(const float *p, size_t v, float *f)
+{
+	float4 a = reinterpret_cast<const float4 *>(p)[2 * v], b = reinterpret_cast<const float4 *>(p)[2 * v + 1];
+	f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+__device__ __forceinline__ void ld8(const __nv_bfloat16 *p, size_t v, float *f)
+{
+	uint4 u = reinterpret_cast<const uint4 *>(p)[v];
+	const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		float2 t = __bfloat1622float2(h[k]);
+		f[2 * k] = t.x, f[2 * k + 1] = t.y;
+	}
+}
+__device__ __forceinline__ void ld8(const __half *p, size_t v, float *f)
+{
+	uint4 u = reinterpret_cast<const uint4 *>(p)[v];
+	const __half2 *h = reinterpret_cast<const __half2 *>(&u);
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		float2 t = __half22float2(h[k]);
+		f[2 * k] = t.x, f[2 * k + 1] = t.y;
+	}
+}
+__device__ __forceinline__ void st8(float *p, size_t v, const float *f)
+{
+	reinterpret_cast<float4 *>(p)[2 * v] = make_float4(f[0], f[1], f[2], f[3]);
+	reinterpret_cast<float4 *>(p)[2 * v + 1] = make_float4(f[4], f[5], f[6], f[7]);
+}
+__device__ __forceinline__ void st8(__nv_bfloat16 *p, size_t v, const float *f)
+{
+	uint4 u;
+	__nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
+#pragma unroll
+	for (int k = 0; k < 4; k++)
+		h[k] = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
+	reinterpret_cast<uint4 *>(p)[v] = u;
+}
+__device__ __forceinline__ void st8(__half *p, size_t v, const float *f)
+{
+	uint4 u;
+	__half2 *h = reinterpret_cast<__half2 *>(&u);
+#pragma unroll
+	for (int k = 0; k < 4; k++)
+		h[k] = __floats2half2_rn(f[2 * k], f[2 * k + 1]);
+	reinterpret_cast<uint4 *>(p)[v] = u;
+}
+
+// Whether p (NULL allowed) may be read in groups of 8 elements.
+static inline int dlc_vec8_ok(const void *p)
+{
+	return ((uintptr_t)p & 15) == 0;
+}
+
 #define DLC_THREADS 256
 
 // Blocks for a grid-stride loop over count elements: enough to fill the GPU,

@@ -50,19 +50,27 @@ __global__ void xent_k(const float *logits, const int *labels, int n, int k, flo
 	for (int j = threadIdx.x; j < k; j += XENT_THREADS)
 		mx = fmaxf(mx, x[j]);
 	mx = block_max(mx, sh);
-	float se = 0.0f, sx = 0.0f, above = 0.0f;
+	// sum_j exp(x_j - mx) = nmax + rest: the maxima's terms are exactly 1,
+	// counted apart so that log1p keeps a confident sample's small loss
+	// (the sum itself rounds 1 + 1e-6 to within 6e-8 of 1); a NaN logit
+	// lands in rest as NaN
+	float nmax = 0.0f, rest = 0.0f, sx = 0.0f, above = 0.0f;
 	for (int j = threadIdx.x; j < k; j += XENT_THREADS) {
-		se += expf(x[j] - mx);
+		float d = x[j] - mx;
+		nmax += x[j] == mx ? 1.0f : 0.0f;
+		rest += x[j] < mx ? expf(d) : (x[j] == mx ? 0.0f : d);
 		sx += x[j];
 		above += (j != y && x[j] >= xy) ? 1.0f : 0.0f;
 	}
-	se = block_sum(se, sh);
+	nmax = block_sum(nmax, sh);
+	rest = block_sum(rest, sh);
 	sx = block_sum(sx, sh);
 	above = block_sum(above, sh);
-	float lse = mx + logf(se);
+	// lse = mx + ls0, kept apart: mx - x_y is exact for the label's logit
+	float ls0 = log1pf((nmax - 1.0f) + rest);
 	if (threadIdx.x == 0) {
 		// -sum q_j (x_j - lse) = (1-ls)(lse - x_y) + ls*(lse - mean_j x_j)
-		loss[row] = (1.0f - ls) * (lse - xy) + ls * (lse - sx / (float)k);
+		loss[row] = (1.0f - ls) * ((mx - xy) + ls0) + ls * ((mx - sx / (float)k) + ls0);
 		int topk = k < 5 ? k : 5;
 		top[row] = (above < 1.0f ? 1 : 0) | (above < (float)topk ? 2 : 0);
 	}
@@ -70,7 +78,7 @@ __global__ void xent_k(const float *logits, const int *labels, int n, int k, flo
 		float f = *scale_p / (float)n;
 		for (int j = threadIdx.x; j < k; j += XENT_THREADS) {
 			float q = ls / (float)k + (j == y ? 1.0f - ls : 0.0f);
-			dlogits[(size_t)row * k + j] = f * (expf(x[j] - lse) - q);
+			dlogits[(size_t)row * k + j] = f * (expf((x[j] - mx) - ls0) - q);
 		}
 	}
 }

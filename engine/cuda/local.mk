@@ -16,7 +16,7 @@ CUDA_KERNEL_SOURCES = engine/cuda/k_convert.cu engine/cuda/k_bn.cu engine/cuda/k
 CUDA_HOST_SOURCES = engine/cuda/cuda_backend.h engine/cuda/cuda_internal.h engine/cuda/cuda_kernels.h \
 	engine/cuda/nccl_comm.h engine/cuda/cuda_plan.h engine/cuda/cuda_test.h engine/cuda/cuda_backend.c \
 	engine/cuda/cuda_conv.c engine/cuda/cuda_fc.c engine/cuda/cuda_exec.c engine/cuda/cuda_step.c \
-	engine/cuda/cuda_plan.c engine/cuda/nccl_comm.c
+	engine/cuda/cuda_plan.c engine/cuda/nccl_comm.c engine/cuda/cuda_prof.c
 EXTRA_DIST += $(CUDA_KERNEL_SOURCES) engine/cuda/k_common.cuh engine/cuda/cuda_module.c
 
 if HAVE_CUDA

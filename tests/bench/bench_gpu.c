@@ -102,9 +102,10 @@ out:
 int main(int argc, char **argv)
 {
 	const char *model = "resnet50", *prec = "bf16";
-	int batch = 256, size = 224, steps = 30, warmup = 10, graphs = 0;
+	int batch = 256, size = 224, steps = 30, warmup = 10, graphs = 0, profile = 0;
 	static const char usage[] = "usage: bench_gpu [--model resnet50] [--batch 256] [--size 224] [--steps 30]\n"
-				    "                 [--warmup 10] [--precision bf16|fp16|fp32] [--graphs 0|1]\n";
+				    "                 [--warmup 10] [--precision bf16|fp16|fp32] [--graphs 0|1]\n"
+				    "                 [--profile 0|1: time every node (eager), table on stderr]\n";
 	for (int i = 1; i < argc; i += 2) {
 		if (i + 1 == argc) {
 			fprintf(stderr, "bench_gpu: %s: no value after it\n%s", argv[i], usage);
@@ -123,13 +124,15 @@ int main(int argc, char **argv)
 			prec = argv[i + 1];
 		else if (!strcmp(argv[i], "--graphs"))
 			graphs = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--profile"))
+			profile = atoi(argv[i + 1]);
 		else {
 			fprintf(stderr, "bench_gpu: unknown option %s\n%s", argv[i], usage);
 			return 2;
 		}
 	}
-	if (batch < 1 || size < 32 || steps < 1 || warmup < 1) {
-		fprintf(stderr, "bench_gpu: bad --batch/--size/--steps/--warmup\n");
+	if (batch < 1 || size < 32 || steps < 1 || warmup < 1 || (profile && graphs)) {
+		fprintf(stderr, "bench_gpu: bad --batch/--size/--steps/--warmup (or --profile with --graphs 1)\n");
 		return 2;
 	}
 	if (dl_cuda_device_count() < 1) {
@@ -162,7 +165,7 @@ int main(int argc, char **argv)
 	o.precision = (enum dl_precision)pr;
 	o.optim.momentum = 0.9;
 	o.optim.weight_decay = 5e-5;
-	struct dl_cuda_test_opts t = { .no_graphs = !graphs };
+	struct dl_cuda_test_opts t = { .no_graphs = !graphs, .profile = profile };
 	size_t xc = (size_t)batch * 3 * size * size;
 	x = dl_cuda_host_alloc(xc * sizeof(float), NULL);
 	labels = calloc((size_t)batch, sizeof *labels);
@@ -225,6 +228,8 @@ int main(int argc, char **argv)
 	       model, batch, size, prec, graphs, graphed, med, ms[0], ms[steps - 1], ips, loss, (double)arena / (1 << 30),
 	       (double)dev / (1 << 30), tf, gflop_img, tf > 0 ? ips * gflop_img * 1e9 / (tf * 1e12) : -1.0, math_n[0],
 	       math_n[1], math_n[2], math_n[3]);
+	if (profile)
+		dl_cuda_profile_print(b, stderr);
 	rc = 0;
 	goto out;
 fail:

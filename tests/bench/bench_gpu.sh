@@ -34,7 +34,9 @@ for graphs in 0 1; do
 		rc=1
 	fi
 done
-"$py" "$here/bench_gpu.py" $args >>"$res" || rc=1
+# torch loads its own cuDNN/NCCL wheels: a LD_LIBRARY_PATH meant for dljob
+# (the bundle's env.sh) could hand it another cuDNN, which it refuses
+env -u LD_LIBRARY_PATH "$py" "$here/bench_gpu.py" $args >>"$res" || rc=1
 cat "$res"
 [ -n "${OUT:-}" ] && mkdir -p "$OUT" && cp "$res" "$OUT/bench_gpu.jsonl"
 # one summary table with ratios against PyTorch eager

@@ -34,6 +34,10 @@ dist_check_SCRIPTS += tests/gpu/test_bundle.sh
 # run.sh's pass/fail/skip counting on stand-in programs, no GPU (seconds)
 TESTS += tests/gpu/test_run_sh.sh
 dist_check_SCRIPTS += tests/gpu/test_run_sh.sh
+# trainer.sh (the real dljob on a GPU machine) on the cpu backend (~20 s)
+EXTRA_DIST += tests/gpu/trainer.sh
+TESTS += tests/gpu/test_trainer_sh.sh
+dist_check_SCRIPTS += tests/gpu/test_trainer_sh.sh
 gpu-bundle:
 	$(BASH) $(top_srcdir)/tests/gpu/bundle.sh --builddir $(abs_top_builddir)
 .PHONY: gpu-bundle

@@ -59,17 +59,19 @@ cuda_root=$cuda
 dirs="$cuda_root $cuda /usr /usr/local"
 for s in $site; do for d in "$s"/nvidia/* "$s"/nvidia/*/*; do [ -d "$d/include" ] && dirs="$dirs $d"; done; done
 incs="" libs="" rpaths=""
-# find <header> <library stem>: add the include dir and the library file
+# find <header> <library stem>: add the include dir and the library file,
+# both from the first directory that has both (a header of one version with
+# the library of another is what a mixed search found on the H200 machine:
+# cuDNN 9.19's header from the wheel, 9.14's library from /usr/lib)
 find_dep() {
 	local h=$1 l=$2 d f inc="" lib=""
 	for d in $dirs; do
-		[ -z "$inc" ] && [ -f "$d/include/$h" ] && inc=$d/include
-		if [ -z "$lib" ]; then
-			for f in "$d"/lib64/lib$l.so "$d"/lib/lib$l.so "$d"/lib/x86_64-linux-gnu/lib$l.so \
-				 "$d"/lib64/lib$l.so.[0-9]* "$d"/lib/lib$l.so.[0-9]* "$d"/lib/x86_64-linux-gnu/lib$l.so.[0-9]*; do
-				[ -e "$f" ] && { lib=$f; break; }
-			done
-		fi
+		[ -f "$d/include/$h" ] || continue
+		for f in "$d"/lib64/lib$l.so "$d"/lib/lib$l.so "$d"/lib/x86_64-linux-gnu/lib$l.so \
+			 "$d"/lib64/lib$l.so.[0-9]* "$d"/lib/lib$l.so.[0-9]* "$d"/lib/x86_64-linux-gnu/lib$l.so.[0-9]*; do
+			[ -e "$f" ] && { inc=$d/include lib=$f; break; }
+		done
+		[ -n "$lib" ] && break
 	done
 	if [ -z "$inc" ] || [ -z "$lib" ]; then
 		log "missing $h or lib$l.so (searched: $dirs)"
@@ -148,7 +150,7 @@ H
 		echo "date: $(date -u)"
 		echo "nvcc: $("$nvcc" --version | tail -1)"
 		nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id --format=csv,noheader 2>&1
-		"$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1
+		env -u LD_LIBRARY_PATH "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1
 		echo "libs: $(cat "$build/libs")"
 		ldd "$build/test_cuda_ops" | grep -E 'cudnn|nccl|cublas|cudart'
 	} >"$out/env.txt" 2>&1

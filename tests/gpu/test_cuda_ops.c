@@ -318,13 +318,39 @@ static struct dl_graph *case_bn_relu_node(void)
 	return g;
 }
 
-static struct dl_graph *case_add_shallow(void)
+static struct dl_graph *add_branches(int relu)
 {
-	/* residual add + ReLU of two conv branches (one with BN) on the same input */
+	/* residual add (+ ReLU) of two conv branches (one with BN, + ReLU) on the same input */
 	struct dl_graph *g = gb_new(16, 10, 10);
-	int a = gb_bn(g, gb_conv(g, 0, 32, 3, 1, 1), 0);
+	int a = gb_bn(g, gb_conv(g, 0, 32, 3, 1, 1), relu);
 	int b = gb_conv(g, 0, 32, 1, 1, 0);
-	gb_fc(g, gb_gap(g, gb_add(g, a, b, 1)), 10);
+	gb_fc(g, gb_gap(g, gb_add(g, a, b, relu)), 10);
+	return g;
+}
+
+static struct dl_graph *case_add_relu(void)
+{
+	return add_branches(1);
+}
+
+static struct dl_graph *case_add(void)
+{
+	return add_branches(0);
+}
+
+/* bf16 cases without a ReLU after a BN or a sum (see op_cases) */
+static struct dl_graph *case_conv3x3_bn(void)
+{
+	struct dl_graph *g = gb_new(3, 9, 7);
+	gb_fc(g, gb_gap(g, gb_bn(g, gb_conv(g, 0, 16, 3, 1, 1), 0)), 10);
+	return g;
+}
+
+static struct dl_graph *case_relu_node(void)
+{
+	/* 7x7/2 pad 3 conv, a ReLU node on its (rounded) output */
+	struct dl_graph *g = gb_new(3, 20, 18);
+	gb_fc(g, gb_gap(g, gb_relu(g, gb_conv(g, 0, 16, 7, 2, 3))), 5);
 	return g;
 }
 
@@ -447,6 +473,19 @@ static double grads_err(const struct dl_graph *gc, const struct dl_graph *gr, co
 	return e_max;
 }
 
+/* resnet50_step sets this: compare_with then prints every BN's batch-mean
+ * error (running_mean after one step is 0.1 x the batch mean), in graph
+ * order, to show where a forward error starts */
+static int trace_bn;
+
+static void print_bn_trace(const struct dl_graph *gc, const struct dl_graph *gr)
+{
+	for (int i = 0; i < gr->n_buffers; i++)
+		if (strstr(gr->buffers[i].name, "running_mean"))
+			printf("  batch mean %-28s %.1e\n", gr->buffers[i].name,
+			       rel_err(gc->buffers[i].data, gr->buffers[i].data, gr->buffers[i].count));
+}
+
 static double buffers_err(const struct dl_graph *gc, const struct dl_graph *gr)
 {
 	double e_max = 0.0;
@@ -478,10 +517,15 @@ static double rel(double a, double b)
 
 /* One train_step of gr on "ref" and gc on "cuda" (identical graphs), then
  * eval_step over all rows and over fewer; everything the interface shows
- * compared at tol. */
-static int compare_step(const char *name, struct dl_graph *gr, struct dl_graph *gc, int n, enum dl_precision prec,
-			double tol, const struct dl_cuda_test_opts *topt)
+ * compared at tol.  ref_cuda: the reference is the CUDA backend in fp32
+ * with these test options instead of "ref" (two fp32 summation orders, to
+ * measure how far rounding alone moves a result); worst: the largest of
+ * the errors, if not NULL. */
+static int compare_with(const char *name, struct dl_graph *gr, struct dl_graph *gc, int n, enum dl_precision prec,
+			double tol, const struct dl_cuda_test_opts *topt, const struct dl_cuda_test_opts *ref_cuda,
+			double *worst)
 {
+	const struct dl_backend_ops *R = ref_cuda ? &dl_backend_cuda : &dl_backend_ref;
 	char err[512];
 	struct dl_backend *br = NULL, *bc = NULL;
 	size_t xc = x_count(gr, n), lc = (size_t)n * gr->num_classes;
@@ -502,7 +546,7 @@ static int compare_step(const char *name, struct dl_graph *gr, struct dl_graph *
 	rand_batch(x, xc, y, n, gr->num_classes, prec != DL_FP32);
 	w0 = snap(gr);
 	struct dl_backend_opts orf = opts_for(DL_FP32, NULL), oc = opts_for(prec, NULL);
-	br = dl_backend_ref.create(gr, n, &orf, err, sizeof err);
+	br = ref_cuda ? dl_cuda_create_test(gr, n, &orf, ref_cuda, err, sizeof err) : R->create(gr, n, &orf, err, sizeof err);
 	if (!br) {
 		printf("%s: ref create: %s: FAIL\n", name, err);
 		goto out;
@@ -514,8 +558,8 @@ static int compare_step(const char *name, struct dl_graph *gr, struct dl_graph *
 	}
 	struct dl_batch in = { .x = x, .labels = y };
 	struct dl_step_result rr, rc;
-	if (dl_backend_ref.train_step(br, &in, 0.5, 0, &rr) || dl_backend_cuda.train_step(bc, &in, 0.5, 0, &rc)) {
-		printf("%s: train_step: %s / %s: FAIL\n", name, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
+	if (R->train_step(br, &in, 0.5, 0, &rr) || dl_backend_cuda.train_step(bc, &in, 0.5, 0, &rc)) {
+		printf("%s: train_step: %s / %s: FAIL\n", name, R->error(br), dl_backend_cuda.error(bc));
 		goto out;
 	}
 	for (int i = 0; i < gr->n_params; i++) {
@@ -523,8 +567,8 @@ static int compare_step(const char *name, struct dl_graph *gr, struct dl_graph *
 		poison(gc->params[i].grad, gc->params[i].count);
 	}
 	poison(lgc, lc);
-	if (dl_backend_ref.last_step_out(br, lgr) || dl_backend_cuda.last_step_out(bc, lgc)) {
-		printf("%s: last_step_out: %s / %s: FAIL\n", name, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
+	if (R->last_step_out(br, lgr) || dl_backend_cuda.last_step_out(bc, lgc)) {
+		printf("%s: last_step_out: %s / %s: FAIL\n", name, R->error(br), dl_backend_cuda.error(bc));
 		goto out;
 	}
 	const char *wg = "-", *wu = "-";
@@ -535,36 +579,50 @@ static int compare_step(const char *name, struct dl_graph *gr, struct dl_graph *
 	}
 	for (size_t i = 0; i < sc.n; i++)
 		poison(sc.mom[i].data, sc.mom[i].count);
-	if (dl_backend_ref.state_out(br, &sr) || dl_backend_cuda.state_out(bc, &sc)) {
-		printf("%s: state_out: %s / %s: FAIL\n", name, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
+	if (R->state_out(br, &sr) || dl_backend_cuda.state_out(bc, &sc)) {
+		printf("%s: state_out: %s / %s: FAIL\n", name, R->error(br), dl_backend_cuda.error(bc));
 		goto out;
 	}
 	double e_upd = update_err(gc, gr, w0, &wu), e_buf = buffers_err(gc, gr), e_mom = mom_err(&sc, &sr);
+	if (trace_bn)
+		print_bn_trace(gc, gr);
 	int same_counts = gc->bn_batches_tracked == gr->bn_batches_tracked && sc.steps == sr.steps && sc.steps == 1 &&
 			  !rc.nonfinite && !rc.skipped;
 	/* eval over every row, then over all but the last */
-	double e_eval = 0.0;
+	double e_eval = 0.0, ev_c = 0.0, ev_r = 0.0;
 	int top_diff = 0;
 	for (int nv = n; nv >= (n > 1 ? n - 1 : n); nv--) {
 		struct dl_eval_result er, ec;
-		if (dl_backend_ref.eval_step(br, &in, nv, NULL, &er) || dl_backend_cuda.eval_step(bc, &in, nv, NULL, &ec)) {
-			printf("%s: eval_step: %s / %s: FAIL\n", name, dl_backend_ref.error(br), dl_backend_cuda.error(bc));
+		if (R->eval_step(br, &in, nv, NULL, &er) || dl_backend_cuda.eval_step(bc, &in, nv, NULL, &ec)) {
+			printf("%s: eval_step: %s / %s: FAIL\n", name, R->error(br), dl_backend_cuda.error(bc));
 			goto out;
 		}
-		double e = rel(ec.loss_sum, er.loss_sum);
-		e_eval = e > e_eval || !isfinite(e) ? e : e_eval;
+		/* per sample where the loss is below 1: a confident sample's loss of
+		 * 1e-6 is the difference of logits of ~10 and not known to 1e-3 */
+		double e = isfinite(ec.loss_sum) ? fabs(ec.loss_sum - er.loss_sum) / fmax(fabs(er.loss_sum), nv) : INFINITY;
+		if (e > e_eval || !isfinite(e)) {
+			e_eval = e;
+			ev_c = ec.loss_sum;
+			ev_r = er.loss_sum;
+		}
 		int d = abs(ec.top1 - er.top1) + abs(ec.top5 - er.top5);
 		top_diff = d > top_diff ? d : top_diff;
 	}
 	ok = e_loss < tol && e_logits < tol && e_grad < tol && e_upd < tol && e_buf < tol && e_mom < tol &&
 	     e_eval < tol && top_diff <= 1 && same_counts;
+	if (worst) {
+		double e[] = { e_loss, e_logits, e_grad, e_upd, e_buf, e_mom, e_eval };
+		*worst = 0.0;
+		for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
+			*worst = e[i] > *worst || !isfinite(e[i]) ? e[i] : *worst;
+	}
 	printf("%-30s %s n=%d: loss %.1e, logits %.1e, grads %.1e (%s), update %.1e (%s), momentum %.1e, "
-	       "running stats %.1e, counts %s, eval loss %.1e, top-k diff %d: %s\n",
+	       "running stats %.1e, counts %s, eval loss %.1e (%.7g vs %.7g), top-k diff %d: %s\n",
 	       name, pname(prec), n, e_loss, e_logits, e_grad, wg, e_upd, wu, e_mom, e_buf, same_counts ? "same" : "DIFFER",
-	       e_eval, top_diff, ok ? "ok" : "FAIL");
+	       e_eval, ev_c, ev_r, top_diff, ok ? "ok" : "FAIL");
 out:
 	if (br)
-		dl_backend_ref.destroy(br);
+		R->destroy(br);
 	if (bc)
 		dl_backend_cuda.destroy(bc);
 	dl_optim_state_free(&sr);
@@ -575,6 +633,12 @@ out:
 	free(lgc);
 	free(lgr);
 	return ok;
+}
+
+static int compare_step(const char *name, struct dl_graph *gr, struct dl_graph *gc, int n, enum dl_precision prec,
+			double tol, const struct dl_cuda_test_opts *topt)
+{
+	return compare_with(name, gr, gc, n, prec, tol, topt, NULL, NULL);
 }
 
 /* TF32 sentinel: the 1e-3 tolerance of the cases above cannot tell TF32
@@ -641,45 +705,52 @@ out:
 	return ok;
 }
 
-/* fp32 (TF32 off) runs every case, deep ones included, at 1e-3.  bf16 runs
- * the shallow cases at 1e-2 with bf16-exact inputs and weights: in deeper
- * chains a rounded activation that crosses zero flips a ReLU mask, or two
- * values that round alike change a max-pool winner, and gradients then
- * differ from float64 by a few percent for reasons that are not bugs; the
- * 100-step training comparison covers bf16 on whole networks instead. */
+/* fp32 (TF32 off) runs the cases marked for it at n = 1 and 3, at 1e-3.
+ * bf16 runs its cases at 1e-2 with bf16-exact inputs and weights, and none
+ * with a ReLU after a BN or after a sum: there a rounded activation that
+ * crosses zero flips a ReLU mask (its value minus the batch mean, or the sum
+ * of two rounded branches, can change sign where the exact one does not),
+ * and a weight gradient then differs from float64 by a few percent for
+ * reasons that are not bugs (seen on the H200: 3.0e-2 to 9.3e-2 on seeds
+ * where the same cases had passed on others).  A ReLU node on a conv's
+ * rounded output keeps its signs.  BN there runs at n = 3 only: at n = 1 a
+ * BN -> GAP -> FC chain is linear in each sample's normalized values, which
+ * sum to zero, so the BN weight's gradient is zero up to rounding.  The
+ * 100-step training comparison covers bf16 whole networks with every ReLU. */
 static int op_cases(void)
 {
+	enum { F32 = 1, B16_N1 = 2, B16_N3 = 4 };
 	static const struct {
 		const char *name;
 		struct dl_graph *(*build)(void);
-		int deep;
+		int runs;
 	} cases[] = {
-		{ "conv3x3+bn+relu (C=3)", case_conv3x3_bn_relu, 0 },
-		{ "conv1x1/2 -> conv3x3/2", case_conv_chain, 0 },
-		{ "maxpool -> conv", case_maxpool_first, 0 },
-		{ "conv7x7/2+bn, relu node", case_bn_relu_node, 0 },
-		{ "two branches, add+relu", case_add_shallow, 0 },
-		{ "stem 7x7/2+bn+relu+maxpool", case_stem, 1 },
-		{ "residual blocks", case_residual, 1 },
-	};
-	static const struct { enum dl_precision p; double tol; } precs[] = {
-		{ DL_FP32, 1e-3 }, { DL_BF16, 1e-2 },
+		{ "conv3x3+bn+relu (C=3)", case_conv3x3_bn_relu, F32 },
+		{ "conv3x3+bn (C=3)", case_conv3x3_bn, B16_N3 },
+		{ "conv1x1/2 -> conv3x3/2", case_conv_chain, F32 | B16_N1 | B16_N3 },
+		{ "maxpool -> conv", case_maxpool_first, F32 | B16_N1 | B16_N3 },
+		{ "conv7x7/2+bn, relu node", case_bn_relu_node, F32 },
+		{ "conv7x7/2, relu node", case_relu_node, B16_N1 | B16_N3 },
+		{ "two branches, add+relu", case_add_relu, F32 },
+		{ "two branches, add", case_add, B16_N3 },
+		{ "stem 7x7/2+bn+relu+maxpool", case_stem, F32 },
+		{ "residual blocks", case_residual, F32 },
 	};
 	int ok = 1;
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-		for (size_t p = 0; p < sizeof precs / sizeof precs[0]; p++) {
-			if (cases[c].deep && precs[p].p != DL_FP32)
-				continue;
+		for (int bf = 0; bf < 2; bf++)
 			for (int n = 1; n <= 3; n += 2) {
+				int want = !bf ? F32 : n == 1 ? B16_N1 : B16_N3;
+				if (!(cases[c].runs & want))
+					continue;
 				uint64_t seed = rng;
 				struct dl_graph *gr = cases[c].build();
 				rng = seed;
 				struct dl_graph *gc = cases[c].build();
-				ok &= compare_step(cases[c].name, gr, gc, n, precs[p].p, precs[p].tol, NULL);
+				ok &= compare_step(cases[c].name, gr, gc, n, bf ? DL_BF16 : DL_FP32, bf ? 1e-2 : 1e-3, NULL);
 				gb_free(gr);
 				gb_free(gc);
 			}
-		}
 	/* cudnnFind failing: the heuristic algorithms, same results */
 	uint64_t seed = rng;
 	struct dl_graph *gr = case_residual();
@@ -1393,7 +1464,7 @@ static int nonfinite_fp32(void)
 		goto out;
 	}
 	rand_batch(x, xc, y, n, g->num_classes, 0);
-	x[5] = NAN;
+	x[4] = NAN; /* row 0, column 4: the 1x1 stride-2 conv reads even columns only */
 	w0 = snap(g);
 	struct dl_batch in = { .x = x, .labels = y };
 	struct dl_step_result r;
@@ -1411,7 +1482,7 @@ static int nonfinite_fp32(void)
 	dl_backend_cuda.destroy(b);
 	o = opts_for(DL_FP16, NULL);
 	b = dl_cuda_create_test(g, n, &o, NULL, err, sizeof err);
-	x[5] = 0.5f;
+	x[4] = 0.5f;
 	if (!b || dl_backend_cuda.train_step(b, &in, NAN, 0, &r)) {
 		printf("fp16 NaN lr: %s: FAIL\n", b ? dl_backend_cuda.error(b) : err);
 		ok = 0;
@@ -1536,14 +1607,39 @@ static int resnet50_step(void)
 	struct dl_graph gr, gc;
 	char err[512];
 	uint64_t seed = rng;
-	if (dl_model_build(&gr, "resnet50", 3, 64, 64, 10, 0, seed, err, sizeof err) ||
-	    dl_model_build(&gc, "resnet50", 3, 64, 64, 10, 0, seed, err, sizeof err)) {
-		printf("resnet50: %s: FAIL\n", err);
-		return 0;
+	/* resnet50 at n=2, 64x64 (its last BNs normalize 8 values) amplifies
+	 * rounding.  The tolerance is the larger of 1e-3 and ten times how far
+	 * the CUDA step itself moves when every weight moves by one float ulp
+	 * (random direction): fp32 rounding inside the step is of that size.
+	 * The per-BN batch-mean errors printed show where an error starts. */
+	static const char *what[3] = { "resnet50 fp32 sensitivity: weights moved by 1 ulp",
+				       "resnet50 one step, cudnnFind's algorithms vs ref",
+				       "resnet50 one step, GEMM algorithms vs ref" };
+	struct dl_cuda_test_opts gemm = { .poison = 1, .gemm_only = 1 }, find = { .poison = 1 };
+	double e[3] = { 0 }, tol = INFINITY;
+	int ok = 1;
+	for (int k = 0; k < 3; k++) {
+		if (dl_model_build(&gr, "resnet50", 3, 64, 64, 10, 0, seed, err, sizeof err) ||
+		    dl_model_build(&gc, "resnet50", 3, 64, 64, 10, 0, seed, err, sizeof err)) {
+			printf("resnet50: %s: FAIL\n", err);
+			return 0;
+		}
+		if (k == 0)
+			for (int i = 0; i < gc.n_params; i++)
+				for (size_t j = 0; j < gc.params[i].count; j++)
+					gc.params[i].data[j] = nextafterf(gc.params[i].data[j],
+									  urand() < 0.5 ? -INFINITY : INFINITY);
+		trace_bn = k > 0;
+		ok &= compare_with(what[k], &gr, &gc, 2, DL_FP32, tol, k == 2 ? &gemm : NULL, k == 0 ? &find : NULL,
+				   &e[k]);
+		trace_bn = 0;
+		dl_model_free(&gr);
+		dl_model_free(&gc);
+		if (k == 0)
+			tol = fmax(1e-3, 10 * e[0]);
 	}
-	int ok = compare_step("resnet50 3x64x64 one step", &gr, &gc, 2, DL_FP32, 1e-3, NULL);
-	dl_model_free(&gr);
-	dl_model_free(&gc);
+	printf("resnet50: largest error vs ref %.1e (cudnnFind) and %.1e (GEMM), tolerance max(1e-3, 10 x sensitivity %.1e): %s\n",
+	       e[1], e[2], e[0], ok ? "ok" : "FAIL");
 	return ok;
 }
 
@@ -1609,6 +1705,20 @@ out:
 	return ok;
 }
 
+/* The largest difference of two runs' losses over steps 1..n-1, relative
+ * to the first loss.  Early steps only: the batch is learnt within ten
+ * steps, and a loss near zero differs relatively by any amount between two
+ * runs whose cuDNN algorithms (chosen by timing, per run) round apart. */
+static double traj_err(const double *a, const double *b, int n)
+{
+	double e = 0.0;
+	for (int s = 1; s < n; s++) {
+		double d = isfinite(a[s]) && isfinite(b[s]) ? fabs(a[s] - b[s]) / fabs(b[0]) : INFINITY;
+		e = d > e ? d : e;
+	}
+	return e;
+}
+
 static double last10(const double *l, int steps)
 {
 	double m = 0.0;
@@ -1619,11 +1729,16 @@ static double last10(const double *l, int steps)
 
 static int hundred_steps(void)
 {
-	enum { S = 100, SHORT = 10 };
+	enum { S = 100, SHORT = 4 };
 	static double f32[S], f32g[SHORT], bf[S], bg[S], h[S], bn[SHORT], bgn[SHORT], bfail[SHORT];
-	static const struct dl_cuda_test_opts eager = { .no_graphs = 1 }, graph = { 0 },
-					      nccl_eager = { .no_graphs = 1, .force_nccl = 1 },
-					      nccl_graph = { .force_nccl = 1 }, capture_fails = { .fail_capture = 1 };
+	/* heuristic algorithms: cudnnFind times candidates in every run and may
+	 * choose other algorithms each time, and on a batch learnt this fast
+	 * (2.71 -> 0.10 in three steps) that alone moved step-3 losses by
+	 * 2.3e-3 (fp32) between runs on the H200 */
+	static const struct dl_cuda_test_opts eager = { .no_graphs = 1, .heuristic = 1 }, graph = { .heuristic = 1 },
+					      nccl_eager = { .no_graphs = 1, .force_nccl = 1, .heuristic = 1 },
+					      nccl_graph = { .force_nccl = 1, .heuristic = 1 },
+					      capture_fails = { .fail_capture = 1, .heuristic = 1 };
 	if (!train_run("fp32 eager", DL_FP32, &eager, S, f32) || !train_run("bf16 eager", DL_BF16, &eager, S, bf) ||
 	    !train_run("bf16 graph", DL_BF16, &graph, S, bg) || !train_run("fp16 graph", DL_FP16, &graph, S, h))
 		return 0;
@@ -1642,13 +1757,13 @@ static int hundred_steps(void)
 	    !train_run("bf16 nccl graph", DL_BF16, &nccl_graph, SHORT, bgn) ||
 	    !train_run("bf16 capture fails", DL_BF16, &capture_fails, SHORT, bfail))
 		return 0;
-	double e0 = rel(f32g[SHORT - 1], f32[SHORT - 1]);
-	double e1 = rel(bn[SHORT - 1], bf[SHORT - 1]), e2 = rel(bgn[SHORT - 1], bf[SHORT - 1]);
-	double e3 = rel(bfail[SHORT - 1], bf[SHORT - 1]), e4 = rel(bg[SHORT - 1], bf[SHORT - 1]);
+	double e0 = traj_err(f32g, f32, SHORT);
+	double e1 = traj_err(bn, bf, SHORT), e2 = traj_err(bgn, bf, SHORT);
+	double e3 = traj_err(bfail, bf, SHORT), e4 = traj_err(bg, bf, SHORT);
 	int ok2 = e0 < 1e-3 && e1 < 0.02 && e2 < 0.02 && e3 < 0.02 && e4 < 0.02;
-	printf("resnet18 step %d loss: fp32 graph vs eager %.1e; bf16 %.4f: graph %.1e, 1-rank NCCL buckets %.1e, "
-	       "+ graph %.1e, failed capture (eager) %.1e: %s\n",
-	       SHORT, e0, bf[SHORT - 1], e4, e1, e2, e3, ok2 ? "ok" : "FAIL");
+	printf("resnet18 losses of steps 1-%d vs eager, largest difference over the first loss: fp32 graph %.1e; "
+	       "bf16 (%.4f -> %.4f): graph %.1e, 1-rank NCCL buckets %.1e, + graph %.1e, failed capture (eager) %.1e: %s\n",
+	       SHORT - 1, e0, bf[0], bf[SHORT - 1], e4, e1, e2, e3, ok2 ? "ok" : "FAIL");
 	return ok && ok2;
 }
 
@@ -1716,6 +1831,7 @@ static int pipe_bcast(struct dl_comm *c, int root, void *buf, size_t len, char *
 static int dp_run(struct dl_comm *comm, int row0, int rows, size_t bucket_bytes, int fail_capture,
 		  struct child_result *res, struct dl_graph **gout, char *err, size_t errlen)
 {
+	rng = 4141; /* the same initial weights in the parent and in both children */
 	struct dl_graph *g = case_bnfree();
 	size_t xc = x_count(g, 2 * NB), per = x_count(g, 1);
 	float *x = xcalloc(xc, sizeof(float));
