@@ -10,7 +10,9 @@
  *   mark 2+n+(n-1-i)  backward of node i           (i = n-1 .. 0)
  *   mark 2+2n         gradient statistics, optimizer
  *   mark 3+2n         end
- * Steps replaying a CUDA graph are not marked (profile turns graphs off). */
+ * Steps replaying a CUDA graph are not marked (profile turns graphs off).
+ * With NCCL, the optimizer segment also holds the wait for the last
+ * buckets' reduction (the compute stream waits for it there). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -333,6 +333,17 @@ static struct dl_graph *case_add_relu(void)
 	return add_branches(1);
 }
 
+/* 12 channels: BN, the add and the ReLU backward on their one-element-per-
+ * thread kernels (the 8-channel ones need C a multiple of 8 dividing 2048) */
+static struct dl_graph *case_add_relu_c12(void)
+{
+	struct dl_graph *g = gb_new(8, 9, 11);
+	int a = gb_bn(g, gb_conv(g, 0, 12, 3, 1, 1), 1);
+	int b = gb_conv(g, 0, 12, 1, 1, 0);
+	gb_fc(g, gb_gap(g, gb_relu(g, gb_add(g, a, b, 0))), 10);
+	return g;
+}
+
 static struct dl_graph *case_add(void)
 {
 	return add_branches(0);
@@ -732,6 +743,7 @@ static int op_cases(void)
 		{ "conv7x7/2+bn, relu node", case_bn_relu_node, F32 },
 		{ "conv7x7/2, relu node", case_relu_node, B16_N1 | B16_N3 },
 		{ "two branches, add+relu", case_add_relu, F32 },
+		{ "C=12: bn+relu, add, relu node", case_add_relu_c12, F32 },
 		{ "two branches, add", case_add, B16_N3 },
 		{ "stem 7x7/2+bn+relu+maxpool", case_stem, F32 },
 		{ "residual blocks", case_residual, F32 },
