@@ -8,7 +8,8 @@
 # On a GPU machine without autotools or oneDNN, tests/gpu/run.sh builds and
 # runs them directly with nvcc/gcc.
 EXTRA_DIST += tests/gpu/test_cuda_ops.c tests/gpu/test_cuda_plan.c tests/gpu/run.sh \
-	tests/bench/bench_gpu.sh tests/bench/bench_gpu.py tests/bench/bench_gpu.c tests/bench/profile_torch.py
+	tests/bench/bench_gpu.sh tests/bench/bench_gpu.py tests/bench/bench_gpu.c tests/bench/profile_torch.py \
+	tests/gpu/device-call.sh
 if HAVE_CUDA
 check_PROGRAMS += tests/gpu/test_cuda_plan tests/gpu/test_cuda_ops
 TESTS += tests/gpu/test_cuda_plan tests/gpu/test_cuda_ops
