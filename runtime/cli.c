@@ -639,7 +639,13 @@ static int walk_out(const char *opt, const char *res, size_t nexist, size_t nbas
 		name[len] = '\0';
 		memcpy(path, res, start + len);
 		path[start + len] = '\0';
-		if (start + len > nexist) {
+		/* A component that did not exist when the path was checked may
+		 * be made by another rank of the job at the same moment (a shared
+		 * file system: EEXIST here) and removed again by it when that rank
+		 * fails and unmakes what it made: it is then made again, a few
+		 * times, rather than reported as removed. */
+		nfd = -1;
+		for (int tries = 0; start + len > nexist && tries < 4; tries++) {
 			if (mkdirat(fd, name, 0755) == 0) {
 				made = 1;
 			} else if (errno != EEXIST) {
@@ -649,8 +655,12 @@ static int walk_out(const char *opt, const char *res, size_t nexist, size_t nbas
 				return dl_errf(err, errlen, "cannot create output directory %s: %s",
 					    dl_optval_escape(path, q, sizeof(q)), strerror(e));
 			}
+			nfd = openat(fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (nfd >= 0 || errno != ENOENT || made)
+				break;
 		}
-		nfd = open_dir_at(fd, name, path, err, errlen);
+		if (nfd < 0)
+			nfd = open_dir_at(fd, name, path, err, errlen);
 		close(fd);
 		if (nfd < 0)
 			return -1;
