@@ -8,6 +8,13 @@
  *   OUTSWAP_LINK=PATH:TARGET  PATH (a directory) renamed to PATH.orig and a
  *                             symbolic link to TARGET put in its place;
  *   OUTSWAP_DIR=PATH:UID      a directory PATH made, owned by UID.
+ * And independently of OUTSWAP_AFTER:
+ *   OUTSWAP_VANISH=NAME:N     the first N times dljob makes a directory
+ *                             NAME (mkdirat), the directory is made and
+ *                             removed again and dljob told EEXIST: what it
+ *                             sees when another rank of the job, on a shared
+ *                             file system, makes the same output directory
+ *                             and removes it when its own run fails.
  * A failure is said on stderr with "out_swap:" (the test then fails). */
 #include "config.h"
 #undef _FORTIFY_SOURCE /* realpath is defined here, not the fortified inline */
@@ -17,12 +24,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 char *__realpath_chk(const char *path, char *resolved, size_t resolvedlen);
 
-static int done;
+static int done, vanished;
 
 /* Splits "A:B" at its last ':' into a and b; 0, or -1 when malformed. */
 static int split(const char *v, char *a, char *b)
@@ -85,4 +93,26 @@ char *__realpath_chk(const char *path, char *resolved, size_t resolvedlen)
 	after(path);
 	errno = e;
 	return r;
+}
+
+int mkdirat(int dfd, const char *name, mode_t mode)
+{
+	int (*real)(int, const char *, mode_t);
+	const char *v = getenv("OUTSWAP_VANISH");
+	char a[PATH_MAX], b[PATH_MAX];
+
+	*(void **)&real = dlsym(RTLD_NEXT, "mkdirat");
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!v || split(v, a, b) < 0 || strcmp(name, a) != 0 || vanished >= atoi(b))
+		return real(dfd, name, mode);
+	vanished++;
+	if (real(dfd, name, mode) < 0 || unlinkat(dfd, name, AT_REMOVEDIR) < 0) {
+		fprintf(stderr, "out_swap: OUTSWAP_VANISH=%s failed: %s\n", v, strerror(errno));
+		return -1;
+	}
+	errno = EEXIST;
+	return -1;
 }

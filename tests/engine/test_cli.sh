@@ -399,6 +399,15 @@ swap=(LD_PRELOAD="$shim" OUTSWAP_AFTER="$rwork/base" OUTSWAP_DIR="$rwork/base/pl
 out_base planted/r "dljob: --dl-out planted/r: $rwork/base/planted, which did not exist when the path was checked, was made meanwhile by uid $nobody, not by you (uid $me)"
 [ -d base/planted ] && [ -z "$(ls -A base/planted)" ] ||
 	{ echo "FAIL: base/planted: $(ls -la base/planted 2>&1)"; fails=$((fails + 1)); }
+# Another rank of the job on a shared file system makes the same output
+# directory first (dljob's mkdir says EEXIST) and removes it again when its
+# own run fails, before dljob opens it: dljob makes it again and trains
+# (test_netns's MASTER_ADDR=localhost case met this in CI); when it keeps
+# vanishing, the run stops naming it.
+swap=(LD_PRELOAD="$shim" OUTSWAP_VANISH="gone:1")
+out_base shared/gone
+swap=(LD_PRELOAD="$shim" OUTSWAP_VANISH="gone2:9")
+out_base shared/gone2 "dljob: --dl-out shared/gone2: $rwork/base/shared/gone2 was removed after the path was checked"
 swap=()
 
 # The same rule without DLJOB_OUT_BASE (dljob train --out): another user's
