@@ -16,10 +16,15 @@
 #include "tests/engine/test_ops_util.h"
 
 #define TOL 1e-2
-/* Gradients through a ReLU: an output within bf16 rounding of zero can
- * land on the other side, and each such flip passes or blocks a whole dy
- * element, so the error is about the square root of the flip fraction. */
-#define TOL_MASK 0.12
+/* With a ReLU after BN, an output within bf16 rounding of zero can land on
+ * the other side of it, and each such flip passes or blocks a whole dy
+ * element: against the float64 mask the gradients' error is about the
+ * square root of the flip fraction, and a channel of a few hundred values
+ * with several flips lost 0.129 in one run of CI.  So the reference backward
+ * takes the ReLU mask of bf16's own output y (the decision bf16 made; y
+ * itself is checked against float64 above) and the gradients are held to
+ * TOL; the two masks may differ in at most MAX_FLIPS of the values. */
+#define MAX_FLIPS 0.02
 #define MIN_DIFF 1e-5
 
 static int failures;
@@ -101,11 +106,6 @@ static void test_bn(int n, int c, int h, int w, int relu)
 	ref_bn_forward_train(x64, g64, b64, ry, rmean, rvar, n, c, h * w, eps);
 	if (relu)
 		ref_relu_forward(ry, ry, nx);
-	if (relu)
-		ref_relu_backward(ry, dy64, dyin, nx);
-	else
-		memcpy(dyin, dy64, nx * 8);
-	ref_bn_backward(x64, dyin, g64, rmean, rvar, rdx, rdg, rdb, n, c, h * w, eps);
 	if (cpu_bn_train_bf16(x, g, bt, dy, y, mean, var, dx, dg, db, n, c, h, w, relu, eps, err,
 			      sizeof err) < 0) {
 		op_failed("bf16 bn train");
@@ -113,10 +113,20 @@ static void test_bn(int n, int c, int h, int w, int relu)
 		report("bf16 bn train fwd", shape, "y", y, ry, nx);
 		report("bf16 bn train fwd", shape, "mean", mean, rmean, c);
 		report("bf16 bn train fwd", shape, "var", var, rvar, c);
-		double tb = relu ? TOL_MASK : TOL;
-		report_tol("bf16 bn bwd", shape, "dx", dx, rdx, nx, tb);
-		report_tol("bf16 bn bwd", shape, "dgamma", dg, rdg, c, tb);
-		report_tol("bf16 bn bwd", shape, "dbeta", db, rdb, c, tb);
+		size_t flips = 0;
+		for (size_t i = 0; i < nx; i++) {
+			dyin[i] = !relu || y[i] > 0 ? dy64[i] : 0;
+			flips += relu && (y[i] > 0) != (ry[i] > 0);
+		}
+		if (flips > MAX_FLIPS * nx) {
+			printf("FAIL %-22s %-34s relu mask: %zu of %zu values on the other side of float64's\n",
+			       "bf16 bn train fwd", shape, flips, nx);
+			failures++;
+		}
+		ref_bn_backward(x64, dyin, g64, rmean, rvar, rdx, rdg, rdb, n, c, h * w, eps);
+		report("bf16 bn bwd", shape, "dx", dx, rdx, nx);
+		report("bf16 bn bwd", shape, "dgamma", dg, rdg, c);
+		report("bf16 bn bwd", shape, "dbeta", db, rdb, c);
 	}
 	free(x), free(dy), free(y), free(dx), free(g), free(bt), free(mean), free(var), free(dg);
 	free(db), free(ry), free(rdx), free(rmean), free(rvar), free(rdg), free(rdb);
