@@ -28,6 +28,7 @@ struct dl_backend {
 	float *logits32;   /* (N,K) */
 	float *dlogits32;  /* (N,K): d(mean loss)/d(logits) of the last train step */
 	int trained;       /* last forward was train=1: backward is allowed */
+	double margin;     /* dl_ref_margin: the smallest since create */
 	/* Training state besides g's float32 params and buffers (which are the
 	 * master copy here): momentum per param, steps taken, the reducer
 	 * whose flat buffer holds the float32 gradients. */
@@ -188,6 +189,7 @@ struct dl_backend *dl_ref_create(struct dl_graph *g, int n, char *err, size_t er
 		goto oom;
 	b->g = g;
 	b->n = n;
+	b->margin = INFINITY;
 	b->val = calloc(g->n_values, sizeof(double *));
 	b->dval = calloc(g->n_values, sizeof(double *));
 	b->param = calloc(g->n_params + 1, sizeof(double *));
@@ -263,6 +265,11 @@ double *dl_ref_buffer_f64(struct dl_backend *b, int i)
 	return b->buf[i];
 }
 
+double dl_ref_margin(const struct dl_backend *b)
+{
+	return b->margin;
+}
+
 const double *dl_ref_logits_f64(struct dl_backend *b)
 {
 	return b->val[b->g->output];
@@ -299,12 +306,15 @@ int dl_ref_forward_f64(struct dl_backend *b, const double *x, int train)
 			break;
 		}
 		case DL_NODE_RELU:
+			b->margin = fmin(b->margin, ref_relu_margin(in, value_count(b, d->out)));
 			ref_relu_forward(in, out, value_count(b, d->out));
 			break;
 		case DL_NODE_ADD:
 			ref_add_forward(in, b->val[d->in[1]], out, value_count(b, d->out));
 			break;
 		case DL_NODE_MAXPOOL:
+			b->margin = fmin(b->margin, ref_maxpool_margin(in, n, xs->c, xs->h, xs->w, d->kernel,
+								       d->stride, d->pad));
 			ref_maxpool_forward(in, out, n, xs->c, xs->h, xs->w, d->kernel, d->stride,
 					    d->pad);
 			break;
@@ -317,8 +327,10 @@ int dl_ref_forward_f64(struct dl_backend *b, const double *x, int train)
 				       xs->c * hw, ys->c);
 			break;
 		}
-		if (d->relu && (d->kind == DL_NODE_BN || d->kind == DL_NODE_ADD))
+		if (d->relu && (d->kind == DL_NODE_BN || d->kind == DL_NODE_ADD)) {
+			b->margin = fmin(b->margin, ref_relu_margin(out, value_count(b, d->out)));
 			ref_relu_forward(out, out, value_count(b, d->out));
+		}
 	}
 	b->trained = train;
 	return 0;

@@ -49,5 +49,10 @@ int dl_ref_forward_f64(struct dl_backend *b, const double *x, int train);
 const double *dl_ref_logits_f64(struct dl_backend *b);
 /* Backward in double from dlogits (N,K); only after forward(train=1). */
 int dl_ref_backward_f64(struct dl_backend *b, const double *dlogits);
+/* The smallest decision margin (ref_relu_margin, ref_maxpool_margin) of
+ * every ReLU and max pool over every forward since create, training steps
+ * included: below ~1e-5 a float32 backend may take another mask than this
+ * one, and its gradients then differ by whole elements. */
+double dl_ref_margin(const struct dl_backend *b);
 
 #endif

@@ -44,6 +44,11 @@ void ref_bn_backward(const double *x, const double *dy, const double *gamma,
 void ref_relu_forward(const double *x, double *y, size_t count);
 /* dx = dy where y > 0 else 0; y is the forward output (dx may alias dy). */
 void ref_relu_backward(const double *y, const double *dy, double *dx, size_t count);
+/* How close the ReLU's decisions on x came to going the other way: the
+ * smallest |x| over count values, divided by their root mean square
+ * (INFINITY for none or all zero).  Tests use it to tell a mask that float32
+ * rounding may decide either way from a wrong one. */
+double ref_relu_margin(const double *x, size_t count);
 
 /* y = a + b (y may alias a or b). */
 void ref_add_forward(const double *a, const double *b, double *y, size_t count);
@@ -54,6 +59,11 @@ void ref_maxpool_forward(const double *x, double *y, int n, int c, int h, int wd
 /* dx (N,C,H,W), overwritten: each dy goes to the first maximum of its window. */
 void ref_maxpool_backward(const double *x, const double *dy, double *dx, int n, int c, int h,
 			  int wd, int k, int stride, int pad);
+/* The same for a max pool's choices: over every window whose maximum is
+ * above 0 (a window of a ReLU's zeros sends its gradient to a zero, which
+ * the ReLU's backward drops whichever it is), the gap between the
+ * maximum and the next value, divided by x's root mean square. */
+double ref_maxpool_margin(const double *x, int n, int c, int h, int wd, int k, int stride, int pad);
 
 /* Global average pool: x (N,C,HW) -> y (N,C). */
 void ref_gap_forward(const double *x, double *y, int n, int c, int hw);

@@ -60,6 +60,40 @@ void ref_maxpool_backward(const double *x, const double *dy, double *dx, int n, 
 	}
 }
 
+double ref_maxpool_margin(const double *x, int n, int c, int h, int wd, int k, int stride, int pad)
+{
+	int ho = ref_out_side(h, k, stride, pad), wo = ref_out_side(wd, k, stride, pad);
+	size_t count = (size_t)n * c * h * wd;
+	double ss = 0, lo = INFINITY;
+	for (size_t i = 0; i < count; i++)
+		ss += x[i] * x[i];
+	for (size_t p = 0; p < (size_t)n * c; p++) {
+		const double *xp = x + p * h * wd;
+		for (int oh = 0; oh < ho; oh++)
+			for (int ow = 0; ow < wo; ow++) {
+				double m1 = -INFINITY, m2 = -INFINITY;
+				for (int kh = 0; kh < k; kh++) {
+					int ih = oh * stride - pad + kh;
+					for (int kw = 0; kw < k && ih >= 0 && ih < h; kw++) {
+						int iw = ow * stride - pad + kw;
+						if (iw < 0 || iw >= wd)
+							continue;
+						double v = xp[ih * wd + iw];
+						if (v > m1) {
+							m2 = m1;
+							m1 = v;
+						} else if (v > m2) {
+							m2 = v;
+						}
+					}
+				}
+				if (m1 > 0 && m2 > -INFINITY)
+					lo = fmin(lo, m1 - m2);
+			}
+	}
+	return ss > 0 ? lo / sqrt(ss / (double)count) : INFINITY;
+}
+
 void ref_gap_forward(const double *x, double *y, int n, int c, int hw)
 {
 	for (size_t p = 0; p < (size_t)n * c; p++) {

@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <math.h>
+
 #include "engine/ref/ref_ops.h"
 
 void ref_relu_forward(const double *x, double *y, size_t count)
@@ -14,4 +16,14 @@ void ref_relu_backward(const double *y, const double *dy, double *dx, size_t cou
 {
 	for (size_t i = 0; i < count; i++)
 		dx[i] = y[i] > 0 ? dy[i] : 0;
+}
+
+double ref_relu_margin(const double *x, size_t count)
+{
+	double ss = 0, lo = INFINITY;
+	for (size_t i = 0; i < count; i++) {
+		ss += x[i] * x[i];
+		lo = fmin(lo, fabs(x[i]));
+	}
+	return ss > 0 ? lo / sqrt(ss / (double)count) : INFINITY;
 }

@@ -219,6 +219,18 @@ static void free_graph(struct dl_graph *g)
 static int failures;
 static double grad_err[256];
 static int n_grad_err;
+/* The smallest decision margin of every reference backend of a run
+ * (dl_ref_margin).  Near 0 float32's rounding may take another ReLU mask or
+ * max-pool argmax than float64 (or a finite difference step cross a kink),
+ * and a whole gradient element moves: 4 of 800 random runs of test_net and
+ * test_net_blk failed so (relerr 1e-4 to 0.16), with margins of 2e-8 to
+ * 4.3e-7, where passing runs have 1e-7 to 1e-4 (median 1.2e-5).  A run
+ * that fails with a margin under MARGIN_MIN is inconclusive and runs again
+ * on new random inputs; one with every decision clear of it fails, and so
+ * does the last run: a fault that fails every run is never passed over. */
+static double margin;
+#define MARGIN_MIN 1e-5
+#define MAX_RUNS 3
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -292,6 +304,7 @@ static void finite_diff(struct dl_graph *g, const float *x, const float *r)
 	}
 	free(x64);
 	free(r64);
+	margin = fmin(margin, dl_ref_margin(b));
 	ref->destroy(b);
 }
 
@@ -383,16 +396,22 @@ static void train_steps(struct dl_graph *gr, struct dl_graph *gc, const float *x
 out:
 	dl_optim_state_free(&sr);
 	dl_optim_state_free(&sc);
+	if (br)
+		margin = fmin(margin, dl_ref_margin(br));
 	ref->destroy(br);
 	if (bc)
 		cpu->destroy(bc);
 }
 
-int main(void)
+/* One run on random inputs drawn from test_rng_state; the number of
+ * failed checks. */
+static int run(void)
 {
 	struct dl_graph gr, gc;
 	char err[256];
-	test_seed();
+	failures = 0;
+	n_grad_err = 0;
+	margin = INFINITY;
 	uint64_t st = test_rng_state;
 	build(&gr);
 	test_rng_state = st;
@@ -495,6 +514,7 @@ int main(void)
 		return 1;
 	}
 	check("eval logits", dl_cpu_logits(bc), dl_ref_logits(br), N * K);
+	margin = fmin(margin, dl_ref_margin(br));
 	ref->destroy(br);
 	cpu->destroy(bc);
 	train_steps(&gr, &gc, x);
@@ -512,7 +532,23 @@ int main(void)
 	free_graph(&gc);
 	free(x);
 	free(dl);
-	if (failures)
-		printf("%d check(s) failed\n", failures);
-	return failures ? 1 : 0;
+	return failures;
+}
+
+int main(void)
+{
+	test_seed();
+	for (int r = 1;; r++) {
+		int f = run();
+		printf("     the reference's smallest ReLU/max-pool decision margin: %.3g\n", margin);
+		if (!f)
+			return 0;
+		if (margin >= MARGIN_MIN || r == MAX_RUNS) {
+			printf("%d check(s) failed\n", f);
+			return 1;
+		}
+		printf("note: %d check(s) failed with a decision of the reference within %.3g of its "
+		       "threshold (< %g), where float32 may decide the other way: inconclusive, run %d "
+		       "of %d on new random inputs\n", f, margin, MARGIN_MIN, r + 1, MAX_RUNS);
+	}
 }
