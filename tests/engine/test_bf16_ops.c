@@ -113,11 +113,7 @@ static void test_bn(int n, int c, int h, int w, int relu)
 		report("bf16 bn train fwd", shape, "y", y, ry, nx);
 		report("bf16 bn train fwd", shape, "mean", mean, rmean, c);
 		report("bf16 bn train fwd", shape, "var", var, rvar, c);
-		size_t flips = 0;
-		for (size_t i = 0; i < nx; i++) {
-			dyin[i] = !relu || y[i] > 0 ? dy64[i] : 0;
-			flips += relu && (y[i] > 0) != (ry[i] > 0);
-		}
+		size_t flips = test_mask_by(y, ry, dy64, dyin, nx, relu);
 		if (flips > MAX_FLIPS * nx) {
 			printf("FAIL %-22s %-34s relu mask: %zu of %zu values on the other side of float64's\n",
 			       "bf16 bn train fwd", shape, flips, nx);

@@ -203,11 +203,7 @@ static void test_bn_x(int n, int c, int h, int w, int relu, double lo, double hi
 		 * output lies within rounding of 0 (one flipped value of 4 M put
 		 * dbeta at 7.6e-4 in one random run); at most MASK_FLIPS of the
 		 * values may (a wrong mask flips about half). */
-		size_t flips = 0;
-		for (size_t i = 0; i < nx; i++) {
-			dyin[i] = !relu || y[i] > 0 ? dy64[i] : 0;
-			flips += relu && (y[i] > 0) != (ry[i] > 0);
-		}
+		size_t flips = test_mask_by(y, ry, dy64, dyin, nx, relu);
 		if (flips > MASK_FLIPS * nx + 1) {
 			printf("FAIL %-22s %-34s relu mask: %zu of %zu values on the other side of float64's\n",
 			       "bn train fwd", shape, flips, nx);

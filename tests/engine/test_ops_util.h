@@ -73,6 +73,22 @@ static inline double test_relerr(const float *a, const double *b, size_t n)
 	return sqrt(num / den);
 }
 
+/* dyin = dy masked by the ReLU of the tested backend's output y (all of dy
+ * without relu): a reference backward then follows the decisions the
+ * backend took, which may differ from the float64 output ry's where a
+ * value lies within rounding of 0.  Returns how many values the two masks
+ * put on different sides. */
+static inline size_t test_mask_by(const float *y, const double *ry, const double *dy, double *dyin,
+				  size_t n, int relu)
+{
+	size_t flips = 0;
+	for (size_t i = 0; i < n; i++) {
+		dyin[i] = !relu || y[i] > 0 ? dy[i] : 0;
+		flips += relu && (y[i] > 0) != (ry[i] > 0);
+	}
+	return flips;
+}
+
 static inline void *test_alloc(size_t n)
 {
 	void *p = calloc(n ? n : 1, 1);
