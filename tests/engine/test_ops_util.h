@@ -76,17 +76,22 @@ static inline double test_relerr(const float *a, const double *b, size_t n)
 /* dyin = dy masked by the ReLU of the tested backend's output y (all of dy
  * without relu): a reference backward then follows the decisions the
  * backend took, which may differ from the float64 output ry's where a
- * value lies within rounding of 0.  Returns how many values the two masks
- * put on different sides. */
-static inline size_t test_mask_by(const float *y, const double *ry, const double *dy, double *dyin,
-				  size_t n, int relu)
+ * value lies within rounding of 0.  More than max_flips values on
+ * different sides of the two masks is a wrong mask: said in one FAIL line
+ * naming what and shape.  Returns 1 when the masks agree that far, else 0. */
+static inline int test_mask_by(const float *y, const double *ry, const double *dy, double *dyin,
+			       size_t n, int relu, double max_flips, const char *what, const char *shape)
 {
 	size_t flips = 0;
 	for (size_t i = 0; i < n; i++) {
 		dyin[i] = !relu || y[i] > 0 ? dy[i] : 0;
 		flips += relu && (y[i] > 0) != (ry[i] > 0);
 	}
-	return flips;
+	if (flips <= max_flips)
+		return 1;
+	printf("FAIL %-22s %-34s relu mask: %zu of %zu values on the other side of float64's\n", what,
+	       shape, flips, n);
+	return 0;
 }
 
 static inline void *test_alloc(size_t n)
