@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +119,35 @@ int cpu_wino_wgrad_fits(int c, int k, int h, int w)
 	return (c == 64 || c == 128) && (k == 64 || k == 128) && (long)h * w > 14 * 14;
 }
 
+/* Tiles along one axis of a stride-1 mosaic of g images of this side:
+ * one zero line between images unless the side is a multiple of 4. */
+static long mosaic_tiles(long g, int side)
+{
+	long extent = side % 4 ? g * (side + 1) - 1 : g * side;
+	return (extent + 3) / 4;
+}
+
+/* The stride-1 mosaic of the batch with the fewest tiles.  resnet50's
+ * 14x14 layers at batch 16: 4 x 4 images, 15 x 15 tiles where tiles of
+ * each image would be 16 x 16 (12 % less work); sides that are multiples
+ * of 4 lose nothing either way. */
+static void plan_mosaic(struct cpu_wino *wg)
+{
+	long best = -1;
+	for (int gx = 1; gx <= wg->n; gx++) {
+		long gy = (wg->n + gx - 1) / gx, t = mosaic_tiles(gy, wg->h) * mosaic_tiles(gx, wg->w);
+		if (best < 0 || t < best) {
+			best = t;
+			wg->gx = gx;
+			wg->th = (int)mosaic_tiles(gy, wg->h);
+			wg->tw = (int)mosaic_tiles(gx, wg->w);
+		}
+	}
+	wg->sy = wg->h % 4 ? wg->h + 1 : wg->h;
+	wg->sx = wg->w % 4 ? wg->w + 1 : wg->w;
+	wg->ntile = wg->th * wg->tw;
+}
+
 /* Tiles per chunk on the wgrad path, and on the stride-2 path. */
 #define TC 32
 #define S2_TC 32
@@ -140,9 +170,15 @@ size_t cpu_wino_plan(struct cpu_wino *wg, enum cpu_wino_path path, int n, int c,
 	wg->w = w;
 	wg->ho = (h - 1) / stride + 1;
 	wg->wo = (w - 1) / stride + 1;
-	wg->th = (wg->ho + 3) / 4;
-	wg->tw = (wg->wo + 3) / 4;
-	wg->ngroup = (n * wg->th * wg->tw + TG - 1) / TG;
+	if (path != CPU_WINO_PANEL) {
+		wg->gx = 1;
+		wg->th = (wg->ho + 3) / 4;
+		wg->tw = (wg->wo + 3) / 4;
+		wg->ntile = n * wg->th * wg->tw;
+	} else {
+		plan_mosaic(wg);
+	}
+	wg->ngroup = (wg->ntile + TG - 1) / TG;
 	wg->nthr = omp_get_max_threads();
 	wg->path = path;
 	size_t ucount = (size_t)36 * c * k;
@@ -158,7 +194,7 @@ size_t cpu_wino_plan(struct cpu_wino *wg, enum cpu_wino_path path, int n, int c,
 	}
 	if (path == CPU_WINO_PANEL) { /* per thread a panel's U (or dU), then V and M (or Y) of every tile */
 		wg->panel_len = (size_t)36 * 64 * (c > k ? c : k);
-		return wg->panel_len * wg->nthr + (size_t)2 * 36 * n * wg->th * wg->tw * (c > k ? c : k);
+		return wg->panel_len * wg->nthr + (size_t)2 * 36 * wg->ntile * (c > k ? c : k);
 	}
 	wg->scratch_len = (size_t)36 * TG * 2 * (c > k ? c : k);
 	return wg->scratch_len * wg->nthr + 2 * ucount + ucount * wg->nthr;
@@ -181,7 +217,7 @@ void cpu_wino_bind(struct cpu_wino *wg, float *buf)
 	if (wg->path == CPU_WINO_PANEL) {
 		wg->u_fwd = wg->u_bwd = wg->du = buf;
 		wg->pv = buf + wg->panel_len * wg->nthr;
-		wg->pm = wg->pv + (size_t)36 * wg->n * wg->th * wg->tw * (wg->c > wg->k ? wg->c : wg->k);
+		wg->pm = wg->pv + (size_t)36 * wg->ntile * (wg->c > wg->k ? wg->c : wg->k);
 		return;
 	}
 	wg->scratch = buf;
@@ -259,7 +295,8 @@ static inline void a_line(const vec y[4], vec a[6])
 	a[5] = y[3];
 }
 
-/* Tile index -> image and the tile's top-left output pixel. */
+/* Tile index -> image and the tile's top-left output pixel, where each
+ * image has tiles of its own (all paths but the panel path). */
 static inline void tile_pos(const struct cpu_wino *wg, int tile, int *n, int *y0, int *x0)
 {
 	int per = wg->th * wg->tw, r = tile % per;
@@ -268,19 +305,72 @@ static inline void tile_pos(const struct cpu_wino *wg, int tile, int *n, int *y0
 	*x0 = r % wg->tw * 4;
 }
 
+/* One axis of stride-1 tile `at` (its first output line): for the len
+ * lines from at + first (first -1: the input window; 0: the outputs),
+ * each line's image along this axis (-1 where it is padding, a gap or
+ * past the mosaic's count images) and its line inside that image.  With
+ * pitch == side, tiles never straddle images and a window's lines in the
+ * next or last image are padding. */
+static inline void mosaic_axis(int at, int first, int len, int side, int pitch, int count,
+			       int *img, int *line)
+{
+	int own = at / pitch, g = own, r = at - own * pitch + first;
+	for (int i = 0; i < len; i++, r++) {
+		if (r == pitch) { /* on into the next image */
+			r = 0;
+			g++;
+		}
+		/* r is -1 only for a window's first line on an image's first:
+		 * padding, or the gap or the last image before it */
+		img[i] = r >= 0 && r < side && g < count && (pitch > side || g == own) ? g : -1;
+		line[i] = r;
+	}
+}
+
+/* Where the pixels of stride-1 tile `tile`'s len x len window (first as
+ * mosaic_axis) lie in a (N, c/16, H, W, 16) tensor, channel block 0:
+ * pixel (i, j) is there if col[j] < lim[i] (lim[i] 0: a row of padding or
+ * gaps; col[j] INT_MAX: such a column; else images in that mosaic row and
+ * the column's image), at row[i] + off[j]; else it is zero (inputs) or not
+ * stored (outputs). */
+struct tile_win {
+	int64_t row[6], off[6];
+	int lim[6], col[6];
+};
+
+static inline __attribute__((always_inline)) void
+tile_window(const struct cpu_wino *wg, int tile, int first, int len, int c, struct tile_win *tw)
+{
+	int ri[6], ry[6], ci[6], cx[6], gy = (wg->n + wg->gx - 1) / wg->gx;
+	mosaic_axis(tile / wg->tw * 4, first, len, wg->h, wg->sy, gy, ri, ry);
+	mosaic_axis(tile % wg->tw * 4, first, len, wg->w, wg->sx, wg->gx, ci, cx);
+	int64_t image = (int64_t)c * wg->h * wg->w;
+	for (int i = 0; i < len; i++) {
+		int left = wg->n - ri[i] * wg->gx;
+		tw->lim[i] = ri[i] < 0 ? 0 : left < wg->gx ? left : wg->gx;
+		tw->row[i] = ((int64_t)ri[i] * wg->gx * image + (int64_t)ry[i] * wg->w * 16);
+		tw->col[i] = ci[i] < 0 ? INT_MAX : ci[i];
+		tw->off[i] = (int64_t)ci[i] * image + (int64_t)cx[i] * 16;
+	}
+}
+
 /* V[p][t][c] for the 6x6 input window of tile t, channel block cb.  The
  * window starts one pixel up and left of the output tile (pad 1); pixels
  * outside the image are zero. */
 static inline __attribute__((always_inline)) void
-input_transform(const struct cpu_wino *wg, const float *src, int cin, int tile, int t, int rows,
-		float *v)
+input_transform(const struct cpu_wino *wg, int mosaic, const float *src, int cin, int tile, int t,
+		int rows, float *v)
 {
-	int n, y0, x0, h = wg->h, w = wg->w;
-	tile_pos(wg, tile, &n, &y0, &x0);
+	int n = 0, y0 = 0, x0 = 0, h = wg->h, w = wg->w;
+	struct tile_win tw;
+	if (mosaic)
+		tile_window(wg, tile, -1, 6, cin, &tw);
+	else
+		tile_pos(wg, tile, &n, &y0, &x0);
 	y0 -= 1;
 	x0 -= 1;
 	for (int cb = 0; cb < cin / 16; cb++) {
-		// plane is (H, W, 16) of image n, channel block cb
+		// plane is (H, W, 16) of image n (mosaic: 0), channel block cb
 		const float *plane = src + ((size_t)n * (cin / 16) + cb) * h * w * 16;
 		vec d[6][6], tmp[6][6];
 #pragma GCC unroll 6
@@ -288,9 +378,14 @@ input_transform(const struct cpu_wino *wg, const float *src, int cin, int tile, 
 #pragma GCC unroll 6
 			for (int j = 0; j < 6; j++) {
 				int y = y0 + i, x = x0 + j;
-				d[i][j] = y >= 0 && y < h && x >= 0 && x < w
-						  ? _mm512_loadu_ps(plane + ((size_t)y * w + x) * 16)
-						  : _mm512_setzero_ps();
+				if (mosaic)
+					d[i][j] = tw.col[j] < tw.lim[i]
+							  ? _mm512_loadu_ps(plane + tw.row[i] + tw.off[j])
+							  : _mm512_setzero_ps();
+				else
+					d[i][j] = y >= 0 && y < h && x >= 0 && x < w
+							  ? _mm512_loadu_ps(plane + ((size_t)y * w + x) * 16)
+							  : _mm512_setzero_ps();
 			}
 #pragma GCC unroll 6
 		for (int j = 0; j < 6; j++) {
@@ -317,11 +412,15 @@ input_transform(const struct cpu_wino *wg, const float *src, int cin, int tile, 
 /* Y[p][t][k] = A dy A^T for output-gradient tile t (outputs past the edge
  * are zero: they do not exist). */
 static inline __attribute__((always_inline)) void
-grad_transform(const struct cpu_wino *wg, const float *ddst, int kout, int tile, int t, int rows,
-	       float *yv)
+grad_transform(const struct cpu_wino *wg, int mosaic, const float *ddst, int kout, int tile, int t,
+	       int rows, float *yv)
 {
-	int n, y0, x0, h = wg->h, w = wg->w;
-	tile_pos(wg, tile, &n, &y0, &x0);
+	int n = 0, y0 = 0, x0 = 0, h = wg->h, w = wg->w;
+	struct tile_win tw;
+	if (mosaic)
+		tile_window(wg, tile, 0, 4, kout, &tw);
+	else
+		tile_pos(wg, tile, &n, &y0, &x0);
 	for (int kb = 0; kb < kout / 16; kb++) {
 		const float *plane = ddst + ((size_t)n * (kout / 16) + kb) * h * w * 16;
 		vec d[4][4], tmp[6][4];
@@ -330,8 +429,14 @@ grad_transform(const struct cpu_wino *wg, const float *ddst, int kout, int tile,
 #pragma GCC unroll 4
 			for (int j = 0; j < 4; j++) {
 				int y = y0 + i, x = x0 + j;
-				d[i][j] = y < h && x < w ? _mm512_loadu_ps(plane + ((size_t)y * w + x) * 16)
-							 : _mm512_setzero_ps();
+				if (mosaic)
+					d[i][j] = tw.col[j] < tw.lim[i]
+							  ? _mm512_loadu_ps(plane + tw.row[i] + tw.off[j])
+							  : _mm512_setzero_ps();
+				else
+					d[i][j] = y < h && x < w
+							  ? _mm512_loadu_ps(plane + ((size_t)y * w + x) * 16)
+							  : _mm512_setzero_ps();
 			}
 #pragma GCC unroll 4
 		for (int j = 0; j < 4; j++) {
@@ -383,11 +488,15 @@ group_products(const float *v, const float *u, int cin, int kout, float *m)
 
 /* dst tile t = A^T M A (or dst += that), clipped at the image edge. */
 static inline __attribute__((always_inline)) void
-output_transform(const struct cpu_wino *wg, const float *m, int kout, int tile, int t, int rows,
-		 float *dst, enum wino_store how)
+output_transform(const struct cpu_wino *wg, int mosaic, const float *m, int kout, int tile, int t,
+		 int rows, float *dst, enum wino_store how)
 {
-	int n, y0, x0, h = wg->h, w = wg->w;
-	tile_pos(wg, tile, &n, &y0, &x0);
+	int n = 0, y0 = 0, x0 = 0, h = wg->h, w = wg->w;
+	struct tile_win tw;
+	if (mosaic)
+		tile_window(wg, tile, 0, 4, kout, &tw);
+	else
+		tile_pos(wg, tile, &n, &y0, &x0);
 	for (int kb = 0; kb < kout / 16; kb++) {
 		float *plane = dst + ((size_t)n * (kout / 16) + kb) * h * w * 16;
 		vec tmp[4][6];
@@ -405,15 +514,16 @@ output_transform(const struct cpu_wino *wg, const float *m, int kout, int tile, 
 		int ni = h - y0 < 4 ? h - y0 : 4, nj = w - x0 < 4 ? w - x0 : 4;
 #pragma GCC unroll 4
 		for (int i = 0; i < 4; i++) {
-			if (i >= ni)
+			if (!mosaic && i >= ni)
 				break;
 			vec out[4];
 			at_line(tmp[i], out);
 #pragma GCC unroll 4
 			for (int j = 0; j < 4; j++) {
-				if (j >= nj)
-					break;
-				float *o = plane + ((size_t)(y0 + i) * w + x0 + j) * 16;
+				if (mosaic ? tw.col[j] >= tw.lim[i] : j >= nj)
+					continue;
+				float *o = plane + (mosaic ? tw.row[i] + tw.off[j]
+							   : ((int64_t)(y0 + i) * w + x0 + j) * 16);
 				if (how == STORE_ADD)
 					_mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), out[j]));
 				else if (how == STORE_STREAM)
@@ -432,15 +542,15 @@ static inline __attribute__((always_inline)) void
 conv_groups(const struct cpu_wino *wg, int cin, int cout, const float *u, const float *src,
 	    float *dst, enum wino_store how, float *v, float *m)
 {
-	int ntile = wg->n * wg->th * wg->tw;
+	int ntile = wg->ntile;
 #pragma omp for schedule(static) nowait
 	for (int gi = 0; gi < wg->ngroup; gi++) {
 		int t0 = gi * TG, nt = ntile - t0 < TG ? ntile - t0 : TG;
 		for (int t = 0; t < nt; t++)
-			input_transform(wg, src, cin, t0 + t, t, TG, v);
+			input_transform(wg, 0, src, cin, t0 + t, t, TG, v);
 		group_products(v, u, cin, cout, m);
 		for (int t = 0; t < nt; t++)
-			output_transform(wg, m, cout, t0 + t, t, TG, dst, how);
+			output_transform(wg, 0, m, cout, t0 + t, t, TG, dst, how);
 	}
 }
 
@@ -505,13 +615,13 @@ static inline __attribute__((always_inline)) void
 grad_groups(const struct cpu_wino *wg, int cin, int kout, const float *src, const float *ddst,
 	    float *v, float *yv, float *du)
 {
-	int ntile = wg->n * wg->th * wg->tw;
+	int ntile = wg->ntile;
 #pragma omp for schedule(static) nowait
 	for (int gi = 0; gi < wg->ngroup; gi++) {
 		int t0 = gi * TG, nt = ntile - t0 < TG ? ntile - t0 : TG;
 		for (int t = 0; t < nt; t++) {
-			input_transform(wg, src, cin, t0 + t, t, TG, v);
-			grad_transform(wg, ddst, kout, t0 + t, t, TG, yv);
+			input_transform(wg, 0, src, cin, t0 + t, t, TG, v);
+			grad_transform(wg, 0, ddst, kout, t0 + t, t, TG, yv);
 		}
 		group_outer(v, yv, cin, kout, nt, du);
 	}
@@ -846,14 +956,14 @@ panel_weights(const float *w, int c_n, int k_n, int q, int flip, float *u)
 static void panel_conv(const struct cpu_wino *wg, int cin, int cout, const float *w, int flip,
 		       const float *src, float *dst, enum wino_store how)
 {
-	int ntile = wg->n * wg->th * wg->tw, panels = cout / 64;
+	int ntile = wg->ntile, panels = cout / 64;
 	float *v = wg->pv, *m = wg->pm;
 #pragma omp parallel num_threads(team_size(wg))
 	{
 		float *u = wg->u_fwd + wg->panel_len * omp_get_thread_num();
 #pragma omp for schedule(static)
 		for (int t = 0; t < ntile; t++)
-			input_transform(wg, src, cin, t, t, ntile, v);
+			input_transform(wg, 1, src, cin, t, t, ntile, v);
 		/* Per 64 output channels: their filters' transform (36 x cin x 64
 		 * floats, at most 4.7 MB: it stays in the cache for its GEMMs),
 		 * then M_p (T, 64) = V_p (T, cin) U_p (cin, 64) for each p. */
@@ -867,7 +977,7 @@ static void panel_conv(const struct cpu_wino *wg, int cin, int cout, const float
 		}
 #pragma omp for schedule(static)
 		for (int t = 0; t < ntile; t++)
-			output_transform(wg, m, cout, t, t, ntile, dst, how);
+			output_transform(wg, 1, m, cout, t, t, ntile, dst, how);
 		if (how == STORE_STREAM)
 			_mm_sfence();
 	}
@@ -877,7 +987,7 @@ static void panel_conv(const struct cpu_wino *wg, int cin, int cout, const float
 static void panel_weight_grad(const struct cpu_wino *wg, const float *src, const float *ddst,
 			      float *dw)
 {
-	int cin = wg->c, kout = wg->k, ntile = wg->n * wg->th * wg->tw, panels = kout / 64;
+	int cin = wg->c, kout = wg->k, ntile = wg->ntile, panels = kout / 64;
 	float *v = wg->pv, *yv = wg->pm;
 	size_t tap = (size_t)cin * kout;
 #pragma omp parallel num_threads(team_size(wg))
@@ -885,8 +995,8 @@ static void panel_weight_grad(const struct cpu_wino *wg, const float *src, const
 		float *du = wg->du + wg->panel_len * omp_get_thread_num();
 #pragma omp for schedule(static)
 		for (int t = 0; t < ntile; t++) {
-			input_transform(wg, src, cin, t, t, ntile, v);
-			grad_transform(wg, ddst, kout, t, t, ntile, yv);
+			input_transform(wg, 1, src, cin, t, t, ntile, v);
+			grad_transform(wg, 1, ddst, kout, t, t, ntile, yv);
 		}
 		/* Per 64 output channels: dU_p (C, 64) = V_p^T (C, T) Y_p (T, 64)
 		 * for each p (row c of a is column c of V_p), then their part
@@ -921,7 +1031,7 @@ static void chunk_weight_grad(const struct cpu_wino *wg, const float *src, const
 			      float *dw, const struct cpu_wino_place *at)
 {
 	int cin = wg->c, kout = wg->k, team = team_size(wg);
-	int ntile = wg->n * wg->th * wg->tw, nchunk = (ntile + TC - 1) / TC;
+	int ntile = wg->ntile, nchunk = (ntile + TC - 1) / TC;
 	size_t pstep = (size_t)cin * kout, ucount = 36 * pstep; /* dU is (36, C, K) */
 #pragma omp parallel num_threads(team)
 	{
@@ -932,8 +1042,8 @@ static void chunk_weight_grad(const struct cpu_wino *wg, const float *src, const
 		for (int ch = 0; ch < nchunk; ch++) {
 			int t0 = ch * TC, nt = ntile - t0 < TC ? ntile - t0 : TC;
 			for (int t = 0; t < nt; t++) {
-				input_transform(wg, src, cin, t0 + t, t, TC, v);
-				grad_transform(wg, ddst, kout, t0 + t, t, TC, yv);
+				input_transform(wg, 0, src, cin, t0 + t, t, TC, v);
+				grad_transform(wg, 0, ddst, kout, t0 + t, t, TC, yv);
 			}
 			// dU_p (C, K) += V_p^T (C, nt) Y_p (nt, K): row c of a is column c of V_p
 			for (int p = 0; p < 36; p++)
@@ -1280,7 +1390,7 @@ static void s2_conv(const struct cpu_wino *wg, int flip, const float *w, const f
 		    float *dst, enum wino_store how)
 {
 	int cin = flip ? wg->k : wg->c, cout = flip ? wg->c : wg->k;
-	int ntile = wg->n * wg->th * wg->tw, nchunk = (ntile + S2_TC - 1) / S2_TC;
+	int ntile = wg->ntile, nchunk = (ntile + S2_TC - 1) / S2_TC;
 	size_t ucount = (size_t)81 * cin * cout, pstep = (size_t)cin * cout;
 	float *u = wg->u_fwd;
 #pragma omp parallel num_threads(team_size(wg))
@@ -1354,7 +1464,7 @@ s2_filter_grads(float *h, size_t tstep, int team, size_t pstep, float *g)
 static void s2_weight_grad(const struct cpu_wino *wg, const float *src, const float *ddst, float *dw)
 {
 	int cin = wg->c, kout = wg->k, team = team_size(wg);
-	int ntile = wg->n * wg->th * wg->tw, nchunk = (ntile + S2_TC - 1) / S2_TC;
+	int ntile = wg->ntile, nchunk = (ntile + S2_TC - 1) / S2_TC;
 	size_t pstep = (size_t)cin * kout, ucount = 81 * pstep;
 #pragma omp parallel num_threads(team)
 	{

@@ -15,7 +15,11 @@
  * so the backend uses it up to 32 channels.
  *
  * The panel path (C and K multiples of 64): every tile of the batch at once,
- * one GEMM per transform position, 64 output channels at a time (cpu_wino.c).
+ * one GEMM per transform position, 64 output channels at a time (cpu_wino.c),
+ * its tiles laid over a mosaic of the batch's images with one zero line
+ * between them, so that a 14x14 image no longer pads to 16x16: at batch 16,
+ * 4 x 4 images take 15 x 15 tiles instead of 16 x 16, and each pass of
+ * resnet50's layer3 3x3 ran 6-15 % faster (tests/bench/RESULTS.md).
  * On resnet50's wide layers with small images oneDNN's kernel pads 14 and 7
  * up to whole 4x4 tiles as this one does, but runs them slower:
  * tests/bench/bench_ops, batch 16, 2 threads, GFLOP/s (direct-convolution
@@ -78,6 +82,17 @@ struct cpu_wino {
 	int n, c, k, h, w;  /* batch, input and output channels, input size */
 	int ho, wo;         /* output size: h x w but on the stride-2 path */
 	int th, tw, ngroup; /* 4x4 tiles per column/row, groups of tiles */
+	int ntile;          /* tiles in all */
+	/* The panel path's tiles cover a mosaic of the batch's images (th x
+	 * tw tiles in all), gx to a row, each axis either with one zero line
+	 * between images, which is the padding of both, so that tiles may
+	 * straddle two images (side not a multiple of 4), or with images
+	 * side by side and tiles that never straddle (side a multiple of 4):
+	 * sy (sx) is an image's pitch in the mosaic, side + 1 or side.  The
+	 * other paths tile each image on its own (th x tw tiles each), where
+	 * the mosaic's addressing cost more than it saved (16 and 32
+	 * channels) or saves nothing (sides that are multiples of 4). */
+	int gx, sy, sx;
 	int nthr;           /* OpenMP threads the buffers are sized for */
 	/* The panel and wgrad paths' buffers hold nothing between calls, so
 	 * they may be shared scratch (bound before each call); the group
