@@ -21,11 +21,14 @@
  * 4 x 4 images take 15 x 15 tiles instead of 16 x 16, and each pass of
  * resnet50's layer3 3x3 ran 6-15 % faster (tests/bench/RESULTS.md).
  * On resnet50's wide layers with small images oneDNN's kernel pads 14 and 7
- * up to whole 4x4 tiles as this one does, but runs them slower:
- * tests/bench/bench_ops, batch 16, 2 threads, GFLOP/s (direct-convolution
- * flops) of this path / oneDNN's Winograd in the same run,
+ * up to whole 4x4 tiles, as this one did before the mosaic, and ran them
+ * slower even then: tests/bench/bench_ops, batch 16, 2 threads, GFLOP/s
+ * (direct-convolution flops) of this path / oneDNN's Winograd in the same
+ * run, on the Zen 5 VM before the mosaic,
  *   256->256 at 14x14: 1100 / 900, 1105 / 890, 885 / 770
  *   512->512 at 7x7:   1030 / 495, 1030 / 510, 985 / 585
+ * and on the Zen 4 VM with it, 256->256 at 14x14: 580 / 457 forward,
+ * 599 / 477 backward-data, 567 / 477 backward-weights,
  * so the backend uses it from 256 channels at 14x14 and smaller; at 64 and
  * 128 channels on 56x56 and 28x28 oneDNN's is as fast or faster
  * (tests/bench/RESULTS.md).
