@@ -136,15 +136,25 @@ int dl_safetensors_write_ex(const char *path, struct dl_tensor_f32 *const *tenso
 	}
 	fd = -1;
 	if (rename(tmp, path) != 0) {
-		snprintf(err, errlen, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+		snprintf(err, errlen, "cannot write %s: %s (its temporary file %s could not be renamed to it and was removed)",
+			 path, strerror(errno), tmp);
 		unlink(tmp);
 		goto out;
 	}
-	// make the rename itself durable
-	int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
+	/* Make the rename itself durable.  A directory that cannot be synced
+	 * leaves the file in place but not known to be on disk: a failure,
+	 * since the caller counts on it surviving a crash. */
+	const char *dir = dirname(dircopy);
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fsync(dfd) != 0) {
+		snprintf(err, errlen, "cannot write %s: %s (syncing its directory %s)", path, strerror(errno), dir);
+		if (dfd >= 0)
+			close(dfd);
+		goto out;
+	}
+	if (close(dfd) != 0) {
+		snprintf(err, errlen, "cannot write %s: %s (closing its directory %s)", path, strerror(errno), dir);
+		goto out;
 	}
 	rv = 0;
 	goto out;
