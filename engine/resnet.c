@@ -117,6 +117,7 @@ struct builder {
 	int failed;
 };
 
+static void fail(struct builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(struct builder *b, const char *fmt, ...)
 {
 	if (b->failed)

@@ -50,7 +50,7 @@ void dl_error(int to_stderr, const char *fmt, ...)
  * environment in slurmstepd: untrusted either way).  A bad value is kept as
  * the options' error and reported by dl_opts_check, so srun and slurmstepd
  * fail the same clean way. */
-static int opt_cb(int val, const char *optarg, int remote)
+static int opt_cb(int val, const char *arg, int remote)
 {
 	char *dst, q[96];
 	size_t len;
@@ -59,12 +59,12 @@ static int opt_cb(int val, const char *optarg, int remote)
 	/* The step's secret: kept only when well formed, never echoed (it
 	 * is not a --dl-* option: it does not make the step a dljob one). */
 	if (val == OPT_SECRET) {
-		size_t n = optarg ? strlen(optarg) : 0;
+		size_t n = arg ? strlen(arg) : 0;
 
 		opts.secret[0] = '\0';
-		opts.secret_bad = n != DL_SECRET_HEX || strspn(optarg, "0123456789abcdef") != n;
+		opts.secret_bad = n != DL_SECRET_HEX || strspn(arg, "0123456789abcdef") != n;
 		if (!opts.secret_bad)
-			memcpy(opts.secret, optarg, n + 1);
+			memcpy(opts.secret, arg, n + 1);
 		return 0;
 	}
 	switch (val) {
@@ -78,21 +78,21 @@ static int opt_cb(int val, const char *optarg, int remote)
 	default: return -1;
 	}
 	opts.given = 1;
-	if (!optarg)
-		optarg = "";
+	if (!arg)
+		arg = "";
 	if (opts.err[0])
 		return 0;
-	if (dl_optval_has_ctl(optarg)) {
+	if (dl_optval_has_ctl(arg)) {
 		snprintf(opts.err, sizeof(opts.err), "--%s: the value '%s' holds a control character",
-			 dl_opt_name(val), dl_optval_escape(optarg, q, sizeof(q)));
+			 dl_opt_name(val), dl_optval_escape(arg, q, sizeof(q)));
 		return 0;
 	}
-	if (strlen(optarg) >= len) {
+	if (strlen(arg) >= len) {
 		snprintf(opts.err, sizeof(opts.err), "--%s: the value '%s' is longer than %zu bytes",
-			 dl_opt_name(val), dl_optval_escape(optarg, q, sizeof(q)), len - 1);
+			 dl_opt_name(val), dl_optval_escape(arg, q, sizeof(q)), len - 1);
 		return 0;
 	}
-	memcpy(dst, optarg, strlen(optarg) + 1);
+	memcpy(dst, arg, strlen(arg) + 1);
 	return 0;
 }
 

@@ -75,7 +75,7 @@ static void fz_write(const char *rel, const void *p, size_t n)
 }
 
 /* mkdir -p of DIR/rel (one level at a time, rel relative). */
-static void fz_mkdir(const char *rel)
+static inline void fz_mkdir(const char *rel)
 {
 	char path[PATH_MAX];
 	fz_path(path, sizeof path, rel);

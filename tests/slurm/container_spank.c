@@ -27,10 +27,10 @@
 
 SPANK_PLUGIN(dljob_test_container, 1);
 
-static int opt_cb(int val, const char *optarg, int remote)
+static int opt_cb(int val, const char *arg, int remote)
 {
 	(void)val;
-	(void)optarg;
+	(void)arg;
 	(void)remote;
 	return 0;
 }
