@@ -119,32 +119,45 @@ int cpu_wino_wgrad_fits(int c, int k, int h, int w)
 	return (c == 64 || c == 128) && (k == 64 || k == 128) && (long)h * w > 14 * 14;
 }
 
-/* Tiles along one axis of a stride-1 mosaic of g images of this side:
- * one zero line between images unless the side is a multiple of 4. */
-static long mosaic_tiles(long g, int side)
+/* M x M tiles along one axis of a stride-1 mosaic of g images of this
+ * side: one zero line between images unless the side is a multiple of M. */
+static long mosaic_tiles(long g, int side, int M)
 {
-	long extent = side % 4 ? g * (side + 1) - 1 : g * side;
-	return (extent + 3) / 4;
+	long extent = side % M ? g * (side + 1) - 1 : g * side;
+	return (extent + M - 1) / M;
 }
 
-/* The stride-1 mosaic of the batch with the fewest tiles.  resnet50's
- * 14x14 layers at batch 16: 4 x 4 images, 15 x 15 tiles where tiles of
- * each image would be 16 x 16 (12 % less work); sides that are multiples
- * of 4 lose nothing either way. */
+/* What building the filters' transform U costs on the panel path (once per
+ * pass, P x Cin x Cout values), in tiles' products (P x Cin x Cout each):
+ * fitted to the passes timed on the Zen 4 VM, where F(6x6) took 0.90 of
+ * F(4x4)'s time on 256 channels at 14x14 (100 tiles against 225) and 1.28
+ * on 512 at 7x7 (32 against 64): 28 and 50 tiles (tests/bench/RESULTS.md). */
+#define PANEL_U_TILES 32
+
+/* The stride-1 mosaic of the batch and the tile size, F(4x4) or F(6x6),
+ * that cost least: (tiles + PANEL_U_TILES) x P products (P = 36 or 64);
+ * F(4x4), the more exact, on a tie.  resnet50 at batch 16: its 14x14
+ * layers take F(6x6), 2 images to a row, 20 x 5 tiles (F(4x4): 15 x 15 on
+ * 4 x 4 images, where tiles of each image would be 16 x 16), its 7x7
+ * layers F(4x4), 8 x 8 tiles (F(6x6) would have 32). */
 static void plan_mosaic(struct cpu_wino *wg)
 {
 	long best = -1;
-	for (int gx = 1; gx <= wg->n; gx++) {
-		long gy = (wg->n + gx - 1) / gx, t = mosaic_tiles(gy, wg->h) * mosaic_tiles(gx, wg->w);
-		if (best < 0 || t < best) {
-			best = t;
-			wg->gx = gx;
-			wg->th = (int)mosaic_tiles(gy, wg->h);
-			wg->tw = (int)mosaic_tiles(gx, wg->w);
+	for (int M = 4; M <= 6; M += 2)
+		for (int gx = 1; gx <= wg->n; gx++) {
+			long gy = (wg->n + gx - 1) / gx;
+			long th = mosaic_tiles(gy, wg->h, M), tw = mosaic_tiles(gx, wg->w, M);
+			long cost = (th * tw + PANEL_U_TILES) * (M + 2) * (M + 2);
+			if (best < 0 || cost < best) {
+				best = cost;
+				wg->tm = M;
+				wg->gx = gx;
+				wg->th = (int)th;
+				wg->tw = (int)tw;
+			}
 		}
-	}
-	wg->sy = wg->h % 4 ? wg->h + 1 : wg->h;
-	wg->sx = wg->w % 4 ? wg->w + 1 : wg->w;
+	wg->sy = wg->h % wg->tm ? wg->h + 1 : wg->h;
+	wg->sx = wg->w % wg->tm ? wg->w + 1 : wg->w;
 	wg->ntile = wg->th * wg->tw;
 }
 
@@ -171,6 +184,7 @@ size_t cpu_wino_plan(struct cpu_wino *wg, enum cpu_wino_path path, int n, int c,
 	wg->ho = (h - 1) / stride + 1;
 	wg->wo = (w - 1) / stride + 1;
 	if (path != CPU_WINO_PANEL) {
+		wg->tm = 4;
 		wg->gx = 1;
 		wg->th = (wg->ho + 3) / 4;
 		wg->tw = (wg->wo + 3) / 4;
@@ -193,8 +207,9 @@ size_t cpu_wino_plan(struct cpu_wino *wg, enum cpu_wino_path path, int n, int c,
 		return wg->panel_len * wg->nthr;
 	}
 	if (path == CPU_WINO_PANEL) { /* per thread a panel's U (or dU), then V and M (or Y) of every tile */
-		wg->panel_len = (size_t)36 * 64 * (c > k ? c : k);
-		return wg->panel_len * wg->nthr + (size_t)2 * 36 * wg->ntile * (c > k ? c : k);
+		size_t nn = (size_t)(wg->tm + 2) * (wg->tm + 2);
+		wg->panel_len = nn * 64 * (c > k ? c : k);
+		return wg->panel_len * wg->nthr + 2 * nn * wg->ntile * (c > k ? c : k);
 	}
 	wg->scratch_len = (size_t)36 * TG * 2 * (c > k ? c : k);
 	return wg->scratch_len * wg->nthr + 2 * ucount + ucount * wg->nthr;
@@ -217,7 +232,7 @@ void cpu_wino_bind(struct cpu_wino *wg, float *buf)
 	if (wg->path == CPU_WINO_PANEL) {
 		wg->u_fwd = wg->u_bwd = wg->du = buf;
 		wg->pv = buf + wg->panel_len * wg->nthr;
-		wg->pm = wg->pv + (size_t)36 * wg->ntile * (wg->c > wg->k ? wg->c : wg->k);
+		wg->pm = wg->pv + (size_t)(wg->tm + 2) * (wg->tm + 2) * wg->ntile * (wg->c > wg->k ? wg->c : wg->k);
 		return;
 	}
 	wg->scratch = buf;
@@ -295,6 +310,113 @@ static inline void a_line(const vec y[4], vec a[6])
 	a[5] = y[3];
 }
 
+/* F(6x6,3x3) on the panel path: the same construction on the points 0,
+ * 1, -1, 2, -2, 1/2, -1/2 and inf (8 per axis, 64 products per 6x6 output
+ * tile), row 0 of B^T and G negated (their product is unchanged):
+ *   B^T = [ 1    0  -21/4    0   21/4    0  -1  0 ]
+ *         [ 0    1    1   -17/4 -17/4    1   1  0 ]
+ *         [ 0   -1    1    17/4 -17/4   -1   1  0 ]
+ *         [ 0  1/2  1/4   -5/2   -5/4    2   1  0 ]
+ *         [ 0 -1/2  1/4    5/2   -5/4   -2   1  0 ]
+ *         [ 0    2    4   -5/2    -5   1/2   1  0 ]
+ *         [ 0   -2    4    5/2    -5  -1/2   1  0 ]
+ *         [ 0   -1    0   21/4     0 -21/4   0  1 ]
+ *   G   = [ 1 0 0; -2/9 -2/9 -2/9; -2/9 2/9 -2/9; 1/90 1/45 2/45;
+ *           1/90 -1/45 2/45; 32/45 16/45 8/45; 32/45 -16/45 8/45; 0 0 1 ]
+ *   A^T = the powers 0..5 of the points (inf: only the last output).
+ * Its float32 error is about twice F(4x4)'s: 5.2e-6 of the output's RMS
+ * against 2.5e-6 over 256 channels (tests/bench/RESULTS.md). */
+
+/* t = B^T d along one line of 8. */
+static inline void bt8_line(const vec d[8], vec t[8])
+{
+	const vec c525 = _mm512_set1_ps(5.25f), c425 = _mm512_set1_ps(4.25f);
+	const vec c25 = _mm512_set1_ps(2.5f), c125 = _mm512_set1_ps(1.25f), c5 = _mm512_set1_ps(5.f);
+	const vec half = _mm512_set1_ps(0.5f), quarter = _mm512_set1_ps(0.25f);
+	const vec two = _mm512_set1_ps(2.f), four = _mm512_set1_ps(4.f);
+	t[0] = _mm512_fmadd_ps(c525, _mm512_sub_ps(d[4], d[2]), _mm512_sub_ps(d[0], d[6]));
+	t[7] = _mm512_fmadd_ps(c525, _mm512_sub_ps(d[3], d[5]), _mm512_sub_ps(d[7], d[1]));
+	vec e = _mm512_fnmadd_ps(c425, d[4], _mm512_add_ps(d[2], d[6]));
+	vec o = _mm512_fnmadd_ps(c425, d[3], _mm512_add_ps(d[1], d[5]));
+	t[1] = _mm512_add_ps(e, o);
+	t[2] = _mm512_sub_ps(e, o);
+	e = _mm512_fmadd_ps(quarter, d[2], _mm512_fnmadd_ps(c125, d[4], d[6]));
+	o = _mm512_fmadd_ps(half, d[1], _mm512_fnmadd_ps(c25, d[3], _mm512_mul_ps(two, d[5])));
+	t[3] = _mm512_add_ps(e, o);
+	t[4] = _mm512_sub_ps(e, o);
+	e = _mm512_fmadd_ps(four, d[2], _mm512_fnmadd_ps(c5, d[4], d[6]));
+	o = _mm512_fmadd_ps(two, d[1], _mm512_fnmadd_ps(c25, d[3], _mm512_mul_ps(half, d[5])));
+	t[5] = _mm512_add_ps(e, o);
+	t[6] = _mm512_sub_ps(e, o);
+}
+
+/* o = A^T m along one line: 8 products to 6 outputs. */
+static inline void at8_line(const vec m[8], vec o[6])
+{
+	const vec c2 = _mm512_set1_ps(2.f), c4 = _mm512_set1_ps(4.f), c8 = _mm512_set1_ps(8.f);
+	const vec c16 = _mm512_set1_ps(16.f), c32 = _mm512_set1_ps(32.f);
+	const vec r2 = _mm512_set1_ps(0.5f), r4 = _mm512_set1_ps(0.25f), r8 = _mm512_set1_ps(0.125f);
+	const vec r16 = _mm512_set1_ps(0.0625f), r32 = _mm512_set1_ps(0.03125f);
+	vec s1 = _mm512_add_ps(m[1], m[2]), d1 = _mm512_sub_ps(m[1], m[2]);
+	vec s2 = _mm512_add_ps(m[3], m[4]), d2 = _mm512_sub_ps(m[3], m[4]);
+	vec s3 = _mm512_add_ps(m[5], m[6]), d3 = _mm512_sub_ps(m[5], m[6]);
+	o[0] = _mm512_add_ps(_mm512_add_ps(m[0], s1), _mm512_add_ps(s2, s3));
+	o[1] = _mm512_fmadd_ps(c2, d2, _mm512_fmadd_ps(r2, d3, d1));
+	o[2] = _mm512_fmadd_ps(c4, s2, _mm512_fmadd_ps(r4, s3, s1));
+	o[3] = _mm512_fmadd_ps(c8, d2, _mm512_fmadd_ps(r8, d3, d1));
+	o[4] = _mm512_fmadd_ps(c16, s2, _mm512_fmadd_ps(r16, s3, s1));
+	o[5] = _mm512_add_ps(_mm512_fmadd_ps(c32, d2, _mm512_fmadd_ps(r32, d3, d1)), m[7]);
+}
+
+/* a = A y along one line: 6 output gradients to 8 transform-domain values. */
+static inline void a8_line(const vec y[6], vec a[8])
+{
+	const vec c2 = _mm512_set1_ps(2.f), c4 = _mm512_set1_ps(4.f), c8 = _mm512_set1_ps(8.f);
+	const vec c16 = _mm512_set1_ps(16.f), c32 = _mm512_set1_ps(32.f);
+	const vec r2 = _mm512_set1_ps(0.5f), r4 = _mm512_set1_ps(0.25f), r8 = _mm512_set1_ps(0.125f);
+	const vec r16 = _mm512_set1_ps(0.0625f), r32 = _mm512_set1_ps(0.03125f);
+	vec e = _mm512_add_ps(_mm512_add_ps(y[0], y[2]), y[4]);
+	vec o = _mm512_add_ps(_mm512_add_ps(y[1], y[3]), y[5]);
+	a[0] = y[0];
+	a[1] = _mm512_add_ps(e, o);
+	a[2] = _mm512_sub_ps(e, o);
+	e = _mm512_fmadd_ps(c16, y[4], _mm512_fmadd_ps(c4, y[2], y[0]));
+	o = _mm512_fmadd_ps(c32, y[5], _mm512_fmadd_ps(c8, y[3], _mm512_mul_ps(c2, y[1])));
+	a[3] = _mm512_add_ps(e, o);
+	a[4] = _mm512_sub_ps(e, o);
+	e = _mm512_fmadd_ps(r16, y[4], _mm512_fmadd_ps(r4, y[2], y[0]));
+	o = _mm512_fmadd_ps(r32, y[5], _mm512_fmadd_ps(r8, y[3], _mm512_mul_ps(r2, y[1])));
+	a[5] = _mm512_add_ps(e, o);
+	a[6] = _mm512_sub_ps(e, o);
+	a[7] = y[5];
+}
+
+/* The line transforms of F(M x M, 3x3), M 4 or 6 (a constant where they
+ * are inlined): N = M + 2 points. */
+static inline __attribute__((always_inline)) void bt_n(int M, const vec *d, vec *t)
+{
+	if (M == 4)
+		bt_line(d, t);
+	else
+		bt8_line(d, t);
+}
+
+static inline __attribute__((always_inline)) void at_n(int M, const vec *m, vec *o)
+{
+	if (M == 4)
+		at_line(m, o);
+	else
+		at8_line(m, o);
+}
+
+static inline __attribute__((always_inline)) void a_n(int M, const vec *y, vec *a)
+{
+	if (M == 4)
+		a_line(y, a);
+	else
+		a8_line(y, a);
+}
+
 /* Tile index -> image and the tile's top-left output pixel, where each
  * image has tiles of its own (all paths but the panel path). */
 static inline void tile_pos(const struct cpu_wino *wg, int tile, int *n, int *y0, int *x0)
@@ -328,22 +450,23 @@ static inline void mosaic_axis(int at, int first, int len, int side, int pitch, 
 }
 
 /* Where the pixels of stride-1 tile `tile`'s len x len window (first as
- * mosaic_axis) lie in a (N, c/16, H, W, 16) tensor, channel block 0:
+ * mosaic_axis; tiles M x M outputs) lie in a (N, c/16, H, W, 16) tensor, channel block 0:
  * pixel (i, j) is there if col[j] < lim[i] (lim[i] 0: a row of padding or
  * gaps; col[j] INT_MAX: such a column; else images in that mosaic row and
  * the column's image), at row[i] + off[j]; else it is zero (inputs) or not
  * stored (outputs). */
 struct tile_win {
-	int64_t row[6], off[6];
-	int lim[6], col[6];
+	int64_t row[8], off[8];
+	int lim[8], col[8];
 };
 
 static inline __attribute__((always_inline)) void
-tile_window(const struct cpu_wino *wg, int tile, int first, int len, int c, struct tile_win *tw)
+tile_window(const struct cpu_wino *wg, int M, int tile, int first, int len, int c,
+	    struct tile_win *tw)
 {
-	int ri[6], ry[6], ci[6], cx[6], gy = (wg->n + wg->gx - 1) / wg->gx;
-	mosaic_axis(tile / wg->tw * 4, first, len, wg->h, wg->sy, gy, ri, ry);
-	mosaic_axis(tile % wg->tw * 4, first, len, wg->w, wg->sx, wg->gx, ci, cx);
+	int ri[8], ry[8], ci[8], cx[8], gy = (wg->n + wg->gx - 1) / wg->gx;
+	mosaic_axis(tile / wg->tw * M, first, len, wg->h, wg->sy, gy, ri, ry);
+	mosaic_axis(tile % wg->tw * M, first, len, wg->w, wg->sx, wg->gx, ci, cx);
 	int64_t image = (int64_t)c * wg->h * wg->w;
 	for (int i = 0; i < len; i++) {
 		int left = wg->n - ri[i] * wg->gx;
@@ -354,17 +477,19 @@ tile_window(const struct cpu_wino *wg, int tile, int first, int len, int c, stru
 	}
 }
 
-/* V[p][t][c] for the 6x6 input window of tile t, channel block cb.  The
- * window starts one pixel up and left of the output tile (pad 1); pixels
- * outside the image are zero. */
+/* V[p][t][c] for the N x N input window (N = M + 2) of tile t, channel
+ * block cb.  The window starts one pixel up and left of the output tile
+ * (pad 1); pixels outside the image are zero.  M (the output tile's side)
+ * and mosaic are constants where this is inlined; only the panel path
+ * (mosaic) takes M = 6. */
 static inline __attribute__((always_inline)) void
-input_transform(const struct cpu_wino *wg, int mosaic, const float *src, int cin, int tile, int t,
-		int rows, float *v)
+input_transform(const struct cpu_wino *wg, int M, int mosaic, const float *src, int cin, int tile,
+		int t, int rows, float *v)
 {
-	int n = 0, y0 = 0, x0 = 0, h = wg->h, w = wg->w;
+	int n = 0, y0 = 0, x0 = 0, h = wg->h, w = wg->w, N = M + 2;
 	struct tile_win tw;
 	if (mosaic)
-		tile_window(wg, tile, -1, 6, cin, &tw);
+		tile_window(wg, M, tile, -1, N, cin, &tw);
 	else
 		tile_pos(wg, tile, &n, &y0, &x0);
 	y0 -= 1;
@@ -372,11 +497,11 @@ input_transform(const struct cpu_wino *wg, int mosaic, const float *src, int cin
 	for (int cb = 0; cb < cin / 16; cb++) {
 		// plane is (H, W, 16) of image n (mosaic: 0), channel block cb
 		const float *plane = src + ((size_t)n * (cin / 16) + cb) * h * w * 16;
-		vec d[6][6], tmp[6][6];
-#pragma GCC unroll 6
-		for (int i = 0; i < 6; i++)
-#pragma GCC unroll 6
-			for (int j = 0; j < 6; j++) {
+		vec d[8][8], tmp[8][8];
+#pragma GCC unroll 8
+		for (int i = 0; i < N; i++)
+#pragma GCC unroll 8
+			for (int j = 0; j < N; j++) {
 				int y = y0 + i, x = x0 + j;
 				if (mosaic)
 					d[i][j] = tw.col[j] < tw.lim[i]
@@ -387,24 +512,24 @@ input_transform(const struct cpu_wino *wg, int mosaic, const float *src, int cin
 							  ? _mm512_loadu_ps(plane + ((size_t)y * w + x) * 16)
 							  : _mm512_setzero_ps();
 			}
-#pragma GCC unroll 6
-		for (int j = 0; j < 6; j++) {
-			vec col[6], out[6];
-#pragma GCC unroll 6
-			for (int i = 0; i < 6; i++)
+#pragma GCC unroll 8
+		for (int j = 0; j < N; j++) {
+			vec col[8], out[8];
+#pragma GCC unroll 8
+			for (int i = 0; i < N; i++)
 				col[i] = d[i][j];
-			bt_line(col, out);
-#pragma GCC unroll 6
-			for (int i = 0; i < 6; i++)
+			bt_n(M, col, out);
+#pragma GCC unroll 8
+			for (int i = 0; i < N; i++)
 				tmp[i][j] = out[i];
 		}
-#pragma GCC unroll 6
-		for (int i = 0; i < 6; i++) {
-			vec out[6];
-			bt_line(tmp[i], out);
-#pragma GCC unroll 6
-			for (int j = 0; j < 6; j++)
-				_mm512_storeu_ps(v + ((size_t)(i * 6 + j) * rows + t) * cin + cb * 16, out[j]);
+#pragma GCC unroll 8
+		for (int i = 0; i < N; i++) {
+			vec out[8];
+			bt_n(M, tmp[i], out);
+#pragma GCC unroll 8
+			for (int j = 0; j < N; j++)
+				_mm512_storeu_ps(v + ((size_t)(i * N + j) * rows + t) * cin + cb * 16, out[j]);
 		}
 	}
 }
@@ -412,22 +537,22 @@ input_transform(const struct cpu_wino *wg, int mosaic, const float *src, int cin
 /* Y[p][t][k] = A dy A^T for output-gradient tile t (outputs past the edge
  * are zero: they do not exist). */
 static inline __attribute__((always_inline)) void
-grad_transform(const struct cpu_wino *wg, int mosaic, const float *ddst, int kout, int tile, int t,
-	       int rows, float *yv)
+grad_transform(const struct cpu_wino *wg, int M, int mosaic, const float *ddst, int kout, int tile,
+	       int t, int rows, float *yv)
 {
-	int n = 0, y0 = 0, x0 = 0, h = wg->h, w = wg->w;
+	int n = 0, y0 = 0, x0 = 0, h = wg->h, w = wg->w, N = M + 2;
 	struct tile_win tw;
 	if (mosaic)
-		tile_window(wg, tile, 0, 4, kout, &tw);
+		tile_window(wg, M, tile, 0, M, kout, &tw);
 	else
 		tile_pos(wg, tile, &n, &y0, &x0);
 	for (int kb = 0; kb < kout / 16; kb++) {
 		const float *plane = ddst + ((size_t)n * (kout / 16) + kb) * h * w * 16;
-		vec d[4][4], tmp[6][4];
-#pragma GCC unroll 4
-		for (int i = 0; i < 4; i++)
-#pragma GCC unroll 4
-			for (int j = 0; j < 4; j++) {
+		vec d[6][6], tmp[8][6];
+#pragma GCC unroll 6
+		for (int i = 0; i < M; i++)
+#pragma GCC unroll 6
+			for (int j = 0; j < M; j++) {
 				int y = y0 + i, x = x0 + j;
 				if (mosaic)
 					d[i][j] = tw.col[j] < tw.lim[i]
@@ -438,24 +563,24 @@ grad_transform(const struct cpu_wino *wg, int mosaic, const float *ddst, int kou
 							  ? _mm512_loadu_ps(plane + ((size_t)y * w + x) * 16)
 							  : _mm512_setzero_ps();
 			}
-#pragma GCC unroll 4
-		for (int j = 0; j < 4; j++) {
-			vec col[4], out[6];
-#pragma GCC unroll 4
-			for (int i = 0; i < 4; i++)
-				col[i] = d[i][j];
-			a_line(col, out);
 #pragma GCC unroll 6
-			for (int i = 0; i < 6; i++)
+		for (int j = 0; j < M; j++) {
+			vec col[6], out[8];
+#pragma GCC unroll 6
+			for (int i = 0; i < M; i++)
+				col[i] = d[i][j];
+			a_n(M, col, out);
+#pragma GCC unroll 8
+			for (int i = 0; i < N; i++)
 				tmp[i][j] = out[i];
 		}
-#pragma GCC unroll 6
-		for (int i = 0; i < 6; i++) {
-			vec out[6];
-			a_line(tmp[i], out);
-#pragma GCC unroll 6
-			for (int j = 0; j < 6; j++)
-				_mm512_storeu_ps(yv + ((size_t)(i * 6 + j) * rows + t) * kout + kb * 16, out[j]);
+#pragma GCC unroll 8
+		for (int i = 0; i < N; i++) {
+			vec out[8];
+			a_n(M, tmp[i], out);
+#pragma GCC unroll 8
+			for (int j = 0; j < N; j++)
+				_mm512_storeu_ps(yv + ((size_t)(i * N + j) * rows + t) * kout + kb * 16, out[j]);
 		}
 	}
 }
@@ -488,38 +613,38 @@ group_products(const float *v, const float *u, int cin, int kout, float *m)
 
 /* dst tile t = A^T M A (or dst += that), clipped at the image edge. */
 static inline __attribute__((always_inline)) void
-output_transform(const struct cpu_wino *wg, int mosaic, const float *m, int kout, int tile, int t,
-		 int rows, float *dst, enum wino_store how)
+output_transform(const struct cpu_wino *wg, int M, int mosaic, const float *m, int kout, int tile,
+		 int t, int rows, float *dst, enum wino_store how)
 {
-	int n = 0, y0 = 0, x0 = 0, h = wg->h, w = wg->w;
+	int n = 0, y0 = 0, x0 = 0, h = wg->h, w = wg->w, N = M + 2;
 	struct tile_win tw;
 	if (mosaic)
-		tile_window(wg, tile, 0, 4, kout, &tw);
+		tile_window(wg, M, tile, 0, M, kout, &tw);
 	else
 		tile_pos(wg, tile, &n, &y0, &x0);
 	for (int kb = 0; kb < kout / 16; kb++) {
 		float *plane = dst + ((size_t)n * (kout / 16) + kb) * h * w * 16;
-		vec tmp[4][6];
+		vec tmp[6][8];
+#pragma GCC unroll 8
+		for (int j = 0; j < N; j++) {
+			vec col[8], out[6];
+#pragma GCC unroll 8
+			for (int i = 0; i < N; i++)
+				col[i] = _mm512_loadu_ps(m + ((size_t)(i * N + j) * rows + t) * kout + kb * 16);
+			at_n(M, col, out);
 #pragma GCC unroll 6
-		for (int j = 0; j < 6; j++) {
-			vec col[6], out[4];
-#pragma GCC unroll 6
-			for (int i = 0; i < 6; i++)
-				col[i] = _mm512_loadu_ps(m + ((size_t)(i * 6 + j) * rows + t) * kout + kb * 16);
-			at_line(col, out);
-#pragma GCC unroll 4
-			for (int i = 0; i < 4; i++)
+			for (int i = 0; i < M; i++)
 				tmp[i][j] = out[i];
 		}
-		int ni = h - y0 < 4 ? h - y0 : 4, nj = w - x0 < 4 ? w - x0 : 4;
-#pragma GCC unroll 4
-		for (int i = 0; i < 4; i++) {
+		int ni = h - y0 < M ? h - y0 : M, nj = w - x0 < M ? w - x0 : M;
+#pragma GCC unroll 6
+		for (int i = 0; i < M; i++) {
 			if (!mosaic && i >= ni)
 				break;
-			vec out[4];
-			at_line(tmp[i], out);
-#pragma GCC unroll 4
-			for (int j = 0; j < 4; j++) {
+			vec out[6];
+			at_n(M, tmp[i], out);
+#pragma GCC unroll 6
+			for (int j = 0; j < M; j++) {
 				if (mosaic ? tw.col[j] >= tw.lim[i] : j >= nj)
 					continue;
 				float *o = plane + (mosaic ? tw.row[i] + tw.off[j]
@@ -547,10 +672,10 @@ conv_groups(const struct cpu_wino *wg, int cin, int cout, const float *u, const 
 	for (int gi = 0; gi < wg->ngroup; gi++) {
 		int t0 = gi * TG, nt = ntile - t0 < TG ? ntile - t0 : TG;
 		for (int t = 0; t < nt; t++)
-			input_transform(wg, 0, src, cin, t0 + t, t, TG, v);
+			input_transform(wg, 4, 0, src, cin, t0 + t, t, TG, v);
 		group_products(v, u, cin, cout, m);
 		for (int t = 0; t < nt; t++)
-			output_transform(wg, 0, m, cout, t0 + t, t, TG, dst, how);
+			output_transform(wg, 4, 0, m, cout, t0 + t, t, TG, dst, how);
 	}
 }
 
@@ -620,8 +745,8 @@ grad_groups(const struct cpu_wino *wg, int cin, int kout, const float *src, cons
 	for (int gi = 0; gi < wg->ngroup; gi++) {
 		int t0 = gi * TG, nt = ntile - t0 < TG ? ntile - t0 : TG;
 		for (int t = 0; t < nt; t++) {
-			input_transform(wg, 0, src, cin, t0 + t, t, TG, v);
-			grad_transform(wg, 0, ddst, kout, t0 + t, t, TG, yv);
+			input_transform(wg, 4, 0, src, cin, t0 + t, t, TG, v);
+			grad_transform(wg, 4, 0, ddst, kout, t0 + t, t, TG, yv);
 		}
 		group_outer(v, yv, cin, kout, nt, du);
 	}
@@ -684,14 +809,15 @@ static void weight_grad(struct cpu_wino *wg, const float *src, const float *ddst
  * For wide layers on small images (resnet50's 256 channels at 14x14, 512 at
  * 7x7) the group path above would read the whole U (36 C K floats: 38 MB at
  * 512 channels) once per group of 8 tiles.  Here a pass runs in phases over
- * the whole batch, each ending at a barrier:
- *   1. every input tile's transform V (36, T, Ci), T tiles in all;
+ * the whole batch, each ending at a barrier (P = N x N transform positions:
+ * 36 with F(4x4,3x3), 64 with F(6x6,3x3), whichever plan_mosaic chose):
+ *   1. every input tile's transform V (P, T, Ci), T tiles in all;
  *   2. per 64 output channels (a panel; threads take whole panels): the
- *      panel's filters' transform U (Ci, 36, 64), then the 36 products
+ *      panel's filters' transform U (P, Ci, 64), then the P products
  *      M_p (T, 64) = V_p (T, Ci) U_p (Ci, 64) with 6 x 64 register blocks,
- *      while U (at most 4.7 MB) is still in the cache;
- *   3. every tile's output transform from M (36, T, Co).
- * Backward-weights is V (36, T, C) and Y (36, T, K) first, then per panel
+ *      while U (at most 8.4 MB) is still in the cache;
+ *   3. every tile's output transform from M (P, T, Co).
+ * Backward-weights is V (P, T, C) and Y (P, T, K) first, then per panel
  * dU_p (C, 64) = V_p^T (C, T) Y_p (T, 64) and that panel's dw = G^T dU G:
  * each part of dU has one owner, so no sum between threads.
  *
@@ -797,54 +923,107 @@ static inline void gt_1d_v(const vec h[6], vec g[3])
 	g[2] = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(s34, s12), r6), h[5]);
 }
 
-/* u (36 vectors) = G g G^T for 16 filters g (9 vectors, a 3x3 row-major
- * each). */
-static inline __attribute__((always_inline)) void filter_transform_v(const vec g[9], vec u[36])
+/* F(6x6,3x3)'s G g on 16 filters at once (G above). */
+static inline void g8_1d_v(const vec g[3], vec u[8])
 {
-	vec t[6][3];
+	const vec m29 = _mm512_set1_ps(-2.f / 9), r90 = _mm512_set1_ps(1.f / 90);
+	const vec r45 = _mm512_set1_ps(1.f / 45), t45 = _mm512_set1_ps(2.f / 45);
+	const vec c32 = _mm512_set1_ps(32.f / 45), c16 = _mm512_set1_ps(16.f / 45);
+	const vec c8 = _mm512_set1_ps(8.f / 45);
+	vec s02 = _mm512_add_ps(g[0], g[2]);
+	u[0] = g[0];
+	u[1] = _mm512_mul_ps(m29, _mm512_add_ps(s02, g[1]));
+	u[2] = _mm512_mul_ps(m29, _mm512_sub_ps(s02, g[1]));
+	vec e = _mm512_fmadd_ps(r90, g[0], _mm512_mul_ps(t45, g[2])), o = _mm512_mul_ps(r45, g[1]);
+	u[3] = _mm512_add_ps(e, o);
+	u[4] = _mm512_sub_ps(e, o);
+	e = _mm512_fmadd_ps(c32, g[0], _mm512_mul_ps(c8, g[2]));
+	o = _mm512_mul_ps(c16, g[1]);
+	u[5] = _mm512_add_ps(e, o);
+	u[6] = _mm512_sub_ps(e, o);
+	u[7] = g[2];
+}
+
+/* G^T h for F(6x6,3x3), 16 at once. */
+static inline void gt8_1d_v(const vec h[8], vec g[3])
+{
+	const vec m29 = _mm512_set1_ps(-2.f / 9), r90 = _mm512_set1_ps(1.f / 90);
+	const vec r45 = _mm512_set1_ps(1.f / 45), t45 = _mm512_set1_ps(2.f / 45);
+	const vec c32 = _mm512_set1_ps(32.f / 45), c16 = _mm512_set1_ps(16.f / 45);
+	const vec c8 = _mm512_set1_ps(8.f / 45);
+	vec s1 = _mm512_add_ps(h[1], h[2]), d1 = _mm512_sub_ps(h[1], h[2]);
+	vec s2 = _mm512_add_ps(h[3], h[4]), d2 = _mm512_sub_ps(h[3], h[4]);
+	vec s3 = _mm512_add_ps(h[5], h[6]), d3 = _mm512_sub_ps(h[5], h[6]);
+	vec ms1 = _mm512_mul_ps(m29, s1);
+	g[0] = _mm512_add_ps(_mm512_add_ps(h[0], ms1), _mm512_fmadd_ps(r90, s2, _mm512_mul_ps(c32, s3)));
+	g[1] = _mm512_fmadd_ps(m29, d1, _mm512_fmadd_ps(r45, d2, _mm512_mul_ps(c16, d3)));
+	g[2] = _mm512_add_ps(_mm512_add_ps(ms1, h[7]), _mm512_fmadd_ps(t45, s2, _mm512_mul_ps(c8, s3)));
+}
+
+/* u (N x N vectors, N = M + 2) = G g G^T for 16 filters g (9 vectors, a
+ * 3x3 row-major each), F(M x M, 3x3), M a constant 4 or 6. */
+static inline __attribute__((always_inline)) void filter_transform_v(int M, const vec g[9], vec *u)
+{
+	int N = M + 2;
+	vec t[8][3];
 #pragma GCC unroll 3
 	for (int j = 0; j < 3; j++) {
-		vec col[3] = { g[j], g[3 + j], g[6 + j] }, out[6];
-		g_1d_v(col, out);
-#pragma GCC unroll 6
-		for (int i = 0; i < 6; i++)
+		vec col[3] = { g[j], g[3 + j], g[6 + j] }, out[8];
+		if (M == 4)
+			g_1d_v(col, out);
+		else
+			g8_1d_v(col, out);
+#pragma GCC unroll 8
+		for (int i = 0; i < N; i++)
 			t[i][j] = out[i];
 	}
-#pragma GCC unroll 6
-	for (int i = 0; i < 6; i++)
-		g_1d_v(t[i], &u[i * 6]);
+#pragma GCC unroll 8
+	for (int i = 0; i < N; i++) {
+		if (M == 4)
+			g_1d_v(t[i], &u[i * N]);
+		else
+			g8_1d_v(t[i], &u[i * N]);
+	}
 }
 
 /* g (9 vectors, a 3x3 row-major each) = G^T h G for 16 filters' transform-
  * domain gradients h, h's value p at h + p * step: filter_transform_v's
  * adjoint. */
-static inline __attribute__((always_inline)) void filter_grad_v(const float *h, size_t step,
+static inline __attribute__((always_inline)) void filter_grad_v(int M, const float *h, size_t step,
 								 vec g[9])
 {
-	vec t[3][6];
-#pragma GCC unroll 6
-	for (int j = 0; j < 6; j++) {
-		vec col[6], out[3];
-#pragma GCC unroll 6
-		for (int i = 0; i < 6; i++)
-			col[i] = _mm512_loadu_ps(h + (i * 6 + j) * step);
-		gt_1d_v(col, out);
+	int N = M + 2;
+	vec t[3][8];
+#pragma GCC unroll 8
+	for (int j = 0; j < N; j++) {
+		vec col[8], out[3];
+#pragma GCC unroll 8
+		for (int i = 0; i < N; i++)
+			col[i] = _mm512_loadu_ps(h + (i * N + j) * step);
+		if (M == 4)
+			gt_1d_v(col, out);
+		else
+			gt8_1d_v(col, out);
 #pragma GCC unroll 3
 		for (int i = 0; i < 3; i++)
 			t[i][j] = out[i];
 	}
 #pragma GCC unroll 3
-	for (int i = 0; i < 3; i++)
-		gt_1d_v(t[i], &g[i * 3]);
+	for (int i = 0; i < 3; i++) {
+		if (M == 4)
+			gt_1d_v(t[i], &g[i * 3]);
+		else
+			gt8_1d_v(t[i], &g[i * 3]);
+	}
 }
 
 /* g (3 x 3 taps of 16 filters; tap (r, s) at g + r * r_step + s * s_step) =
  * G^T h G, h as filter_grad_v's. */
 static inline __attribute__((always_inline)) void
-store_filter_grads(const float *h, size_t step, float *g, int64_t r_step, int64_t s_step)
+store_filter_grads(int M, const float *h, size_t step, float *g, int64_t r_step, int64_t s_step)
 {
 	vec gv[9];
-	filter_grad_v(h, step, gv);
+	filter_grad_v(M, h, step, gv);
 #pragma GCC unroll 9
 	for (int i = 0; i < 9; i++)
 		_mm512_storeu_ps(g + i / 3 * r_step + i % 3 * s_step, gv[i]);
@@ -891,18 +1070,19 @@ static inline __attribute__((always_inline)) void transpose16(const vec in[16], 
 }
 
 /* The filters' transform of one pass for the 64 output channels of panel
- * q, into u (Cin, 36, 64): Cin is the pass's input channels, the panel's
- * channels its outputs; a filter's 36 values are written side by side.  w is (3, 3, C, K) (hwio): forward, the filters
+ * q, into u (P, Cin, 64), P = (M + 2)^2 transform positions: Cin is the
+ * pass's input channels, the panel's channels its outputs; each position's
+ * U_p (Cin, 64) is one block for its GEMM to stream.  w is (3, 3, C, K) (hwio): forward, the filters
  * w[.][.][c][64q + o], 16 consecutive output channels per vector load;
  * backward-data (flip), w[.][.][64q + o][k] turned by 180 degrees, its
  * inputs k being the forward's outputs: 16 channels 64q + o at stride K, a
  * gather, over consecutive k so that the gathers' 9 x 16 lines stay in L1. */
 static inline __attribute__((always_inline)) void
-panel_weights(const float *w, int c_n, int k_n, int q, int flip, float *u)
+panel_weights(int M, const float *w, int c_n, int k_n, int q, int flip, float *u)
 {
-	int cin = flip ? k_n : c_n;
-	size_t tap = (size_t)c_n * k_n;
-	vec g[9], uv[36];
+	int cin = flip ? k_n : c_n, NN = (M + 2) * (M + 2);
+	size_t tap = (size_t)c_n * k_n, pstep = (size_t)cin * 64;
+	vec g[9], uv[64];
 	if (flip) {
 		/* 16 x 16 blocks (16 channels c of the panel, 16 inputs k) of
 		 * each tap, turned so that a vector holds the 16 c of one k. */
@@ -921,11 +1101,11 @@ panel_weights(const float *w, int c_n, int k_n, int q, int flip, float *u)
 #pragma GCC unroll 9
 					for (int j = 0; j < 9; j++)
 						g[j] = tr[j][kk];
-					filter_transform_v(g, uv);
-					float *dst = u + (size_t)(k0 + kk) * 36 * 64 + 16 * b;
-#pragma GCC unroll 36
-					for (int p = 0; p < 36; p++)
-						_mm512_storeu_ps(dst + p * 64, uv[p]);
+					filter_transform_v(M, g, uv);
+					float *dst = u + (size_t)(k0 + kk) * 64 + 16 * b;
+#pragma GCC unroll 64
+					for (int p = 0; p < NN; p++)
+						_mm512_storeu_ps(dst + p * pstep, uv[p]);
 				}
 			}
 		return;
@@ -941,12 +1121,45 @@ panel_weights(const float *w, int c_n, int k_n, int q, int flip, float *u)
 #pragma GCC unroll 9
 			for (int j = 0; j < 9; j++)
 				g[j] = _mm512_loadu_ps(g0 + j * tap + 16 * b);
-			filter_transform_v(g, uv);
-			float *dst = u + (size_t)i * 36 * 64 + 16 * b;
-#pragma GCC unroll 36
-			for (int p = 0; p < 36; p++)
-				_mm512_storeu_ps(dst + p * 64, uv[p]);
+			filter_transform_v(M, g, uv);
+			float *dst = u + (size_t)i * 64 + 16 * b;
+#pragma GCC unroll 64
+			for (int p = 0; p < NN; p++)
+				_mm512_storeu_ps(dst + p * pstep, uv[p]);
 		}
+	}
+}
+
+/* One thread's part of a pass on the panel path with F(M x M, 3x3), inside
+ * the parallel region of panel_conv below, which makes M a constant. */
+static inline __attribute__((always_inline)) void
+panel_conv_m(const struct cpu_wino *wg, int M, int cin, int cout, const float *w, int flip,
+	     const float *src, float *dst, enum wino_store how)
+{
+	int ntile = wg->ntile, panels = cout / 64, NN = (M + 2) * (M + 2);
+	float *v = wg->pv, *m = wg->pm;
+	{
+		float *u = wg->u_fwd + wg->panel_len * omp_get_thread_num();
+#pragma omp for schedule(static)
+		for (int t = 0; t < ntile; t++)
+			input_transform(wg, M, 1, src, cin, t, t, ntile, v);
+		/* Per 64 output channels: their filters' transform (NN x cin x
+		 * 64 floats, at most 8.4 MB: it stays in the cache for its
+		 * GEMMs), then M_p (T, 64) = V_p (T, cin) U_p (cin, 64) for each
+		 * p. */
+#pragma omp for schedule(static)
+		for (int q = 0; q < panels; q++) {
+			panel_weights(M, w, wg->c, wg->k, q, flip, u);
+			for (int p = 0; p < NN; p++)
+				gemm_rows(ntile, cin, v + (size_t)p * ntile * cin, cin, 1,
+					  u + (size_t)p * cin * 64, 64,
+					  m + (size_t)p * ntile * cout + 64 * q, cout);
+		}
+#pragma omp for schedule(static)
+		for (int t = 0; t < ntile; t++)
+			output_transform(wg, M, 1, m, cout, t, t, ntile, dst, how);
+		if (how == STORE_STREAM)
+			_mm_sfence();
 	}
 }
 
@@ -956,30 +1169,49 @@ panel_weights(const float *w, int c_n, int k_n, int q, int flip, float *u)
 static void panel_conv(const struct cpu_wino *wg, int cin, int cout, const float *w, int flip,
 		       const float *src, float *dst, enum wino_store how)
 {
-	int ntile = wg->ntile, panels = cout / 64;
-	float *v = wg->pv, *m = wg->pm;
 #pragma omp parallel num_threads(team_size(wg))
 	{
-		float *u = wg->u_fwd + wg->panel_len * omp_get_thread_num();
+		if (wg->tm == 6)
+			panel_conv_m(wg, 6, cin, cout, w, flip, src, dst, how);
+		else
+			panel_conv_m(wg, 4, cin, cout, w, flip, src, dst, how);
+	}
+}
+
+/* One thread's part of the weight gradient on the panel path, F(M x M,
+ * 3x3), inside panel_weight_grad's parallel region (M a constant). */
+static inline __attribute__((always_inline)) void
+panel_weight_grad_m(const struct cpu_wino *wg, int M, const float *src, const float *ddst,
+		    float *dw)
+{
+	int cin = wg->c, kout = wg->k, ntile = wg->ntile, panels = kout / 64;
+	int NN = (M + 2) * (M + 2);
+	float *v = wg->pv, *yv = wg->pm;
+	size_t tap = (size_t)cin * kout;
+	{
+		float *du = wg->du + wg->panel_len * omp_get_thread_num();
 #pragma omp for schedule(static)
-		for (int t = 0; t < ntile; t++)
-			input_transform(wg, 1, src, cin, t, t, ntile, v);
-		/* Per 64 output channels: their filters' transform (36 x cin x 64
-		 * floats, at most 4.7 MB: it stays in the cache for its GEMMs),
-		 * then M_p (T, 64) = V_p (T, cin) U_p (cin, 64) for each p. */
+		for (int t = 0; t < ntile; t++) {
+			input_transform(wg, M, 1, src, cin, t, t, ntile, v);
+			grad_transform(wg, M, 1, ddst, kout, t, t, ntile, yv);
+		}
+		/* Per 64 output channels: dU_p (C, 64) = V_p^T (C, T) Y_p (T, 64)
+		 * for each p (row c of a is column c of V_p), then their part
+		 * of dw = G^T dU G while dU is in the cache. */
 #pragma omp for schedule(static)
 		for (int q = 0; q < panels; q++) {
-			panel_weights(w, wg->c, wg->k, q, flip, u);
-			for (int p = 0; p < 36; p++)
-				gemm_rows(ntile, cin, v + (size_t)p * ntile * cin, cin, 1,
-					  u + p * 64, 36 * 64,
-					  m + (size_t)p * ntile * cout + 64 * q, cout);
+			for (int p = 0; p < NN; p++)
+				gemm_rows(cin, ntile, v + (size_t)p * ntile * cin, 1, cin,
+					  yv + (size_t)p * ntile * kout + 64 * q, kout,
+					  du + (size_t)p * cin * 64, 64);
+			for (int c = 0; c < cin; c++)
+#pragma GCC unroll 4
+				for (int b = 0; b < 4; b++)
+					// dw[.][.][c][64q + 16b + lane]
+					store_filter_grads(M, du + (size_t)c * 64 + 16 * b, (size_t)cin * 64,
+							   dw + (size_t)c * kout + 64 * q + 16 * b,
+							   (int64_t)(3 * tap), (int64_t)tap);
 		}
-#pragma omp for schedule(static)
-		for (int t = 0; t < ntile; t++)
-			output_transform(wg, 1, m, cout, t, t, ntile, dst, how);
-		if (how == STORE_STREAM)
-			_mm_sfence();
 	}
 }
 
@@ -987,34 +1219,12 @@ static void panel_conv(const struct cpu_wino *wg, int cin, int cout, const float
 static void panel_weight_grad(const struct cpu_wino *wg, const float *src, const float *ddst,
 			      float *dw)
 {
-	int cin = wg->c, kout = wg->k, ntile = wg->ntile, panels = kout / 64;
-	float *v = wg->pv, *yv = wg->pm;
-	size_t tap = (size_t)cin * kout;
 #pragma omp parallel num_threads(team_size(wg))
 	{
-		float *du = wg->du + wg->panel_len * omp_get_thread_num();
-#pragma omp for schedule(static)
-		for (int t = 0; t < ntile; t++) {
-			input_transform(wg, 1, src, cin, t, t, ntile, v);
-			grad_transform(wg, 1, ddst, kout, t, t, ntile, yv);
-		}
-		/* Per 64 output channels: dU_p (C, 64) = V_p^T (C, T) Y_p (T, 64)
-		 * for each p (row c of a is column c of V_p), then their part
-		 * of dw = G^T dU G while dU is in the cache. */
-#pragma omp for schedule(static)
-		for (int q = 0; q < panels; q++) {
-			for (int p = 0; p < 36; p++)
-				gemm_rows(cin, ntile, v + (size_t)p * ntile * cin, 1, cin,
-					  yv + (size_t)p * ntile * kout + 64 * q, kout,
-					  du + p * 64, 36 * 64);
-			for (int c = 0; c < cin; c++)
-#pragma GCC unroll 4
-				for (int b = 0; b < 4; b++)
-					// dw[.][.][c][64q + 16b + lane]
-					store_filter_grads(du + (size_t)c * 36 * 64 + 16 * b, 64,
-							   dw + (size_t)c * kout + 64 * q + 16 * b,
-							   (int64_t)(3 * tap), (int64_t)tap);
-		}
+		if (wg->tm == 6)
+			panel_weight_grad_m(wg, 6, src, ddst, dw);
+		else
+			panel_weight_grad_m(wg, 4, src, ddst, dw);
 	}
 }
 
@@ -1042,8 +1252,8 @@ static void chunk_weight_grad(const struct cpu_wino *wg, const float *src, const
 		for (int ch = 0; ch < nchunk; ch++) {
 			int t0 = ch * TC, nt = ntile - t0 < TC ? ntile - t0 : TC;
 			for (int t = 0; t < nt; t++) {
-				input_transform(wg, 0, src, cin, t0 + t, t, TC, v);
-				grad_transform(wg, 0, ddst, kout, t0 + t, t, TC, yv);
+				input_transform(wg, 4, 0, src, cin, t0 + t, t, TC, v);
+				grad_transform(wg, 4, 0, ddst, kout, t0 + t, t, TC, yv);
 			}
 			// dU_p (C, K) += V_p^T (C, nt) Y_p (nt, K): row c of a is column c of V_p
 			for (int p = 0; p < 36; p++)
@@ -1061,7 +1271,7 @@ static void chunk_weight_grad(const struct cpu_wino *wg, const float *src, const
 				float *h = wg->du + (size_t)c * kout + 16 * kb;
 				for (int j = 1; j < team; j++)
 					add_36(h, h + wg->panel_len * j, pstep);
-				store_filter_grads(h, pstep, dw + at->k_at[16 * kb] + at->c_at[c],
+				store_filter_grads(4, h, pstep, dw + at->k_at[16 * kb] + at->c_at[c],
 						   at->r_step, at->s_step);
 			}
 	}

@@ -19,7 +19,12 @@
  * its tiles laid over a mosaic of the batch's images with one zero line
  * between them, so that a 14x14 image no longer pads to 16x16: at batch 16,
  * 4 x 4 images take 15 x 15 tiles instead of 16 x 16, and each pass of
- * resnet50's layer3 3x3 ran 6-15 % faster (tests/bench/RESULTS.md).
+ * resnet50's layer3 3x3 ran 6-15 % faster (tests/bench/RESULTS.md).  Where
+ * a pass has many tiles its plan takes F(6x6,3x3) instead (64 products per
+ * 6x6 output tile, 1.78 a pixel against F(4x4)'s 2.25, about twice the
+ * rounding error): resnet50's 14x14 layers at batch 16, 100 tiles instead
+ * of 225; the filters' transform, rebuilt every pass, is what keeps the
+ * 7x7 layers (32 tiles) on F(4x4).
  * On resnet50's wide layers with small images oneDNN's kernel pads 14 and 7
  * up to whole 4x4 tiles, as this one did before the mosaic, and ran them
  * slower even then: tests/bench/bench_ops, batch 16, 2 threads, GFLOP/s
@@ -58,7 +63,8 @@
  * outputs are 14x14 and 7x7, which whole 4x4 tiles pad by 31 %, and the
  * whole filter transform no longer fits the cache: not used there.
  *
- * The stride-1 passes share the transforms of Lavin & Gray's F(4x4,3x3):
+ * The stride-1 passes share the transforms of Lavin & Gray's F(4x4,3x3)
+ * (the panel path's F(6x6,3x3) has the same form, cpu_wino.c):
  *   forward         y  = A^T [ (G g G^T) . (B^T d B) ] A   per 4x4 output tile
  *   backward-data   the forward over dy with the weights flipped and Ci/Co swapped
  *   backward-weights dg = G^T [ sum over tiles (A dy A^T) . (B^T d B) ] G
@@ -96,6 +102,8 @@ struct cpu_wino {
 	 * the mosaic's addressing cost more than it saved (16 and 32
 	 * channels) or saves nothing (sides that are multiples of 4). */
 	int gx, sy, sx;
+	int tm;             /* output tile side: 4 (F(4x4,3x3)), or 6 (F(6x6,3x3)) where
+			     * the panel path's plan finds it fewer products */
 	int nthr;           /* OpenMP threads the buffers are sized for */
 	/* The panel and wgrad paths' buffers hold nothing between calls, so
 	 * they may be shared scratch (bound before each call); the group
@@ -110,8 +118,9 @@ struct cpu_wino {
 	float *u_bwd;       /* group path (36, K, C): the same of the flipped, transposed weights */
 	float *du;          /* (36, C, K): weight-gradient sums in the transform domain
 			     * (group and wgrad paths: one per thread; panel path: u_fwd,
-			     * u_bwd and du are one buffer of (max(C, K), 36, 64) per thread) */
-	float *pv, *pm;     /* panel path: V (36, T, Cin) and M (36, T, Cout) or Y (36, T, K) */
+			     * u_bwd and du are one buffer of (P, max(C, K), 64) per thread,
+			     * P = (tm + 2)^2 transform positions) */
+	float *pv, *pm;     /* panel path: V (P, T, Cin) and M (P, T, Cout) or Y (P, T, K) */
 };
 
 /* Where the wgrad path writes the weight gradient: element (k, c, r, s) at

@@ -16,8 +16,9 @@
 
 #define TOL 1e-5
 #define MASK_FLIPS 1e-5
-/* Winograd F(4x4,3x3) in f32: its transforms scale rounding up by their
- * coefficients (up to 8); measured up to ~2e-6 on these shapes. */
+/* Winograd in f32: its transforms scale rounding up by their coefficients
+ * (up to 8 in F(4x4,3x3), 32 in F(6x6,3x3)); measured up to ~5e-6 with
+ * F(4x4) and ~1e-5 with F(6x6) (512 input channels) on these shapes. */
 #define WINO_TOL 2e-5
 
 static int failures;
@@ -135,6 +136,22 @@ static void test_conv_acc(int algo, int n, int ci, int h, int w, int co, int k, 
 		report_tol("conv bwd-data acc", shape, "dx0+dx", dx, rdx, nx, wino ? WINO_TOL : TOL);
 	}
 	free(wt), free(dy), free(dx), free(rdx), free(w64), free(dy64), free(dx0);
+}
+
+/* The panel path's plan must take F(M x M, 3x3) for this shape, so that
+ * a change to its cost model cannot quietly leave one tile size untested. */
+static void want_panel_tile(int M, int n, int ci, int h, int w, int co)
+{
+	struct cpu_wino wg;
+	if (!cpu_wino_plan(&wg, CPU_WINO_PANEL, n, ci, co, h, w, err, sizeof err)) {
+		op_failed("cpu_wino_plan");
+		return;
+	}
+	if (wg.tm != M) {
+		printf("FAIL %-18s n%d %dx%dx%d->%d: F(%dx%d), expected F(%dx%d)\n", "panel tile size", n, ci,
+		       h, w, co, wg.tm, wg.tm, M, M);
+		failures++;
+	}
 }
 
 /* The backend's default choice (what the network runs). */
@@ -439,6 +456,25 @@ int main(void)
 	test_conv_algo(DL_CONV_AUTO, 1, 2, 256, 4, 4, 256, 3, 1, 1);
 	test_conv_algo(DL_CONV_AUTO, own ? 2 : 1, 2, 512, 4, 4, 512, 3, 1, 1);
 	omp_set_num_threads(threads);
+	/* The panel path's F(6x6,3x3), which its plan takes where a pass has
+	 * many tiles (n11 256x14x14 above is one): sides that are multiples of
+	 * 6 (tiles never straddle; Ci < Co), one axis with a zero line between
+	 * images and one without (all 13 images in one row; Ci > Co), lines on
+	 * both axes with two empty slots (17 images, 3 to a row), and the
+	 * accumulating backward-data.  resnet50's 7x7 layers keep F(4x4). */
+	if (own) {
+		want_panel_tile(6, 11, 256, 14, 14, 256);
+		want_panel_tile(6, 16, 256, 14, 14, 256);
+		want_panel_tile(4, 16, 512, 7, 7, 512);
+	}
+	int f6_shapes[][5] = { { 19, 256, 6, 6, 512 }, { 13, 512, 6, 10, 256 }, { 17, 256, 9, 9, 256 } };
+	for (size_t i = 0; i < sizeof f6_shapes / sizeof f6_shapes[0]; i++) {
+		int *d = f6_shapes[i];
+		if (own)
+			want_panel_tile(6, d[0], d[1], d[2], d[3], d[4]);
+		test_conv_algo(DL_CONV_AUTO, own ? 2 : 1, d[0], d[1], d[2], d[3], d[4], 3, 1, 1);
+	}
+	test_conv_acc(DL_CONV_AUTO, 17, 256, 9, 9, 256, 3, 1);
 	/* resnet20's layer1 at batch 48: outputs over 2 MiB, which cpu_wino
 	 * writes with streaming stores. */
 	test_conv_algo(DL_CONV_AUTO, own ? 2 : 0, 48, 16, 28, 28, 16, 3, 1, 1);
