@@ -33,7 +33,10 @@
  *   256->256 at 14x14: 1100 / 900, 1105 / 890, 885 / 770
  *   512->512 at 7x7:   1030 / 495, 1030 / 510, 985 / 585
  * and on the Zen 4 VM with it, 256->256 at 14x14: 580 / 457 forward,
- * 599 / 477 backward-data, 567 / 477 backward-weights,
+ * 599 / 477 backward-data, 567 / 477 backward-weights; with F(6x6) there
+ * and U laid out by position (three runs): 256->256 at 14x14 618-641 /
+ * 441-448, 574-688 / 446-449, 479-578 / 458-484; 512->512 at 7x7 (F(4x4))
+ * 493-498 / 391-407, 439-479 / 384-406, 439-460 / 354-367,
  * so the backend uses it from 256 channels at 14x14 and smaller; at 64 and
  * 128 channels on 56x56 and 28x28 oneDNN's is as fast or faster
  * (tests/bench/RESULTS.md).
