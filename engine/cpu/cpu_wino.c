@@ -119,6 +119,12 @@ int cpu_wino_wgrad_fits(int c, int k, int h, int w)
 	return (c == 64 || c == 128) && (k == 64 || k == 128) && (long)h * w > 14 * 14;
 }
 
+/* Transform positions of F(M x M, 3x3): (M + 2)^2, 36 or 64. */
+static inline int wino_positions(int M)
+{
+	return (M + 2) * (M + 2);
+}
+
 /* M x M tiles along one axis of a stride-1 mosaic of g images of this
  * side: one zero line between images unless the side is a multiple of M. */
 static long mosaic_tiles(long g, int side, int M)
@@ -147,7 +153,7 @@ static void plan_mosaic(struct cpu_wino *wg)
 		for (int gx = 1; gx <= wg->n; gx++) {
 			long gy = (wg->n + gx - 1) / gx;
 			long th = mosaic_tiles(gy, wg->h, M), tw = mosaic_tiles(gx, wg->w, M);
-			long cost = (th * tw + PANEL_U_TILES) * (M + 2) * (M + 2);
+			long cost = (th * tw + PANEL_U_TILES) * wino_positions(M);
 			if (best < 0 || cost < best) {
 				best = cost;
 				wg->tm = M;
@@ -207,7 +213,7 @@ size_t cpu_wino_plan(struct cpu_wino *wg, enum cpu_wino_path path, int n, int c,
 		return wg->panel_len * wg->nthr;
 	}
 	if (path == CPU_WINO_PANEL) { /* per thread a panel's U (or dU), then V and M (or Y) of every tile */
-		size_t nn = (size_t)(wg->tm + 2) * (wg->tm + 2);
+		size_t nn = (size_t)wino_positions(wg->tm);
 		wg->panel_len = nn * 64 * (c > k ? c : k);
 		return wg->panel_len * wg->nthr + 2 * nn * wg->ntile * (c > k ? c : k);
 	}
@@ -232,7 +238,7 @@ void cpu_wino_bind(struct cpu_wino *wg, float *buf)
 	if (wg->path == CPU_WINO_PANEL) {
 		wg->u_fwd = wg->u_bwd = wg->du = buf;
 		wg->pv = buf + wg->panel_len * wg->nthr;
-		wg->pm = wg->pv + (size_t)(wg->tm + 2) * (wg->tm + 2) * wg->ntile * (wg->c > wg->k ? wg->c : wg->k);
+		wg->pm = wg->pv + (size_t)wino_positions(wg->tm) * wg->ntile * (wg->c > wg->k ? wg->c : wg->k);
 		return;
 	}
 	wg->scratch = buf;
@@ -960,6 +966,22 @@ static inline void gt8_1d_v(const vec h[8], vec g[3])
 	g[2] = _mm512_add_ps(_mm512_add_ps(ms1, h[7]), _mm512_fmadd_ps(t45, s2, _mm512_mul_ps(c8, s3)));
 }
 
+static inline __attribute__((always_inline)) void g_n(int M, const vec *g, vec *u)
+{
+	if (M == 4)
+		g_1d_v(g, u);
+	else
+		g8_1d_v(g, u);
+}
+
+static inline __attribute__((always_inline)) void gt_n(int M, const vec *h, vec *g)
+{
+	if (M == 4)
+		gt_1d_v(h, g);
+	else
+		gt8_1d_v(h, g);
+}
+
 /* u (N x N vectors, N = M + 2) = G g G^T for 16 filters g (9 vectors, a
  * 3x3 row-major each), F(M x M, 3x3), M a constant 4 or 6. */
 static inline __attribute__((always_inline)) void filter_transform_v(int M, const vec g[9], vec *u)
@@ -969,21 +991,14 @@ static inline __attribute__((always_inline)) void filter_transform_v(int M, cons
 #pragma GCC unroll 3
 	for (int j = 0; j < 3; j++) {
 		vec col[3] = { g[j], g[3 + j], g[6 + j] }, out[8];
-		if (M == 4)
-			g_1d_v(col, out);
-		else
-			g8_1d_v(col, out);
+		g_n(M, col, out);
 #pragma GCC unroll 8
 		for (int i = 0; i < N; i++)
 			t[i][j] = out[i];
 	}
 #pragma GCC unroll 8
-	for (int i = 0; i < N; i++) {
-		if (M == 4)
-			g_1d_v(t[i], &u[i * N]);
-		else
-			g8_1d_v(t[i], &u[i * N]);
-	}
+	for (int i = 0; i < N; i++)
+		g_n(M, t[i], &u[i * N]);
 }
 
 /* g (9 vectors, a 3x3 row-major each) = G^T h G for 16 filters' transform-
@@ -1000,21 +1015,14 @@ static inline __attribute__((always_inline)) void filter_grad_v(int M, const flo
 #pragma GCC unroll 8
 		for (int i = 0; i < N; i++)
 			col[i] = _mm512_loadu_ps(h + (i * N + j) * step);
-		if (M == 4)
-			gt_1d_v(col, out);
-		else
-			gt8_1d_v(col, out);
+		gt_n(M, col, out);
 #pragma GCC unroll 3
 		for (int i = 0; i < 3; i++)
 			t[i][j] = out[i];
 	}
 #pragma GCC unroll 3
-	for (int i = 0; i < 3; i++) {
-		if (M == 4)
-			gt_1d_v(t[i], &g[i * 3]);
-		else
-			gt8_1d_v(t[i], &g[i * 3]);
-	}
+	for (int i = 0; i < 3; i++)
+		gt_n(M, t[i], &g[i * 3]);
 }
 
 /* g (3 x 3 taps of 16 filters; tap (r, s) at g + r * r_step + s * s_step) =
@@ -1080,7 +1088,7 @@ static inline __attribute__((always_inline)) void transpose16(const vec in[16], 
 static inline __attribute__((always_inline)) void
 panel_weights(int M, const float *w, int c_n, int k_n, int q, int flip, float *u)
 {
-	int cin = flip ? k_n : c_n, NN = (M + 2) * (M + 2);
+	int cin = flip ? k_n : c_n, NN = wino_positions(M);
 	size_t tap = (size_t)c_n * k_n, pstep = (size_t)cin * 64;
 	vec g[9], uv[64];
 	if (flip) {
@@ -1136,31 +1144,29 @@ static inline __attribute__((always_inline)) void
 panel_conv_m(const struct cpu_wino *wg, int M, int cin, int cout, const float *w, int flip,
 	     const float *src, float *dst, enum wino_store how)
 {
-	int ntile = wg->ntile, panels = cout / 64, NN = (M + 2) * (M + 2);
+	int ntile = wg->ntile, panels = cout / 64, NN = wino_positions(M);
 	float *v = wg->pv, *m = wg->pm;
-	{
-		float *u = wg->u_fwd + wg->panel_len * omp_get_thread_num();
+	float *u = wg->u_fwd + wg->panel_len * omp_get_thread_num();
 #pragma omp for schedule(static)
-		for (int t = 0; t < ntile; t++)
-			input_transform(wg, M, 1, src, cin, t, t, ntile, v);
-		/* Per 64 output channels: their filters' transform (NN x cin x
-		 * 64 floats, at most 8.4 MB: it stays in the cache for its
-		 * GEMMs), then M_p (T, 64) = V_p (T, cin) U_p (cin, 64) for each
-		 * p. */
+	for (int t = 0; t < ntile; t++)
+		input_transform(wg, M, 1, src, cin, t, t, ntile, v);
+	/* Per 64 output channels: their filters' transform (NN x cin x
+	 * 64 floats, at most 8.4 MB: it stays in the cache for its
+	 * GEMMs), then M_p (T, 64) = V_p (T, cin) U_p (cin, 64) for each
+	 * p. */
 #pragma omp for schedule(static)
-		for (int q = 0; q < panels; q++) {
-			panel_weights(M, w, wg->c, wg->k, q, flip, u);
-			for (int p = 0; p < NN; p++)
-				gemm_rows(ntile, cin, v + (size_t)p * ntile * cin, cin, 1,
-					  u + (size_t)p * cin * 64, 64,
-					  m + (size_t)p * ntile * cout + 64 * q, cout);
-		}
-#pragma omp for schedule(static)
-		for (int t = 0; t < ntile; t++)
-			output_transform(wg, M, 1, m, cout, t, t, ntile, dst, how);
-		if (how == STORE_STREAM)
-			_mm_sfence();
+	for (int q = 0; q < panels; q++) {
+		panel_weights(M, w, wg->c, wg->k, q, flip, u);
+		for (int p = 0; p < NN; p++)
+			gemm_rows(ntile, cin, v + (size_t)p * ntile * cin, cin, 1,
+				  u + (size_t)p * cin * 64, 64,
+				  m + (size_t)p * ntile * cout + 64 * q, cout);
 	}
+#pragma omp for schedule(static)
+	for (int t = 0; t < ntile; t++)
+		output_transform(wg, M, 1, m, cout, t, t, ntile, dst, how);
+	if (how == STORE_STREAM)
+		_mm_sfence();
 }
 
 /* dst (cout channels) = (or +=) conv3x3(src (cin channels)) on the panel
@@ -1185,33 +1191,31 @@ panel_weight_grad_m(const struct cpu_wino *wg, int M, const float *src, const fl
 		    float *dw)
 {
 	int cin = wg->c, kout = wg->k, ntile = wg->ntile, panels = kout / 64;
-	int NN = (M + 2) * (M + 2);
+	int NN = wino_positions(M);
 	float *v = wg->pv, *yv = wg->pm;
 	size_t tap = (size_t)cin * kout;
-	{
-		float *du = wg->du + wg->panel_len * omp_get_thread_num();
+	float *du = wg->du + wg->panel_len * omp_get_thread_num();
 #pragma omp for schedule(static)
-		for (int t = 0; t < ntile; t++) {
-			input_transform(wg, M, 1, src, cin, t, t, ntile, v);
-			grad_transform(wg, M, 1, ddst, kout, t, t, ntile, yv);
-		}
-		/* Per 64 output channels: dU_p (C, 64) = V_p^T (C, T) Y_p (T, 64)
-		 * for each p (row c of a is column c of V_p), then their part
-		 * of dw = G^T dU G while dU is in the cache. */
+	for (int t = 0; t < ntile; t++) {
+		input_transform(wg, M, 1, src, cin, t, t, ntile, v);
+		grad_transform(wg, M, 1, ddst, kout, t, t, ntile, yv);
+	}
+	/* Per 64 output channels: dU_p (C, 64) = V_p^T (C, T) Y_p (T, 64)
+	 * for each p (row c of a is column c of V_p), then their part
+	 * of dw = G^T dU G while dU is in the cache. */
 #pragma omp for schedule(static)
-		for (int q = 0; q < panels; q++) {
-			for (int p = 0; p < NN; p++)
-				gemm_rows(cin, ntile, v + (size_t)p * ntile * cin, 1, cin,
-					  yv + (size_t)p * ntile * kout + 64 * q, kout,
-					  du + (size_t)p * cin * 64, 64);
-			for (int c = 0; c < cin; c++)
+	for (int q = 0; q < panels; q++) {
+		for (int p = 0; p < NN; p++)
+			gemm_rows(cin, ntile, v + (size_t)p * ntile * cin, 1, cin,
+				  yv + (size_t)p * ntile * kout + 64 * q, kout,
+				  du + (size_t)p * cin * 64, 64);
+		for (int c = 0; c < cin; c++)
 #pragma GCC unroll 4
-				for (int b = 0; b < 4; b++)
-					// dw[.][.][c][64q + 16b + lane]
-					store_filter_grads(M, du + (size_t)c * 64 + 16 * b, (size_t)cin * 64,
-							   dw + (size_t)c * kout + 64 * q + 16 * b,
-							   (int64_t)(3 * tap), (int64_t)tap);
-		}
+			for (int b = 0; b < 4; b++)
+				// dw[.][.][c][64q + 16b + lane]
+				store_filter_grads(M, du + (size_t)c * 64 + 16 * b, (size_t)cin * 64,
+						   dw + (size_t)c * kout + 64 * q + 16 * b,
+						   (int64_t)(3 * tap), (int64_t)tap);
 	}
 }
 
