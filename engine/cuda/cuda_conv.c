@@ -116,13 +116,15 @@ static int gemm_algo(enum dlc_dir dir, int algo)
 
 /* Whether a perf entry may be chosen: it succeeded, fits the workspace
  * limit, has an allowed math type (and, with the gemm_only hook, is a GEMM
- * algorithm).  Pass 0 (test hook other_math only) takes only entries whose
- * math type differs from the search's. */
+ * algorithm; with the deterministic hook, a deterministic one).  Pass 0
+ * (test hook other_math only) takes only entries whose math type differs
+ * from the search's. */
 static int usable(const struct dl_backend *b, enum dlc_dir dir, int algo, cudnnStatus_t st, size_t memory,
-		  cudnnMathType_t m, int pass)
+		  cudnnMathType_t m, cudnnDeterminism_t det, int pass)
 {
 	return st == CUDNN_STATUS_SUCCESS && memory <= WORKSPACE_LIMIT && math_ok(b, m) &&
-	       (pass > 0 || m != search_math(b)) && (!b->test.gemm_only || gemm_algo(dir, algo));
+	       (pass > 0 || m != search_math(b)) && (!b->test.gemm_only || gemm_algo(dir, algo)) &&
+	       (!b->test.deterministic || det == CUDNN_DETERMINISTIC);
 }
 
 /* The first usable entry of a perf list: its algorithm and math type. */
@@ -131,7 +133,7 @@ static int usable(const struct dl_backend *b, enum dlc_dir dir, int algo, cudnnS
 		for (int p_ = b->test.other_math ? 0 : 1; p_ < 2; p_++)                                    \
 			for (int i_ = 0; i_ < (got); i_++)                                                 \
 				if (usable(b, (dir), (int)(perf)[i_].algo, (perf)[i_].status, (perf)[i_].memory, \
-					   (perf)[i_].mathType, p_)) {                                     \
+					   (perf)[i_].mathType, (perf)[i_].determinism, p_)) {       \
 					*(algo) = (perf)[i_].algo;                                         \
 					*(math) = (perf)[i_].mathType;                                     \
 					return 0;                                                          \

@@ -133,27 +133,34 @@ int dlc_backward(struct dl_backend *b)
 				return -1;
 			break;
 		case DL_NODE_BN:
-			CK_CUDA(b, dlc_bn_bwd(x->act, y->act, y->grad, x->grad, b->dt, m, x->c, b->w + b->p_off[d->param[0]],
-					      b->node[i].mean, b->node[i].invstd, b->gr + b->p_off[d->param[0]],
-					      b->gr + b->p_off[d->param[1]], d->relu, x->grad_set, b->bn_part, b->s));
+			CK_CUDA(b, dlc_bn_bwd(x->act, y->grad, x->grad, b->dt, m, x->c, b->w + b->p_off[d->param[0]],
+					      b->w + b->p_off[d->param[1]], b->node[i].mean, b->node[i].invstd,
+					      b->gr + b->p_off[d->param[0]], b->gr + b->p_off[d->param[1]], d->relu,
+					      x->grad_set, b->bn_part, b->s));
 			x->grad_set = x->grad != NULL;
 			break;
 		case DL_NODE_RELU:
 			if (x->grad) {
-				CK_CUDA(b, dlc_relu_bwd(y->grad, y->act, x->grad, b->dt, y->elems, x->grad_set, b->s));
+				CK_CUDA(b, dlc_add_bwd(y->grad, y->act, x->grad, x->grad_set, NULL, 0, b->dt, y->elems, b->s));
 				x->grad_set = 1;
 			}
 			break;
-		case DL_NODE_ADD:
-			for (int k = 0; k < 2; k++) {
-				struct dlc_value *a = &b->val[d->in[k]];
-				if (!a->grad)
-					continue;
-				CK_CUDA(b, dlc_relu_bwd(y->grad, d->relu ? y->act : NULL, a->grad, b->dt, y->elems,
-							a->grad_set, b->s));
-				a->grad_set = 1;
-			}
+		case DL_NODE_ADD: {
+			/* both inputs' gradients in one pass; a value added to itself
+			 * takes the pass twice, the second adding to the first */
+			struct dlc_value *a0 = &b->val[d->in[0]], *a1 = &b->val[d->in[1]];
+			const void *mask = d->relu ? y->act : NULL;
+			if (a0 == a1) {
+				CK_CUDA(b, dlc_add_bwd(y->grad, mask, a0->grad, a0->grad_set, NULL, 0, b->dt, y->elems, b->s));
+				CK_CUDA(b, dlc_add_bwd(y->grad, mask, a0->grad, a0->grad != NULL, NULL, 0, b->dt, y->elems,
+						       b->s));
+			} else
+				CK_CUDA(b, dlc_add_bwd(y->grad, mask, a0->grad, a0->grad_set, a1->grad, a1->grad_set, b->dt,
+						       y->elems, b->s));
+			a0->grad_set |= a0->grad != NULL;
+			a1->grad_set |= a1->grad != NULL;
 			break;
+		}
 		case DL_NODE_MAXPOOL:
 			if (x->grad) {
 				CK_CUDA(b, dlc_maxpool_bwd(y->grad, b->node[i].arg, x->grad, b->dt, b->n, x->h, x->w, x->c,

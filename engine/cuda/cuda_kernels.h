@@ -183,13 +183,13 @@ cudaError_t dlc_bn_fwd_train(const void *x, void *y, enum dlc_dtype dt, size_t m
 cudaError_t dlc_bn_fwd_infer(const void *x, void *y, enum dlc_dtype dt, size_t m, int c,
 			     const float *gamma, const float *beta, const float *run_mean,
 			     const float *run_var, float eps, int relu, cudaStream_t s);
-/* Backward.  y is the forward output (only read when relu: the ReLU mask).
- * dgamma/dbeta (fp32) are overwritten; dx is written, or added to when
- * accumulate (dx may be NULL: no input gradient wanted). */
-cudaError_t dlc_bn_bwd(const void *x, const void *y, const void *dy, void *dx, enum dlc_dtype dt,
-		       size_t m, int c, const float *gamma, const float *save_mean,
-		       const float *save_invstd, float *dgamma, float *dbeta, int relu, int accumulate,
-		       float *part, cudaStream_t s);
+/* Backward.  The ReLU mask (relu) is recomputed from x with the forward's
+ * own rounding, so the forward output is not read.  dgamma/dbeta (fp32)
+ * are overwritten; dx is written, or added to when accumulate (dx may be
+ * NULL: no input gradient wanted). */
+cudaError_t dlc_bn_bwd(const void *x, const void *dy, void *dx, enum dlc_dtype dt, size_t m, int c,
+		       const float *gamma, const float *beta, const float *save_mean, const float *save_invstd,
+		       float *dgamma, float *dbeta, int relu, int accumulate, float *part, cudaStream_t s);
 
 /* Max pool, torch semantics (padding never wins; first max in window order).
  * x (N,H,W,C) -> y (N,Ho,Wo,C), arg (N,Ho,Wo,C) index of the max in the window. */
@@ -206,9 +206,11 @@ cudaError_t dlc_gap_bwd(const void *dy, void *dx, enum dlc_dtype dt, int n, int 
 /* y = a + b (b may be NULL), then ReLU when relu.  Elementwise, count elements. */
 cudaError_t dlc_add_relu(const void *a, const void *b, void *y, enum dlc_dtype dt, size_t count, int relu,
 			 cudaStream_t s);
-/* dx = (y == NULL || y > 0) ? dy : 0, or dx += that when accumulate. */
-cudaError_t dlc_relu_bwd(const void *dy, const void *y, void *dx, enum dlc_dtype dt, size_t count,
-			 int accumulate, cudaStream_t s);
+/* Backward of dlc_add_relu (and of a lone ReLU: b absent): dy' = (y == NULL
+ * || y > 0) ? dy : 0 is written to ga and to gb, or added to them (acc_a,
+ * acc_b); either may be NULL (no gradient wanted).  One pass over dy, y. */
+cudaError_t dlc_add_bwd(const void *dy, const void *y, void *ga, int acc_a, void *gb, int acc_b,
+			enum dlc_dtype dt, size_t count, cudaStream_t s);
 
 /* logits (N,K) fp32 += bias (K). */
 cudaError_t dlc_bias_add(float *logits, const float *bias, int n, int k, cudaStream_t s);

@@ -21,6 +21,8 @@ struct dl_cuda_test_opts {
 			  * fp32: FMA, and fp32 must stay FMA), so that applying it shows */
 	int gemm_only;   /* choose only cuDNN's GEMM-type convolution algorithms (no Winograd, no FFT):
 			  * their fp32 error is that of plain dot products */
+	int deterministic; /* choose only convolution algorithms cuDNN reports deterministic (no
+			    * atomics): two runs of the same steps then round alike */
 	int profile;     /* time every node of every (eager: graphs off) train step; dl_cuda_profile_print */
 };
 

@@ -103,6 +103,38 @@ static inline unsigned dlc_blocks(size_t count)
 	return (unsigned)b;
 }
 
+// The multiprocessors of the current device (1 if it cannot be asked: the
+// error stays set, so the launcher's cudaGetLastError reports it).
+static inline int dlc_sm_count(void)
+{
+	int d = 0, n = 0;
+	if (cudaGetDevice(&d) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d) != cudaSuccess ||
+	    n < 1)
+		return 1;
+	return n;
+}
+
+// Blocks of `threads` threads of `kernel` one multiprocessor holds at once.
+template <typename K> static inline int dlc_per_sm(K kernel, int threads)
+{
+	int per = 0;
+	if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, threads, 0) != cudaSuccess || per < 1)
+		return 1;
+	return per;
+}
+
+// Blocks for a grid-stride loop of `kernel` over count items: one wave of
+// what the GPU holds at once, never more than the items need.  The threads
+// of such a grid loop many times, so they load their constants once.
+template <typename K> static inline unsigned dlc_resident(K kernel, int threads, size_t count)
+{
+	size_t need = (count + (size_t)threads - 1) / (size_t)threads;
+	size_t cap = (size_t)dlc_sm_count() * (size_t)dlc_per_sm(kernel, threads);
+	if (need > cap)
+		need = cap;
+	return need < 1 ? 1u : (unsigned)need;
+}
+
 #define DLC_GRID_STRIDE(i, count) \
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (count); i += (size_t)gridDim.x * blockDim.x)
 

@@ -1,6 +1,7 @@
 #include "config.h"
 
-// Elementwise kernels: residual add (+ReLU), ReLU backward, FC bias.  The
+// Elementwise kernels: residual add (+ReLU) and its backward (also the
+// ReLU's), FC bias.  The
 // first two run 8 elements per 16-byte access wherever the sizes and
 // pointers allow (every resnet activation), else one element per thread.
 #include "engine/cuda/k_common.cuh"
@@ -46,45 +47,64 @@ extern "C" cudaError_t dlc_add_relu(const void *a, const void *b, void *y, enum 
 	return cudaGetLastError();
 }
 
+// Backward of y = ReLU(a + b) (or of a + b, or of ReLU(a) with no b): the
+// gradient dy' = (y == NULL || y > 0) ? dy : 0 goes to ga and to gb (either
+// may be NULL), each written or added to (acc_a, acc_b): one pass reads dy
+// and y once for both inputs.
 template <typename T>
-__global__ void relu_bwd_k(const T *dy, const T *y, T *dx, size_t count, int accumulate)
+__global__ void add_bwd_k(const T *dy, const T *y, T *ga, int acc_a, T *gb, int acc_b, size_t count)
 {
 	DLC_GRID_STRIDE(i, count) {
 		float v = (y == NULL || ldf(y, i) > 0.0f) ? ldf(dy, i) : 0.0f;
-		if (accumulate)
-			v += ldf(dx, i);
-		stf(dx, i, v);
+		if (ga)
+			stf(ga, i, acc_a ? v + ldf(ga, i) : v);
+		if (gb)
+			stf(gb, i, acc_b ? v + ldf(gb, i) : v);
 	}
 }
 
 template <typename T>
-__global__ void relu_bwd8_k(const T *dy, const T *y, T *dx, size_t nv, int accumulate)
+__global__ void add_bwd8_k(const T *dy, const T *y, T *ga, int acc_a, T *gb, int acc_b, size_t nv)
 {
 	DLC_GRID_STRIDE(v, nv) {
-		float d[8], fy[8], fx[8];
+		float d[8], fy[8], fa[8], fb[8];
 		ld8(dy, v, d);
-		if (y)
+		if (y) {
 			ld8(y, v, fy);
-		if (accumulate)
-			ld8(dx, v, fx);
 #pragma unroll
-		for (int k = 0; k < 8; k++) {
-			float t = (y == NULL || fy[k] > 0.0f) ? d[k] : 0.0f;
-			d[k] = accumulate ? t + fx[k] : t;
+			for (int k = 0; k < 8; k++)
+				d[k] = fy[k] > 0.0f ? d[k] : 0.0f;
 		}
-		st8(dx, v, d);
+		if (ga && acc_a)
+			ld8(ga, v, fa);
+		if (gb && acc_b)
+			ld8(gb, v, fb);
+		if (ga) {
+#pragma unroll
+			for (int k = 0; k < 8; k++)
+				fa[k] = acc_a ? d[k] + fa[k] : d[k];
+			st8(ga, v, fa);
+		}
+		if (gb) {
+#pragma unroll
+			for (int k = 0; k < 8; k++)
+				fb[k] = acc_b ? d[k] + fb[k] : d[k];
+			st8(gb, v, fb);
+		}
 	}
 }
 
-extern "C" cudaError_t dlc_relu_bwd(const void *dy, const void *y, void *dx, enum dlc_dtype dt, size_t count,
-				    int accumulate, cudaStream_t s)
+extern "C" cudaError_t dlc_add_bwd(const void *dy, const void *y, void *ga, int acc_a, void *gb, int acc_b,
+				   enum dlc_dtype dt, size_t count, cudaStream_t s)
 {
-	if (count % 8 == 0 && dlc_vec8_ok(dy) && dlc_vec8_ok(y) && dlc_vec8_ok(dx))
-		DLC_DISPATCH(dt, relu_bwd8_k<T><<<dlc_blocks(count / 8), DLC_THREADS, 0, s>>>(
-					 (const T *)dy, (const T *)y, (T *)dx, count / 8, accumulate));
+	if (!ga && !gb)
+		return cudaSuccess;
+	if (count % 8 == 0 && dlc_vec8_ok(dy) && dlc_vec8_ok(y) && dlc_vec8_ok(ga) && dlc_vec8_ok(gb))
+		DLC_DISPATCH(dt, add_bwd8_k<T><<<dlc_blocks(count / 8), DLC_THREADS, 0, s>>>(
+					 (const T *)dy, (const T *)y, (T *)ga, acc_a, (T *)gb, acc_b, count / 8));
 	else
-		DLC_DISPATCH(dt, relu_bwd_k<T><<<dlc_blocks(count), DLC_THREADS, 0, s>>>((const T *)dy, (const T *)y,
-										   (T *)dx, count, accumulate));
+		DLC_DISPATCH(dt, add_bwd_k<T><<<dlc_blocks(count), DLC_THREADS, 0, s>>>(
+					 (const T *)dy, (const T *)y, (T *)ga, acc_a, (T *)gb, acc_b, count));
 	return cudaGetLastError();
 }
 

@@ -84,7 +84,9 @@ def main():
     per_part = collections.Counter()
     other = collections.Counter()
     for e in prof.key_averages():
-        t = e.self_cuda_time_total if cuda else e.self_cpu_time_total
+        # torch >= 2.4 names the GPU time self_device_time_total
+        t = (getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)) if cuda \
+            else e.self_cpu_time_total
         if t <= 0 or (cuda and e.device_type != torch.autograd.DeviceType.CUDA):
             continue
         p = part_of(e.key)
