@@ -433,6 +433,20 @@ static int setup(struct dl_backend *b)
 	}
 	if (check_graph(b) || dlc_param_writers(g, b->writer, b->err, sizeof b->err))
 		return -1;
+	int *apply_by = malloc((size_t)g->n_nodes * sizeof *apply_by + 1);
+	if (!apply_by) {
+		dlc_failf(b, "cuda backend: out of host memory");
+		return -1;
+	}
+	dlc_plan_bn_add(g, apply_by);
+	for (int i = 0; i < g->n_nodes; i++)
+		b->node[i].bn_in[0] = b->node[i].bn_in[1] = -1;
+	for (int i = 0; i < g->n_nodes; i++) {
+		int j = b->node[i].apply_by = apply_by[i];
+		if (j >= 0)
+			b->node[j].bn_in[g->nodes[j].in[0] == g->nodes[i].out ? 0 : 1] = i;
+	}
+	free(apply_by);
 	b->img_c = g->values[g->input].c;
 	b->k = g->values[g->output].c;
 	if (g->values[g->output].h != 1 || g->values[g->output].w != 1) {

@@ -47,8 +47,10 @@ int dlc_forward(struct dl_backend *b, int train)
 		case DL_NODE_BN: {
 			const float *gamma = b->w + b->p_off[d->param[0]], *beta = b->w + b->p_off[d->param[1]];
 			float *rm = b->bufs + b->b_off[d->buffer[0]], *rv = b->bufs + b->b_off[d->buffer[1]];
+			/* a BN its residual add applies (dlc_plan_bn_add) only makes its statistics */
 			if (train)
-				CK_CUDA(b, dlc_bn_fwd_train(x->act, y->act, b->dt, m, x->c, gamma, beta, b->node[i].mean,
+				CK_CUDA(b, dlc_bn_fwd_train(x->act, b->node[i].apply_by >= 0 ? NULL : y->act, b->dt, m, x->c,
+							    gamma, beta, b->node[i].mean,
 							    b->node[i].invstd, rm, rv, g->bn_momentum, g->bn_eps, d->relu,
 							    b->bn_part, b->s));
 			else
@@ -60,7 +62,24 @@ int dlc_forward(struct dl_backend *b, int train)
 			CK_CUDA(b, dlc_add_relu(x->act, NULL, y->act, b->dt, y->elems, 1, b->s));
 			break;
 		case DL_NODE_ADD:
-			CK_CUDA(b, dlc_add_relu(x->act, b->val[d->in[1]].act, y->act, b->dt, y->elems, d->relu, b->s));
+			if (train && (b->node[i].bn_in[0] >= 0 || b->node[i].bn_in[1] >= 0)) {
+				struct dlc_bn_affine a[2];
+				for (int k = 0; k < 2; k++) {
+					int j = b->node[i].bn_in[k];
+					if (j >= 0)
+						a[k] = (struct dlc_bn_affine){ b->w + b->p_off[g->nodes[j].param[0]],
+									       b->w + b->p_off[g->nodes[j].param[1]],
+									       b->node[j].mean, b->node[j].invstd };
+				}
+				/* the add's inputs are the BNs' inputs where it applies them */
+				const struct dlc_value *in0 = &b->val[b->node[i].bn_in[0] >= 0 ? g->nodes[b->node[i].bn_in[0]].in[0]
+											  : d->in[0]];
+				const struct dlc_value *in1 = &b->val[b->node[i].bn_in[1] >= 0 ? g->nodes[b->node[i].bn_in[1]].in[0]
+											  : d->in[1]];
+				CK_CUDA(b, dlc_bn_add(in0->act, b->node[i].bn_in[0] >= 0 ? &a[0] : NULL, in1->act,
+						      b->node[i].bn_in[1] >= 0 ? &a[1] : NULL, y->act, b->dt, m, y->c, d->relu, b->s));
+			} else
+				CK_CUDA(b, dlc_add_relu(x->act, b->val[d->in[1]].act, y->act, b->dt, y->elems, d->relu, b->s));
 			break;
 		case DL_NODE_MAXPOOL:
 			CK_CUDA(b, dlc_maxpool_fwd(x->act, y->act, b->node[i].arg, b->dt, b->n, x->h, x->w, x->c, y->h, y->w,

@@ -92,6 +92,9 @@ struct dlc_node {
 	float *mean, *invstd;   /* BN: batch statistics saved for backward */
 	uint8_t *arg;           /* MAXPOOL: winner index per output */
 	void *dl_work;          /* FC: dlogits in the working dtype (N,K) */
+	int apply_by;           /* BN: the ADD node that applies its normalization in training
+				   (dlc_plan_bn_add), or -1: it writes its own output */
+	int bn_in[2];           /* ADD: the BN node whose normalization it applies to input k, or -1 */
 	int *ready;             /* buckets to reduce once this node's backward has run */
 	int n_ready;
 };

@@ -175,7 +175,8 @@ cudaError_t dlc_cast_from_f32(const float *x, void *y, enum dlc_dtype dt, size_t
  * part: scratch of dlc_bn_part_floats(M, C) floats. */
 size_t dlc_bn_part_floats(size_t m, int c);
 /* Training forward: batch mean/biased var for normalization; saves mean and
- * 1/sqrt(var+eps); running stats updated with momentum and unbiased var. */
+ * 1/sqrt(var+eps); running stats updated with momentum and unbiased var.
+ * y NULL: the statistics only (the consumer applies them: dlc_bn_add). */
 cudaError_t dlc_bn_fwd_train(const void *x, void *y, enum dlc_dtype dt, size_t m, int c,
 			     const float *gamma, const float *beta, float *save_mean, float *save_invstd,
 			     float *run_mean, float *run_var, float momentum, float eps, int relu,
@@ -190,6 +191,18 @@ cudaError_t dlc_bn_fwd_infer(const void *x, void *y, enum dlc_dtype dt, size_t m
 cudaError_t dlc_bn_bwd(const void *x, const void *dy, void *dx, enum dlc_dtype dt, size_t m, int c,
 		       const float *gamma, const float *beta, const float *save_mean, const float *save_invstd,
 		       float *dgamma, float *dbeta, int relu, int accumulate, float *part, cudaStream_t s);
+
+/* A BN's normalization as its consumer applies it: bn_out(x) =
+ * (x - mean)*(gamma*invstd) + beta, per channel (all NULL: x as it is). */
+struct dlc_bn_affine {
+	const float *gamma, *beta, *mean, *invstd;
+};
+/* y = ReLU(A(a) + B(b)) (ReLU when relu), A/B the normalization of a BN
+ * whose output the add consumes (dlc_plan_bn_add) or NULL: the input as it
+ * is.  8 channels per thread only: C % 8 == 0, C/8 divides 256, every
+ * pointer 16-byte aligned (else cudaErrorInvalidValue). */
+cudaError_t dlc_bn_add(const void *a, const struct dlc_bn_affine *A, const void *b, const struct dlc_bn_affine *B,
+		       void *y, enum dlc_dtype dt, size_t m, int c, int relu, cudaStream_t s);
 
 /* Max pool, torch semantics (padding never wins; first max in window order).
  * x (N,H,W,C) -> y (N,Ho,Wo,C), arg (N,Ho,Wo,C) index of the max in the window. */

@@ -35,6 +35,16 @@ struct dlc_bucket {
 int dlc_plan_buckets(const struct dl_graph *g, const int *writer, const size_t *p_off, size_t bucket_bytes,
 		     struct dlc_bucket **out, int *n_out, char *err, size_t errlen);
 
+/* Training forward: which BNs' normalization is applied by the residual
+ * add that consumes their output (one pass, y = ReLU(BN(a) + b): the BN's
+ * own output is neither written nor read back).  apply_by[i] = that ADD
+ * node for BN node i, else -1 (for every node).  A BN qualifies when it
+ * has no ReLU of its own, its output is not the graph's output and feeds
+ * exactly one node input, an ADD's, whose two inputs differ, and its C is
+ * one the 8-channel kernels take (C % 8 == 0, C/8 divides 256).  Returns
+ * how many BNs are fused. */
+int dlc_plan_bn_add(const struct dl_graph *g, int *apply_by);
+
 /* dl_backend_opts.device: NULL or "" -> 0 with *index = 0; decimal digits
  * -> 0 with *index; a PCI bus id ("0000:3b:00.0", "3b:00.0": hex digits,
  * ':' and '.', at least one ':') -> 1; anything else -> -1. */

@@ -371,6 +371,54 @@ __global__ void __launch_bounds__(BN_VT) bn_apply8_k(const T *x, T *y, size_t nv
 	}
 }
 
+// The residual add with the normalization of the BN(s) that feed it
+// applied on the way in: y = ReLU(bn_out(a) + bn_out(b)), an input without a
+// BN taking mean 0, scale 1, beta 0 (bn_out is then exact: x itself).  The
+// BN's own output is never written nor read back: two passes over the
+// add's tensor saved per fused BN.  8 channels per thread, constants loaded
+// once per thread.
+template <typename T>
+__global__ void __launch_bounds__(BN_VT) bn_add8_k(const T *a, const T *b, T *y, size_t nv, int cv,
+						   struct dlc_bn_affine A, struct dlc_bn_affine B, int relu)
+{
+	BN_VEC_START(v, step, c0, cv);
+	float ma[8], sa[8], ba[8], mb[8], sb[8], bb[8];
+#pragma unroll
+	for (int k = 0; k < 8; k++) {
+		int ch = c0 + k;
+		ma[k] = A.gamma ? A.mean[ch] : 0.0f;
+		sa[k] = A.gamma ? bn_scale(A.gamma[ch], A.invstd[ch]) : 1.0f;
+		ba[k] = A.gamma ? A.beta[ch] : 0.0f;
+		mb[k] = B.gamma ? B.mean[ch] : 0.0f;
+		sb[k] = B.gamma ? bn_scale(B.gamma[ch], B.invstd[ch]) : 1.0f;
+		bb[k] = B.gamma ? B.beta[ch] : 0.0f;
+	}
+	for (; v < nv; v += step) {
+		float fa[8], fb[8];
+		ld8(a, v, fa);
+		ld8(b, v, fb);
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			float o = bn_out(fa[k], ma[k], sa[k], ba[k]) + bn_out(fb[k], mb[k], sb[k], bb[k]);
+			fa[k] = relu && o < 0.0f ? 0.0f : o;
+		}
+		st8(y, v, fa);
+	}
+}
+
+extern "C" cudaError_t dlc_bn_add(const void *a, const struct dlc_bn_affine *A, const void *b,
+				  const struct dlc_bn_affine *B, void *y, enum dlc_dtype dt, size_t m, int c, int relu,
+				  cudaStream_t s)
+{
+	static const struct dlc_bn_affine none = { NULL, NULL, NULL, NULL };
+	size_t nv = m * (size_t)c / 8;
+	if (!bn_vec(c, a, b, y))
+		return cudaErrorInvalidValue;
+	DLC_DISPATCH(dt, bn_add8_k<T><<<dlc_resident(bn_add8_k<T>, BN_VT, nv), BN_VT, 0, s>>>(
+				 (const T *)a, (const T *)b, (T *)y, nv, c / 8, A ? *A : none, B ? *B : none, relu));
+	return cudaGetLastError();
+}
+
 // dx = scale*(dy' - dbeta/M - (x - mean)*invstd*dgamma/M), or dx += that.
 template <typename T>
 __global__ void bn_bwd_dx_k(const T *x, const T *dy, T *dx, size_t m, int c, const float *gamma, const float *beta,
@@ -439,8 +487,10 @@ extern "C" cudaError_t dlc_bn_fwd_train(const void *x, void *y, enum dlc_dtype d
 			bn_stats8_k<T><<<dim3(1, groups), BN_VT, 0, s>>>((const T *)x, m, c, part);
 			bn_stats_final_k<T><<<fin, BN_VT, 0, s>>>((const T *)x, m, c, groups, part, save_mean, save_invstd,
 								   run_mean, run_var, momentum, eps);
-			bn_apply8_k<T><<<dlc_resident(bn_apply8_k<T>, BN_VT, total / 8), BN_VT, 0, s>>>(
-				(const T *)x, (T *)y, total / 8, c / 8, gamma, beta, save_mean, save_invstd, NULL, 0.0f, relu));
+			if (y)
+				bn_apply8_k<T><<<dlc_resident(bn_apply8_k<T>, BN_VT, total / 8), BN_VT, 0, s>>>(
+					(const T *)x, (T *)y, total / 8, c / 8, gamma, beta, save_mean, save_invstd, NULL, 0.0f,
+					relu));
 	else
 		DLC_DISPATCH(dt,
 			int groups = bn_groups(m);
@@ -448,8 +498,10 @@ extern "C" cudaError_t dlc_bn_fwd_train(const void *x, void *y, enum dlc_dtype d
 													    part);
 			bn_stats_final_k<T><<<fin, BN_VT, 0, s>>>((const T *)x, m, c, groups, part, save_mean, save_invstd,
 								   run_mean, run_var, momentum, eps);
-			bn_apply_k<T><<<dlc_blocks(total), DLC_THREADS, 0, s>>>((const T *)x, (T *)y, total, c, gamma, beta,
-										save_mean, save_invstd, NULL, 0.0f, relu));
+			if (y)
+				bn_apply_k<T><<<dlc_blocks(total), DLC_THREADS, 0, s>>>((const T *)x, (T *)y, total, c, gamma,
+											beta, save_mean, save_invstd, NULL, 0.0f,
+											relu));
 	return cudaGetLastError();
 }
 

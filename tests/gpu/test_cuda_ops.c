@@ -1622,36 +1622,43 @@ static int resnet50_step(void)
 	/* resnet50 at n=2, 64x64 (its last BNs normalize 8 values) amplifies
 	 * rounding.  The tolerance is the larger of 1e-3 and ten times how far
 	 * the CUDA step itself moves when every weight moves by one float ulp
-	 * (random direction): fp32 rounding inside the step is of that size.
-	 * The per-BN batch-mean errors printed show where an error starts. */
+	 * (random direction; the largest of NSENS directions): fp32 rounding
+	 * inside the step is of that size.  One direction alone was too
+	 * uncertain a measure: over five seeds on the H200 it gave 1.3e-2 to
+	 * 4.7e-2, and the seed that gave 1.3e-2 failed a step whose per-BN
+	 * batch means were as close to ref as the moved weights' were.  The
+	 * per-BN batch-mean errors printed show where an error starts. */
+	enum { NSENS = 3 };
 	static const char *what[3] = { "resnet50 fp32 sensitivity: weights moved by 1 ulp",
 				       "resnet50 one step, cudnnFind's algorithms vs ref",
 				       "resnet50 one step, GEMM algorithms vs ref" };
 	struct dl_cuda_test_opts gemm = { .poison = 1, .gemm_only = 1 }, find = { .poison = 1 };
 	double e[3] = { 0 }, tol = INFINITY;
 	int ok = 1;
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < NSENS + 2; k++) {
+		int sens = k < NSENS, r = sens ? 0 : k - NSENS + 1;
+		double ek = 0.0;
 		if (dl_model_build(&gr, "resnet50", 3, 64, 64, 10, 0, seed, err, sizeof err) ||
 		    dl_model_build(&gc, "resnet50", 3, 64, 64, 10, 0, seed, err, sizeof err)) {
 			printf("resnet50: %s: FAIL\n", err);
 			return 0;
 		}
-		if (k == 0)
+		if (sens)
 			for (int i = 0; i < gc.n_params; i++)
 				for (size_t j = 0; j < gc.params[i].count; j++)
 					gc.params[i].data[j] = nextafterf(gc.params[i].data[j],
 									  urand() < 0.5 ? -INFINITY : INFINITY);
-		trace_bn = k > 0;
-		ok &= compare_with(what[k], &gr, &gc, 2, DL_FP32, tol, k == 2 ? &gemm : NULL, k == 0 ? &find : NULL,
-				   &e[k]);
+		trace_bn = !sens;
+		ok &= compare_with(what[r], &gr, &gc, 2, DL_FP32, tol, r == 2 ? &gemm : NULL, sens ? &find : NULL, &ek);
 		trace_bn = 0;
+		e[r] = fmax(e[r], ek);
 		dl_model_free(&gr);
 		dl_model_free(&gc);
-		if (k == 0)
+		if (k == NSENS - 1)
 			tol = fmax(1e-3, 10 * e[0]);
 	}
-	printf("resnet50: largest error vs ref %.1e (cudnnFind) and %.1e (GEMM), tolerance max(1e-3, 10 x sensitivity %.1e): %s\n",
-	       e[1], e[2], e[0], ok ? "ok" : "FAIL");
+	printf("resnet50: largest error vs ref %.1e (cudnnFind) and %.1e (GEMM), tolerance max(1e-3, 10 x sensitivity %.1e, the largest of %d): %s\n",
+	       e[1], e[2], e[0], NSENS, ok ? "ok" : "FAIL");
 	return ok;
 }
 

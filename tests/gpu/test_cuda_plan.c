@@ -281,6 +281,55 @@ static void refusals(void)
 	dl_model_free(&g);
 }
 
+/* Which BNs the residual adds apply (dlc_plan_bn_add): every BN that
+ * feeds an add alone (bottleneck bn3 / basic-block bn2, and the
+ * downsample BNs), nothing else; a BN whose output has a second consumer
+ * keeps its own output. */
+static void bn_add_fusion(const char *model, int h, int want)
+{
+	struct dl_graph g;
+	char err[256];
+	if (dl_model_build(&g, model, 3, h, h, 10, 0, 1, err, sizeof err)) {
+		CHECK(0, "%s: %s", model, err);
+		return;
+	}
+	int *by = malloc((size_t)g.n_nodes * sizeof *by);
+	if (!by) {
+		CHECK(0, "out of memory");
+		dl_model_free(&g);
+		return;
+	}
+	int n = dlc_plan_bn_add(&g, by), bad = 0;
+	for (int i = 0; i < g.n_nodes; i++) {
+		if (by[i] < 0)
+			continue;
+		const struct dl_node *a = &g.nodes[by[i]];
+		bad += g.nodes[i].kind != DL_NODE_BN || g.nodes[i].relu || a->kind != DL_NODE_ADD ||
+		       (a->in[0] != g.nodes[i].out && a->in[1] != g.nodes[i].out) || by[i] <= i;
+	}
+	CHECK(n == want && !bad, "%s: %d BNs fused into adds (%d wrong), want %d", model, n, bad, want);
+	printf("bn+add fusion %s: %d BNs applied by their residual add\n", model, n);
+	/* a second consumer of a fused BN's output undoes that one: the add of
+	 * an identity block takes the BN's output as both inputs */
+	for (int i = 0; i < g.n_nodes && n == want; i++)
+		if (by[i] >= 0) {
+			struct dl_node *a = &g.nodes[by[i]];
+			int other = a->in[0] == g.nodes[i].out ? 1 : 0, keep = a->in[other], from_bn = 0;
+			for (int j = 0; j < g.n_nodes; j++)
+				from_bn |= g.nodes[j].out == keep && by[j] >= 0;
+			if (from_bn)
+				continue; /* a downsample block: its shortcut is a fused BN too */
+			a->in[other] = g.nodes[i].out;
+			int m = dlc_plan_bn_add(&g, by);
+			CHECK(m == want - 1 && by[i] < 0, "%s: an add of a BN's output to itself: %d fused, want %d", model,
+			      m, want - 1);
+			a->in[other] = keep;
+			break;
+		}
+	free(by);
+	dl_model_free(&g);
+}
+
 int main(void)
 {
 	device_strings();
@@ -290,6 +339,9 @@ int main(void)
 	sgd_math();
 	loss_scale();
 	refusals();
+	bn_add_fusion("resnet50", 64, 20);
+	bn_add_fusion("resnet18", 32, 11);
+	bn_add_fusion("resnet20", 32, 11);
 	printf("test_cuda_plan: %s\n", fails ? "FAIL" : "PASS");
 	return fails ? 1 : 0;
 }
