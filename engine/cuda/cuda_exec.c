@@ -63,21 +63,21 @@ int dlc_forward(struct dl_backend *b, int train)
 			break;
 		case DL_NODE_ADD:
 			if (train && (b->node[i].bn_in[0] >= 0 || b->node[i].bn_in[1] >= 0)) {
+				/* where the add applies a BN, its input is that BN's input */
 				struct dlc_bn_affine a[2];
+				const struct dlc_bn_affine *bn[2] = { NULL, NULL };
+				const void *in[2];
 				for (int k = 0; k < 2; k++) {
 					int j = b->node[i].bn_in[k];
-					if (j >= 0)
-						a[k] = (struct dlc_bn_affine){ b->w + b->p_off[g->nodes[j].param[0]],
-									       b->w + b->p_off[g->nodes[j].param[1]],
-									       b->node[j].mean, b->node[j].invstd };
+					in[k] = b->val[j >= 0 ? g->nodes[j].in[0] : d->in[k]].act;
+					if (j < 0)
+						continue;
+					a[k] = (struct dlc_bn_affine){ b->w + b->p_off[g->nodes[j].param[0]],
+								       b->w + b->p_off[g->nodes[j].param[1]], b->node[j].mean,
+								       b->node[j].invstd };
+					bn[k] = &a[k];
 				}
-				/* the add's inputs are the BNs' inputs where it applies them */
-				const struct dlc_value *in0 = &b->val[b->node[i].bn_in[0] >= 0 ? g->nodes[b->node[i].bn_in[0]].in[0]
-											  : d->in[0]];
-				const struct dlc_value *in1 = &b->val[b->node[i].bn_in[1] >= 0 ? g->nodes[b->node[i].bn_in[1]].in[0]
-											  : d->in[1]];
-				CK_CUDA(b, dlc_bn_add(in0->act, b->node[i].bn_in[0] >= 0 ? &a[0] : NULL, in1->act,
-						      b->node[i].bn_in[1] >= 0 ? &a[1] : NULL, y->act, b->dt, m, y->c, d->relu, b->s));
+				CK_CUDA(b, dlc_bn_add(in[0], bn[0], in[1], bn[1], y->act, b->dt, m, y->c, d->relu, b->s));
 			} else
 				CK_CUDA(b, dlc_add_relu(x->act, b->val[d->in[1]].act, y->act, b->dt, y->elems, d->relu, b->s));
 			break;

@@ -5,6 +5,27 @@
 
 #include "engine/cuda/k_common.cuh"
 
+// Where element v of an (N,H,W,C) tensor sits (C may count groups of 8):
+// *ch its channel, *x its column, *y its row; returns its image.
+__host__ __device__ __forceinline__ size_t nhwc_pos(size_t v, int c, int w, int h, int *ch, int *x, int *y)
+{
+	*ch = (int)(v % (size_t)c);
+	size_t r = v / (size_t)c;
+	*x = (int)(r % (size_t)w);
+	r /= (size_t)w;
+	*y = (int)(r % (size_t)h);
+	return r / (size_t)h;
+}
+
+// The outputs [*o0, *o1] (of n_out along one axis) whose windows hold input
+// position i: o*stride - pad <= i <= o*stride - pad + k - 1.
+__host__ __device__ __forceinline__ void pool_windows(int i, int k, int stride, int pad, int n_out, int *o0, int *o1)
+{
+	int t = i + pad - k + 1, last = (i + pad) / stride;
+	*o0 = t <= 0 ? 0 : (t + stride - 1) / stride;
+	*o1 = last < n_out - 1 ? last : n_out - 1;
+}
+
 // One thread per output element; arg records which window position won so
 // backward can route the gradient without re-reading x.
 template <typename T>
@@ -13,12 +34,8 @@ __global__ void maxpool_fwd_k(const T *x, T *y, uint8_t *arg, int n, int h, int 
 {
 	size_t total = (size_t)n * ho * wo * c;
 	DLC_GRID_STRIDE(i, total) {
-		int ch = (int)(i % c);
-		size_t r = i / c;
-		int ow = (int)(r % wo);
-		r /= wo;
-		int oh = (int)(r % ho);
-		int ni = (int)(r / ho);
+		int ch, ow, oh;
+		size_t ni = nhwc_pos(i, c, wo, ho, &ch, &ow, &oh);
 		float best = -INFINITY;
 		int bi = 0, first = 1;
 		for (int a = 0; a < k; a++) {
@@ -29,7 +46,7 @@ __global__ void maxpool_fwd_k(const T *x, T *y, uint8_t *arg, int n, int h, int 
 				int iw = ow * stride - pad + b;
 				if (iw < 0 || iw >= w)
 					continue;
-				float v = ldf(x, (((size_t)ni * h + ih) * w + iw) * c + ch);
+				float v = ldf(x, ((ni * h + ih) * w + iw) * c + ch);
 				// the first in-bounds position wins ties, as in torch
 				if (first || v > best) {
 					best = v;
@@ -52,12 +69,8 @@ __global__ void maxpool_fwd8_k(const T *x, T *y, uint8_t *arg, int n, int h, int
 {
 	size_t nv = (size_t)n * ho * wo * cv;
 	DLC_GRID_STRIDE(v, nv) {
-		int cg = (int)(v % (size_t)cv);
-		size_t r = v / (size_t)cv;
-		int ow = (int)(r % (size_t)wo);
-		r /= (size_t)wo;
-		int oh = (int)(r % (size_t)ho);
-		size_t ni = r / (size_t)ho;
+		int cg, ow, oh;
+		size_t ni = nhwc_pos(v, cv, wo, ho, &cg, &ow, &oh);
 		float best[8];
 		uint8_t bi[8];
 		int first = 1;
@@ -116,22 +129,14 @@ __global__ void maxpool_bwd_k(const T *dy, const uint8_t *arg, T *dx, int n, int
 {
 	size_t total = (size_t)n * h * w * c;
 	DLC_GRID_STRIDE(i, total) {
-		int ch = (int)(i % c);
-		size_t r = i / c;
-		int iw = (int)(r % w);
-		r /= w;
-		int ih = (int)(r % h);
-		int ni = (int)(r / h);
-		// windows oh with oh*stride-pad <= ih <= oh*stride-pad+k-1
-		int th = ih + pad - k + 1, tw = iw + pad - k + 1;
-		int oh0 = th <= 0 ? 0 : (th + stride - 1) / stride;
-		int ow0 = tw <= 0 ? 0 : (tw + stride - 1) / stride;
-		int oh1 = min(ho - 1, (ih + pad) / stride);
-		int ow1 = min(wo - 1, (iw + pad) / stride);
+		int ch, iw, ih, oh0, oh1, ow0, ow1;
+		size_t ni = nhwc_pos(i, c, w, h, &ch, &iw, &ih);
+		pool_windows(ih, k, stride, pad, ho, &oh0, &oh1);
+		pool_windows(iw, k, stride, pad, wo, &ow0, &ow1);
 		float acc = 0.0f;
 		for (int oh = oh0; oh <= oh1; oh++)
 			for (int ow = ow0; ow <= ow1; ow++) {
-				size_t o = (((size_t)ni * ho + oh) * wo + ow) * c + ch;
+				size_t o = ((ni * ho + oh) * wo + ow) * c + ch;
 				int pos = (ih - (oh * stride - pad)) * k + (iw - (ow * stride - pad));
 				if (arg[o] == pos)
 					acc += ldf(dy, o);
@@ -149,17 +154,10 @@ __global__ void maxpool_bwd8_k(const T *dy, const uint8_t *arg, T *dx, int n, in
 {
 	size_t nv = (size_t)n * h * w * cv;
 	DLC_GRID_STRIDE(v, nv) {
-		int cg = (int)(v % (size_t)cv);
-		size_t r = v / (size_t)cv;
-		int iw = (int)(r % (size_t)w);
-		r /= (size_t)w;
-		int ih = (int)(r % (size_t)h);
-		size_t ni = r / (size_t)h;
-		int th = ih + pad - k + 1, tw = iw + pad - k + 1;
-		int oh0 = th <= 0 ? 0 : (th + stride - 1) / stride;
-		int ow0 = tw <= 0 ? 0 : (tw + stride - 1) / stride;
-		int oh1 = min(ho - 1, (ih + pad) / stride);
-		int ow1 = min(wo - 1, (iw + pad) / stride);
+		int cg, iw, ih, oh0, oh1, ow0, ow1;
+		size_t ni = nhwc_pos(v, cv, w, h, &cg, &iw, &ih);
+		pool_windows(ih, k, stride, pad, ho, &oh0, &oh1);
+		pool_windows(iw, k, stride, pad, wo, &ow0, &ow1);
 		float acc[8];
 #pragma unroll
 		for (int j = 0; j < 8; j++)
