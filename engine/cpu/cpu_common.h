@@ -12,8 +12,9 @@
  * call that writes it to the next primitive that reads it, inside one
  * layer's pass: a diff on its way into an accumulating sink (DIFF), a
  * layer's weights or weight gradient in the layout one pass wants (W0, W1:
- * two, for a pass that needs two at once). */
-enum cpu_tmp { CPU_TMP_DIFF, CPU_TMP_W0, CPU_TMP_W1, CPU_N_TMP };
+ * two, for a pass that needs two at once), a layer's input laid out by
+ * kernel tap for its weight gradient (COL). */
+enum cpu_tmp { CPU_TMP_DIFF, CPU_TMP_W0, CPU_TMP_W1, CPU_TMP_COL, CPU_N_TMP };
 
 /* Weight reorders by pass: into the forward's layout, into backward-data's
  * (the conv's acc path included), of the weight gradient into the caller's. */

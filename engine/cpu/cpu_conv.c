@@ -124,6 +124,80 @@ static int own_wgrad_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, 
 
 enum conv_pass { PASS_FWD, PASS_BWD_DATA, PASS_BWD_WEIGHTS };
 
+static dnnl_primitive_desc_t conv_pass_pd(struct cpu_ctx *c, enum conv_pass pass, dnnl_alg_kind_t *alg,
+					  const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *w,
+					  const dnnl_memory_desc_t *dst, const dnnl_dims_t strides,
+					  const dnnl_dims_t pl, const dnnl_dims_t pr,
+					  const_dnnl_primitive_desc_t hint);
+
+/* The gathered weight gradient (col_dw) takes 3x3 stride-2 pad-1 layers on
+ * oneDNN's direct kernel from this many input channels: its backward-weights
+ * ran resnet50's layer4.0 (512 channels, 14x14 -> 7x7) at 115-140 GFLOP/s,
+ * the 1x1 kernel over the gathered input at 170-190 with the gather;
+ * layer3.0 (256, 28x28 -> 14x14) 5-10 % faster (tests/bench/RESULTS.md). */
+#define COL_DW_MIN_CHANNELS 256
+
+/* col (N, k*k*Ci, Ho, Wo) nChw16c, channel block b*k*k + r*k + s of image
+ * i: x (N, Ci, H, W) nChw16c's block b at (stride*oh + r - pad, stride*ow +
+ * s - pad), zero outside. */
+static void col_gather(const float *x, float *col, int n, int cb, int h, int w, int ho, int wo,
+		       int k, int stride, int pad)
+{
+	enum { B = 16 };
+	int kk = k * k;
+#pragma omp parallel for collapse(2) schedule(static)
+	for (int i = 0; i < n; i++)
+		for (int b = 0; b < cb; b++) {
+			const float *xb = x + ((size_t)i * cb + b) * h * w * B;
+			float *o = col + ((size_t)i * cb + b) * kk * ho * wo * B;
+			for (int t = 0; t < kk; t++)
+				for (int oh = 0; oh < ho; oh++) {
+					int ih = stride * oh + t / k - pad;
+					for (int ow = 0; ow < wo; ow++, o += B) {
+						int iw = stride * ow + t % k - pad;
+						if (ih < 0 || ih >= h || iw < 0 || iw >= w)
+							memset(o, 0, B * sizeof(float));
+						else
+							memcpy(o, xb + ((size_t)ih * w + iw) * B, B * sizeof(float));
+					}
+				}
+		}
+}
+
+/* A 3x3 stride-2 layer on oneDNN's direct kernel whose weight gradient runs
+ * as one 1x1 weight gradient over its gathered input (col_dw).  0: not
+ * taken, 1: taken, -1: error. */
+static int col_dw_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int h, int w, int co,
+		       int ho, int wo, int k, int stride, int pad)
+{
+	dnnl_memory_desc_t src_blk, dst_blk, col_md, w1_md;
+	dnnl_dims_t w1dims = { co, (dnnl_dim_t)k * k * ci, 1, 1 }, wdims = { co, ci, k, k };
+	dnnl_dims_t one = { 1, 1 }, zero = { 0, 0 };
+	dnnl_alg_kind_t alg = dnnl_convolution_direct;
+	dnnl_primitive_desc_t fpd, bpd;
+	if (c->conv_algo == DL_CONV_DIRECT || c->act_dt != dnnl_f32 || k != 3 || stride != 2 ||
+	    pad != 1 || ci < COL_DW_MIN_CHANNELS || ci % 16 || co % 16)
+		return 0;
+	if (cpu_md4(c, &src_blk, n, ci, h, w, dnnl_nChw16c) < 0 ||
+	    cpu_md4(c, &dst_blk, n, co, ho, wo, dnnl_nChw16c) < 0)
+		return -1;
+	if (!cpu_md_eq(&l->src_md, &src_blk) || !cpu_md_eq(&l->dst_md, &dst_blk))
+		return 0;
+	if (cpu_md4(c, &col_md, n, k * k * ci, ho, wo, dnnl_nChw16c) < 0 ||
+	    cpu_md(c, &w1_md, 4, w1dims, dnnl_OIhw16i16o) < 0 ||
+	    cpu_md(c, &l->wt.dw_md, 4, wdims, dnnl_OIhw16i16o) < 0)
+		return -1;
+	if (!(fpd = conv_pass_pd(c, PASS_FWD, &alg, &col_md, &w1_md, &l->dst_md, one, zero, zero,
+				 NULL)) ||
+	    !(bpd = conv_pass_pd(c, PASS_BWD_WEIGHTS, &alg, &col_md, &w1_md, &l->dst_md, one, zero,
+				 zero, fpd)) ||
+	    cpu_prim_make(c, &l->bwd_w, bpd) < 0 || !(l->col = cpu_tmp_mem(c, &col_md, CPU_TMP_COL)) ||
+	    !(l->col_w = cpu_view(c, &w1_md)))
+		return -1;
+	l->col_dw = 1;
+	return 1;
+}
+
 /* The primitive desc of one pass with algorithm *alg; where oneDNN has no
  * Winograd kernel for this shape or layout (the desc is valid but creating
  * the pd fails) it falls back to direct, and *alg says which ran.  For the
@@ -202,7 +276,8 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 	 * back to direct on its own; the weight gradient on cpu_wino's wgrad
 	 * path where it takes the layer. */
 	dnnl_alg_kind_t alg_w = alg, alg_d = alg;
-	int own_dw = l->winograd ? own_wgrad_init(c, l, n, ci, h, w, co) : 0;
+	int own_dw = l->winograd ? own_wgrad_init(c, l, n, ci, h, w, co) :
+				   col_dw_init(c, l, n, ci, h, w, co, ho, wo, k, stride, pad);
 	if (own_dw < 0)
 		goto fail;
 	if (!own_dw) {
@@ -466,6 +541,22 @@ int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w
 		cpu_wino_bind(&l->wg, cpu_handle(l->wino_scratch));
 		cpu_wino_backward_weights_at(&l->wg, cpu_handle(src), cpu_handle(diff_dst),
 					     cpu_handle(l->wt.dw), &l->dw_at);
+	} else if (l->col_dw) {
+		const dnnl_dim_t *sd = l->src_md.dims, *dd = l->dst_md.dims;
+		const float *x = cpu_handle(src);
+		float *col = cpu_handle(l->col);
+		if (!x || !col) {
+			cpu_errf(c, "%s:%d: convolution memory has no buffer", __FILE__, __LINE__);
+			return -1;
+		}
+		col_gather(x, col, (int)sd[0], (int)sd[1] / 16, (int)sd[2], (int)sd[3], (int)dd[2],
+			   (int)dd[3], 3, 2, 1);
+		if (cpu_set_handle(c, l->col_w, cpu_handle(l->wt.dw)) < 0)
+			return -1;
+		dnnl_exec_arg_t aw[] = { { DNNL_ARG_SRC, l->col }, { DNNL_ARG_DIFF_DST, diff_dst },
+					 { DNNL_ARG_DIFF_WEIGHTS, l->col_w } };
+		if (cpu_exec(c, &l->bwd_w, 3, aw) < 0)
+			return -1;
 	} else {
 		dnnl_exec_arg_t aw[] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_DIFF_DST, diff_dst },
 					 { DNNL_ARG_DIFF_WEIGHTS, l->wt.dw } };

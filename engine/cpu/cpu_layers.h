@@ -78,6 +78,13 @@ struct cpu_conv {
 	 * weight layout at the places dw_at says. */
 	int own_dw;
 	struct cpu_wino_place dw_at;
+	/* col_dw: a 3x3 stride-2 layer's weight gradient as one 1x1 weight
+	 * gradient (bwd_w) over its input gathered by tap into col (N, 9*Ci,
+	 * Ho, Wo), channel block ib*9 + tap, which makes the 1x1 gradient
+	 * (Co, 9*Ci) in OIhw16i16o the 3x3 one in OIhw16i16o, byte for byte
+	 * (col_dw views wt.dw so). */
+	int col_dw;
+	dnnl_memory_t col, col_w;
 };
 /* src_md NULL: let oneDNN choose the input layout (read it from l->src_md). */
 int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_t *src_md,

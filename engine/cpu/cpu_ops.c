@@ -92,7 +92,7 @@ static int conv_run(enum conv_mode mode, const float *x, const float *w, const f
 		goto out;
 	size_t wcount = (size_t)co * ci * k * k;
 	if (winograd)
-		*winograd = l.own_dw ? 3 : l.winograd;
+		*winograd = l.own_dw ? 3 : l.col_dw ? 4 : l.winograd;
 	if (mode == CONV_FWD) {
 		if (io_in(c, &tx, x) < 0 || cpu_conv_forward_exec(c, &l, w, tx.blk, ty.blk) < 0 ||
 		    io_out(c, &ty, out) < 0)

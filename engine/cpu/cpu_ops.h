@@ -65,7 +65,8 @@ int cpu_fc(const float *x, const float *w, const float *b, const float *dy, floa
  * engine/backend.h); mode as cpu_conv_bf16 below.  *winograd (if not NULL)
  * says which kernels the layer runs: 0 direct, 1 oneDNN's Winograd, 2
  * cpu_wino's, 3 oneDNN's Winograd with cpu_wino's weight gradient (its
- * wgrad path). */
+ * wgrad path), 4 direct with the weight gradient over the gathered input
+ * (col_dw). */
 int cpu_conv_algo(int mode, int algo, const float *x, const float *w, const float *dy,
 		  float *out, int n, int ci, int h, int wd, int co, int k, int stride, int pad,
 		  int *winograd, char *err, size_t errlen);

@@ -122,10 +122,10 @@ static int bench(const struct shape *sh, int n, int reps, int wide_off)
 			t[2] += t2 - t1;
 		}
 	}
-	static const char *const algo[] = { "direct", "winograd", "own-wino", "wino+own-dw" };
+	static const char *const algo[] = { "direct", "winograd", "own-wino", "wino+own-dw", "direct+col-dw" };
 	printf("%-16s n%-3d %4d->%-4d %3dx%-3d k%d s%d %-8s  fwd %7.1f  bwd-data %7.1f  bwd-weights %7.1f GFLOP/s"
 	       "  (per CPU-second: %6.1f %6.1f %6.1f)\n",
-	       sh->name, n, sh->ci, sh->co, sh->h, sh->h, sh->k, sh->s, algo[l.own_dw ? 3 : l.winograd], flops * reps / t[0] * 1e-9,
+	       sh->name, n, sh->ci, sh->co, sh->h, sh->h, sh->k, sh->s, algo[l.own_dw ? 3 : l.col_dw ? 4 : l.winograd], flops * reps / t[0] * 1e-9,
 	       sh->ci != 3 ? flops * reps / t[1] * 1e-9 : 0.0, flops * reps / t[2] * 1e-9,
 	       flops * reps / u[0] * 1e-9, sh->ci != 3 ? flops * reps / u[1] * 1e-9 : 0.0,
 	       flops * reps / u[2] * 1e-9);

@@ -55,12 +55,14 @@ static void report_tol(const char *what, const char *shape, const char *out, con
 }
 
 /* The kernel a convolution ran (cpu_conv's winograd field). */
-static const char *const impl_name[] = { "direct", "winograd", "cpu_wino", "winograd+cpu_wino dw" };
+static const char *const impl_name[] = { "direct", "winograd", "cpu_wino", "winograd+cpu_wino dw",
+					 "direct+gathered dw" };
 
 /* One convolution with algorithm algo (enum dl_conv_algo): want_wino is
  * the kernels that must run (0 direct, 1 oneDNN's Winograd, 2 cpu_wino's,
- * 3 oneDNN's Winograd with cpu_wino's weight gradient) or -1 for any, so a
- * shape meant to test one kernel cannot quietly pass on another. */
+ * 3 oneDNN's Winograd with cpu_wino's weight gradient, 4 direct with the
+ * weight gradient over the gathered input) or -1 for any, so a shape meant
+ * to test one kernel cannot quietly pass on another. */
 static void test_conv_algo(int algo, int want_wino, int n, int ci, int h, int w, int co, int k,
 			   int s, int p)
 {
@@ -90,6 +92,9 @@ static void test_conv_algo(int algo, int want_wino, int n, int ci, int h, int w,
 		       impl_name[wino], impl_name[want_wino]);
 		failures++;
 	}
+	/* 4: direct sums, in another order */
+	if (wino == 4)
+		wino = 0;
 	double tol = wino ? WINO_TOL : TOL;
 	report_tol(wino ? "conv fwd (wino)" : "conv fwd", shape, "y", y, ry, ny, tol);
 	if (cpu_conv_algo(1, algo, NULL, wt, dy, dx, n, ci, h, w, co, k, s, p, NULL, err,
@@ -497,9 +502,20 @@ int main(void)
 	test_conv_algo(DL_CONV_AUTO, own ? 2 : 0, 6, 128, 56, 56, 128, 3, 2, 1);
 	test_conv_algo(DL_CONV_AUTO, own ? 2 : 0, 4, 64, 57, 59, 128, 3, 2, 1);
 	test_conv_algo(DL_CONV_AUTO, 0, 2, 128, 56, 56, 128, 3, 2, 1);
-	test_conv_algo(DL_CONV_AUTO, 0, 2, 256, 28, 28, 256, 3, 2, 1);
 	test_conv_acc(DL_CONV_AUTO, 6, 64, 56, 56, 128, 3, 2);
 	omp_set_num_threads(threads);
+	/* From 256 input channels oneDNN's direct kernel runs the forward and
+	 * backward-data, and the weight gradient is one 1x1 weight gradient over
+	 * the input gathered by tap (col_dw): resnet50's layer3.0 and layer4.0,
+	 * odd sides with Ci != Co, a 1x2 input (one output, eight taps in the
+	 * padding), and 240 channels or --conv-algo direct, which keep oneDNN's
+	 * own weight gradient. */
+	test_conv_algo(DL_CONV_AUTO, 4, 2, 256, 28, 28, 256, 3, 2, 1);
+	test_conv_algo(DL_CONV_AUTO, 4, 2, 512, 14, 14, 512, 3, 2, 1);
+	test_conv_algo(DL_CONV_AUTO, 4, 3, 256, 15, 13, 128, 3, 2, 1);
+	test_conv_algo(DL_CONV_AUTO, 4, 1, 512, 1, 2, 256, 3, 2, 1);
+	test_conv_algo(DL_CONV_AUTO, 0, 2, 240, 9, 9, 256, 3, 2, 1);
+	test_conv_algo(DL_CONV_DIRECT, 0, 2, 256, 9, 9, 256, 3, 2, 1);
 	test_conv_algo(DL_CONV_WINOGRAD, 0, 2, 64, 8, 8, 64, 1, 1, 0); /* 1x1: direct */
 	/* resnet50's bottleneck conv1 (Ci = 4 Co, and Ci = Co in layer1). */
 	test_conv_acc(DL_CONV_AUTO, 2, 64, 7, 9, 16, 1, 1);
