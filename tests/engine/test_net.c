@@ -44,11 +44,14 @@
  * to the stem (0.05-0.45 seen here at N=4, worst before the max pool,
  * whose argmax ties are frequent in bf16; one BN+ReLU alone, against
  * float64's mask, reached 0.13 in a run of test_bf16_ops, which now takes
- * bf16's own mask instead).  A broken conversion is off by O(1). */
+ * bf16's own mask instead).  The worst are the stem BN's 16 values after
+ * three steps of momentum: over 1,300 random runs the largest error of any
+ * gradient was 0.76, and 0.6 was passed in 0.6 % of the runs.  A broken
+ * conversion is off by O(1): zeros give 1, unrelated values ~1.4. */
 #define TOL 2e-2
-#define TOL_GRAD 0.6
-/* ...while the typical gradient is much closer (median ~0.05; max 0.40
- * over 150 random runs). */
+#define TOL_GRAD 0.9
+/* ...while the typical gradient is much closer (the median of a run's
+ * gradients: 0.067 over 1,000 random runs, the largest 0.13). */
 #define TOL_GRAD_MEDIAN 0.2
 /* Weights after three SGD steps carry three gradients' error times lr:
  * the stem's conv1, whose gradient is the worst (see above), lands at
