@@ -76,6 +76,26 @@ static int push(struct cpu_ctx *c, void ***arr, int *n, int *cap, void *p)
 
 #define PUSH(field, p) push(c, (void ***)&c->field, &c->n_##field, &c->cap_##field, (void *)(p))
 
+/* m into the shared scratchpad's memories, its handle at byte off. */
+static int scratch_push(struct cpu_ctx *c, dnnl_memory_t m, size_t off, size_t bytes)
+{
+	int cap = c->cap_scratch_mems;
+	if (PUSH(scratch_mems, m) < 0)
+		return -1;
+	if (c->cap_scratch_mems != cap || !c->scratch_offs) {
+		size_t *no = realloc(c->scratch_offs, sizeof(size_t) * c->cap_scratch_mems);
+		if (!no) {
+			c->n_scratch_mems--;
+			cpu_errf(c, "cpu backend: out of memory");
+			return -1;
+		}
+		c->scratch_offs = no;
+	}
+	c->scratch_offs[c->n_scratch_mems - 1] = off;
+	c->scratch_size = off + bytes > c->scratch_size ? off + bytes : c->scratch_size;
+	return 0;
+}
+
 int cpu_ctx_init(struct cpu_ctx *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -96,7 +116,7 @@ int cpu_ctx_finalize(struct cpu_ctx *c)
 	c->scratch = cpu_aligned_alloc(c->scratch_size);
 	CHECK(c->scratch, "cpu backend: out of memory for %zu bytes of scratchpad", c->scratch_size);
 	for (int i = 0; i < c->n_scratch_mems; i++)
-		DN(dnnl_memory_set_data_handle(c->scratch_mems[i], c->scratch));
+		DN(dnnl_memory_set_data_handle(c->scratch_mems[i], (char *)c->scratch + c->scratch_offs[i]));
 	for (int t = 0; t < CPU_N_TMP; t++) {
 		struct cpu_shared *s = &c->tmp[t];
 		free(s->buf);
@@ -129,6 +149,7 @@ void cpu_ctx_destroy(struct cpu_ctx *c)
 	free(c->pds);
 	free(c->mems);
 	free(c->scratch_mems);
+	free(c->scratch_offs);
 	free(c->scratch);
 	for (int t = 0; t < CPU_N_TMP; t++) {
 		free(c->tmp[t].mems);
@@ -231,9 +252,21 @@ dnnl_memory_t cpu_scratch_mem(struct cpu_ctx *c, size_t bytes)
 	CHECK(bytes > 0 && bytes <= (size_t)INT64_MAX, "%s:%d: scratch of %zu bytes", __FILE__,
 	      __LINE__, bytes);
 	DN(dnnl_memory_desc_init_by_tag(&md, 1, dims, dnnl_u8, dnnl_a));
-	if (!(m = cpu_view(c, &md)) || PUSH(scratch_mems, m) < 0)
+	if (!(m = cpu_view(c, &md)) || scratch_push(c, m, 0, bytes) < 0)
 		return NULL;
-	c->scratch_size = bytes > c->scratch_size ? bytes : c->scratch_size;
+	return m;
+fail:
+	return NULL;
+}
+
+dnnl_memory_t cpu_scratch_at(struct cpu_ctx *c, const dnnl_memory_desc_t *md, size_t offset)
+{
+	dnnl_memory_t m;
+	/* 64-byte alignment, as the scratchpad's own. */
+	CHECK(offset % 64 == 0, "%s:%d: scratch offset %zu not 64-byte aligned", __FILE__, __LINE__,
+	      offset);
+	if (!(m = cpu_view(c, md)) || scratch_push(c, m, offset, dnnl_memory_desc_get_size(md)) < 0)
+		return NULL;
 	return m;
 fail:
 	return NULL;
@@ -325,9 +358,8 @@ int cpu_prim_make(struct cpu_ctx *c, struct cpu_prim *p, dnnl_primitive_desc_t p
 			dnnl_memory_destroy(p->scratch);
 			return -1;
 		}
-		if (PUSH(scratch_mems, p->scratch) < 0)
+		if (scratch_push(c, p->scratch, 0, sz) < 0)
 			return -1;
-		c->scratch_size = sz > c->scratch_size ? sz : c->scratch_size;
 	}
 	return 0;
 fail:

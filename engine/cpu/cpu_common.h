@@ -12,9 +12,8 @@
  * call that writes it to the next primitive that reads it, inside one
  * layer's pass: a diff on its way into an accumulating sink (DIFF), a
  * layer's weights or weight gradient in the layout one pass wants (W0, W1:
- * two, for a pass that needs two at once), a layer's input laid out by
- * kernel tap for its weight gradient (COL). */
-enum cpu_tmp { CPU_TMP_DIFF, CPU_TMP_W0, CPU_TMP_W1, CPU_TMP_COL, CPU_N_TMP };
+ * two, for a pass that needs two at once). */
+enum cpu_tmp { CPU_TMP_DIFF, CPU_TMP_W0, CPU_TMP_W1, CPU_N_TMP };
 
 /* Weight reorders by pass: into the forward's layout, into backward-data's
  * (the conv's acc path included), of the weight gradient into the caller's. */
@@ -60,9 +59,11 @@ struct cpu_ctx {
 	 * comes: what cpu_view is for). */
 	dnnl_memory_t *owned;
 	int n_owned, cap_owned, owned_sorted;
-	/* Memories that live in a shared buffer (scratchpads, temporaries):
-	 * their handle is set once the largest size is known. */
+	/* Memories that live in the shared scratchpad, each at its offset
+	 * (scratch_offs, as long as scratch_mems' capacity): their handle is
+	 * set once the largest size is known. */
 	dnnl_memory_t *scratch_mems;
+	size_t *scratch_offs;
 	int n_scratch_mems, cap_scratch_mems;
 	size_t scratch_size;
 	void *scratch;
@@ -138,6 +139,10 @@ dnnl_memory_t cpu_tmp_mem(struct cpu_ctx *c, const dnnl_memory_desc_t *md, enum 
  * share it: valid from cpu_ctx_finalize, contents gone at the next
  * primitive or scratch user). */
 dnnl_memory_t cpu_scratch_mem(struct cpu_ctx *c, size_t bytes);
+/* Memory of layout md over the shared scratchpad from byte `offset` on:
+ * past a primitive's own scratchpad (offset at least its size), a buffer
+ * that lives only while that primitive runs beside it. */
+dnnl_memory_t cpu_scratch_at(struct cpu_ctx *c, const dnnl_memory_desc_t *md, size_t offset);
 /* Point a view (cpu_view, cpu_mem over a caller's buffer) at handle; -1
  * (an internal error) for a memory with a buffer of its own. */
 int cpu_set_handle(struct cpu_ctx *c, dnnl_memory_t m, const void *handle);

@@ -191,8 +191,14 @@ static int col_dw_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int
 				 NULL)) ||
 	    !(bpd = conv_pass_pd(c, PASS_BWD_WEIGHTS, &alg, &col_md, &w1_md, &l->dst_md, one, zero,
 				 zero, fpd)) ||
-	    cpu_prim_make(c, &l->bwd_w, bpd) < 0 || !(l->col = cpu_tmp_mem(c, &col_md, CPU_TMP_COL)) ||
-	    !(l->col_w = cpu_view(c, &w1_md)))
+	    cpu_prim_make(c, &l->bwd_w, bpd) < 0)
+		return -1;
+	/* The gathered input lives in the shared scratchpad past the 1x1
+	 * kernel's own (only while it runs). */
+	const dnnl_memory_desc_t *smd = cpu_query(bpd, dnnl_query_scratchpad_md);
+	size_t off = smd ? dnnl_memory_desc_get_size(smd) : 0;
+	off = (off + 4095) & ~(size_t)4095;
+	if (!(l->col = cpu_scratch_at(c, &col_md, off)) || !(l->col_w = cpu_view(c, &w1_md)))
 		return -1;
 	l->col_dw = 1;
 	return 1;

@@ -82,7 +82,8 @@ struct cpu_conv {
 	 * gradient (bwd_w) over its input gathered by tap into col (N, 9*Ci,
 	 * Ho, Wo), channel block ib*9 + tap, which makes the 1x1 gradient
 	 * (Co, 9*Ci) in OIhw16i16o the 3x3 one in OIhw16i16o, byte for byte
-	 * (col_dw views wt.dw so). */
+	 * (col_w views wt.dw so); col sits in the shared scratchpad past
+	 * bwd_w's own. */
 	int col_dw;
 	dnnl_memory_t col, col_w;
 };
