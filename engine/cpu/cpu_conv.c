@@ -124,17 +124,40 @@ static int own_wgrad_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, 
 
 enum conv_pass { PASS_FWD, PASS_BWD_DATA, PASS_BWD_WEIGHTS };
 
+/* The primitive desc of one pass with algorithm *alg; where oneDNN has no
+ * Winograd kernel for this shape or layout (the desc is valid but creating
+ * the pd fails) it falls back to direct, and *alg says which ran.  For the
+ * backward passes w is the weights' diff.  NULL on error. */
 static dnnl_primitive_desc_t conv_pass_pd(struct cpu_ctx *c, enum conv_pass pass, dnnl_alg_kind_t *alg,
 					  const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *w,
 					  const dnnl_memory_desc_t *dst, const dnnl_dims_t strides,
 					  const dnnl_dims_t pl, const dnnl_dims_t pr,
-					  const_dnnl_primitive_desc_t hint);
+					  const_dnnl_primitive_desc_t hint)
+{
+	dnnl_convolution_desc_t d;
+	for (;;) {
+		if (pass == PASS_FWD)
+			DN(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, *alg, src, w, NULL,
+							      dst, strides, pl, pr));
+		else if (pass == PASS_BWD_DATA)
+			DN(dnnl_convolution_backward_data_desc_init(&d, *alg, src, w, dst, strides, pl, pr));
+		else
+			DN(dnnl_convolution_backward_weights_desc_init(&d, *alg, src, w, NULL, dst, strides,
+								       pl, pr));
+		dnnl_primitive_desc_t pd = cpu_pd(c, &d, NULL, hint);
+		if (pd || *alg == dnnl_convolution_direct)
+			return pd;
+		*alg = dnnl_convolution_direct;
+	}
+fail:
+	return NULL;
+}
 
 /* The gathered weight gradient (col_dw) takes 3x3 stride-2 pad-1 layers on
- * oneDNN's direct kernel from this many input channels: its backward-weights
- * ran resnet50's layer4.0 (512 channels, 14x14 -> 7x7) at 115-140 GFLOP/s,
- * the 1x1 kernel over the gathered input at 170-190 with the gather;
- * layer3.0 (256, 28x28 -> 14x14) 5-10 % faster (tests/bench/RESULTS.md). */
+ * oneDNN's direct kernel from this many input channels: resnet50's layer4.0
+ * (512 channels, 14x14 -> 7x7) backward-weights went from 120-152 GFLOP/s to
+ * 195-204 with the gather, layer3.0's (256, 28x28 -> 14x14) from 169-185 to
+ * 190-196 (tests/bench/RESULTS.md). */
 #define COL_DW_MIN_CHANNELS 256
 
 /* col (N, k*k*Ci, Ho, Wo) nChw16c, channel block b*k*k + r*k + s of image
@@ -202,35 +225,6 @@ static int col_dw_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int
 		return -1;
 	l->col_dw = 1;
 	return 1;
-}
-
-/* The primitive desc of one pass with algorithm *alg; where oneDNN has no
- * Winograd kernel for this shape or layout (the desc is valid but creating
- * the pd fails) it falls back to direct, and *alg says which ran.  For the
- * backward passes w is the weights' diff.  NULL on error. */
-static dnnl_primitive_desc_t conv_pass_pd(struct cpu_ctx *c, enum conv_pass pass, dnnl_alg_kind_t *alg,
-					  const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *w,
-					  const dnnl_memory_desc_t *dst, const dnnl_dims_t strides,
-					  const dnnl_dims_t pl, const dnnl_dims_t pr,
-					  const_dnnl_primitive_desc_t hint)
-{
-	dnnl_convolution_desc_t d;
-	for (;;) {
-		if (pass == PASS_FWD)
-			DN(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, *alg, src, w, NULL,
-							      dst, strides, pl, pr));
-		else if (pass == PASS_BWD_DATA)
-			DN(dnnl_convolution_backward_data_desc_init(&d, *alg, src, w, dst, strides, pl, pr));
-		else
-			DN(dnnl_convolution_backward_weights_desc_init(&d, *alg, src, w, NULL, dst, strides,
-								       pl, pr));
-		dnnl_primitive_desc_t pd = cpu_pd(c, &d, NULL, hint);
-		if (pd || *alg == dnnl_convolution_direct)
-			return pd;
-		*alg = dnnl_convolution_direct;
-	}
-fail:
-	return NULL;
 }
 
 /* oneDNN picks the blocked layouts (format any) for dst and weights, and for
@@ -555,6 +549,7 @@ int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w
 			cpu_errf(c, "%s:%d: convolution memory has no buffer", __FILE__, __LINE__);
 			return -1;
 		}
+		/* col_dw_init took 3x3 stride-2 pad-1 only */
 		col_gather(x, col, (int)sd[0], (int)sd[1] / 16, (int)sd[2], (int)sd[3], (int)dd[2],
 			   (int)dd[3], 3, 2, 1);
 		if (cpu_set_handle(c, l->col_w, cpu_handle(l->wt.dw)) < 0)
