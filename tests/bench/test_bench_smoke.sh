@@ -6,9 +6,10 @@
 #   bench_ops      batch 1, 1 rep: 10 shapes, each naming its algorithm
 #                  (the 3x3 stride-1 ones Winograd, conv1 and the 3x3
 #                  stride-2 ones direct but layer2.0's, own-wino where the
-#                  CPU has AVX-512), plus oneDNN's line after each own-wino
-#                  one (layer2.0, layer3/4 only) and each wino+own-dw one
-#                  (layer1/2 only)
+#                  CPU has AVX-512, and layer3.0's and layer4.0's with the
+#                  gathered weight gradient, direct+col-dw), plus oneDNN's
+#                  line after each own-wino one (layer2.0, layer3/4 only)
+#                  and each wino+own-dw one (layer1/2 only)
 #   bench_bn       1 rep: 9 shapes and the sum
 #   bench_engine.sh / bench_data.sh given a directory with no Makefile: exit 2
 #                  saying so (not make's "config.h: No such file")
@@ -49,19 +50,22 @@ rc=$?
 # takes layer1/layer2's weight gradient (AVX-512), a wino+own-dw line and
 # oneDNN's winograd line after it; where the stride-2 path takes layer2.0
 # (AVX-512 and enough tiles per thread, so not at batch 1 on a few
-# threads), an own-wino line and oneDNN's direct line after it: 3 direct
-# stride-2 3x3 lines either way.
+# threads), an own-wino line and oneDNN's direct line after it: 1 direct
+# stride-2 3x3 line either way, and layer3.0's and layer4.0's with the
+# gathered weight gradient (direct+col-dw).
 own=$(grep -c ' k3 s1 own-wino  *fwd' <<<"$out")
 dw=$(grep -c ' k3 s1 wino+own-dw  *fwd' <<<"$out")
 s2=$(grep -c ' k3 s2 own-wino  *fwd' <<<"$out")
 if [ $rc -eq 0 ] && [ "$(grep -c 'GFLOP/s' <<<"$out")" -eq $((10 + own + dw + s2)) ] &&
 	grep -q '^conv1 7x7/2 .* k7 s2 direct  *fwd' <<<"$out" &&
 	[ "$(grep -c ' k3 s1 winograd  *fwd' <<<"$out")" -eq 4 ] &&
-	[ "$(grep -c ' k3 s2 direct  *fwd' <<<"$out")" -eq 3 ] &&
+	[ "$(grep -c ' k3 s2 direct  *fwd' <<<"$out")" -eq 1 ] &&
+	[ "$(grep ' k3 s2 direct+col-dw  *fwd' <<<"$out" | grep -c '^layer[34].0 3x3/2 ')" -eq 2 ] &&
+	[ "$(grep -c ' k3 s2 direct+col-dw  *fwd' <<<"$out")" -eq 2 ] &&
 	[ "$(grep ' k3 s1 own-wino ' <<<"$out" | grep -vc '^layer[34] 3x3 ')" -eq 0 ] &&
 	[ "$(grep ' k3 s2 own-wino ' <<<"$out" | grep -vc '^layer2.0 3x3/2 ')" -eq 0 ] &&
 	[ "$(grep ' k3 s1 wino+own-dw ' <<<"$out" | grep -vc '^layer[12] 3x3 ')" -eq 0 ]; then
-	ok "bench_ops: 10 shapes, the 3x3 stride-1 ones named winograd ($own also own-wino, $dw also wino+own-dw, $s2 stride-2 own-wino)"
+	ok "bench_ops: 10 shapes, the 3x3 stride-1 ones named winograd ($own also own-wino, $dw also wino+own-dw, $s2 stride-2 own-wino, layer3.0/4.0 direct+col-dw)"
 else
 	fail "bench_ops (exit $rc): $out"
 fi
