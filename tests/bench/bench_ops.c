@@ -4,7 +4,8 @@
  *   tests/bench/bench_ops [BATCH [REPS]]
  *
  * One line per shape: the algorithm the backend picked for it (direct,
- * winograd: oneDNN's, own-wino: cpu_wino's), then GFLOP/s of forward,
+ * winograd: oneDNN's, own-wino: cpu_wino's, direct+col-dw: oneDNN's direct
+ * kernel with the weight gradient over the gathered input), then GFLOP/s of forward,
  * backward-data, backward-weights (2*N*Co*Ho*Wo*Ci*k*k flops each: the
  * direct convolution's count, also for Winograd, which does fewer
  * multiplications, so its rows can pass the FMA peak below; the weights and
