@@ -85,6 +85,18 @@ static int own_wino_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, i
 	return cpu_md4(c, &l->dst_md, n, co, l->wg.ho, l->wg.wo, dnnl_nChw16c);
 }
 
+/* 1 if the layer's src (N, Ci, H, W) and dst (N, Co, Ho, Wo) are both
+ * nChw16c, 0 if not, -1 on error. */
+static int blocked_io(struct cpu_ctx *c, const struct cpu_conv *l, int n, int ci, int h, int w,
+		      int co, int ho, int wo)
+{
+	dnnl_memory_desc_t src_blk, dst_blk;
+	if (cpu_md4(c, &src_blk, n, ci, h, w, dnnl_nChw16c) < 0 ||
+	    cpu_md4(c, &dst_blk, n, co, ho, wo, dnnl_nChw16c) < 0)
+		return -1;
+	return cpu_md_eq(&l->src_md, &src_blk) && cpu_md_eq(&l->dst_md, &dst_blk);
+}
+
 static int turnable(const dnnl_memory_desc_t *md);
 static int turn_plan(struct cpu_ctx *c, struct cpu_turn *t, const dnnl_memory_desc_t *md);
 
@@ -96,16 +108,13 @@ static int turn_plan(struct cpu_ctx *c, struct cpu_turn *t, const dnnl_memory_de
 static int own_wgrad_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int h, int w,
 			  int co)
 {
-	dnnl_memory_desc_t src_blk, dst_blk;
 	struct cpu_turn map; /* its offset arrays are the context's, as long as the layer */
 	if (c->wino_wide_off || c->act_dt != dnnl_f32 || !cpu_wino_available() ||
 	    !cpu_wino_wgrad_fits(ci, co, h, w) || !turnable(&l->wt.fwd_md))
 		return 0;
-	if (cpu_md4(c, &src_blk, n, ci, h, w, dnnl_nChw16c) < 0 ||
-	    cpu_md4(c, &dst_blk, n, co, h, w, dnnl_nChw16c) < 0)
-		return -1;
-	if (!cpu_md_eq(&l->src_md, &src_blk) || !cpu_md_eq(&l->dst_md, &dst_blk))
-		return 0;
+	int io = blocked_io(c, l, n, ci, h, w, co, h, w);
+	if (io <= 0)
+		return io;
 	if (turn_plan(c, &map, &l->wt.fwd_md) < 0)
 		return -1;
 	for (int k = 0; k < co; k++)
@@ -193,7 +202,7 @@ static void col_gather(const float *x, float *col, int n, int cb, int h, int w, 
 static int col_dw_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int h, int w, int co,
 		       int ho, int wo, int k, int stride, int pad)
 {
-	dnnl_memory_desc_t src_blk, dst_blk, col_md, w1_md;
+	dnnl_memory_desc_t col_md, w1_md;
 	dnnl_dims_t w1dims = { co, (dnnl_dim_t)k * k * ci, 1, 1 }, wdims = { co, ci, k, k };
 	dnnl_dims_t one = { 1, 1 }, zero = { 0, 0 };
 	dnnl_alg_kind_t alg = dnnl_convolution_direct;
@@ -201,11 +210,9 @@ static int col_dw_init(struct cpu_ctx *c, struct cpu_conv *l, int n, int ci, int
 	if (c->conv_algo == DL_CONV_DIRECT || c->act_dt != dnnl_f32 || k != 3 || stride != 2 ||
 	    pad != 1 || ci < COL_DW_MIN_CHANNELS || ci % 16 || co % 16)
 		return 0;
-	if (cpu_md4(c, &src_blk, n, ci, h, w, dnnl_nChw16c) < 0 ||
-	    cpu_md4(c, &dst_blk, n, co, ho, wo, dnnl_nChw16c) < 0)
-		return -1;
-	if (!cpu_md_eq(&l->src_md, &src_blk) || !cpu_md_eq(&l->dst_md, &dst_blk))
-		return 0;
+	int io = blocked_io(c, l, n, ci, h, w, co, ho, wo);
+	if (io <= 0)
+		return io;
 	if (cpu_md4(c, &col_md, n, k * k * ci, ho, wo, dnnl_nChw16c) < 0 ||
 	    cpu_md(c, &w1_md, 4, w1dims, dnnl_OIhw16i16o) < 0 ||
 	    cpu_md(c, &l->wt.dw_md, 4, wdims, dnnl_OIhw16i16o) < 0)
@@ -274,7 +281,8 @@ int cpu_conv_init(struct cpu_ctx *c, struct cpu_conv *l, const dnnl_memory_desc_
 
 	/* The backward passes follow the forward's algorithm, each falling
 	 * back to direct on its own; the weight gradient on cpu_wino's wgrad
-	 * path where it takes the layer. */
+	 * path or over the gathered input (col_dw) where either takes the
+	 * layer. */
 	dnnl_alg_kind_t alg_w = alg, alg_d = alg;
 	int own_dw = l->winograd ? own_wgrad_init(c, l, n, ci, h, w, co) :
 				   col_dw_init(c, l, n, ci, h, w, co, ho, wo, k, stride, pad);
