@@ -126,7 +126,7 @@ static int gemm_algo(enum dlc_dir dir, int algo)
 static int usable(const struct dl_backend *b, enum dlc_dir dir, int algo, cudnnStatus_t st, size_t memory,
 		  cudnnMathType_t m, cudnnDeterminism_t det, int pass)
 {
-	return st == CUDNN_STATUS_SUCCESS && memory <= WORKSPACE_LIMIT && math_ok(b, m) &&
+	return st == CUDNN_STATUS_SUCCESS && memory <= b->ws_limit && math_ok(b, m) &&
 	       (pass == 0 ? m != search_math(b) : pass == 1 ? m == search_math(b) : 1) &&
 	       (!b->test.gemm_only || gemm_algo(dir, algo)) &&
 	       (!b->test.deterministic || det == CUDNN_DETERMINISTIC);
@@ -164,7 +164,7 @@ static int choose_fwd(struct dl_backend *b, struct dlc_conv *c, cudnnConvolution
 							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
 	PICK(DLC_FWD, perf, got, algo, math);
 	dlc_failf(b, "cuda backend: cuDNN has no forward algorithm for this convolution within %zu bytes of workspace",
-		  WORKSPACE_LIMIT);
+		  b->ws_limit);
 	return -1;
 }
 
@@ -186,7 +186,7 @@ static int choose_bwd_data(struct dl_backend *b, struct dlc_conv *c, cudnnConvol
 								CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
 	PICK(DLC_BWD_DATA, perf, got, algo, math);
 	dlc_failf(b, "cuda backend: cuDNN has no backward-data algorithm for this convolution within %zu bytes of workspace",
-		  WORKSPACE_LIMIT);
+		  b->ws_limit);
 	return -1;
 }
 
@@ -208,7 +208,7 @@ static int choose_bwd_filter(struct dl_backend *b, struct dlc_conv *c, cudnnConv
 								  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
 	PICK(DLC_BWD_FILTER, perf, got, algo, math);
 	dlc_failf(b, "cuda backend: cuDNN has no backward-filter algorithm for this convolution within %zu bytes of workspace",
-		  WORKSPACE_LIMIT);
+		  b->ws_limit);
 	return -1;
 }
 

@@ -16,8 +16,14 @@
 #include "engine/cuda/cuda_test.h"
 #include "engine/cuda/nccl_comm.h"
 
-/* Most cuDNN workspace one convolution may use. */
-#define WORKSPACE_LIMIT ((size_t)1 << 30)
+/* Most cuDNN workspace one convolution may use: an eighth of the device
+ * memory free at create(), at least WORKSPACE_MIN and at most WORKSPACE_MAX
+ * (b->ws_limit).  One workspace serves every convolution.  With 1 GiB at
+ * most, fp32 resnet50 at batch 256 on the H200 ran layer2.0's two 1x1
+ * convolutions over 256x56x56 on cuDNN's ALGO_0 backward passes: 242 of a
+ * 548 ms step, 0.44x PyTorch (tests/bench/RESULTS.md). */
+#define WORKSPACE_MIN ((size_t)1 << 30)
+#define WORKSPACE_MAX ((size_t)8 << 30)
 
 /* Record "file:line: call: reason" in b->err; the caller returns -1. */
 void dlc_fail(struct dl_backend *b, const char *file, int line, const char *call, const char *why);
@@ -147,6 +153,7 @@ struct dl_backend {
 
 	void *ws;               /* cuDNN workspace */
 	size_t ws_bytes;
+	size_t ws_limit; /* most workspace one convolution may use (WORKSPACE_MIN..MAX) */
 	void *blas_ws;
 	size_t blas_ws_bytes;
 	float *bn_part;         /* BN reduction partials */

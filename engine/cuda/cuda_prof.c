@@ -145,8 +145,14 @@ void dl_cuda_profile_print(struct dl_backend *b, FILE *f)
 		int i = top[j];
 		const struct dl_node *d = &g->nodes[i];
 		const struct dl_shape *x = &g->values[d->in[0]], *y = &g->values[d->out];
-		fprintf(f, "profile: node %3d %-7s %4dx%3dx%3d -> %4dx%3dx%3d k%d s%d: fwd %.3f ms, bwd %.3f ms\n", i,
+		char algos[64] = "";
+		if (d->kind == DL_NODE_CONV) {
+			const struct dlc_conv *c = &b->node[i].conv;
+			snprintf(algos, sizeof algos, " (cuDNN algorithms fwd %d, bwd-data %d, bwd-filter %d)", (int)c->fwd,
+				 c->has_dx ? (int)c->bwd_data : -1, (int)c->bwd_filter);
+		}
+		fprintf(f, "profile: node %3d %-7s %4dx%3dx%3d -> %4dx%3dx%3d k%d s%d: fwd %.3f ms, bwd %.3f ms%s\n", i,
 			kind_name(d->kind), x->c, x->h, x->w, y->c, y->h, y->w, d->kernel, d->stride, b->pms[1 + i] * s,
-			b->pms[2 + n + (n - 1 - i)] * s);
+			b->pms[2 + n + (n - 1 - i)] * s, algos);
 	}
 }

@@ -1,7 +1,8 @@
 """PyTorch reference for tests/bench/bench_gpu.sh: ResNet training img/s on
 synthetic data resident in GPU memory, same protocol as bench_gpu.c (SGD
 momentum, median step time over CUDA events after warm-up).  Modes: eager
-AMP bf16 channels_last, and the same under torch.compile when it works.
+AMP (bf16 or fp16) or fp32 with TF32 off as dljob's fp32, channels_last, and
+the same under torch.compile when it works.
 Prints one JSON line per mode; a mode that fails prints {"error": ...}."""
 import argparse
 import json
@@ -51,6 +52,7 @@ def bench(mode, args):
         "img_per_s": round(args.batch / (med * 1e-3), 1), "final_loss": round(float(loss), 4),
         "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 3),
         "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+        "tf32": bool(torch.backends.cudnn.allow_tf32) if args.precision == "fp32" else None,
     }
 
 
@@ -68,6 +70,11 @@ def main():
         print(json.dumps({"engine": "pytorch", "error": "no CUDA device for PyTorch"}))
         return 77
     torch.backends.cudnn.benchmark = True
+    # fp32 as dljob runs it: true fp32, TF32 off (PyTorch allows TF32 in
+    # cuDNN convolutions by default, which would compare another precision)
+    if args.precision == "fp32":
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
     for mode in args.modes.split(","):
         try:
             print(json.dumps(bench(mode, args)), flush=True)

@@ -6,7 +6,9 @@
 # Not part of make check.  Environment:
 #   DLJOB_BENCH_GPU_BIN  the bench_gpu program (default: $DLJOB_BUILDDIR/tests/bench/bench_gpu)
 #   TORCH_PYTHON         python with torch + torchvision (default: /usr/bin/python3)
-#   BATCH SIZE STEPS WARMUP PRECISION   (256 224 30 10 bf16)
+#   BATCH SIZE STEPS WARMUP PRECISION   (256 224 30 10 bf16; fp16, fp32: TF32 off
+#                        on both sides)
+#   MODES                PyTorch's modes (default eager,compile)
 #   OUT                  if set, results are also written to $OUT/bench_gpu.jsonl
 # Without a CUDA device it stops at once, says so and exits 77 (bench_gpu's
 # own code for it).
@@ -36,7 +38,7 @@ for graphs in 0 1; do
 done
 # torch loads its own cuDNN/NCCL wheels: a LD_LIBRARY_PATH meant for dljob
 # (the bundle's env.sh) could hand it another cuDNN, which it refuses
-env -u LD_LIBRARY_PATH "$py" "$here/bench_gpu.py" $args >>"$res" || rc=1
+env -u LD_LIBRARY_PATH "$py" "$here/bench_gpu.py" $args --modes "${MODES:-eager,compile}" >>"$res" || rc=1
 cat "$res"
 [ -n "${OUT:-}" ] && mkdir -p "$OUT" && cp "$res" "$OUT/bench_gpu.jsonl"
 # one summary table with ratios against PyTorch eager

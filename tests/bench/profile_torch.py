@@ -52,6 +52,9 @@ def main():
         return 77
     if cuda:
         torch.backends.cudnn.benchmark = True
+        # fp32 as dljob runs it: TF32 off (PyTorch allows it in cuDNN convolutions by default)
+        torch.backends.cudnn.allow_tf32 = a.precision != "fp32"
+        torch.backends.cuda.matmul.allow_tf32 = False
     model = getattr(torchvision.models, a.model)(num_classes=1000).to(a.device)
     model = model.to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-5)
