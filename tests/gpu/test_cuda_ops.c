@@ -488,6 +488,9 @@ static double grads_err(const struct dl_graph *gc, const struct dl_graph *gr, co
  * error (running_mean after one step is 0.1 x the batch mean), in graph
  * order, to show where a forward error starts */
 static int trace_bn;
+/* resnet50_step sets this: compare_with then requires the eval losses to
+ * be finite but does not compare them (see resnet50_step) */
+static int eval_loss_unchecked;
 
 static void print_bn_trace(const struct dl_graph *gc, const struct dl_graph *gr)
 {
@@ -619,6 +622,8 @@ static int compare_with(const char *name, struct dl_graph *gr, struct dl_graph *
 		int d = abs(ec.top1 - er.top1) + abs(ec.top5 - er.top5);
 		top_diff = d > top_diff ? d : top_diff;
 	}
+	if (eval_loss_unchecked && isfinite(e_eval))
+		e_eval = 0.0;
 	ok = e_loss < tol && e_logits < tol && e_grad < tol && e_upd < tol && e_buf < tol && e_mom < tol &&
 	     e_eval < tol && top_diff <= 1 && same_counts;
 	if (worst) {
@@ -628,9 +633,9 @@ static int compare_with(const char *name, struct dl_graph *gr, struct dl_graph *
 			*worst = e[i] > *worst || !isfinite(e[i]) ? e[i] : *worst;
 	}
 	printf("%-30s %s n=%d: loss %.1e, logits %.1e, grads %.1e (%s), update %.1e (%s), momentum %.1e, "
-	       "running stats %.1e, counts %s, eval loss %.1e (%.7g vs %.7g), top-k diff %d: %s\n",
+	       "running stats %.1e, counts %s, eval loss %.1e%s (%.7g vs %.7g), top-k diff %d: %s\n",
 	       name, pname(prec), n, e_loss, e_logits, e_grad, wg, e_upd, wu, e_mom, e_buf, same_counts ? "same" : "DIFFER",
-	       e_eval, ev_c, ev_r, top_diff, ok ? "ok" : "FAIL");
+	       e_eval, eval_loss_unchecked ? " (finite; not compared)" : "", ev_c, ev_r, top_diff, ok ? "ok" : "FAIL");
 out:
 	if (br)
 		R->destroy(br);
@@ -1627,7 +1632,15 @@ static int resnet50_step(void)
 	 * uncertain a measure: over five seeds on the H200 it gave 1.3e-2 to
 	 * 4.7e-2, and the seed that gave 1.3e-2 failed a step whose per-BN
 	 * batch means were as close to ref as the moved weights' were.  The
-	 * per-BN batch-mean errors printed show where an error starts. */
+	 * per-BN batch-mean errors printed show where an error starts.
+	 *
+	 * The eval losses are required finite but not compared: after this one
+	 * step they are ~1e28-1e33 (n=2 at 64x64: the last BNs normalize 8
+	 * values), a one-ulp move of the weights changed them by up to 11 %, and
+	 * on the H200 one seed gave exactly 0 on ref (the true class on top)
+	 * against 5.9e25 on CUDA, an error of 3e25 relative to ref.  Setting the
+	 * BN momentum to 1 or the learning rate to 0.01 left them as large.
+	 * Eval itself is compared in the ops and u8 sections. */
 	enum { NSENS = 3 };
 	static const char *what[3] = { "resnet50 fp32 sensitivity: weights moved by 1 ulp",
 				       "resnet50 one step, cudnnFind's algorithms vs ref",
@@ -1649,8 +1662,10 @@ static int resnet50_step(void)
 					gc.params[i].data[j] = nextafterf(gc.params[i].data[j],
 									  urand() < 0.5 ? -INFINITY : INFINITY);
 		trace_bn = !sens;
+		eval_loss_unchecked = 1;
 		ok &= compare_with(what[r], &gr, &gc, 2, DL_FP32, tol, r == 2 ? &gemm : NULL, sens ? &find : NULL, &ek);
 		trace_bn = 0;
+		eval_loss_unchecked = 0;
 		e[r] = fmax(e[r], ek);
 		dl_model_free(&gr);
 		dl_model_free(&gc);
