@@ -402,7 +402,8 @@ static int setup(struct dl_backend *b)
 		return -1;
 	clear_stale_error();
 	CK_CUDA(b, cudaMemGetInfo(&free0, &total));
-	b->ws_limit = free0 / 8 < WORKSPACE_MIN ? WORKSPACE_MIN : free0 / 8 > WORKSPACE_MAX ? WORKSPACE_MAX : free0 / 8;
+	b->ws_limit = free0 / 8;
+	b->ws_limit = b->ws_limit < WORKSPACE_MIN ? WORKSPACE_MIN : b->ws_limit > WORKSPACE_MAX ? WORKSPACE_MAX : b->ws_limit;
 	CK_CUDA(b, cudaStreamCreateWithFlags(&b->s, cudaStreamNonBlocking));
 	CK_CUDA(b, cudaStreamCreateWithFlags(&b->cs, cudaStreamNonBlocking));
 	CK_CUDNN(b, cudnnCreate(&b->cudnn));
