@@ -15,7 +15,9 @@
 # BENCH_STEPS timed steps (default 7), BENCH_ROUNDS repetitions (default 1).
 # With more than one round it ends with each ratio's median, min and max
 # over the rounds: single rounds move by several percent with the machine,
-# mostly on torch's side, so the median over rounds is the number to quote.
+# mostly on torch's side, so the median over rounds is the number to quote,
+# with a 95 % bootstrap interval of that median (how far it could move with
+# other rounds on the same machine in the same hour).
 # BACKEND cuda loads the build's module (DLJOB_MODULE_DIR, default
 # BUILDDIR/engine/cuda/.libs; PyTorch stays on the CPU); without a GPU it
 # stops at its first run with bench_engine's one line naming that.
@@ -44,7 +46,8 @@ ratio() { # label engine-line torch-line
 	ratios+=("$line")
 }
 
-# "over R rounds LABEL: wall median M (min A, max B)" for each label.
+# "over R rounds LABEL: wall median M (min A, max B, 95% bootstrap
+# interval of the median L-U)" for each label.
 summary() {
 	printf '%s\n' "${ratios[@]}" | awk '
 		{ sub(/^ratio /, ""); i = index($0, ": "); label = substr($0, 1, i - 1)
@@ -55,11 +58,30 @@ summary() {
 			for (l = 1; l <= labels; l++) {
 				label = order[l]; k = n[label]
 				for (i = 1; i <= k; i++) s[i] = x[label, i]
-				for (i = 2; i <= k; i++)  # insertion sort, k is small
-					for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
-				med = k % 2 ? s[(k + 1) / 2] : (s[k / 2] + s[k / 2 + 1]) / 2
-				printf "over %d rounds %s: wall median %.2fx (min %.2fx, max %.2fx)\n", k, label, med, s[1], s[k]
+				med = median(s, k)  # sorts s
+				printf "over %d rounds %s: wall median %.2fx (min %.2fx, max %.2fx", k, label, med, s[1], s[k]
+				# How far the median could move with other rounds of the same
+				# machine: the 2.5 and 97.5 percentiles of the medians of 2,000
+				# resamples (with replacement) of these rounds.
+				if (k >= 5) {
+					srand(1)
+					for (b = 1; b <= 2000; b++) {
+						for (i = 1; i <= k; i++) r[i] = s[1 + int(rand() * k)]
+						bm[b] = median(r, k)
+					}
+					sortv(bm, 2000)
+					printf ", 95%% bootstrap interval of the median %.2fx-%.2fx", bm[50], bm[1951]
+				}
+				printf ")\n"
 			}
+		}
+		function sortv(a, k,    i, j, t) {  # insertion sort, k is small
+			for (i = 2; i <= k; i++)
+				for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+		}
+		function median(a, k) {
+			sortv(a, k)
+			return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
 		}'
 }
 
