@@ -24,7 +24,7 @@
 #include "engine/model.h"
 #include "runtime/cli.h"
 #include "runtime/env.h"
-#include "runtime/optval.h"
+#include "common/optval.h"
 #include "runtime/plot.h"
 #include "runtime/world.h"
 

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "runtime/env.h"
-#include "runtime/optval.h"
+#include "common/optval.h"
 
 /* Values quoted in messages: escaped, cut to this many bytes. */
 #define QUOTE_LEN 80

@@ -24,7 +24,7 @@
 #include "engine/model.h"
 #include "runtime/cli.h"
 #include "runtime/eval.h"
-#include "runtime/optval.h"
+#include "common/optval.h"
 #include "runtime/world.h"
 
 struct eval_opts {

@@ -1,6 +1,6 @@
 # runtime/: the dljob executable (options, engine driver).  World/bootstrap
 # sources are in runtime/world.mk.
-dljob_SOURCES += runtime/main.c runtime/cli.h runtime/cli.c runtime/optval.h runtime/optval.c \
+dljob_SOURCES += runtime/main.c runtime/cli.h runtime/cli.c common/optval.h common/optval.c \
 	runtime/eval.h runtime/eval.c runtime/pack.h runtime/pack.c
 # `dljob topo`: the plugin's own mapping code (one copy, spank/mapping.c).
 dljob_SOURCES += runtime/topo.h runtime/topo.c spank/mapping.h spank/mapping.c

@@ -7,7 +7,7 @@
 #include "engine/data/image.h"
 #include "engine/data/pack.h"
 #include "runtime/cli.h"
-#include "runtime/optval.h"
+#include "common/optval.h"
 #include "runtime/pack.h"
 
 static void usage(FILE *f)

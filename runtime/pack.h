@@ -1,6 +1,6 @@
 /* `dljob pack SRC DST [options]`: the command line of the packer
  * (engine/data/pack.h), its numbers read by the shared option parsers
- * (runtime/optval.h), so a bad one gets the same message as any other
+ * (common/optval.h), so a bad one gets the same message as any other
  * option's. */
 #ifndef DLJOB_RUNTIME_PACK_H
 #define DLJOB_RUNTIME_PACK_H

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "runtime/cli.h"
-#include "runtime/optval.h"
+#include "common/optval.h"
 #include "runtime/plot.h"
 #include "runtime/report.h"
 

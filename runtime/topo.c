@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "runtime/cli.h"
-#include "runtime/optval.h"
+#include "common/optval.h"
 #include "runtime/topo.h"
 #include "spank/mapping.h"
 

@@ -22,9 +22,9 @@
 #include <string.h>
 #include <unistd.h>
 #include "runtime/env.h"
-#include "runtime/hostlist.h"
-#include "runtime/master.h"
-#include "runtime/optval.h"
+#include "common/hostlist.h"
+#include "common/master.h"
+#include "common/optval.h"
 #include "runtime/world_int.h"
 
 /* Values quoted in messages: escaped, cut to this many bytes. */

@@ -41,7 +41,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "runtime/optval.h"
+#include "common/optval.h"
 #include "runtime/world_int.h"
 
 /* A parameter file longer than this is not read: dljob cannot tell what it

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/master.h"
-#include "runtime/optval.h"
+#include "common/master.h"
+#include "common/optval.h"
 #include "spank/plugin.h"
 
 #ifndef DLJOB_RUNTIME_DEFAULT

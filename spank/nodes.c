@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "spank/slurm_api.h"
-#include "runtime/hostlist.h"
-#include "runtime/optval.h"
+#include "common/hostlist.h"
+#include "common/optval.h"
 #include "spank/plugin.h"
 
 spank_err_t dl_spank_getenv_whole(spank_t sp, const char *name, size_t max, char **val)

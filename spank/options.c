@@ -13,7 +13,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
-#include "runtime/optval.h"
+#include "common/optval.h"
 #include "spank/plugin.h"
 
 const char *const dl_models[] = {
@@ -198,7 +198,7 @@ int dl_opts_check(struct dl_opts *o, char *err, size_t errlen)
 			 dl_optval_escape(o->job, q, sizeof(q)));
 		return -1;
 	}
-	/* The runtime's own limits (runtime/optval.h), so srun refuses what
+	/* The runtime's own limits (common/optval.h), so srun refuses what
 	 * every task would refuse. */
 	if ((o->epochs[0] && dl_optval_int("dl-epochs", o->epochs, DL_EPOCHS_MIN, DL_EPOCHS_MAX, &iv, err, errlen) < 0) ||
 	    (o->batch[0] && dl_optval_int("dl-batch", o->batch, DL_BATCH_MIN, DL_BATCH_MAX, &iv, err, errlen) < 0) ||

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include "spank/slurm_api.h"
 
-#include "runtime/optval.h"
+#include "common/optval.h"
 
 #define DL_ERR_LEN 1024
 #define DL_SECRET_HEX 64 /* DLJOB_JOB_SECRET: 32 bytes as lowercase hex */
@@ -56,7 +56,7 @@ struct spank_option *dl_secret_option(void);
 int dl_opts_register_secret(spank_t sp);
 #define DL_SECRET_OPTION_ENV "_SLURM_SPANK_OPTION_dljob_dl_job_secret"
 int dl_opts_is_env(const struct dl_opts *o);
-/* Check the values against runtime/optval.h's limits (and parse
+/* Check the values against common/optval.h's limits (and parse
  * --dl-bind).  -1 with one line in err (values in it are escaped). */
 int dl_opts_check(struct dl_opts *o, char *err, size_t errlen);
 /* Resolve --dl-data (or default_data), a relative path from workdir (the

@@ -24,8 +24,8 @@
 #include "spank/slurm_api.h"
 
 #include "spank/mapping.h"
-#include "runtime/hostlist.h"
-#include "runtime/master.h"
+#include "common/hostlist.h"
+#include "common/master.h"
 #include "spank/plugin.h"
 
 /* State of this step in this slurmstepd: set in init_post_opt and user_init,

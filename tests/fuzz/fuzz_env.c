@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "runtime/env.h"
-#include "runtime/optval.h"
+#include "common/optval.h"
 #include "runtime/world_int.h"
 
 static const char *const names[] = {

@@ -1,4 +1,4 @@
-/* fuzz_hostlist: runtime/hostlist.c, the parser of Slurm node lists
+/* fuzz_hostlist: common/hostlist.c, the parser of Slurm node lists
  * (SLURM_STEP_NODELIST, SLURM_JOB_NODELIST) that the plugin runs inside
  * slurmstepd and every task runs for MASTER_ADDR.  Input: the variable's
  * value (up to the first NUL).  Checks: a refused list has a one-line
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/hostlist.h"
+#include "common/hostlist.h"
 
 static int good_name(const char *s)
 {

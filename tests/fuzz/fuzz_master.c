@@ -1,4 +1,4 @@
-/* fuzz_master: the parser of runtime/master.c that reads a Slurm variable
+/* fuzz_master: the parser of common/master.c that reads a Slurm variable
  * in every task (and in the plugin, inside slurmstepd):
  * SLURM_STEP_RESV_PORTS (dl_resv_port_first).  Input: the variable's value
  * (up to the first NUL).  Checks: a port is -1 or in 1-65535 and is the
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/master.h"
+#include "common/master.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

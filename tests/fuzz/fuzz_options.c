@@ -1,7 +1,7 @@
 /* fuzz_options: the --dl-* option values as the plugin takes them in
  * (spank/options.c: the option callbacks, dl_opts_check, dl_opts_check_data
  * at submit and on the node), the shared value parsers and escaping
- * (runtime/optval.c) and the GPU index lists of SLURM_STEP_GPUS /
+ * (common/optval.c) and the GPU index lists of SLURM_STEP_GPUS /
  * CUDA_VISIBLE_DEVICES (spank/mapping.c dl_map_parse_index_list): all of
  * them read bytes a user controls, in slurmstepd through the job
  * environment.  Input: byte 0 selects the context (bit 0: remote, bit 1:
@@ -9,7 +9,7 @@
  * --dl-job, --dl-data, --dl-epochs, --dl-batch, --dl-lr, --dl-out,
  * --dl-bind and the hidden dl-job-secret (an empty one is not given).
  * Checks: no message carries a control character (what reaches slurmd's
- * log), accepted values are within runtime/optval.h's limits, a kept
+ * log), accepted values are within common/optval.h's limits, a kept
  * secret is 64 lowercase hex digits and never makes the step a dljob one,
  * escaping never overflows. */
 #include "config.h"
@@ -20,8 +20,8 @@
 #include <string.h>
 #include <slurm/spank.h>
 
-#include "runtime/optval.h"
-#include "runtime/master.h"
+#include "common/optval.h"
+#include "common/master.h"
 #include "spank/mapping.h"
 #include "spank/plugin.h"
 

@@ -60,20 +60,20 @@ tests_fuzz_fuzz_star_LDADD = $(SODIUM_LIBS)
 FUZZ_TARGETS += tests/fuzz/fuzz_metrics
 # dljob report's reading of metrics.jsonl, its numbers and the plot
 tests_fuzz_fuzz_metrics_SOURCES = tests/fuzz/fuzz_metrics.c engine/metrics_read.c runtime/report.c \
-	runtime/plot.c runtime/optval.c
+	runtime/plot.c common/optval.c
 tests_fuzz_fuzz_metrics_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(CAIRO_CFLAGS)
 tests_fuzz_fuzz_metrics_LDFLAGS = $(FUZZ_LINKFLAGS)
 tests_fuzz_fuzz_metrics_LDADD = $(JANSSON_LIBS) $(CAIRO_LIBS) -lfontconfig -lm
 
 FUZZ_TARGETS += tests/fuzz/fuzz_env
 # the runtime's environment: the process group's variables and the plugin's
-tests_fuzz_fuzz_env_SOURCES = tests/fuzz/fuzz_env.c runtime/world_env.c runtime/env.c runtime/optval.c \
-	runtime/master.c runtime/hostlist.c
+tests_fuzz_fuzz_env_SOURCES = tests/fuzz/fuzz_env.c runtime/world_env.c runtime/env.c common/optval.c \
+	common/master.c common/hostlist.c
 tests_fuzz_fuzz_env_LDFLAGS = $(FUZZ_LINKFLAGS)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_mca
 # Open MPI's parameter files, scanned for btl_tcp_if_include (runtime/world_ompi.c)
-tests_fuzz_fuzz_mca_SOURCES = tests/fuzz/fuzz_mca.c runtime/world_ompi.c runtime/world_net.c runtime/optval.c
+tests_fuzz_fuzz_mca_SOURCES = tests/fuzz/fuzz_mca.c runtime/world_ompi.c runtime/world_net.c common/optval.c
 tests_fuzz_fuzz_mca_LDFLAGS = $(FUZZ_LINKFLAGS)
 
 EXTRA_PROGRAMS = $(FUZZ_TARGETS)

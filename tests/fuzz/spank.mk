@@ -2,11 +2,11 @@
 # untrusted bytes (conventions: tests/fuzz/local.mk, which includes this
 # fragment after it sets FUZZ_TARGETS and FUZZ_LINKFLAGS).
 FUZZ_TARGETS += tests/fuzz/fuzz_plugstack
-tests_fuzz_fuzz_plugstack_SOURCES = tests/fuzz/fuzz_plugstack.c spank/args.c runtime/master.c runtime/optval.c
+tests_fuzz_fuzz_plugstack_SOURCES = tests/fuzz/fuzz_plugstack.c spank/args.c common/master.c common/optval.c
 tests_fuzz_fuzz_plugstack_LDFLAGS = $(FUZZ_LINKFLAGS)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_options
-tests_fuzz_fuzz_options_SOURCES = tests/fuzz/fuzz_options.c spank/options.c runtime/optval.c spank/mapping.c
+tests_fuzz_fuzz_options_SOURCES = tests/fuzz/fuzz_options.c spank/options.c common/optval.c spank/mapping.c
 tests_fuzz_fuzz_options_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 tests_fuzz_fuzz_options_LDFLAGS = $(FUZZ_LINKFLAGS)
 tests_fuzz_fuzz_options_LDADD = $(HWLOC_LIBS) -lm
@@ -18,9 +18,9 @@ tests_fuzz_fuzz_topology_LDFLAGS = $(FUZZ_LINKFLAGS)
 tests_fuzz_fuzz_topology_LDADD = $(HWLOC_LIBS)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_master
-tests_fuzz_fuzz_master_SOURCES = tests/fuzz/fuzz_master.c runtime/master.c
+tests_fuzz_fuzz_master_SOURCES = tests/fuzz/fuzz_master.c common/master.c
 tests_fuzz_fuzz_master_LDFLAGS = $(FUZZ_LINKFLAGS)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_hostlist
-tests_fuzz_fuzz_hostlist_SOURCES = tests/fuzz/fuzz_hostlist.c runtime/hostlist.c runtime/optval.c
+tests_fuzz_fuzz_hostlist_SOURCES = tests/fuzz/fuzz_hostlist.c common/hostlist.c common/optval.c
 tests_fuzz_fuzz_hostlist_LDFLAGS = $(FUZZ_LINKFLAGS)

@@ -31,8 +31,8 @@ EXTRA_DIST += contrib/sbatch/dljob-1node.sbatch contrib/sbatch/dljob-multinode.s
 	contrib/sbatch/dljob-preemptible.sbatch
 dist_check_DATA += tests/slurm/test_spank_lib.bash
 check_PROGRAMS += tests/slurm/test_spank_units
-tests_slurm_test_spank_units_SOURCES = tests/slurm/test_spank_units.c spank/args.c spank/nodes.c runtime/master.c \
-	runtime/master.h runtime/hostlist.c runtime/hostlist.h runtime/optval.c runtime/optval.h spank/plugin.h
+tests_slurm_test_spank_units_SOURCES = tests/slurm/test_spank_units.c spank/args.c spank/nodes.c common/master.c \
+	common/master.h common/hostlist.c common/hostlist.h common/optval.c common/optval.h spank/plugin.h
 TESTS += tests/slurm/test_spank_units
 # A second SPANK plugin listed after dljob.so (test_spank_setup.sh).
 check_LTLIBRARIES += tests/slurm/marker_spank.la

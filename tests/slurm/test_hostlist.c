@@ -1,4 +1,4 @@
-/* runtime/hostlist.c, the one parser of Slurm node lists (MASTER_ADDR in the
+/* common/hostlist.c, the one parser of Slurm node lists (MASTER_ADDR in the
  * plugin and the runtime, the step's other node): every host of the forms
  * Slurm writes, in order (zero padding, lists and ranges in brackets,
  * several groups per name); every malformed or hostile list refused in
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/hostlist.h"
+#include "common/hostlist.h"
 #include "tests/data/check.h"
 
 /* All hosts of list, space-separated (at most max of them), or "ERR: why". */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/env.h"
-#include "runtime/optval.h"
+#include "common/optval.h"
 #include "tests/data/check.h"
 
 

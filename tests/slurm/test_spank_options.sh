@@ -18,7 +18,7 @@ D=$WORK/data/ok
 
 expect_srun_error "--dl-job=foo: unknown model" --dl-job=foo true
 expect_srun_error "--dl-job=ResNet50: unknown model" --dl-job=ResNet50 --dl-data="$D" true
-# The runtime's own limits (runtime/optval.h), refused at submit time with
+# The runtime's own limits (common/optval.h), refused at submit time with
 # the runtime's own words.
 expect_srun_error "--dl-epochs: 0 is out of range [1, 100000]" --dl-job=resnet18 --dl-data="$D" --dl-epochs=0 true
 expect_srun_error "--dl-epochs: 1000000 is out of range [1, 100000]" --dl-job=resnet18 --dl-data="$D" --dl-epochs=1000000 true

@@ -1,6 +1,6 @@
 /* The plugin's pure parts without Slurm: plugstack.conf arguments,
  * MASTER_PORT, and the shared option-value parsers and escaping
- * (runtime/optval.c).  The node list's parser: test_hostlist.c; the
+ * (common/optval.c).  The node list's parser: test_hostlist.c; the
  * plugin's reading of it (spank/nodes.c, MASTER_ADDR) here, with a
  * spank_getenv that copies as slurmstepd's does. */
 #include "config.h"
@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/hostlist.h"
-#include "runtime/master.h"
-#include "runtime/optval.h"
+#include "common/hostlist.h"
+#include "common/master.h"
+#include "common/optval.h"
 #include "spank/plugin.h"
 
 static int fails;

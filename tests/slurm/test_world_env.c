@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "runtime/master.h"
+#include "common/master.h"
 #include "runtime/world_int.h"
 
 static int failures;

@@ -1,7 +1,7 @@
 # tests/slurm/world.mk: the world bootstrap (PMIx, TCP, single) and its
 # collectives, on the private Slurm cluster and as local processes.
 check_PROGRAMS += tests/slurm/world_check
-tests_slurm_world_check_SOURCES = tests/slurm/world_check.c $(DLJOB_WORLD_SOURCES) runtime/optval.c
+tests_slurm_world_check_SOURCES = tests/slurm/world_check.c $(DLJOB_WORLD_SOURCES) common/optval.c
 tests_slurm_world_check_CFLAGS = $(AM_CFLAGS) $(PMIX_CFLAGS) $(MPI_CFLAGS) $(SODIUM_CFLAGS)
 tests_slurm_world_check_LDADD = $(PMIX_LIBS) $(MPI_LIBS) $(SODIUM_LIBS)
 dist_check_SCRIPTS += tests/slurm/test_world_local.sh tests/slurm/test_world_tcp.sh \
@@ -13,26 +13,26 @@ dist_check_SCRIPTS += tests/slurm/test_world_hostile.sh tests/slurm/world_strang
 EXTRA_DIST += tests/bench/bench_launch.sh tests/bench/bench_launch_torch.py
 check_PROGRAMS += tests/slurm/test_world_env
 tests_slurm_test_world_env_SOURCES = tests/slurm/test_world_env.c runtime/world_env.c runtime/env.c \
-	runtime/env.h runtime/optval.c runtime/master.c runtime/master.h runtime/hostlist.c \
-	runtime/hostlist.h runtime/world_int.h
+	runtime/env.h common/optval.c common/master.c common/master.h common/hostlist.c \
+	common/hostlist.h runtime/world_int.h
 TESTS += tests/slurm/test_world_env
-# The one parser of Slurm node lists (runtime/hostlist.c), for the plugin and the runtime.
+# The one parser of Slurm node lists (common/hostlist.c), for the plugin and the runtime.
 check_PROGRAMS += tests/slurm/test_hostlist
-tests_slurm_test_hostlist_SOURCES = tests/slurm/test_hostlist.c tests/data/check.h runtime/hostlist.c \
-	runtime/hostlist.h runtime/optval.c
+tests_slurm_test_hostlist_SOURCES = tests/slurm/test_hostlist.c tests/data/check.h common/hostlist.c \
+	common/hostlist.h common/optval.c
 TESTS += tests/slurm/test_hostlist
 # Who chooses Open MPI's TCP interface (runtime/world_ompi.c): the user's
 # variables and parameter files win; the file scanner.
 check_PROGRAMS += tests/slurm/test_world_ompi
 tests_slurm_test_world_ompi_SOURCES = tests/slurm/test_world_ompi.c tests/data/check.h runtime/world_ompi.c \
-	runtime/world_net.c runtime/env.c runtime/env.h runtime/optval.c runtime/world_int.h
+	runtime/world_net.c runtime/env.c runtime/env.h common/optval.c runtime/world_int.h
 TESTS += tests/slurm/test_world_ompi
 # ... and that scanner against Open MPI's own reading (ompi_info), file by file.
 dist_check_SCRIPTS += tests/slurm/test_mca_ompi.sh
 TESTS += tests/slurm/test_mca_ompi.sh
 # The training command's environment (runtime/env.c), every bad value by name.
 check_PROGRAMS += tests/slurm/test_run_env
-tests_slurm_test_run_env_SOURCES = tests/slurm/test_run_env.c tests/data/check.h runtime/env.c runtime/env.h runtime/optval.c
+tests_slurm_test_run_env_SOURCES = tests/slurm/test_run_env.c tests/data/check.h runtime/env.c runtime/env.h common/optval.c
 TESTS += tests/slurm/test_run_env
 # An LD_PRELOAD shim that hangs one rank inside MPI_Init_thread/MPI_Finalize.
 check_LTLIBRARIES += tests/slurm/libmpihang.la

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "runtime/master.h"
+#include "common/master.h"
 
 int dl_master_port(unsigned long job, unsigned long step, int lo, int hi)
 {

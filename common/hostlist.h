@@ -24,8 +24,8 @@
  * dl_hostlist_init checks the whole list in one pass without expanding
  * it; dl_hostlist_next then expands one host per call, so a caller that
  * needs the first host or two never walks the rest. */
-#ifndef DLJOB_RUNTIME_HOSTLIST_H
-#define DLJOB_RUNTIME_HOSTLIST_H
+#ifndef DLJOB_COMMON_HOSTLIST_H
+#define DLJOB_COMMON_HOSTLIST_H
 
 #include <stddef.h>
 

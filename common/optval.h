@@ -5,8 +5,8 @@
  * control character is refused where it enters, and a value is escaped
  * before it is written to any log.  Shared by spank/ and runtime/; no Slurm
  * or engine dependency (the fuzz targets drive it directly). */
-#ifndef DLJOB_RUNTIME_OPTVAL_H
-#define DLJOB_RUNTIME_OPTVAL_H
+#ifndef DLJOB_COMMON_OPTVAL_H
+#define DLJOB_COMMON_OPTVAL_H
 
 #include <stddef.h>
 #include <stdint.h>

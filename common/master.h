@@ -8,9 +8,9 @@
  * next free one of DL_MASTER_PORT_TRIES candidates and every other rank
  * looks for it there, asking each listener for the job's proof
  * (runtime/world_star.c).  Shared by spank/ and runtime/; the node list is
- * read by runtime/hostlist.c. */
-#ifndef DLJOB_RUNTIME_MASTER_H
-#define DLJOB_RUNTIME_MASTER_H
+ * read by common/hostlist.c. */
+#ifndef DLJOB_COMMON_MASTER_H
+#define DLJOB_COMMON_MASTER_H
 
 #include <stddef.h>
 

@@ -1,12 +1,12 @@
-/* Slurm host lists: the checking parser and the iterator (runtime/hostlist.h
+/* Slurm host lists: the checking parser and the iterator (common/hostlist.h
  * says what is accepted and the bounds). */
 #include "config.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/hostlist.h"
-#include "runtime/optval.h"
+#include "common/hostlist.h"
+#include "common/optval.h"
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/optval.h"
+#include "common/optval.h"
 
 /* Values quoted in messages are escaped and cut to this many bytes. */
 #define QUOTE_LEN 96
