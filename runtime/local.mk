@@ -2,8 +2,8 @@
 # sources are in runtime/world.mk.
 dljob_SOURCES += runtime/main.c runtime/cli.h runtime/cli.c common/optval.h common/optval.c \
 	runtime/eval.h runtime/eval.c runtime/pack.h runtime/pack.c
-# `dljob topo`: the plugin's own mapping code (one copy, spank/mapping.c).
-dljob_SOURCES += runtime/topo.h runtime/topo.c spank/mapping.h spank/mapping.c
+# `dljob topo`: the plugin's own mapping code (one copy, mapping/mapping.c).
+dljob_SOURCES += runtime/topo.h runtime/topo.c mapping/mapping.h mapping/mapping.c
 # dljob report and the run plot
 dljob_SOURCES += runtime/report.h runtime/report.c runtime/plot.h runtime/plot.c
 dljob_CPPFLAGS = $(AM_CPPFLAGS) $(HARDEN_CPPFLAGS)

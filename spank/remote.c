@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include "spank/slurm_api.h"
 
-#include "spank/mapping.h"
+#include "mapping/mapping.h"
 #include "common/hostlist.h"
 #include "common/master.h"
 #include "spank/plugin.h"

@@ -1,6 +1,6 @@
 # tests/slurm/spank.mk: the SPANK plugin and the GPU/NIC/NUMA mapping.
 check_PROGRAMS += tests/slurm/test_map
-tests_slurm_test_map_SOURCES = tests/slurm/test_map.c spank/mapping.c spank/mapping.h
+tests_slurm_test_map_SOURCES = tests/slurm/test_map.c mapping/mapping.c mapping/mapping.h
 tests_slurm_test_map_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 tests_slurm_test_map_LDADD = $(HWLOC_LIBS)
 TESTS += tests/slurm/test_map tests/slurm/test_topo.sh

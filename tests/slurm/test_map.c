@@ -4,7 +4,7 @@
  * from, and its licence, is in its SOURCES.md); hand-made ones are in
  * tests/slurm/topologies.
  * The expected answers were worked out by reading each tree
- * (lstopo-no-graphics --input FILE) against the rules in spank/mapping.h.
+ * (lstopo-no-graphics --input FILE) against the rules in mapping/mapping.h.
  * Every *.xml of both directories must have expectations here, so a new
  * fixture cannot go untested; tests/slurm/topologies/bad holds files that
  * kill hwloc itself, which must fail cleanly (check_errors). */
@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "spank/mapping.h"
+#include "mapping/mapping.h"
 
 /* Under AddressSanitizer the mapping sets no address-space cap (mapping.c):
  * memory is not checked there. */
@@ -46,7 +46,7 @@ struct expect {
 };
 
 /* Reasoning, from each tree (lstopo-no-graphics --input FILE) and the
- * rules in spank/mapping.h.  "Old" notes what the rules before the
+ * rules in mapping/mapping.h.  "Old" notes what the rules before the
  * locality split gave, where it differs. */
 static const struct expect cases[] = {
 	/* JUWELS Booster: each A100 shares a PEX switch with one HDR HCA (1:1)

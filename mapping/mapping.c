@@ -1,4 +1,4 @@
-/* The GPU -> NIC -> NUMA/CPU plan of a node (rules in spank/mapping.h). */
+/* The GPU -> NIC -> NUMA/CPU plan of a node (rules in mapping/mapping.h). */
 #include "config.h"
 
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "spank/mapping.h"
+#include "mapping/mapping.h"
 
 #define DL_MAP_MAX_NICS 256
 

@@ -39,8 +39,8 @@
  *   in the set), a task without GPU splits only the NUMA nodes that have
  *   some, and the tasks whose GPU's NUMA node has none split what is left
  *   of the set (or share all of it when nothing is left). */
-#ifndef DLJOB_SPANK_MAPPING_H
-#define DLJOB_SPANK_MAPPING_H
+#ifndef DLJOB_MAPPING_H
+#define DLJOB_MAPPING_H
 
 #include <stddef.h>
 #include <stdio.h>
