@@ -7,7 +7,7 @@
  * node (another job's step, any program): dljob's rank 0 then listens on the
  * next free one of DL_MASTER_PORT_TRIES candidates and every other rank
  * looks for it there, asking each listener for the job's proof
- * (runtime/world_star.c).  Shared by spank/ and runtime/; the node list is
+ * (world/world_star.c).  Shared by spank/ and runtime/; the node list is
  * read by common/hostlist.c. */
 #ifndef DLJOB_COMMON_MASTER_H
 #define DLJOB_COMMON_MASTER_H

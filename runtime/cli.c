@@ -23,10 +23,10 @@
 #include "engine/data/dataset.h"
 #include "engine/model.h"
 #include "runtime/cli.h"
-#include "runtime/env.h"
+#include "world/env.h"
 #include "common/optval.h"
 #include "runtime/plot.h"
-#include "runtime/world.h"
+#include "world/world.h"
 
 #define DL_DEFAULT_DATA "fashion-mnist:/usr/share/datasets/fashion-mnist"
 

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include "engine/data/dataset.h"
 #include "engine/train.h"
-#include "runtime/env.h"
+#include "world/env.h"
 
 /* Exit statuses of dljob. */
 #define DL_EXIT_OK 0      /* finished, or checkpointed and stopped on SIGTERM/SIGUSR1 */

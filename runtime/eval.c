@@ -25,7 +25,7 @@
 #include "runtime/cli.h"
 #include "runtime/eval.h"
 #include "common/optval.h"
-#include "runtime/world.h"
+#include "world/world.h"
 
 struct eval_opts {
 	const char *model, *weights, *data, *backend, *json, *precision;

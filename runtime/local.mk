@@ -1,9 +1,9 @@
-# runtime/: the dljob executable (options, engine driver).  World/bootstrap
-# sources are in runtime/world.mk.
-dljob_SOURCES += runtime/main.c runtime/cli.h runtime/cli.c common/optval.h common/optval.c \
-	runtime/eval.h runtime/eval.c runtime/pack.h runtime/pack.c
-# `dljob topo`: the plugin's own mapping code (one copy, mapping/mapping.c).
-dljob_SOURCES += runtime/topo.h runtime/topo.c mapping/mapping.h mapping/mapping.c
+# runtime/: the dljob executable (options, engine driver) and its
+# subcommands.  It links common/, mapping/ (for `dljob topo`) and world/
+# (world/local.mk adds those sources).
+dljob_SOURCES += runtime/main.c runtime/cli.h runtime/cli.c \
+	runtime/eval.h runtime/eval.c runtime/pack.h runtime/pack.c $(DLJOB_COMMON_SOURCES)
+dljob_SOURCES += runtime/topo.h runtime/topo.c $(DLJOB_MAPPING_SOURCES)
 # dljob report and the run plot
 dljob_SOURCES += runtime/report.h runtime/report.c runtime/plot.h runtime/plot.c
 dljob_CPPFLAGS = $(AM_CPPFLAGS) $(HARDEN_CPPFLAGS)

@@ -18,7 +18,7 @@
 # for dljob and torch.
 # BENCH_STEPS (default: 30 for resnet20, 6 for resnet50) steps after 2 warm-up
 # steps; DLJOB_COLLECTIVES=ring in the environment runs dljob's TCP ring
-# instead of MPI.  Run both: the MPI wait (runtime/world_pmix.c) polls
+# instead of MPI.  Run both: the MPI wait (world/world_pmix.c) polls
 # MPI_Test, so on one core per rank the communication thread takes CPU from
 # backward while a bucket waits for the other ranks; the ring sleeps in poll.  The test cluster's two "nodes" are this one host: the
 # 4-rank run needs 4 free cores to mean anything, and the script says so when

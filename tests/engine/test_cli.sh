@@ -236,7 +236,7 @@ if [ $rc -ne 2 ] || ! grep -q "unexpected argument 'dljob'" stderr || [ -e out ]
 else
 	echo "ok: without DLJOB_PREPENDED the word dljob is an unexpected argument"
 fi
-# The environment is untrusted input too (runtime/env.c): a bad value is
+# The environment is untrusted input too (world/env.c): a bad value is
 # refused by name before anything is created; a job id that is no number
 # never names the default output directory (./dljob-/../../x was ../x).
 for g in "DLJOB_GPU=x|DLJOB_GPU='x' is not a device index" "DLJOB_GPU=-1|DLJOB_GPU='-1'" \

@@ -1,7 +1,7 @@
 /* fuzz_env: the runtime's environment, which the SPANK plugin, Slurm, a
  * user running dljob by hand or a container image set: dl_world_env
- * (runtime/world_env.c: how the process joins its job) and
- * dl_run_env_parse (runtime/env.c: DLJOB_DATA_ID, DLJOB_OUT_BASE,
+ * (world/world_env.c: how the process joins its job) and
+ * dl_run_env_parse (world/env.c: DLJOB_DATA_ID, DLJOB_OUT_BASE,
  * DLJOB_GPU, SLURM_JOB_ID, TMPDIR, ...), both pure functions of an
  * environment array, the first with Open MPI's variables
  * (dl_ompi_env_parse: OMPI_MCA_btl_tcp_if_*, HOME, ...).  Input: NUL-separated entries; an entry whose first
@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/env.h"
+#include "world/env.h"
 #include "common/optval.h"
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 static const char *const names[] = {
 	"DLJOB_WORLD", "PMIX_RANK", "PMIX_NAMESPACE", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",

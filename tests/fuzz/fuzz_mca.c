@@ -1,6 +1,6 @@
 /* fuzz_mca: an Open MPI parameter file as the PMIx world scans it for
  * btl_tcp_if_include before choosing Open MPI's TCP interface itself
- * (dl_mca_file_names, runtime/world_ompi.c: an emulation of Open MPI 4.1's
+ * (dl_mca_file_names, world/world_ompi.c: an emulation of Open MPI 4.1's
  * keyval scanner and parser).  The file is the user's or the site's: any
  * bytes.  Input: the file's bytes.  Checks: no read outside the input, and
  * a name is found only where the file holds it as a whole word (bytes
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 static int word_char(char c)
 {

@@ -1,4 +1,4 @@
-/* fuzz_star: the parsers of what rendezvous peers send (runtime/world_star.c):
+/* fuzz_star: the parsers of what rendezvous peers send (world/world_star.c):
  * the framed control messages, the handshake's greeting and hello, and the
  * table of addresses; then the same bytes fed into a star's inbox as if read
  * from a peer (BYE/DEAD/STUCK scanning, the inbox limit, dl_star_recv).
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -51,8 +51,8 @@ tests_fuzz_fuzz_checkpoint_LDADD = $(JANSSON_LIBS) -lm
 
 FUZZ_TARGETS += tests/fuzz/fuzz_star
 # the rendezvous messages from rank 0's and the members' side
-tests_fuzz_fuzz_star_SOURCES = tests/fuzz/fuzz_star.c runtime/world_star.c runtime/world_net.c \
-	runtime/world_auth.c
+tests_fuzz_fuzz_star_SOURCES = tests/fuzz/fuzz_star.c world/world_star.c world/world_net.c \
+	world/world_auth.c
 tests_fuzz_fuzz_star_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 tests_fuzz_fuzz_star_LDFLAGS = $(FUZZ_LINKFLAGS)
 tests_fuzz_fuzz_star_LDADD = $(SODIUM_LIBS)
@@ -67,13 +67,13 @@ tests_fuzz_fuzz_metrics_LDADD = $(JANSSON_LIBS) $(CAIRO_LIBS) -lfontconfig -lm
 
 FUZZ_TARGETS += tests/fuzz/fuzz_env
 # the runtime's environment: the process group's variables and the plugin's
-tests_fuzz_fuzz_env_SOURCES = tests/fuzz/fuzz_env.c runtime/world_env.c runtime/env.c common/optval.c \
+tests_fuzz_fuzz_env_SOURCES = tests/fuzz/fuzz_env.c world/world_env.c world/env.c common/optval.c \
 	common/master.c common/hostlist.c
 tests_fuzz_fuzz_env_LDFLAGS = $(FUZZ_LINKFLAGS)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_mca
-# Open MPI's parameter files, scanned for btl_tcp_if_include (runtime/world_ompi.c)
-tests_fuzz_fuzz_mca_SOURCES = tests/fuzz/fuzz_mca.c runtime/world_ompi.c runtime/world_net.c common/optval.c
+# Open MPI's parameter files, scanned for btl_tcp_if_include (world/world_ompi.c)
+tests_fuzz_fuzz_mca_SOURCES = tests/fuzz/fuzz_mca.c world/world_ompi.c world/world_net.c common/optval.c
 tests_fuzz_fuzz_mca_LDFLAGS = $(FUZZ_LINKFLAGS)
 
 EXTRA_PROGRAMS = $(FUZZ_TARGETS)

@@ -1,4 +1,4 @@
-/* What the training command takes from its environment (runtime/env.c,
+/* What the training command takes from its environment (world/env.c,
  * dl_run_env_parse): the SPANK plugin's DLJOB_* of model mode, Slurm's
  * SLURM_JOB_ID and SLURM_RESTART_COUNT, TMPDIR.  Every value is untrusted:
  * each bad one is refused with one printable line naming the variable; the
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "runtime/env.h"
+#include "world/env.h"
 #include "common/optval.h"
 #include "tests/data/check.h"
 
@@ -42,7 +42,7 @@ int main(void)
 	      r.data_dev == 18446744073709551615ull && !r.prepended,
 	      "bus id, root base, largest dev, DLJOB_PREPENDED without DLJOB_MODEL: rc %d (%s)", rc, err);
 
-	/* Every bad value, refused by name.  Before runtime/env.c: '+1',
+	/* Every bad value, refused by name.  Before world/env.c: '+1',
 	 * '../../x' and 'abc' were taken (the default --out became
 	 * ./dljob-../../x, atoi read 'abc' as 0 and overflowed on the huge
 	 * count), a relative TMPDIR and '..' in DLJOB_OUT_BASE passed silently,

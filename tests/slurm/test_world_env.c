@@ -1,5 +1,5 @@
 /* How the world decides to bootstrap, from the environment alone
- * (runtime/world_env.c): precedence PMIx > RANK/WORLD_SIZE > SLURM_* >
+ * (world/world_env.c): precedence PMIx > RANK/WORLD_SIZE > SLURM_* >
  * single, MASTER_ADDR from the step's first node, MASTER_PORT Slurm's
  * reserved port or from the job and step ids, the candidate ports, one-line errors naming the bad variable; and the
  * other node of the step that rank 0 checks its listening address against
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "common/master.h"
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 static int failures;
 

@@ -1,5 +1,5 @@
 /* Who chooses Open MPI's TCP interface for the PMIx world
- * (runtime/world_ompi.c): the user's OMPI_MCA_ variables (even empty) and
+ * (world/world_ompi.c): the user's OMPI_MCA_ variables (even empty) and
  * the parameter files Open MPI reads win, and dljob then sets nothing; a
  * one-node step or a node on the same host gets Open MPI's defaults; the
  * parameter-file scanner on the forms Open MPI accepts.  (The network
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "tests/data/check.h"
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 #define VAR "OMPI_MCA_btl_tcp_if_include"
 

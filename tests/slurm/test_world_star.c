@@ -1,5 +1,5 @@
 /* test_world_star: the rendezvous's wire parsers, proofs and limits without
- * sockets (runtime/world_star.c, world_auth.c): framing and garbage headers,
+ * sockets (world/world_star.c, world_auth.c): framing and garbage headers,
  * greetings, hellos with control characters in the node name, tables with
  * bad families or ports, BYE/DEAD scanning (DEAD text made printable), the
  * total inbox limit, the world-size limit, and proofs that fail for another
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 static int failures;
 

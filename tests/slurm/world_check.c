@@ -25,7 +25,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "runtime/world.h"
+#include "world/world.h"
 
 #define NODE_LEN 64
 

@@ -6,7 +6,7 @@
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 _Static_assert(crypto_auth_hmacsha256_BYTES == DL_MAC_LEN, "HMAC-SHA-256 is 32 bytes");
 

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 #define STAR_MAGIC 0x646c6a32u /* "dlj2" */
 #define ROLE_STAR 1u

@@ -1,4 +1,4 @@
-/* Open MPI's TCP interface for the PMIx world (runtime/world_pmix.c).
+/* Open MPI's TCP interface for the PMIx world (world/world_pmix.c).
  *
  * Left alone, Open MPI's TCP transport (the btl tcp component) offers its
  * peers every interface but loopback, and takes an interface with the same
@@ -42,7 +42,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "common/optval.h"
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 /* A parameter file longer than this is not read: dljob cannot tell what it
  * sets, so it chooses nothing. */

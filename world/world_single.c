@@ -1,7 +1,7 @@
 /* A process group of one: what dljob is when started outside Slurm. */
 #include "config.h"
 #include <string.h>
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 static int single_allreduce_f32(struct dl_comm *c, float *buf, size_t n, char *err, size_t errlen)
 {

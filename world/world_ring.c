@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 struct dl_ring {
 	struct dl_star *st;   /* not owned: the world's star */

@@ -12,7 +12,7 @@
  * runs as a single process instead of waiting for tasks that never come.
  * Also DLJOB_COLLECTIVES, DLJOB_WORLD_VERBOSE and Open MPI's parameters
  * (PMIx: dl_ompi_env_parse), SLURMD_NODENAME and DLJOB_JOB_SECRET.  A pure
- * function of the environment array it is given (runtime/env.h; fuzzed by
+ * function of the environment array it is given (world/env.h; fuzzed by
  * tests/fuzz/fuzz_env.c). */
 #include "config.h"
 #include <errno.h>
@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "runtime/env.h"
+#include "world/env.h"
 #include "common/hostlist.h"
 #include "common/master.h"
 #include "common/optval.h"
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 /* Values quoted in messages: escaped, cut to this many bytes. */
 #define QUOTE_LEN 80

@@ -14,8 +14,8 @@
  * on every other rank, in about a second for deaths and departures.  After
  * any call returned -1 the world is broken: later collectives fail at once
  * with the same message, and the caller should close it and exit non-zero. */
-#ifndef DLJOB_RUNTIME_WORLD_H
-#define DLJOB_RUNTIME_WORLD_H
+#ifndef DLJOB_WORLD_H
+#define DLJOB_WORLD_H
 
 #include <stddef.h>
 #include "engine/comm.h"
@@ -34,7 +34,7 @@ struct dl_world {
 /* Join the job's process group.  timeout_s bounds every wait for peers; a
  * SIGTERM during the wait ends it at once (the caller's SIGTERM handler, if
  * any, is called too).  The TCP rendezvous and ring are authenticated with
- * DLJOB_JOB_SECRET (see runtime/world_int.h; without it, one warning line on
+ * DLJOB_JOB_SECRET (see world/world_int.h; without it, one warning line on
  * stderr).  Returns 0, or -1 with one line in err naming what is wrong (e.g.
  * the rank that never arrived). */
 int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen);

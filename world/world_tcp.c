@@ -1,15 +1,15 @@
 /* The TCP world: for srun without PMIx, or torchrun-style RANK/WORLD_SIZE/
  * MASTER_ADDR/MASTER_PORT.  Rank 0 listens on MASTER_PORT (or, when it is
  * taken, the next free one of DL_MASTER_PORT_TRIES ports); everybody joins
- * the star there (runtime/world_star.c), learning everybody's ring address,
- * and the collectives run on a ring (runtime/world_ring.c). */
+ * the star there (world/world_star.c), learning everybody's ring address,
+ * and the collectives run on a ring (world/world_ring.c). */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "common/master.h"
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 struct tcp_world {
 	struct dl_star star;

@@ -1,10 +1,10 @@
-/* Internals shared by the world methods (runtime/world_*.c): environment
+/* Internals shared by the world methods (world/world_*.c): environment
  * detection, socket helpers and the "star", a TCP connection from every rank
  * to rank 0 that carries the rendezvous, small control messages and, above
  * all, failure detection: a process that dies closes its sockets, so rank 0
  * learns at once which rank is gone and tells everybody else. */
-#ifndef DLJOB_RUNTIME_WORLD_INT_H
-#define DLJOB_RUNTIME_WORLD_INT_H
+#ifndef DLJOB_WORLD_INT_H
+#define DLJOB_WORLD_INT_H
 
 #include <signal.h>
 #include <stddef.h>
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
-#include "runtime/env.h"
-#include "runtime/world.h"
+#include "world/env.h"
+#include "world/world.h"
 
 /* The largest world accepted from the environment or from PMIx: beyond it
  * WORLD_SIZE is a mistake, not a job. */

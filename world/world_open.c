@@ -1,5 +1,5 @@
 /* dl_world_open: pick the bootstrap the environment asks for (see
- * runtime/world_env.c) and hand out the method-independent calls. */
+ * world/world_env.c) and hand out the method-independent calls. */
 #include "config.h"
 #include <errno.h>
 #include <signal.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 /* dl_comm.broadcast for the engine: every method's comm lives in a dl_world. */
 static int comm_broadcast(struct dl_comm *c, int root, void *buf, size_t len, char *err, size_t errlen)

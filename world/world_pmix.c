@@ -2,18 +2,18 @@
  * local rank come from the PMIx server in slurmstepd; blobs (the NCCL unique
  * id, later) travel by PMIx_Put/Commit/Fence/Get; the CPU collectives are
  * Open MPI's, which bootstraps over the same PMIx server (or, with
- * DLJOB_COLLECTIVES=ring, the TCP ring of runtime/world_ring.c).
+ * DLJOB_COLLECTIVES=ring, the TCP ring of world/world_ring.c).
  *
  * MPI has no timeouts and no way to cancel a collective, so every MPI wait
  * is a non-blocking call polled against a deadline, and next to MPI every
- * rank keeps a TCP connection to rank 0 (the star, runtime/world_star.c):
+ * rank keeps a TCP connection to rank 0 (the star, world/world_star.c):
  * when a process dies its connection closes, rank 0 tells everybody which
  * rank it was, and the survivors leave their wait with that message instead
  * of hanging in MPI.  After a failure MPI_Finalize is skipped (it would wait
  * for the dead), and the caller exits non-zero.
  *
  * Before anything of MPI starts, the world names Open MPI's TCP interface
- * (runtime/world_ompi.c) unless the user or the site did. */
+ * (world/world_ompi.c) unless the user or the site did. */
 #include "config.h"
 #include <errno.h>
 #include <limits.h>
@@ -27,7 +27,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 #define HUB_LEN 128 /* "host port" of rank 0's star listener */
 

@@ -1,6 +1,6 @@
 /* The environment as untrusted input.  Every variable the runtime reads is
  * parsed by a pure function of an environment array (NAME=VALUE strings up
- * to a NULL, as environ): dl_world_env (runtime/world_env.c) for how the
+ * to a NULL, as environ): dl_world_env (world/world_env.c) for how the
  * process joins its job, dl_run_env_parse (here) for what the training
  * command takes from the SPANK plugin and from Slurm, dl_ompi_env_parse
  * (here) for who chose Open MPI's TCP interfaces.  Only the entry
@@ -9,8 +9,8 @@
  * line naming the variable and what is wrong, the value escaped
  * (dl_optval_escape: no control character reaches a terminal or a log);
  * nothing is silently cut, wrapped or replaced by a default. */
-#ifndef DLJOB_RUNTIME_ENV_H
-#define DLJOB_RUNTIME_ENV_H
+#ifndef DLJOB_WORLD_ENV_H
+#define DLJOB_WORLD_ENV_H
 
 #include <stddef.h>
 
@@ -25,7 +25,7 @@ int dl_env_long(char *const *envp, const char *name, long lo, long hi, long *out
 		size_t errlen);
 
 /* What the training command reads from its environment besides the
- * process group (runtime/world_env.c). */
+ * process group (world/world_env.c). */
 struct dl_run_env {
 	int model;                 /* DLJOB_MODEL is set: started by srun --dl-job=MODEL */
 	int have_out;              /* DLJOB_OUT is set: --out came from --dl-out */
@@ -53,7 +53,7 @@ const char *dl_env_dev_ino(const char *s, unsigned long long *dev, unsigned long
 
 /* Whether the user (or the site, through the environment) chose Open MPI's
  * TCP interfaces, and where Open MPI reads its parameter files: the PMIx
- * world (runtime/world_ompi.c) chooses them only when nobody did. */
+ * world (world/world_ompi.c) chooses them only when nobody did. */
 struct dl_ompi_env {
 	const char *set_var;     /* the first of OMPI_MCA_btl_tcp_if_include, _if_exclude,
 				  * OMPI_MCA_mca_base_param_file_prefix, _envar_file_prefix

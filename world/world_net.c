@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "runtime/world_int.h"
+#include "world/world_int.h"
 
 double dl_now(void)
 {

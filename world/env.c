@@ -1,4 +1,4 @@
-/* The training command's environment (runtime/env.h): what the SPANK
+/* The training command's environment (world/env.h): what the SPANK
  * plugin hands over in model mode (DLJOB_*), and what Slurm sets
  * (SLURM_JOB_ID, SLURM_RESTART_COUNT), read from an environment array; and
  * the Open MPI parameters that decide whether dljob chooses Open MPI's TCP
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/env.h"
+#include "world/env.h"
 #include "common/optval.h"
 
 /* Values quoted in messages: escaped, cut to this many bytes. */
