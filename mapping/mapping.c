@@ -186,7 +186,7 @@ static struct dl_map *map_load(const char *buf, size_t len, const char *name, ch
 	/* A PU or NUMA node is a bit of the sets at its os_index: one without
 	 * (a missing or misspelt os_index, which hwloc takes as 2^32-1) or
 	 * with an absurd one makes hwloc allocate a set of 512 MB for it, and
-	 * more such sets as it goes (tests/slurm/topologies/bad).  In the
+	 * more such sets as it goes (mapping/test/topologies/bad).  In the
 	 * child of xml_export_in_child those allocations fail under its cap
 	 * and hwloc goes on without them; where such an object is left with
 	 * its index, it is refused here, so no set of it is ever exported. */
@@ -273,7 +273,7 @@ out:
  * slurmstepd would then take too, in every step.  Under the cap those
  * allocations fail and hwloc goes on without them, so loading the file
  * itself here again would take it all; its export holds only what fit.
- * The largest real topologies of tests/slurm/topologies load in 15 MB and
+ * The largest real topologies of mapping/test/topologies load in 15 MB and
  * export to the same topology. */
 #define DL_MAP_XML_SECONDS 20
 #define DL_MAP_XML_MB 256

@@ -82,6 +82,6 @@ EXTRA_PROGRAMS = $(FUZZ_TARGETS)
 ASAN_TESTS = tests/data/test_loader tests/data/test_fmnist tests/data/test_u8 \
 	tests/data/test_hostile_files.py tests/engine/test_checkpoint_parse tests/engine/test_ops \
 	tests/data/test_bad_inputs.py tests/data/test_pack.py \
-	tests/slurm/test_spank_units tests/slurm/test_world_env tests/slurm/test_run_env tests/slurm/test_map \
-	tests/slurm/test_world_star tests/slurm/test_hostlist tests/slurm/test_world_ompi
+	spank/test/test_spank_units world/test/test_world_env world/test/test_run_env mapping/test/test_map \
+	world/test/test_world_star common/test/test_hostlist world/test/test_world_ompi
 ASAN_TOOLS = tests/data/dataset_tool tests/data/pack_tool tests/data/dump_sample

@@ -1,19 +1,4 @@
-# tests/slurm/spank.mk: the SPANK plugin and the GPU/NIC/NUMA mapping.
-check_PROGRAMS += tests/slurm/test_map
-tests_slurm_test_map_SOURCES = tests/slurm/test_map.c mapping/mapping.c mapping/mapping.h
-tests_slurm_test_map_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
-tests_slurm_test_map_LDADD = $(HWLOC_LIBS)
-TESTS += tests/slurm/test_map tests/slurm/test_topo.sh
-dist_check_SCRIPTS += tests/slurm/test_topo.sh
-dist_check_DATA += tests/slurm/topologies/2s-8gpu-4hca.xml tests/slurm/topologies/shared-nic.xml \
-	tests/slurm/topologies/no-nic.xml tests/slurm/topologies/mgmt-near.xml tests/slurm/topologies/mgmt-near-ib.xml \
-	tests/slurm/topologies/bmc-near.xml tests/slurm/topologies/SOURCES.md \
-	tests/slurm/topologies/bad/README.md tests/slurm/topologies/bad/cut-attribute.xml \
-	tests/slurm/topologies/bad/no-complete-cpuset.xml tests/slurm/topologies/bad/pu-bomb-refused.xml \
-	tests/slurm/topologies/bad/pu-bomb-loads.xml tests/slurm/topologies/real/SOURCES.md \
-	tests/slurm/topologies/real/coral-lassen-hwloc1.xml tests/slurm/topologies/real/eas-tioga.xml \
-	tests/slurm/topologies/real/ipa20.xml tests/slurm/topologies/real/p5en.48xl-topo.xml \
-	tests/slurm/topologies/real/topo.jwb0004.xml tests/slurm/topologies/real/tuo.CPX.xml
+# tests/slurm/spank.mk: the SPANK plugin on a private cluster (unit tests: spank/test/).
 # Cluster tests: each starts its own private cluster (tests/cluster/cluster.sh).
 TESTS += tests/slurm/test_spank_options.sh tests/slurm/test_spank_env.sh tests/slurm/test_spank_model.sh \
 	tests/slurm/test_spank_bind.sh tests/slurm/test_spank_sbatch.sh tests/slurm/test_spank_train.sh \
@@ -30,10 +15,6 @@ dist_check_SCRIPTS += tests/slurm/test_spank_options.sh tests/slurm/test_spank_e
 EXTRA_DIST += contrib/sbatch/dljob-1node.sbatch contrib/sbatch/dljob-multinode.sbatch \
 	contrib/sbatch/dljob-preemptible.sbatch
 dist_check_DATA += tests/slurm/test_spank_lib.bash
-check_PROGRAMS += tests/slurm/test_spank_units
-tests_slurm_test_spank_units_SOURCES = tests/slurm/test_spank_units.c spank/args.c spank/nodes.c common/master.c \
-	common/master.h common/hostlist.c common/hostlist.h common/optval.c common/optval.h spank/plugin.h
-TESTS += tests/slurm/test_spank_units
 # A second SPANK plugin listed after dljob.so (test_spank_setup.sh).
 check_LTLIBRARIES += tests/slurm/marker_spank.la
 tests_slurm_marker_spank_la_SOURCES = tests/slurm/marker_spank.c

@@ -7,7 +7,7 @@
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
 spank_cluster_up
 cd "$WORK" || fail "cd $WORK"
-T=$DLJOB_SRCDIR/tests/slurm/topologies
+T=$DLJOB_SRCDIR/mapping/test/topologies
 probe='echo "rank=$RANK gpu=$DLJOB_GPU cvd=$CUDA_VISIBLE_DEVICES order=$CUDA_DEVICE_ORDER hca=${NCCL_IB_HCA-} if=${NCCL_SOCKET_IFNAME-} numa=${DLJOB_NUMA-} cpus=${DLJOB_CPUS-} affinity=$(sed -n "s/^Cpus_allowed_list:\t//p" /proc/self/status)"'
 allowed=$(srun_bounded -w n1 -n1 sed -n 's/^Cpus_allowed_list:\t//p' /proc/self/status) || fail "srun"
 

@@ -22,7 +22,7 @@ read -r maj min < <(srun --version | sed -n 's/^slurm[^ ]* \([0-9]*\)\.\([0-9]*\
 [ -n "$maj" ] || fail "cannot read srun --version"
 prepend=0
 [ $((maj * 100 + min)) -ge 2311 ] && prepend=1
-T=$DLJOB_SRCDIR/tests/slurm/topologies
+T=$DLJOB_SRCDIR/mapping/test/topologies
 fake=$DLJOB_SRCDIR/tests/slurm/test_spank_fake_runtime.sh
 export FAKE_RUNTIME_LOG=$WORK/log
 mkdir -p log data/x img/bin || fail mkdir

@@ -10,7 +10,7 @@
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
 spank_cluster_up
 cd "$WORK" || fail "cd $WORK"
-T=$DLJOB_SRCDIR/tests/slurm/topologies
+T=$DLJOB_SRCDIR/mapping/test/topologies
 cluster_plugstack "topology=$T/2s-8gpu-4hca.xml"
 probe='echo "rank=$RANK gpu=${DLJOB_GPU-} cvd=${CUDA_VISIBLE_DEVICES-} own=${SLURM_STEP_GPUS-} bus=${DLJOB_GPU_BUSID-}"'
 # The XML's GPUs in bus-id order (= Slurm index order here).

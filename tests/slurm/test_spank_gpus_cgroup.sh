@@ -24,7 +24,7 @@ export CLUSTER_CGROUP=1
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
 spank_cluster_up
 cd "$WORK" || fail "cd $WORK"
-T=$DLJOB_SRCDIR/tests/slurm/topologies
+T=$DLJOB_SRCDIR/mapping/test/topologies
 cluster_plugstack "topology=$T/2s-8gpu-4hca.xml"
 D=$CLUSTER_DIR/dev
 # open=: the fake GPUs (node indexes) this task can open.

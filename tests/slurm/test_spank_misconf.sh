@@ -7,7 +7,7 @@
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
 spank_cluster_up
 cd "$WORK" || fail "cd $WORK"
-T=$DLJOB_SRCDIR/tests/slurm/topologies
+T=$DLJOB_SRCDIR/mapping/test/topologies
 mkdir -p data dir.xml || fail mkdir
 printf '<?xml version="1.0"?>\n<topology version="2.0">\n  <object type="Machine" cpuset="0x1"' >cut.xml || fail "cut.xml"
 probe='echo "rank=${RANK-unset} cpus=${DLJOB_CPUS-unset} hca=${NCCL_IB_HCA-unset} secret=${DLJOB_JOB_SECRET:+set} affinity=$(sed -n "s/^Cpus_allowed_list:\t//p" /proc/self/status)"'
@@ -44,7 +44,7 @@ fails_step "topology=$WORK/missing.xml" "plugstack.conf: topology=: $WORK/missin
 fails_step "topology=$WORK/missing.xml" "plugstack.conf: topology=: $WORK/missing.xml: No such file or directory" --dl-bind=none
 fails_step "topology=$WORK/dir.xml" "plugstack.conf: topology=: $WORK/dir.xml: not a regular file"
 fails_step "topology=$WORK/cut.xml" "plugstack.conf: topology=: $WORK/cut.xml: not a valid hwloc XML topology"
-# Files that kill hwloc 2.9's own XML import (tests/slurm/topologies/bad):
+# Files that kill hwloc 2.9's own XML import (mapping/test/topologies/bad):
 # read in a child first, so slurmstepd lives and the step fails by name.
 fails_step "topology=$T/bad/no-complete-cpuset.xml" "plugstack.conf: topology=: $T/bad/no-complete-cpuset.xml: not a valid hwloc XML topology"
 fails_step "topology=$T/bad/cut-attribute.xml" "plugstack.conf: topology=: $T/bad/cut-attribute.xml: not a valid hwloc XML topology"

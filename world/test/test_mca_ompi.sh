@@ -6,7 +6,7 @@
 # test_world_ompi.c (comments, stray bytes, --mca/-x lines, long names)
 # and the fuzz_mca seeds.
 set -u
-scan=$DLJOB_BUILDDIR/tests/slurm/test_world_ompi
+scan=$DLJOB_BUILDDIR/world/test/test_world_ompi
 ompi_info=$(command -v ompi_info) || { echo "FAIL: ompi_info not found (openmpi-bin)"; exit 1; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/dljob-mca.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT

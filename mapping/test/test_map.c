@@ -1,12 +1,12 @@
 /* GPU -> NIC -> NUMA/CPU mapping on real and hand-made hwloc topologies.
  *
- * Real topologies are in tests/slurm/topologies/real (where each one comes
+ * Real topologies are in mapping/test/topologies/real (where each one comes
  * from, and its licence, is in its SOURCES.md); hand-made ones are in
- * tests/slurm/topologies.
+ * mapping/test/topologies.
  * The expected answers were worked out by reading each tree
  * (lstopo-no-graphics --input FILE) against the rules in mapping/mapping.h.
  * Every *.xml of both directories must have expectations here, so a new
- * fixture cannot go untested; tests/slurm/topologies/bad holds files that
+ * fixture cannot go untested; mapping/test/topologies/bad holds files that
  * kill hwloc itself, which must fail cleanly (check_errors). */
 #include "config.h"
 
@@ -463,7 +463,7 @@ static int check_errors(const char *local)
 		}
 		rmdir(dir);
 	}
-	/* Files that kill hwloc 2.9 itself (tests/slurm/topologies/bad), under
+	/* Files that kill hwloc 2.9 itself (mapping/test/topologies/bad), under
 	 * its libxml2 import and its own minimal parser: one line, no crash. */
 	for (int parser = 0; parser < 2; parser++) {
 		static const char *const killers[] = { "cut-attribute.xml", "no-complete-cpuset.xml" };
@@ -611,8 +611,8 @@ int main(void)
 
 	if (!src)
 		src = ".";
-	snprintf(real, sizeof(real), "%s/tests/slurm/topologies/real", src);
-	snprintf(local, sizeof(local), "%s/tests/slurm/topologies", src);
+	snprintf(real, sizeof(real), "%s/mapping/test/topologies/real", src);
+	snprintf(local, sizeof(local), "%s/mapping/test/topologies", src);
 	if (all_listed(real, "real:") < 0 || all_listed(local, "local:") < 0)
 		fail = 1;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)

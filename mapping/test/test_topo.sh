@@ -6,8 +6,8 @@
 set -u
 : "${DLJOB_BIN:?run under make check}" "${DLJOB_SRCDIR:?run under make check}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-R=$DLJOB_SRCDIR/tests/slurm/topologies/real
-T=$DLJOB_SRCDIR/tests/slurm/topologies
+R=$DLJOB_SRCDIR/mapping/test/topologies/real
+T=$DLJOB_SRCDIR/mapping/test/topologies
 
 out=$("$DLJOB_BIN" topo --xml "$R/eas-tioga.xml" --tasks 8) || fail "dljob topo on eas-tioga.xml: $out"
 [ "$(head -1 <<<"$out")" = "dljob: mapping of 8 tasks, step GPUs 0-7, topology $R/eas-tioga.xml" ] || fail "title: $out"

@@ -3,7 +3,7 @@
  * single, MASTER_ADDR from the step's first node, MASTER_PORT Slurm's
  * reserved port or from the job and step ids, the candidate ports, one-line errors naming the bad variable; and the
  * other node of the step that rank 0 checks its listening address against
- * (other_node).  The node list parser itself: tests/slurm/test_hostlist.c. */
+ * (other_node).  The node list parser itself: common/test/test_hostlist.c. */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,6 @@
+# spank/test/: the plugin's pure parts without a cluster (plugstack
+# arguments, node-local ranks, the rendezvous address).
+check_PROGRAMS += spank/test/test_spank_units
+spank_test_test_spank_units_SOURCES = spank/test/test_spank_units.c spank/args.c spank/nodes.c spank/plugin.h \
+	$(DLJOB_COMMON_SOURCES)
+TESTS += spank/test/test_spank_units
