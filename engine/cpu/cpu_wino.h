@@ -15,7 +15,7 @@
  * so the backend uses it up to 32 channels.
  *
  * The panel path (C and K multiples of 64): every tile of the batch at once,
- * one GEMM per transform position, 64 output channels at a time (cpu_wino.c),
+ * one GEMM per transform position, 64 output channels at a time (cpu_wino_panel.c),
  * its tiles laid over a mosaic of the batch's images with one zero line
  * between them, so that a 14x14 image no longer pads to 16x16: at batch 16,
  * 4 x 4 images take 15 x 15 tiles instead of 16 x 16, and each pass of
@@ -57,7 +57,7 @@
  * polyphase Winograd, the even taps of each axis as F(4,2) and the odd
  * one as a plain product, 81 products per 4x4 output tile instead of the
  * direct convolution's 144, in all three passes, over chunks of 32 tiles
- * per thread (cpu_wino.c has its transforms).  On resnet50's layer2.0
+ * per thread (cpu_wino_s2.c).  On resnet50's layer2.0
  * (128 channels, 56x56 -> 28x28) bench_ops, Zen 4 VM, batch 16, 2 threads,
  * GFLOP/s against oneDNN's direct kernel in the same run:
  *   forward 274-288 / 207-211, backward-data 290-307 / 197-209,
@@ -67,7 +67,7 @@
  * whole filter transform no longer fits the cache: not used there.
  *
  * The stride-1 passes share the transforms of Lavin & Gray's F(4x4,3x3)
- * (the panel path's F(6x6,3x3) has the same form, cpu_wino.c):
+ * (the panel path's F(6x6,3x3) has the same form, cpu_wino_kern.h):
  *   forward         y  = A^T [ (G g G^T) . (B^T d B) ] A   per 4x4 output tile
  *   backward-data   the forward over dy with the weights flipped and Ci/Co swapped
  *   backward-weights dg = G^T [ sum over tiles (A dy A^T) . (B^T d B) ] G
