@@ -888,258 +888,339 @@ static void free_sets(hwloc_bitmap_t *s, int n)
 	free(s);
 }
 
-struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, int ng, const int *task_gpu,
-				int ntasks, hwloc_const_bitmap_t within, int nic, char *err, size_t errlen)
-{
-	struct dl_map_plan *p = NULL;
-	hwloc_bitmap_t *dom = NULL, *loc = NULL, *u = NULL, taken = NULL, avail = NULL, mine = NULL;
+/* One dl_map_plan call's working state: the arguments, what the stages
+ * below fill in, and the scratch arrays they share (one slot per task). */
+struct planner {
+	const struct dl_map *m;
+	const int *step_gpus;
+	int ng, ntasks, nic;
+	struct dl_map_plan *p;
+	const char *word;           /* "core" or "CPU": what a unit is */
+	hwloc_bitmap_t mine;        /* the CPUs the plan may use */
+	hwloc_bitmap_t taken, avail;
+	hwloc_bitmap_t *dom, *loc;  /* per task: its NUMA domain, its GPU's locality */
+	hwloc_obj_t *lobj;          /* the object of loc[r] */
+	hwloc_obj_t *cpu_anchor;    /* per task without GPU: where its NICs are measured from */
+	hwloc_obj_t gpu_anchor[DL_MAP_MAX_GPUS];
 	hwloc_obj_t numa[DL_MAP_MAX_NICS];
-	struct nicset chosen, port, *near[2][NIC_KINDS] = { { NULL } }; /* [GPU or CPU units][kind] */
-	hwloc_obj_t *via[2][NIC_KINDS] = { { NULL } };
-	hwloc_obj_t *lobj = NULL, *cpu_anchor = NULL, gpu_anchor[DL_MAP_MAX_GPUS];
-	int *idx = NULL, *got = NULL, *cpu_idx = NULL, nu = 0, ncpu = 0, nnuma = 0, k, ok = 0;
-	char *done = NULL, name[DL_MAP_LIST + 32];
-	const char *word = m->has_cores ? "core" : "CPU";
+	int nnuma, ncpu;
+	int *cpu_idx, *idx, *got;
+	char *done;
+	hwloc_bitmap_t *u;          /* units of the current split */
+	int nu;
+};
 
-	if (ntasks <= 0 || ntasks > DL_MAP_MAX_TASKS) {
-		snprintf(err, errlen, "%d tasks on the node: expected 1 to %d", ntasks, DL_MAP_MAX_TASKS);
-		return NULL;
+/* The arguments' bounds; 0 or -1 with err set. */
+static int plan_check_args(const struct planner *pl, const int *task_gpu, char *err, size_t errlen)
+{
+	if (pl->ntasks <= 0 || pl->ntasks > DL_MAP_MAX_TASKS) {
+		snprintf(err, errlen, "%d tasks on the node: expected 1 to %d", pl->ntasks, DL_MAP_MAX_TASKS);
+		return -1;
 	}
-	if (ng < 0 || ng > DL_MAP_MAX_GPUS) {
-		snprintf(err, errlen, "%d step GPUs is more than %d", ng, DL_MAP_MAX_GPUS);
-		return NULL;
+	if (pl->ng < 0 || pl->ng > DL_MAP_MAX_GPUS) {
+		snprintf(err, errlen, "%d step GPUs is more than %d", pl->ng, DL_MAP_MAX_GPUS);
+		return -1;
 	}
-	for (int i = 0; i < ng; i++)
-		if (step_gpus[i] < 0 || step_gpus[i] >= m->ngpus) {
+	for (int i = 0; i < pl->ng; i++)
+		if (pl->step_gpus[i] < 0 || pl->step_gpus[i] >= pl->m->ngpus) {
 			snprintf(err, errlen, "GPU %d of the step is not in the topology (it has %d GPUs)",
-				 step_gpus[i], m->ngpus);
-			return NULL;
+				 pl->step_gpus[i], pl->m->ngpus);
+			return -1;
 		}
-	for (int r = 0; task_gpu && r < ntasks; r++)
-		if (task_gpu[r] < -1 || task_gpu[r] >= ng) {
-			snprintf(err, errlen, "task %d's GPU %d is not one of the step's %d", r, task_gpu[r], ng);
-			return NULL;
+	for (int r = 0; task_gpu && r < pl->ntasks; r++)
+		if (task_gpu[r] < -1 || task_gpu[r] >= pl->ng) {
+			snprintf(err, errlen, "task %d's GPU %d is not one of the step's %d", r, task_gpu[r], pl->ng);
+			return -1;
 		}
-	/* mine: the CPUs the plan may use, the topology's within what the
-	 * caller allows (the step's CPUs on the node). */
-	if (!(mine = hwloc_bitmap_dup(hwloc_get_root_obj(m->topo)->cpuset)) ||
-	    (within && hwloc_bitmap_and(mine, mine, within) < 0)) {
-		hwloc_bitmap_free(mine);
+	return 0;
+}
+
+/* mine: the CPUs the plan may use, the topology's within what the caller
+ * allows (the step's CPUs on the node); the NUMA nodes that have some.
+ * 0, or -1 with err set. */
+static int plan_mine(struct planner *pl, hwloc_const_bitmap_t within, char *err, size_t errlen)
+{
+	const struct dl_map *m = pl->m;
+
+	if (!(pl->mine = hwloc_bitmap_dup(hwloc_get_root_obj(m->topo)->cpuset)) ||
+	    (within && hwloc_bitmap_and(pl->mine, pl->mine, within) < 0)) {
 		snprintf(err, errlen, "out of memory");
-		return NULL;
+		return -1;
 	}
-	if (hwloc_bitmap_iszero(mine)) {
+	if (hwloc_bitmap_iszero(pl->mine)) {
 		char w[DL_MAP_LIST], all[DL_MAP_LIST];
 
 		hwloc_bitmap_list_snprintf(w, sizeof(w), within);
 		hwloc_bitmap_list_snprintf(all, sizeof(all), hwloc_get_root_obj(m->topo)->cpuset);
 		snprintf(err, errlen, "none of the CPUs %s is in the topology (its CPUs: %s)", w, all);
-		hwloc_bitmap_free(mine);
-		return NULL;
+		return -1;
 	}
 	for (int i = 0; i < m->nnuma; i++)
-		if (hwloc_bitmap_intersects(m->numa[i]->cpuset, mine))
-			numa[nnuma++] = m->numa[i];
-	p = calloc(1, sizeof(*p) + (size_t)ntasks * sizeof(p->task[0]));
-	dom = calloc((size_t)ntasks, sizeof(*dom));
-	loc = calloc((size_t)ntasks, sizeof(*loc));
-	lobj = calloc((size_t)ntasks, sizeof(*lobj));
-	cpu_anchor = calloc((size_t)ntasks, sizeof(*cpu_anchor));
-	cpu_idx = calloc((size_t)ntasks, sizeof(*cpu_idx));
-	idx = calloc((size_t)ntasks, sizeof(*idx));
-	got = calloc((size_t)ntasks, sizeof(*got));
-	done = calloc((size_t)ntasks, 1);
-	taken = hwloc_bitmap_alloc();
-	avail = hwloc_bitmap_alloc();
-	if (!p || !dom || !loc || !lobj || !cpu_anchor || !cpu_idx || !idx || !got || !done || !taken || !avail)
-		goto oom;
+		if (hwloc_bitmap_intersects(m->numa[i]->cpuset, pl->mine))
+			pl->numa[pl->nnuma++] = m->numa[i];
+	return 0;
+}
+
+/* The plan and the scratch arrays; each task's GPU (Slurm's binding, or
+ * task r mod the step's GPUs).  -1: out of memory. */
+static int plan_alloc(struct planner *pl, const int *task_gpu)
+{
+	int ntasks = pl->ntasks;
+	struct dl_map_plan *p;
+
+	pl->p = p = calloc(1, sizeof(*p) + (size_t)ntasks * sizeof(p->task[0]));
+	pl->dom = calloc((size_t)ntasks, sizeof(*pl->dom));
+	pl->loc = calloc((size_t)ntasks, sizeof(*pl->loc));
+	pl->lobj = calloc((size_t)ntasks, sizeof(*pl->lobj));
+	pl->cpu_anchor = calloc((size_t)ntasks, sizeof(*pl->cpu_anchor));
+	pl->cpu_idx = calloc((size_t)ntasks, sizeof(*pl->cpu_idx));
+	pl->idx = calloc((size_t)ntasks, sizeof(*pl->idx));
+	pl->got = calloc((size_t)ntasks, sizeof(*pl->got));
+	pl->done = calloc((size_t)ntasks, 1);
+	pl->taken = hwloc_bitmap_alloc();
+	pl->avail = hwloc_bitmap_alloc();
+	if (!p || !pl->dom || !pl->loc || !pl->lobj || !pl->cpu_anchor || !pl->cpu_idx || !pl->idx || !pl->got ||
+	    !pl->done || !pl->taken || !pl->avail)
+		return -1;
 	p->ntasks = ntasks;
 	for (int r = 0; r < ntasks; r++) {
 		struct dl_map_task *t = &p->task[r];
 
-		t->gpu = task_gpu ? task_gpu[r] : ng > 0 ? r % ng : -1;
+		t->gpu = task_gpu ? task_gpu[r] : pl->ng > 0 ? r % pl->ng : -1;
 		t->node_gpu = -1;
 		if (!(t->cpuset = hwloc_bitmap_alloc()) || !(t->nodeset = hwloc_bitmap_alloc()) ||
-		    !(dom[r] = hwloc_bitmap_alloc()))
-			goto oom;
+		    !(pl->dom[r] = hwloc_bitmap_alloc()))
+			return -1;
 		if (t->gpu < 0)
-			cpu_idx[r] = ncpu++;
+			pl->cpu_idx[r] = pl->ncpu++;
 	}
-	for (int i = 0; i < ng; i++)
-		gpu_anchor[i] = m->gpu[step_gpus[i]];
+	for (int i = 0; i < pl->ng; i++)
+		pl->gpu_anchor[i] = pl->m->gpu[pl->step_gpus[i]];
+	return 0;
+}
 
-	/* Each task's NUMA node(s), their CPUs (the domain) and the GPU's own
-	 * smaller locality (an L3 or a Group inside the NUMA node). */
-	for (int r = 0; r < ntasks; r++) {
-		struct dl_map_task *t = &p->task[r];
+/* Task r with a GPU: the GPU's NUMA node(s), their CPUs within mine (the
+ * domain), and the GPU's own smaller locality (an L3 or a Group inside
+ * the NUMA node) where it is smaller than the domain.  -1: out of memory. */
+static int plan_gpu_domain(struct planner *pl, int r)
+{
+	const struct dl_map *m = pl->m;
+	struct dl_map_task *t = &pl->p->task[r];
+	hwloc_bitmap_t *dom = pl->dom, *loc = pl->loc;
+	int ng = pl->ng;
+	hwloc_obj_t a;
 
-		if (t->gpu >= 0) {
-			hwloc_obj_t a;
+	t->node_gpu = pl->step_gpus[t->gpu];
+	snprintf(t->busid, sizeof(t->busid), "%s", m->busid[t->node_gpu]);
+	if (t->gpu == r % ng)
+		snprintf(t->why_gpu, sizeof(t->why_gpu), "task %d mod %d step GPU%s", r, ng, ng > 1 ? "s" : "");
+	else
+		snprintf(t->why_gpu, sizeof(t->why_gpu), "Slurm's binding of the task");
+	a = hwloc_get_non_io_ancestor_obj(m->topo, m->gpu[t->node_gpu]);
+	if (a && a->nodeset && hwloc_bitmap_copy(t->nodeset, a->nodeset) < 0)
+		return -1;
+	if (!hwloc_bitmap_iszero(t->nodeset) && hwloc_cpuset_from_nodeset(m->topo, dom[r], t->nodeset) < 0)
+		return -1;
+	if (hwloc_bitmap_iszero(dom[r]) && a && a->cpuset && hwloc_bitmap_copy(dom[r], a->cpuset) < 0)
+		return -1;
+	if (hwloc_bitmap_and(dom[r], dom[r], pl->mine) < 0)
+		return -1;
+	if (a) {
+		char oname[64];
 
-			t->node_gpu = step_gpus[t->gpu];
-			snprintf(t->busid, sizeof(t->busid), "%s", m->busid[t->node_gpu]);
-			if (t->gpu == r % ng)
-				snprintf(t->why_gpu, sizeof(t->why_gpu), "task %d mod %d step GPU%s", r, ng, ng > 1 ? "s" : "");
-			else
-				snprintf(t->why_gpu, sizeof(t->why_gpu), "Slurm's binding of the task");
-			a = hwloc_get_non_io_ancestor_obj(m->topo, m->gpu[t->node_gpu]);
-			if (a && a->nodeset && hwloc_bitmap_copy(t->nodeset, a->nodeset) < 0)
-				goto oom;
-			if (!hwloc_bitmap_iszero(t->nodeset) &&
-			    hwloc_cpuset_from_nodeset(m->topo, dom[r], t->nodeset) < 0)
-				goto oom;
-			if (hwloc_bitmap_iszero(dom[r]) && a && a->cpuset && hwloc_bitmap_copy(dom[r], a->cpuset) < 0)
-				goto oom;
-			if (hwloc_bitmap_and(dom[r], dom[r], mine) < 0)
-				goto oom;
-			if (a) {
-				char oname[64];
-
-				obj_name(a, oname, sizeof(oname));
-				snprintf(t->why_numa, sizeof(t->why_numa), "of the GPU's %s", oname);
-			}
-			/* The GPU's own smaller locality, within mine: a set
-			 * of its own only when it is still smaller than the
-			 * domain (and not empty). */
-			if (a && a->cpuset && !hwloc_bitmap_iszero(dom[r])) {
-				if (!(loc[r] = hwloc_bitmap_dup(a->cpuset)) || hwloc_bitmap_and(loc[r], loc[r], mine) < 0)
-					goto oom;
-				if (!hwloc_bitmap_iszero(loc[r]) && hwloc_bitmap_isincluded(loc[r], dom[r]) &&
-				    !hwloc_bitmap_isequal(loc[r], dom[r])) {
-					lobj[r] = a;
-				} else {
-					hwloc_bitmap_free(loc[r]);
-					loc[r] = NULL;
-				}
-			}
+		obj_name(a, oname, sizeof(oname));
+		snprintf(t->why_numa, sizeof(t->why_numa), "of the GPU's %s", oname);
+	}
+	/* The GPU's own smaller locality, within mine: a set of its own only
+	 * when it is still smaller than the domain (and not empty). */
+	if (a && a->cpuset && !hwloc_bitmap_iszero(dom[r])) {
+		if (!(loc[r] = hwloc_bitmap_dup(a->cpuset)) || hwloc_bitmap_and(loc[r], loc[r], pl->mine) < 0)
+			return -1;
+		if (!hwloc_bitmap_iszero(loc[r]) && hwloc_bitmap_isincluded(loc[r], dom[r]) &&
+		    !hwloc_bitmap_isequal(loc[r], dom[r])) {
+			pl->lobj[r] = a;
 		} else {
-			if (cpu_task_numa(numa, nnuma, cpu_idx[r], ncpu, t->nodeset) < 0)
-				goto oom;
-			if (hwloc_bitmap_iszero(t->nodeset)) {
-				if (hwloc_bitmap_copy(dom[r], mine) < 0)
-					goto oom;
-			} else if (hwloc_cpuset_from_nodeset(m->topo, dom[r], t->nodeset) < 0 ||
-				   hwloc_bitmap_and(dom[r], dom[r], mine) < 0)
-				goto oom;
-			snprintf(t->why_gpu, sizeof(t->why_gpu), "%s", ng == 0 ? "the step has no GPU here" :
-				 "not known (Slurm confines the task's devices)");
-			snprintf(t->why_numa, sizeof(t->why_numa), "NUMA nodes split between %d task%s without GPU",
-				 ncpu, ncpu > 1 ? "s" : "");
-			cpu_anchor[cpu_idx[r]] = hwloc_bitmap_iszero(t->nodeset) ? hwloc_get_root_obj(m->topo) :
-				hwloc_get_numanode_obj_by_os_index(m->topo, (unsigned)hwloc_bitmap_first(t->nodeset));
-			if (!cpu_anchor[cpu_idx[r]])
-				cpu_anchor[cpu_idx[r]] = hwloc_get_root_obj(m->topo);
+			hwloc_bitmap_free(loc[r]);
+			loc[r] = NULL;
 		}
-		hwloc_bitmap_list_snprintf(t->numa, sizeof(t->numa), t->nodeset);
 	}
+	return 0;
+}
 
-	/* CPUs, first pass: the GPU's own locality, split between the tasks
-	 * that share it when each can have a whole core. */
-	while ((k = next_group(loc, done, ntasks, idx)) > 0) {
-		if (hwloc_bitmap_andnot(avail, loc[idx[0]], taken) < 0 || (nu = units(m, avail, &u)) < 0)
-			goto oom;
-		if (nu >= k) {
-			obj_name(lobj[idx[0]], name, sizeof(name));
-			if (split(u, nu, idx, k, p->task, got) < 0 || hwloc_bitmap_or(taken, taken, avail) < 0)
-				goto oom;
-			for (int j = 0; j < k; j++)
-				split_why(p->task[idx[j]].why_cpus, DL_MAP_WHY, name, k, nu, got[j], word);
+/* Task r without a GPU: its share of the NUMA nodes that have CPUs of
+ * mine, their CPUs (the domain), and the anchor its NICs are measured
+ * from.  -1: out of memory. */
+static int plan_cpu_domain(struct planner *pl, int r)
+{
+	const struct dl_map *m = pl->m;
+	struct dl_map_task *t = &pl->p->task[r];
+	hwloc_bitmap_t d = pl->dom[r];
+	int c = pl->cpu_idx[r], ncpu = pl->ncpu;
+
+	if (cpu_task_numa(pl->numa, pl->nnuma, c, ncpu, t->nodeset) < 0)
+		return -1;
+	if (hwloc_bitmap_iszero(t->nodeset)) {
+		if (hwloc_bitmap_copy(d, pl->mine) < 0)
+			return -1;
+	} else if (hwloc_cpuset_from_nodeset(m->topo, d, t->nodeset) < 0 || hwloc_bitmap_and(d, d, pl->mine) < 0)
+		return -1;
+	snprintf(t->why_gpu, sizeof(t->why_gpu), "%s", pl->ng == 0 ? "the step has no GPU here" :
+		 "not known (Slurm confines the task's devices)");
+	snprintf(t->why_numa, sizeof(t->why_numa), "NUMA nodes split between %d task%s without GPU",
+		 ncpu, ncpu > 1 ? "s" : "");
+	pl->cpu_anchor[c] = hwloc_bitmap_iszero(t->nodeset) ? hwloc_get_root_obj(m->topo) :
+		hwloc_get_numanode_obj_by_os_index(m->topo, (unsigned)hwloc_bitmap_first(t->nodeset));
+	if (!pl->cpu_anchor[c])
+		pl->cpu_anchor[c] = hwloc_get_root_obj(m->topo);
+	return 0;
+}
+
+/* units of set into pl->u (the previous split's freed first).  -1: out of
+ * memory. */
+static int plan_units(struct planner *pl, hwloc_const_bitmap_t set)
+{
+	free_units(pl->u, pl->nu > 0 ? pl->nu : 0);
+	pl->u = NULL;
+	pl->nu = units(pl->m, set, &pl->u);
+	return pl->nu < 0 ? -1 : 0;
+}
+
+/* Split pl->u between the k tasks pl->idx[0..k), each told why with what. */
+static int plan_split(struct planner *pl, int k, const char *what)
+{
+	if (split(pl->u, pl->nu, pl->idx, k, pl->p->task, pl->got) < 0)
+		return -1;
+	for (int j = 0; j < k; j++)
+		split_why(pl->p->task[pl->idx[j]].why_cpus, DL_MAP_WHY, what, k, pl->nu, pl->got[j], pl->word);
+	return 0;
+}
+
+/* CPUs, first pass: the GPU's own locality, split between the tasks that
+ * share it when each can have a whole core.  -1: out of memory. */
+static int plan_cpus_local(struct planner *pl)
+{
+	char name[DL_MAP_LIST + 32];
+	int k;
+
+	while ((k = next_group(pl->loc, pl->done, pl->ntasks, pl->idx)) > 0) {
+		if (hwloc_bitmap_andnot(pl->avail, pl->loc[pl->idx[0]], pl->taken) < 0 || plan_units(pl, pl->avail) < 0)
+			return -1;
+		if (pl->nu >= k) {
+			obj_name(pl->lobj[pl->idx[0]], name, sizeof(name));
+			if (plan_split(pl, k, name) < 0 || hwloc_bitmap_or(pl->taken, pl->taken, pl->avail) < 0)
+				return -1;
 		}
-		free_units(u, nu);
-		u = NULL;
 	}
-	/* Second pass: the rest of each NUMA domain, split between all its
-	 * tasks; with fewer cores than tasks, only the tasks still without
-	 * CPUs take part, and share. */
-	memset(done, 0, (size_t)ntasks);
-	while ((k = next_group(dom, done, ntasks, idx)) > 0) {
-		hwloc_const_bitmap_t d = dom[idx[0]];
+	return 0;
+}
+
+/* Second pass: the rest of each NUMA domain, split between all its tasks;
+ * with fewer cores than tasks, only the tasks still without CPUs take
+ * part, and share.  -1: out of memory. */
+static int plan_cpus_domain(struct planner *pl)
+{
+	char name[DL_MAP_LIST + 32];
+	int k;
+
+	memset(pl->done, 0, (size_t)pl->ntasks);
+	while ((k = next_group(pl->dom, pl->done, pl->ntasks, pl->idx)) > 0) {
+		hwloc_const_bitmap_t d = pl->dom[pl->idx[0]];
 		int rest, kk = k;
 
-		if (hwloc_bitmap_andnot(avail, d, taken) < 0)
-			goto oom;
-		rest = !hwloc_bitmap_isequal(avail, d);
-		if ((nu = units(m, avail, &u)) < 0)
-			goto oom;
-		if (nu < k) {
+		if (hwloc_bitmap_andnot(pl->avail, d, pl->taken) < 0)
+			return -1;
+		rest = !hwloc_bitmap_isequal(pl->avail, d);
+		if (plan_units(pl, pl->avail) < 0)
+			return -1;
+		if (pl->nu < k) {
 			kk = 0;
 			for (int j = 0; j < k; j++)
-				if (hwloc_bitmap_iszero(p->task[idx[j]].cpuset))
-					idx[kk++] = idx[j];
+				if (hwloc_bitmap_iszero(pl->p->task[pl->idx[j]].cpuset))
+					pl->idx[kk++] = pl->idx[j];
 		}
-		if (kk > 0 && nu == 0) {
+		if (kk > 0 && pl->nu == 0) {
 			/* Nothing is left: the tasks without CPUs share the domain. */
-			free_units(u, nu);
-			u = NULL;
-			if ((nu = units(m, d, &u)) < 0)
-				goto oom;
+			if (plan_units(pl, d) < 0)
+				return -1;
 			rest = 0;
 		}
-		if (kk > 0 && nu > 0) {
-			snprintf(name, sizeof(name), "%sNUMA %s", rest ? "rest of " : "", p->task[idx[0]].numa);
-			if (split(u, nu, idx, kk, p->task, got) < 0 || hwloc_bitmap_or(taken, taken, avail) < 0)
-				goto oom;
-			for (int j = 0; j < kk; j++)
-				split_why(p->task[idx[j]].why_cpus, DL_MAP_WHY, name, kk, nu, got[j], word);
+		if (kk > 0 && pl->nu > 0) {
+			snprintf(name, sizeof(name), "%sNUMA %s", rest ? "rest of " : "", pl->p->task[pl->idx[0]].numa);
+			if (plan_split(pl, kk, name) < 0 || hwloc_bitmap_or(pl->taken, pl->taken, pl->avail) < 0)
+				return -1;
 		}
-		free_units(u, nu);
-		u = NULL;
 	}
-	/* Third pass: the tasks whose NUMA domain has none of mine (the step
-	 * owns no CPU near their GPU) split what is left of mine, or share
-	 * all of it when nothing is left. */
-	k = 0;
-	for (int r = 0; r < ntasks; r++)
-		if (hwloc_bitmap_iszero(p->task[r].cpuset) && hwloc_bitmap_iszero(dom[r]))
-			idx[k++] = r;
+	return 0;
+}
+
+/* Third pass: the tasks whose NUMA domain has none of mine (the step owns
+ * no CPU near their GPU) split what is left of mine, or share all of it
+ * when nothing is left.  Then who shares CPUs, and the lists.  -1: out of
+ * memory. */
+static int plan_cpus_rest(struct planner *pl)
+{
+	struct dl_map_plan *p = pl->p;
+	int k = 0;
+
+	for (int r = 0; r < pl->ntasks; r++)
+		if (hwloc_bitmap_iszero(p->task[r].cpuset) && hwloc_bitmap_iszero(pl->dom[r]))
+			pl->idx[k++] = r;
 	if (k > 0) {
 		const char *what = "CPUs left outside its NUMA node";
 
-		if (hwloc_bitmap_andnot(avail, mine, taken) < 0 || (nu = units(m, avail, &u)) < 0)
-			goto oom;
-		if (nu == 0) {
+		if (hwloc_bitmap_andnot(pl->avail, pl->mine, pl->taken) < 0 || plan_units(pl, pl->avail) < 0)
+			return -1;
+		if (pl->nu == 0) {
 			what = "all the allowed CPUs";
-			if ((nu = units(m, mine, &u)) < 0)
-				goto oom;
+			if (plan_units(pl, pl->mine) < 0)
+				return -1;
 		}
-		if (split(u, nu, idx, k, p->task, got) < 0)
-			goto oom;
-		for (int j = 0; j < k; j++)
-			split_why(p->task[idx[j]].why_cpus, DL_MAP_WHY, what, k, nu, got[j], word);
-		free_units(u, nu);
-		u = NULL;
+		if (plan_split(pl, k, what) < 0)
+			return -1;
 	}
-	for (int r = 0; r < ntasks; r++) {
+	for (int r = 0; r < pl->ntasks; r++) {
 		struct dl_map_task *t = &p->task[r];
 		int n = 0;
 
-		for (int s = 0; s < ntasks; s++)
+		for (int s = 0; s < pl->ntasks; s++)
 			n += hwloc_bitmap_intersects(t->cpuset, p->task[s].cpuset);
 		t->shared = n > 1 ? n : 0;
 		hwloc_bitmap_list_snprintf(t->cpus, sizeof(t->cpus), t->cpuset);
 		if (!t->why_cpus[0])
 			snprintf(t->why_cpus, sizeof(t->why_cpus), "no CPU in the topology's NUMA node");
 	}
+	return 0;
+}
 
-	/* NICs: a GPU's among the step's GPUs, a task without GPU's among
-	 * the tasks without GPU.  Each unit's nearest NICs, once. */
-	for (int g = 0; nic && g < 2; g++) {
-		int n = g ? ng : ncpu;
+/* NICs: a GPU's among the step's GPUs, a task without GPU's among the
+ * tasks without GPU.  Each unit's nearest NICs, once; then each task's
+ * HCAs and the netdevs of their own ports (IPoIB, RoCE), or its nearest
+ * netdevs.  -1: out of memory. */
+static int plan_nics(struct planner *pl)
+{
+	const struct dl_map *m = pl->m;
+	struct nicset chosen, port, *near[2][NIC_KINDS] = { { NULL } }; /* [GPU or CPU units][kind] */
+	hwloc_obj_t *via[2][NIC_KINDS] = { { NULL } };
+	int ret = -1;
+
+	for (int g = 0; pl->nic && g < 2; g++) {
+		int n = g ? pl->ng : pl->ncpu;
 
 		for (int kind = 0; kind < NIC_KINDS; kind++) {
 			near[g][kind] = calloc((size_t)(n ? n : 1), sizeof(*near[g][kind]));
 			via[g][kind] = calloc((size_t)(n ? n : 1), sizeof(*via[g][kind]));
 			if (!near[g][kind] || !via[g][kind])
-				goto oom;
+				goto out;
 			for (int i = 0; i < n; i++)
-				via[g][kind][i] = nearest(m, kind, g ? gpu_anchor[i] : cpu_anchor[i], &near[g][kind][i]);
+				via[g][kind][i] = nearest(m, kind, g ? pl->gpu_anchor[i] : pl->cpu_anchor[i],
+							  &near[g][kind][i]);
 		}
 	}
-	for (int r = 0; r < ntasks; r++) {
-		struct dl_map_task *t = &p->task[r];
-		int g = t->gpu >= 0, n = g ? ng : ncpu, x = g ? t->gpu : cpu_idx[r];
+	for (int r = 0; r < pl->ntasks; r++) {
+		struct dl_map_task *t = &pl->p->task[r];
+		int g = t->gpu >= 0, n = g ? pl->ng : pl->ncpu, x = g ? t->gpu : pl->cpu_idx[r];
 
-		if (!nic) {
+		if (!pl->nic) {
 			snprintf(t->why_hca, sizeof(t->why_hca), "not chosen (nic=none)");
 			snprintf(t->why_ifname, sizeof(t->why_ifname), "not chosen (nic=none)");
 			continue;
@@ -1147,7 +1228,6 @@ struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, in
 		pick_nics(m, NIC_HCA, near[g][NIC_HCA], via[g][NIC_HCA][x], n, x, g ? "GPUs" : "tasks", &chosen,
 			  t->why_hca, sizeof(t->why_hca));
 		nic_names(m, NIC_HCA, &chosen, t->hca, sizeof(t->hca));
-		/* The netdevs of the chosen HCAs' own ports (IPoIB, RoCE). */
 		memset(&port, 0, sizeof(port));
 		for (int i = 0; i < m->nnics[NIC_NET]; i++)
 			for (int h = 0; h < m->nnics[NIC_HCA] && !port.on[i]; h++)
@@ -1165,29 +1245,64 @@ struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, in
 			  t->why_ifname, sizeof(t->why_ifname));
 		nic_names(m, NIC_NET, &chosen, t->ifname, sizeof(t->ifname));
 	}
-	ok = 1;
-	goto out;
-oom:
-	snprintf(err, errlen, "out of memory");
+	ret = 0;
 out:
-	free_units(u, nu > 0 ? nu : 0);
-	free_sets(dom, ntasks);
-	free_sets(loc, ntasks);
-	free(lobj);
-	free(cpu_anchor);
-	free(cpu_idx);
-	free(idx);
-	free(got);
-	free(done);
-	hwloc_bitmap_free(taken);
-	hwloc_bitmap_free(avail);
-	hwloc_bitmap_free(mine);
 	for (int g = 0; g < 2; g++)
 		for (int kind = 0; kind < NIC_KINDS; kind++) {
 			free(near[g][kind]);
 			free(via[g][kind]);
 		}
+	return ret;
+}
+
+static void planner_free(struct planner *pl)
+{
+	free_units(pl->u, pl->nu > 0 ? pl->nu : 0);
+	free_sets(pl->dom, pl->ntasks);
+	free_sets(pl->loc, pl->ntasks);
+	free(pl->lobj);
+	free(pl->cpu_anchor);
+	free(pl->cpu_idx);
+	free(pl->idx);
+	free(pl->got);
+	free(pl->done);
+	hwloc_bitmap_free(pl->taken);
+	hwloc_bitmap_free(pl->avail);
+	hwloc_bitmap_free(pl->mine);
+}
+
+struct dl_map_plan *dl_map_plan(const struct dl_map *m, const int *step_gpus, int ng, const int *task_gpu,
+				int ntasks, hwloc_const_bitmap_t within, int nic, char *err, size_t errlen)
+{
+	struct planner pl = { .m = m, .step_gpus = step_gpus, .ng = ng, .ntasks = ntasks, .nic = nic,
+			      .word = m->has_cores ? "core" : "CPU" };
+	struct dl_map_plan *p = NULL;
+	int ok = 0;
+
+	if (plan_check_args(&pl, task_gpu, err, errlen) < 0)
+		return NULL;
+	if (plan_mine(&pl, within, err, errlen) < 0) {
+		hwloc_bitmap_free(pl.mine);
+		return NULL;
+	}
+	if (plan_alloc(&pl, task_gpu) < 0)
+		goto out;
+	for (int r = 0; r < ntasks; r++) {
+		struct dl_map_task *t = &pl.p->task[r];
+
+		if ((t->gpu >= 0 ? plan_gpu_domain(&pl, r) : plan_cpu_domain(&pl, r)) < 0)
+			goto out;
+		hwloc_bitmap_list_snprintf(t->numa, sizeof(t->numa), t->nodeset);
+	}
+	if (plan_cpus_local(&pl) < 0 || plan_cpus_domain(&pl) < 0 || plan_cpus_rest(&pl) < 0 ||
+	    plan_nics(&pl) < 0)
+		goto out;
+	ok = 1;
+out:
+	p = pl.p;
+	planner_free(&pl);
 	if (!ok) {
+		snprintf(err, errlen, "out of memory");
 		dl_map_plan_free(p);
 		return NULL;
 	}
