@@ -20,8 +20,8 @@ dljob_LDFLAGS = -Wl,-rpath,'$$ORIGIN/../lib/dljob' -Wl,--enable-new-dtags $(OPEN
 # through the RUNPATH above; each copy's own RUNPATH becomes $ORIGIN
 # (patchelf), since a RUNPATH serves only its own object's DT_NEEDED (and
 # Debian's libmpi has one of its own).  The installation can then be
-# mounted into a container image that lacks those libraries (README,
-# Containers); the CUDA module (pkglibdir, the same directory) comes along,
+# mounted into a container image that lacks those libraries (doc/containers.md);
+# the CUDA module (pkglibdir, the same directory) comes along,
 # its CUDA libraries not (the image or the driver has them).  Open MPI and PMIx still load their own plugins from their
 # installed paths (only the PMIx world needs them).
 RELOCATABLE_SKIP = libc.so.* libm.so.* libdl.so.* librt.so.* libpthread.so.* libresolv.so.* ld-linux*

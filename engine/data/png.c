@@ -2,7 +2,7 @@
  * Image.convert("RGB") does it: palette expanded, gray replicated, alpha
  * dropped (not composited), 16-bit reduced to its high byte -- but for
  * 16-bit gray, which PIL opens as mode "I" and clips to 255 (nearly white):
- * dljob keeps the high byte there too (README, Data).
+ * dljob keeps the high byte there too (doc/training.md, Data).
  *
  * Only the chunks that make the pixels are read (IHDR, PLTE, tRNS, IDAT);
  * the other ancillary chunks are skipped without being inflated: libpng

@@ -15,9 +15,8 @@
  * meaningful on a busy machine (with OMP_NUM_THREADS=1 it is the per-core
  * rate).  The fp32 FMA peak of
  * the machine in hand is the yardstick: 12 independent chains of 512-bit
- * FMAs measured 283 GFLOP/s on one core and 551 on two of today's AMD EPYC
- * (Zen 5 class) VM, 116 per core on the Zen VM of the earlier sessions, whose
- * 512-bit FMAs issued at the 256-bit rate (tests/bench/RESULTS.md).  A
+ * FMAs (the rates of the machines measured so far are in
+ * tests/bench/RESULTS.md).  A
  * shape that runs on cpu_wino's panel path (own-wino) or its wgrad path
  * (wino+own-dw: oneDNN's Winograd but the own weight gradient) gets a
  * second line with oneDNN's Winograd alone, timed right after it; one on

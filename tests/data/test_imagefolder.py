@@ -115,7 +115,7 @@ def gray16(tmp):
     Image.fromarray(np.full((16, 16), 0x4080, np.uint16)).save(path)
     with Image.open(path) as im:
         check(im.convert("RGB").getpixel((0, 0)) == (255, 255, 255),
-              f"PIL no longer clips a 16-bit gray PNG ({im.mode}): update README and dljob(1)")
+              f"PIL no longer clips a 16-bit gray PNG ({im.mode}): update doc/training.md and dljob(1)")
     labels, x, head = dump(root, 16, "train")
     check(labels == [0] and np.allclose(to255(x[0]), 0x40, atol=0.01),
           f"16-bit gray PNG: {head} {labels} {None if x is None else to255(x[0]).mean()}")

@@ -3,7 +3,7 @@
 # job on another allocation, a --resume by hand): what keeps the data
 # position, the step count and the schedule meaningful goes on, with a note
 # saying what changed; the rest is refused before training, in one line that
-# names what changed and what to do (README "Outputs, preemption, exit
+# names what changed and what to do (doc/training.md "Outputs, preemption, exit
 # status", dljob(1) --resume).
 #  - --seed: the checkpoint's seed shuffles the data (before: the loader took
 #    --seed while a line said the checkpoint's was used), so the weights are
