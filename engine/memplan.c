@@ -307,8 +307,9 @@ int dl_mp_value_lives(const struct dl_graph *g, const struct dl_mp_rules *r, str
 	for (int v = 0; v < nv; v++) {
 		if ((v == g->input && !r->input_grad) || (v == g->output && !r->output_stored))
 			continue;
-		if (v == g->output && lastc[v] < 0) {
-			/* set from the loss before the first backward node */
+		if (v == g->output) {
+			/* set from the loss before the first backward node (any
+			 * reader of the logits adds to it) */
 			life[v].zero_by = -1;
 			life[v].grad_first = dl_mp_bwd(g, g->n_nodes - 1);
 		} else {

@@ -340,6 +340,11 @@ void dl_cuda_memory(struct dl_backend *b, size_t *arena_bytes, size_t *device_by
 		*device_bytes = b->device_bytes;
 }
 
+size_t dl_cuda_workspace_bytes(struct dl_backend *b)
+{
+	return b->ws_bytes;
+}
+
 /* Buckets and, per node, the buckets to launch after its backward. */
 static int plan_reduction(struct dl_backend *b)
 {
