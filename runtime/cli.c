@@ -47,6 +47,7 @@ void dl_cli_usage(FILE *f)
 	"       dljob topo --tasks N [--xml FILE] [--gpus LIST]  explain the node mapping\n"
 	"       dljob report RUN_DIR...         throughput, phases, scaling of runs (--help)\n"
 	"       dljob eval --model M --weights PATH [OPTION]...  evaluate weights (dljob eval --help)\n"
+	"       dljob plan --model M --batch B [OPTION]...  planned GPU memory of a step (--help)\n"
 	"\n"
 	"Model and data:\n"
 	"  --model NAME           resnet18|34|50|101|152, resnet20|32|56, convnet (required)\n"

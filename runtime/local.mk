@@ -6,6 +6,8 @@ dljob_SOURCES += runtime/main.c runtime/cli.h runtime/cli.c \
 dljob_SOURCES += runtime/topo.h runtime/topo.c $(DLJOB_MAPPING_SOURCES)
 # dljob report and the run plot
 dljob_SOURCES += runtime/report.h runtime/report.c runtime/plot.h runtime/plot.c
+# dljob plan: the device memory a training step plans (engine/memplan.h)
+dljob_SOURCES += runtime/plan.h runtime/plan.c
 dljob_CPPFLAGS = $(AM_CPPFLAGS) $(HARDEN_CPPFLAGS)
 dljob_CFLAGS = $(AM_CFLAGS) $(HARDEN_CFLAGS) $(OPENMP_CFLAGS) $(PMIX_CFLAGS) $(MPI_CFLAGS) $(HWLOC_CFLAGS) \
 	$(CAIRO_CFLAGS) $(JANSSON_CFLAGS)

@@ -8,6 +8,7 @@
 #include "runtime/topo.h"
 #include "runtime/report.h"
 #include "runtime/eval.h"
+#include "runtime/plan.h"
 
 int main(int argc, char **argv)
 {
@@ -20,5 +21,7 @@ int main(int argc, char **argv)
 		return dl_report_main(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "eval") == 0)
 		return dl_eval_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "plan") == 0)
+		return dl_plan_main(argc - 1, argv + 1);
 	return dl_cli_train_main(argc, argv);
 }

@@ -13,8 +13,6 @@
 
 #include "engine/cuda/cuda_internal.h"
 
-#define ARENA_ALIGN 256
-#define BLAS_WS_BYTES (32u << 20) /* cuBLAS's recommended workspace on Hopper */
 #define FP16_INIT_SCALE 65536.0f /* torch.cuda.amp.GradScaler's init_scale */
 #define NCCL_TIMEOUT_S 600.0
 
@@ -31,27 +29,43 @@ void dlc_failf(struct dl_backend *b, const char *fmt, ...)
 	va_end(ap);
 }
 
-int dlc_plan(struct dl_backend *b, void **slot, size_t bytes)
+/* Where the arena buffer (what, idx) of cuda_arena.h is kept; NULL for
+ * none (a bad tag: the plan and this table disagree). */
+static void **arena_slot(struct dl_backend *b, int what, int idx)
 {
-	if (b->n_plan == b->cap_plan) {
-		int cap = b->cap_plan ? 2 * b->cap_plan : 256;
-		void ***s = realloc(b->plan_slot, (size_t)cap * sizeof *s);
-		if (!s)
-			goto oom;
-		b->plan_slot = s;
-		size_t *z = realloc(b->plan_bytes, (size_t)cap * sizeof *z);
-		if (!z)
-			goto oom;
-		b->plan_bytes = z;
-		b->cap_plan = cap;
+	switch (what) {
+	case DLC_A_W: return (void **)&b->w;
+	case DLC_A_GR: return (void **)&b->gr;
+	case DLC_A_MOM: return (void **)&b->mom;
+	case DLC_A_BUFS: return (void **)&b->bufs;
+	case DLC_A_CTL: return (void **)&b->d_ctl;
+	case DLC_A_OPT: return (void **)&b->d_opt;
+	case DLC_A_TRUST: return (void **)&b->trust;
+	case DLC_A_WORK: return idx >= 0 && idx < b->g->n_params ? &b->h_tensors[idx].work : NULL;
+	case DLC_A_ACT: return idx >= 0 && idx < b->g->n_values ? &b->val[idx].act : NULL;
+	case DLC_A_GRAD: return idx >= 0 && idx < b->g->n_values ? &b->val[idx].grad : NULL;
+	case DLC_A_DW: return idx >= 0 && idx < b->g->n_nodes ? &b->node[idx].conv.dw : NULL;
+	case DLC_A_MEAN: return idx >= 0 && idx < b->g->n_nodes ? (void **)&b->node[idx].mean : NULL;
+	case DLC_A_INVSTD: return idx >= 0 && idx < b->g->n_nodes ? (void **)&b->node[idx].invstd : NULL;
+	case DLC_A_ARG: return idx >= 0 && idx < b->g->n_nodes ? (void **)&b->node[idx].arg : NULL;
+	case DLC_A_DLWORK: return idx >= 0 && idx < b->g->n_nodes ? &b->node[idx].dl_work : NULL;
+	case DLC_A_BNPART: return (void **)&b->bn_part;
+	case DLC_A_WS: return &b->ws;
+	case DLC_A_BLASWS: return &b->blas_ws;
+	case DLC_A_X: return (void **)&b->d_x;
+	case DLC_A_U8: return (void **)&b->d_u8;
+	case DLC_A_NORM: return (void **)&b->d_norm;
+	case DLC_A_LABELS: return (void **)&b->d_labels;
+	case DLC_A_LOGITS: return (void **)&b->d_logits;
+	case DLC_A_DLOGITS: return (void **)&b->d_dlogits;
+	case DLC_A_LOSS: return (void **)&b->d_loss;
+	case DLC_A_TOP: return (void **)&b->d_top;
+	case DLC_A_FLAG: return (void **)&b->d_flag;
+	case DLC_A_PART: return (void **)&b->part;
+	case DLC_A_TENSORS: return (void **)&b->d_tensors;
+	case DLC_A_CHUNKS: return (void **)&b->d_chunks;
 	}
-	b->plan_slot[b->n_plan] = slot;
-	b->plan_bytes[b->n_plan] = bytes;
-	b->n_plan++;
-	return 0;
-oom:
-	dlc_failf(b, "cuda backend: out of host memory planning the arena");
-	return -1;
+	return NULL;
 }
 
 int dl_cuda_device_count(void)
@@ -326,9 +340,9 @@ void dl_cuda_memory(struct dl_backend *b, size_t *arena_bytes, size_t *device_by
 		*device_bytes = b->device_bytes;
 }
 
-static size_t align_up(size_t x, size_t a)
+size_t dl_cuda_workspace_bytes(struct dl_backend *b)
 {
-	return (x + a - 1) / a * a;
+	return b->ws_bytes;
 }
 
 /* Buckets and, per node, the buckets to launch after its backward. */
@@ -462,14 +476,6 @@ static int setup(struct dl_backend *b)
 		b->b_off[i] = b->n_bflat;
 		b->n_bflat += g->buffers[i].count;
 	}
-	if (dlc_plan(b, (void **)&b->w, b->n_flat * sizeof(float)) ||
-	    dlc_plan(b, (void **)&b->gr, b->n_flat * sizeof(float)) ||
-	    dlc_plan(b, (void **)&b->mom, b->n_flat * sizeof(float)) ||
-	    dlc_plan(b, (void **)&b->bufs, (b->n_bflat + 1) * sizeof(float)) ||
-	    dlc_plan(b, (void **)&b->d_ctl, sizeof(struct dlc_ctl)) ||
-	    dlc_plan(b, (void **)&b->d_opt, sizeof(struct dlc_optdev)) ||
-	    dlc_plan(b, (void **)&b->trust, ((size_t)g->n_params + 1) * sizeof(float)))
-		return -1;
 
 	/* per tensor: decay, LARS, working copy (conv weights KRSC with padded input channels, FC as is) */
 	const struct dl_optim_config *oc = &b->opt.optim;
@@ -495,48 +501,21 @@ static int setup(struct dl_backend *b)
 			t->map = DLC_MAP_OIHW_KRSC;
 			t->o = p->dims[0], t->i = p->dims[1], t->kh = p->dims[2], t->kw = p->dims[3];
 			t->ip = b->val[d->in[0]].cp;
-			if (dlc_plan(b, &t->work, (size_t)t->o * t->kh * t->kw * t->ip * b->esize))
-				return -1;
 		} else if (d->kind == DL_NODE_FC) {
-			struct dlc_ptensor *t = &b->h_tensors[d->param[0]];
-			t->map = DLC_MAP_PLAIN;
-			if (dlc_plan(b, &t->work, t->count * b->esize))
-				return -1;
+			b->h_tensors[d->param[0]].map = DLC_MAP_PLAIN;
 		}
 	}
 
-	/* activations and their gradients; the classifier writes fp32 logits directly */
 	size_t part = 0;
-	for (int v = 0; v < g->n_values; v++) {
-		int fc_out = 0;
-		for (int i = 0; i < g->n_nodes; i++)
-			if (g->nodes[i].out == v && g->nodes[i].kind == DL_NODE_FC)
-				fc_out = 1;
-		if (fc_out)
-			continue;
-		if (dlc_plan(b, &b->val[v].act, b->val[v].elems * b->esize))
-			return -1;
-		if (v != g->input && dlc_plan(b, &b->val[v].grad, b->val[v].elems * b->esize))
-			return -1;
-	}
 	for (int i = 0; i < g->n_nodes; i++) {
 		const struct dl_node *d = &g->nodes[i];
-		const struct dlc_value *x = &b->val[d->in[0]], *y = &b->val[d->out];
+		const struct dlc_value *x = &b->val[d->in[0]];
 		if (d->kind == DL_NODE_CONV) {
 			if (dlc_conv_setup(b, i))
 				return -1;
 		} else if (d->kind == DL_NODE_BN) {
 			size_t m = (size_t)n * x->h * x->w, p = dlc_bn_part_floats(m, x->c);
 			part = p > part ? p : part;
-			if (dlc_plan(b, (void **)&b->node[i].mean, (size_t)x->c * sizeof(float)) ||
-			    dlc_plan(b, (void **)&b->node[i].invstd, (size_t)x->c * sizeof(float)))
-				return -1;
-		} else if (d->kind == DL_NODE_MAXPOOL) {
-			if (dlc_plan(b, (void **)&b->node[i].arg, y->elems))
-				return -1;
-		} else if (d->kind == DL_NODE_FC) {
-			if (dlc_plan(b, &b->node[i].dl_work, (size_t)n * y->c * b->esize))
-				return -1;
 		}
 	}
 	const struct dl_shape *xs = &g->values[g->input], *os = &g->values[g->output];
@@ -562,39 +541,27 @@ static int setup(struct dl_backend *b)
 		}
 		b->h_tensors[i].nchunk = b->n_chunks - b->h_tensors[i].chunk0;
 	}
-	b->blas_ws_bytes = BLAS_WS_BYTES;
-	if (dlc_plan(b, (void **)&b->bn_part, (part + 1) * sizeof(float)) ||
-	    dlc_plan(b, &b->ws, b->ws_bytes + 1) ||
-	    dlc_plan(b, &b->blas_ws, b->blas_ws_bytes) ||
-	    dlc_plan(b, (void **)&b->d_x, b->x_count * sizeof(float)) ||
-	    dlc_plan(b, (void **)&b->d_u8, b->x_count) ||
-	    dlc_plan(b, (void **)&b->d_norm, 2 * (size_t)b->img_c * sizeof(float)) ||
-	    dlc_plan(b, (void **)&b->d_labels, (size_t)n * sizeof(int)) ||
-	    dlc_plan(b, (void **)&b->d_logits, b->out_count * sizeof(float)) ||
-	    dlc_plan(b, (void **)&b->d_dlogits, b->out_count * sizeof(float)) ||
-	    dlc_plan(b, (void **)&b->d_loss, (size_t)n * sizeof(float)) ||
-	    dlc_plan(b, (void **)&b->d_top, (size_t)n * sizeof(int)) ||
-	    dlc_plan(b, (void **)&b->d_flag, sizeof(float)) ||
-	    dlc_plan(b, (void **)&b->part, ((size_t)b->n_chunks + 1) * sizeof(struct dlc_part)) ||
-	    dlc_plan(b, (void **)&b->d_tensors, ((size_t)g->n_params + 1) * sizeof(struct dlc_ptensor)) ||
-	    dlc_plan(b, (void **)&b->d_chunks, ((size_t)b->n_chunks + 1) * sizeof(struct dlc_chunk)))
+	b->blas_ws_bytes = DLC_BLAS_WS_BYTES;
+	/* the one allocation, planned by lifetime (cuda_arena.h): buffers
+	 * never live at the same time share memory */
+	struct dlc_arena_in ain = { .n = n, .esize = b->esize, .ws_bytes = b->ws_bytes, .bn_part_floats = part };
+	if (dlc_arena_plan(g, &ain, &b->mp, b->err, sizeof b->err))
 		return -1;
-
-	/* the one allocation */
-	for (int k = 0; k < b->n_plan; k++)
-		b->arena_bytes += align_up(b->plan_bytes[k], ARENA_ALIGN);
+	b->arena_bytes = b->mp.total;
 	if (cudaMalloc(&b->arena, b->arena_bytes) != cudaSuccess) {
 		dlc_failf(b, "cuda backend: cannot allocate %.2f GiB of device memory for batch %d (%.2f GiB free)",
 			  (double)b->arena_bytes / (1 << 30), n, (double)free0 / (1 << 30));
 		b->arena = NULL;
 		return -1;
 	}
-	{
-		size_t off = 0;
-		for (int k = 0; k < b->n_plan; k++) {
-			*b->plan_slot[k] = (char *)b->arena + off;
-			off += align_up(b->plan_bytes[k], ARENA_ALIGN);
+	for (int k = 0; k < b->mp.n; k++) {
+		void **slot = arena_slot(b, b->mp.b[k].what, b->mp.b[k].idx);
+		if (!slot) {
+			dlc_failf(b, "cuda backend: arena buffer %d has a bad tag %d.%d", k, b->mp.b[k].what,
+				  b->mp.b[k].idx);
+			return -1;
 		}
+		*slot = (char *)b->arena + b->mp.b[k].off;
 	}
 	/* zero: padded channels of the image and of its conv weights, and the
 	 * gaps of the flat arrays, must stay 0.  Everything goes on b->s: a
@@ -728,8 +695,7 @@ static void destroy(struct dl_backend *b)
 	free(b->writer);
 	free(b->bk);
 	free(b->ev_bk);
-	free(b->plan_slot);
-	free(b->plan_bytes);
+	dl_mp_free(&b->mp);
 	free(b);
 }
 

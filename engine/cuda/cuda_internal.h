@@ -10,6 +10,7 @@
 #include <cublas_v2.h>
 
 #include "engine/backend.h"
+#include "engine/cuda/cuda_arena.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_plan.h"
@@ -125,14 +126,12 @@ struct dl_backend {
 	int have_cudnn, have_blas;
 	int warned_find;        /* cudnnFind failed once: heuristics from then on */
 
-	/* the arena: one cudaMalloc, carved by the planner */
+	/* the arena: one cudaMalloc, carved by the lifetime plan (cuda_arena.h) */
 	void *arena;
 	size_t arena_bytes, device_bytes;
+	struct dl_mp mp;
 	struct dlc_algo *algos; /* chosen cuDNN algorithms by shape, so equal convs search once */
 	int n_algos;
-	void ***plan_slot;
-	size_t *plan_bytes;
-	int n_plan, cap_plan;
 
 	struct dlc_value *val;
 	struct dlc_node *node;
@@ -204,8 +203,6 @@ struct dl_backend {
 
 enum dlc_input { DLC_IN_F32 = 0, DLC_IN_U8 = 1 };
 
-/* cuda_backend.c: reserve bytes of the arena for *slot (set when it is allocated) */
-int dlc_plan(struct dl_backend *b, void **slot, size_t bytes);
 /* Make b's device current on this thread. */
 int dlc_use_device(struct dl_backend *b);
 /* cuda_prof.c (test hook profile; no-ops without it) */

@@ -10,44 +10,6 @@
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_plan.h"
 
-static size_t align64(size_t x)
-{
-	return (x + 63) / 64 * 64;
-}
-
-void dlc_plan_flat(const struct dl_graph *g, size_t *p_off, size_t *n_flat)
-{
-	size_t n = DLC_SLOTS;
-	for (int i = 0; i < g->n_params; i++) {
-		p_off[i] = n;
-		n = align64(n + g->params[i].count);
-	}
-	*n_flat = n;
-}
-
-int dlc_plan_bn_add(const struct dl_graph *g, int *apply_by)
-{
-	int fused = 0;
-	for (int i = 0; i < g->n_nodes; i++) {
-		const struct dl_node *d = &g->nodes[i];
-		int c = g->values[d->out].c, uses = 0, add = -1;
-		apply_by[i] = -1;
-		if (d->kind != DL_NODE_BN || d->relu || d->out == g->output || c < 8 || c % 8 || 256 % (c / 8))
-			continue;
-		for (int j = 0; j < g->n_nodes; j++)
-			for (int k = 0; k < 2; k++)
-				if (g->nodes[j].in[k] == d->out) {
-					uses++;
-					add = g->nodes[j].kind == DL_NODE_ADD && g->nodes[j].in[0] != g->nodes[j].in[1] ? j : -1;
-				}
-		if (uses == 1 && add >= 0) {
-			apply_by[i] = add;
-			fused++;
-		}
-	}
-	return fused;
-}
-
 int dlc_param_writers(const struct dl_graph *g, int *writer, char *err, size_t errlen)
 {
 	for (int p = 0; p < g->n_params; p++)

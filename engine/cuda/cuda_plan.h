@@ -11,7 +11,9 @@
 /* Flat arrays: DLC_SLOTS floats first (loss, stop flag: they ride in the
  * last reduction), then every param in graph order, each starting on a
  * multiple of 64 floats (256 bytes); gaps stay zero.  p_off has
- * g->n_params entries; *n_flat is the total length in floats. */
+ * g->n_params entries (NULL: only the length); *n_flat is the total length
+ * in floats.  This and dlc_plan_bn_add are defined in cuda_arena.c (plain C,
+ * also in the engine library). */
 void dlc_plan_flat(const struct dl_graph *g, size_t *p_off, size_t *n_flat);
 
 /* writer[p] = the node that writes param p's gradient (-1: none).  -1 with

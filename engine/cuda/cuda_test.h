@@ -51,5 +51,8 @@ void dl_cuda_profile_print(struct dl_backend *b, FILE *f);
 /* Bytes of the one device arena, and device memory in use by this backend
  * as cudaMemGetInfo saw it after create (arena + cuDNN/cuBLAS/NCCL). */
 void dl_cuda_memory(struct dl_backend *b, size_t *arena_bytes, size_t *device_bytes);
+/* The cuDNN workspace the chosen algorithms need: with it as --workspace,
+ * `dljob plan` gives arena_bytes exactly. */
+size_t dl_cuda_workspace_bytes(struct dl_backend *b);
 
 #endif

@@ -13,10 +13,16 @@
 #  - the GPU test programs (tests/gpu/local.mk), which test its internals.
 CUDA_KERNEL_SOURCES = engine/cuda/k_convert.cu engine/cuda/k_bn.cu engine/cuda/k_pool.cu \
 	engine/cuda/k_eltwise.cu engine/cuda/k_xent.cu engine/cuda/k_optim.cu
+# The arena plan is plain C: in the engine library too (`dljob plan` sizes a
+# GPU's memory on any machine), and in the module, which needs nothing else.
+CUDA_PLAN_SOURCES = engine/memplan.h engine/memplan.c engine/cuda/cuda_types.h engine/cuda/cuda_arena.h \
+	engine/cuda/cuda_arena.c
+engine_libdlengine_la_SOURCES += $(CUDA_PLAN_SOURCES)
 CUDA_HOST_SOURCES = engine/cuda/cuda_backend.h engine/cuda/cuda_internal.h engine/cuda/cuda_kernels.h \
 	engine/cuda/nccl_comm.h engine/cuda/cuda_plan.h engine/cuda/cuda_test.h engine/cuda/cuda_backend.c \
 	engine/cuda/cuda_conv.c engine/cuda/cuda_fc.c engine/cuda/cuda_exec.c engine/cuda/cuda_step.c \
-	engine/cuda/cuda_plan.c engine/cuda/nccl_comm.c engine/cuda/cuda_prof.c
+	engine/cuda/cuda_plan.c engine/cuda/nccl_comm.c engine/cuda/cuda_prof.c \
+	$(CUDA_PLAN_SOURCES)
 EXTRA_DIST += $(CUDA_KERNEL_SOURCES) engine/cuda/k_common.cuh engine/cuda/cuda_module.c
 
 if HAVE_CUDA

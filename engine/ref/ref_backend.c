@@ -10,6 +10,7 @@
 
 #include "engine/comm_async.h"
 #include "engine/loss.h"
+#include "engine/memplan.h"
 #include "engine/ref/ref_backend.h"
 #include "engine/ref/ref_ops.h"
 
@@ -39,7 +40,15 @@ struct dl_backend {
 	struct dl_sgd_param *sgd;
 	long steps;
 	char err[256];
+	/* memory by lifetime (dl_ref_use_plan): val and dval point into arena */
+	int *zero_by;      /* per value: the node whose backward writes its gradient first (-1: the logits) */
+	char *arena;
+	struct dl_mp mp;   /* the plan in use (assigned), or empty */
+	int poison;        /* fill each buffer with NaN once it is dead */
 };
+
+#define REF_VAL 0
+#define REF_DVAL 1
 
 static void set_err(char *err, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -62,10 +71,13 @@ static void ref_destroy(struct dl_backend *b)
 	if (!b)
 		return;
 	struct dl_graph *g = b->g;
-	for (int i = 0; b->val && i < g->n_values; i++)
+	for (int i = 0; !b->arena && b->val && i < g->n_values; i++)
 		free(b->val[i]);
-	for (int i = 0; b->dval && i < g->n_values; i++)
+	for (int i = 0; !b->arena && b->dval && i < g->n_values; i++)
 		free(b->dval[i]);
+	free(b->arena);
+	dl_mp_free(&b->mp);
+	free(b->zero_by);
 	for (int i = 0; b->param && i < g->n_params; i++)
 		free(b->param[i]);
 	for (int i = 0; b->grad && i < g->n_params; i++)
@@ -175,6 +187,19 @@ static int check_graph(const struct dl_graph *g, char *err, size_t errlen)
 	return 0;
 }
 
+/* How this backend reads its arrays (memplan.h): BN with ReLU and ADD with
+ * ReLU take the mask from their output, max-pool backward re-reads its
+ * input, the logits stay readable after a step (dl_ref_logits_f64), and
+ * the image gets a (never read) gradient array. */
+static void ref_rules(struct dl_mp_rules *r)
+{
+	memset(r, 0, sizeof *r);
+	r->bn_relu_reads_out = 1;
+	r->pool_reads_in = 1;
+	r->output_stored = 1;
+	r->input_grad = 1;
+}
+
 struct dl_backend *dl_ref_create(struct dl_graph *g, int n, char *err, size_t errlen)
 {
 	struct dl_backend *b = NULL;
@@ -231,6 +256,24 @@ struct dl_backend *dl_ref_create(struct dl_graph *g, int n, char *err, size_t er
 	b->dlogits32 = calloc(value_count(b, g->output), sizeof(float));
 	if (!b->scratch || !b->io || !b->logits32 || !b->dlogits32)
 		goto oom;
+	{
+		struct dl_mp_life *life = malloc(((size_t)g->n_values + 1) * sizeof *life);
+		struct dl_mp_rules rules;
+		b->zero_by = malloc(((size_t)g->n_values + 1) * sizeof *b->zero_by);
+		if (!life || !b->zero_by) {
+			free(life);
+			goto oom;
+		}
+		ref_rules(&rules);
+		if (dl_mp_value_lives(g, &rules, life, err, errlen)) {
+			free(life);
+			ref_destroy(b);
+			return NULL;
+		}
+		for (int i = 0; i < g->n_values; i++)
+			b->zero_by[i] = life[i].zero_by;
+		free(life);
+	}
 	dl_ref_load_graph(b);
 	return b;
 oom:
@@ -275,10 +318,119 @@ const double *dl_ref_logits_f64(struct dl_backend *b)
 	return b->val[b->g->output];
 }
 
+/* dl_ref_use_plan with poison: NaN into every buffer at the start of a
+ * forward, and into each one after its last step, so a read outside its
+ * planned lifetime shows in the results. */
+static void fill_nan(double *p, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		p[i] = NAN;
+}
+
+static void poison_all(struct dl_backend *b)
+{
+	fill_nan((double *)(void *)b->arena, b->mp.total / sizeof(double));
+}
+
+static void poison_dead(struct dl_backend *b, int step)
+{
+	if (!b->arena || !b->poison)
+		return;
+	for (int k = 0; k < b->mp.n; k++)
+		if (b->mp.b[k].last == step)
+			fill_nan((double *)(void *)(b->arena + b->mp.b[k].off), b->mp.b[k].bytes / sizeof(double));
+}
+
+int dl_ref_plan(struct dl_backend *b, struct dl_mp *mp, char *err, size_t errlen)
+{
+	struct dl_graph *g = b->g;
+	struct dl_mp_life *life = malloc(((size_t)g->n_values + 1) * sizeof *life);
+	struct dl_mp_rules rules;
+	ref_rules(&rules);
+	if (!life) {
+		snprintf(err, errlen, "ref backend: out of memory planning");
+		return -1;
+	}
+	if (dl_mp_value_lives(g, &rules, life, err, errlen) || dl_mp_init(mp, dl_mp_end(g) + 1, 64, err, errlen)) {
+		free(life);
+		return -1;
+	}
+	for (int v = 0; v < g->n_values; v++) {
+		size_t bytes = value_count(b, v) * sizeof(double);
+		if ((life[v].act_first >= 0 &&
+		     dl_mp_add(mp, bytes, life[v].act_first, life[v].act_last, DL_MP_ACT, REF_VAL, v, err, errlen) < 0) ||
+		    (life[v].grad_first >= 0 &&
+		     dl_mp_add(mp, bytes, life[v].grad_first, life[v].grad_last, DL_MP_ACT, REF_DVAL, v, err, errlen) < 0)) {
+			free(life);
+			dl_mp_free(mp);
+			return -1;
+		}
+	}
+	free(life);
+	return 0;
+}
+
+int dl_ref_use_plan(struct dl_backend *b, const struct dl_mp *mp, int poison, char *err, size_t errlen)
+{
+	struct dl_graph *g = b->g;
+	if (b->arena) {
+		snprintf(err, errlen, "ref backend: a plan is already in use");
+		return -1;
+	}
+	char *have = calloc(2 * (size_t)g->n_values + 1, 1);
+	if (!have) {
+		snprintf(err, errlen, "ref backend: out of memory");
+		return -1;
+	}
+	for (int k = 0; k < mp->n; k++) {
+		const struct dl_mp_buf *x = &mp->b[k];
+		if ((x->what != REF_VAL && x->what != REF_DVAL) || x->idx < 0 || x->idx >= g->n_values ||
+		    have[2 * x->idx + x->what] || x->bytes != value_count(b, x->idx) * sizeof(double) ||
+		    x->off % sizeof(double) || x->off > mp->total || x->bytes > mp->total - x->off) {
+			snprintf(err, errlen, "ref backend: plan buffer %d (%d.%d) is not one of its arrays", k, x->what,
+				 x->idx);
+			free(have);
+			return -1;
+		}
+		have[2 * x->idx + x->what] = 1;
+	}
+	for (int v = 0; v < g->n_values; v++)
+		if (!have[2 * v] || !have[2 * v + 1]) {
+			snprintf(err, errlen, "ref backend: the plan has no %s array for value %d",
+				 have[2 * v] ? "gradient" : "activation", v);
+			free(have);
+			return -1;
+		}
+	free(have);
+	b->arena = malloc(mp->total + sizeof(double));
+	b->mp = *mp;
+	b->mp.b = malloc(((size_t)mp->n + 1) * sizeof *mp->b);
+	if (!b->arena || !b->mp.b) {
+		free(b->arena);
+		free(b->mp.b);
+		b->arena = NULL;
+		memset(&b->mp, 0, sizeof b->mp);
+		snprintf(err, errlen, "ref backend: out of memory for a %zu-byte arena", mp->total);
+		return -1;
+	}
+	memcpy(b->mp.b, mp->b, (size_t)mp->n * sizeof *mp->b);
+	for (int v = 0; v < g->n_values; v++) {
+		free(b->val[v]);
+		free(b->dval[v]);
+	}
+	for (int k = 0; k < mp->n; k++)
+		(mp->b[k].what == REF_VAL ? b->val : b->dval)[mp->b[k].idx] = (double *)(void *)(b->arena + mp->b[k].off);
+	memset(b->arena, 0, mp->total);
+	b->poison = poison;
+	return 0;
+}
+
 int dl_ref_forward_f64(struct dl_backend *b, const double *x, int train)
 {
 	struct dl_graph *g = b->g;
 	int n = b->n;
+	if (b->arena && b->poison)
+		poison_all(b);
 	memcpy(b->val[g->input], x, value_count(b, g->input) * sizeof(double));
 	for (int i = 0; i < g->n_nodes; i++) {
 		const struct dl_node *d = &g->nodes[i];
@@ -331,6 +483,7 @@ int dl_ref_forward_f64(struct dl_backend *b, const double *x, int train)
 			b->margin = fmin(b->margin, ref_relu_margin(out, value_count(b, d->out)));
 			ref_relu_forward(out, out, value_count(b, d->out));
 		}
+		poison_dead(b, dl_mp_fwd(g, i));
 	}
 	b->trained = train;
 	return 0;
@@ -351,9 +504,9 @@ int dl_ref_backward_f64(struct dl_backend *b, const double *dlogits)
 		return -1;
 	}
 	/* A value read by several nodes (a block input feeds both the residual
-	 * branch and the shortcut) sums the gradients from each reader. */
-	for (int i = 0; i < g->n_values; i++)
-		memset(b->dval[i], 0, value_count(b, i) * sizeof(double));
+	 * branch and the shortcut) sums the gradients from each reader: its
+	 * array is zeroed by the first of them in backward (zero_by), when
+	 * its lifetime starts. */
 	for (int i = 0; i < g->n_params; i++)
 		memset(b->grad[i], 0, g->params[i].count * sizeof(double));
 	memcpy(b->dval[g->output], dlogits, value_count(b, g->output) * sizeof(double));
@@ -365,6 +518,10 @@ int dl_ref_backward_f64(struct dl_backend *b, const double *dlogits)
 		double *dy = b->dval[d->out];
 		size_t cin = value_count(b, d->in[0]);
 		int hw = xs->h * xs->w;
+		int touch[3] = { d->out, d->in[0], d->in[1] };
+		for (int k = 0; k < 3; k++)
+			if (touch[k] >= 0 && b->zero_by[touch[k]] == i)
+				memset(b->dval[touch[k]], 0, value_count(b, touch[k]) * sizeof(double));
 		if (d->relu && (d->kind == DL_NODE_BN || d->kind == DL_NODE_ADD))
 			ref_relu_backward(b->val[d->out], dy, dy, value_count(b, d->out));
 		switch (d->kind) {
@@ -402,6 +559,7 @@ int dl_ref_backward_f64(struct dl_backend *b, const double *dlogits)
 		}
 		if (d->in[0] != g->input)
 			accumulate(b->dval[d->in[0]], tmp, cin);
+		poison_dead(b, dl_mp_bwd(g, i));
 	}
 	return 0;
 }

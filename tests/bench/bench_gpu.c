@@ -222,11 +222,12 @@ int main(int argc, char **argv)
 	double gflop_img = 24.5 * ((double)size * size) / (224.0 * 224.0);
 	printf("{\"engine\": \"dljob\", \"model\": \"%s\", \"batch\": %d, \"size\": %d, \"precision\": \"%s\", "
 	       "\"cuda_graphs\": %d, \"graphed_steps\": %d, \"step_ms_median\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, "
-	       "\"img_per_s\": %.1f, \"final_loss\": %.4f, \"arena_gib\": %.3f, \"device_used_gib\": %.3f, "
+	       "\"img_per_s\": %.1f, \"final_loss\": %.4f, \"arena_gib\": %.3f, \"arena_bytes\": %zu, \"cudnn_ws_bytes\": %zu, "
+	       "\"device_used_gib\": %.3f, "
 	       "\"matmul_bf16_tflops\": %.1f, \"gflop_per_img\": %.2f, \"fraction_of_limit\": %.3f, "
 	       "\"conv_math\": {\"default\": %d, \"tensor_op\": %d, \"tensor_op_conversion\": %d, \"fma\": %d}}\n",
 	       model, batch, size, prec, graphs, graphed, med, ms[0], ms[steps - 1], ips, loss, (double)arena / (1 << 30),
-	       (double)dev / (1 << 30), tf, gflop_img, tf > 0 ? ips * gflop_img * 1e9 / (tf * 1e12) : -1.0, math_n[0],
+	       arena, dl_cuda_workspace_bytes(b), (double)dev / (1 << 30), tf, gflop_img, tf > 0 ? ips * gflop_img * 1e9 / (tf * 1e12) : -1.0, math_n[0],
 	       math_n[1], math_n[2], math_n[3]);
 	if (profile)
 		dl_cuda_profile_print(b, stderr);

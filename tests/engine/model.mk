@@ -9,6 +9,12 @@ tests_engine_test_gradcheck_SOURCES = tests/engine/test_gradcheck.c
 tests_engine_test_gradcheck_LDADD = engine/libdlengine.la -lm
 dist_check_SCRIPTS += tests/engine/test_torchvision.py
 TESTS += tests/engine/test_model tests/engine/test_gradcheck tests/engine/test_torchvision.py
+# memory by lifetime (engine/memplan.h): hand-computed plans, the checker on
+# every model's cuda arena, the poisoned ref step (~1 min)
+check_PROGRAMS += tests/engine/test_memplan
+tests_engine_test_memplan_SOURCES = tests/engine/test_memplan.c
+tests_engine_test_memplan_LDADD = engine/libdlengine.la -lm
+TESTS += tests/engine/test_memplan
 # Interop (issue 16): dljob eval against torchvision's evaluation of a
 # torchvision-trained resnet18, --init and fine-tuning with --init-head new,
 # on the photos in tests/data/photos (where they come from: SOURCES.md there)

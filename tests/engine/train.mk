@@ -2,6 +2,7 @@
 # dljob command line, end to end through the built dljob.
 TRAIN_TESTS = \
 	tests/engine/test_cli.sh \
+	tests/engine/test_plan.sh \
 	tests/engine/test_index_cache.sh \
 	tests/engine/test_fmnist_cache.sh \
 	tests/engine/test_resume.sh \

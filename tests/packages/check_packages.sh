@@ -117,7 +117,7 @@ files() { dpkg-deb -c "$1" | awk '$1 !~ /^d/ { sub(/^\./, "", $6); print $6 }' |
 same_list "dljob holds the runtime, dljob(1), its sub-command pages and its docs" \
 	"$(printf '%s\n' /usr/bin/dljob /usr/share/doc/dljob/README.md.gz /usr/share/doc/dljob/changelog.Debian.gz \
 		/usr/share/doc/dljob/copyright /usr/share/man/man1/dljob.1.gz /usr/share/man/man1/dljob-pack.1.gz \
-		/usr/share/man/man1/dljob-topo.1.gz /usr/share/man/man1/dljob-report.1.gz \
+		/usr/share/man/man1/dljob-topo.1.gz /usr/share/man/man1/dljob-plan.1.gz /usr/share/man/man1/dljob-report.1.gz \
 		/usr/share/man/man1/dljob-eval.1.gz | sort)" "$(files "$deb_rt")"
 same_list "slurm-spank-dljob holds dljob.so, the plugstack.conf.d snippet and spank-dljob(8)" \
 	"$(printf '%s\n' "/usr/lib/$arch/slurm-wlm/dljob.so" /etc/slurm/plugstack.conf.d/dljob.conf \
@@ -163,7 +163,7 @@ check "its runtime= $rt is the installed dljob" test "$rt" = /usr/bin/dljob -a -
 check "dljob --version runs" /usr/bin/dljob --version
 check "the installed dljob.so and dljob are hardened (tests/test_hardening.sh)" \
 	env DLJOB_SPANK="$so" DLJOB_BIN="$rt" bash "$src/tests/test_hardening.sh"
-for m in /usr/share/man/man1/dljob.1.gz /usr/share/man/man1/dljob-pack.1.gz /usr/share/man/man1/dljob-topo.1.gz \
+for m in /usr/share/man/man1/dljob.1.gz /usr/share/man/man1/dljob-pack.1.gz /usr/share/man/man1/dljob-topo.1.gz /usr/share/man/man1/dljob-plan.1.gz \
 	/usr/share/man/man1/dljob-report.1.gz /usr/share/man/man1/dljob-eval.1.gz /usr/share/man/man8/spank-dljob.8.gz; do
 	check "$m renders" bash -c "man -l '$m' 2>&1 >/dev/null | grep -q . && exit 1; man -l '$m' | grep -q -i dljob"
 done
@@ -234,7 +234,7 @@ rpm_files() { rpm -qlp "$1" 2>/dev/null | grep -v '^/usr/lib/\.build-id' | sed '
 same_list "the dljob RPM holds the runtime, dljob(1) and its sub-command pages, README and LICENSE" \
 	"$(printf '%s\n' /usr/bin/dljob /usr/share/doc/dljob /usr/share/doc/dljob/README.md \
 		/usr/share/licenses/dljob /usr/share/licenses/dljob/LICENSE /usr/share/man/man1/dljob.1 \
-		/usr/share/man/man1/dljob-pack.1 /usr/share/man/man1/dljob-topo.1 /usr/share/man/man1/dljob-report.1 \
+		/usr/share/man/man1/dljob-pack.1 /usr/share/man/man1/dljob-topo.1 /usr/share/man/man1/dljob-plan.1 /usr/share/man/man1/dljob-report.1 \
 		/usr/share/man/man1/dljob-eval.1 | sort)" \
 	"$(rpm_files "$rpm_rt")"
 same_list "the slurm-spank-dljob RPM holds dljob.so in Slurm's plugin dir, the snippet and spank-dljob(8)" \

@@ -1,0 +1,57 @@
+#!/bin/bash
+# dljob plan: the parts add up to peak_bytes, a hand-computed case (the
+# same convnet plan tests/engine/test_memplan.c derives), and every bad
+# invocation exits 2 with one line naming the problem.
+set -u
+bin=${DLJOB_BIN:?DLJOB_BIN not set}
+work=$(mktemp -d "${TMPDIR:-/tmp}/dljob-plan.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+field() { awk -v k="$1" '$1 == k { print $2 }' out; }
+
+# convnet 1x8x8, batch 2, bf16, no cuDNN workspace: activations 48128
+# (2048 for the padded image throughout + 46080 live at conv3's backward)
+if "$bin" plan --model convnet --batch 2 --image 1x8x8 --classes 10 --precision bf16 --workspace 0 >out 2>err; then
+	cat out
+	sum=$(( $(field weights) + $(field gradients) + $(field optimizer) + $(field activations) + $(field workspace) + $(field io) ))
+	[ "$sum" = "$(field peak_bytes)" ] || fail "parts add to $sum, peak_bytes $(field peak_bytes)"
+	[ "$(field activations)" = 48128 ] || fail "convnet activations $(field activations), want 48128"
+	[ "$(field peak_bytes)" = "$(field live_peak_bytes)" ] || fail "convnet plan above its live peak"
+else
+	fail "dljob plan convnet: $(cat err)"
+fi
+
+# resnet50 b256 bf16: planned below the unshared layout (the 27.5 GiB one)
+if "$bin" plan --model resnet50 --batch 256 --precision bf16 >out 2>err; then
+	cat out
+	[ "$(field peak_bytes)" -lt "$(field unshared_bytes)" ] || fail "resnet50 shares nothing"
+	[ "$(field peak_bytes)" -ge "$(field live_peak_bytes)" ] || fail "resnet50 below its live peak"
+else
+	fail "dljob plan resnet50: $(cat err)"
+fi
+
+expect() {
+	local want=$1 pat=$2; shift 2
+	"$bin" plan "$@" >out 2>err
+	local rc=$?
+	if [ "$rc" -ne "$want" ] || [ "$(wc -l <err)" -ne 1 ] || ! grep -q -e "$pat" err || [ -s out ]; then
+		fail "dljob plan $*: rc=$rc (want $want): $(cat err)"
+	else
+		echo "ok: dljob plan $* -> $rc: $(cat err)"
+	fi
+}
+expect 2 "does not allocate from a plan" --model resnet50 --batch 8 --backend cpu
+expect 2 "expected cuda or cpu"           --model resnet50 --batch 8 --backend tpu
+expect 2 "unknown (known:"                --model resnet99 --batch 8
+expect 2 "are required"                   --model resnet50
+expect 2 "batch"                          --model resnet50 --batch 0
+expect 2 "expected fp32, bf16 or fp16"    --model resnet50 --batch 8 --precision fp8
+expect 2 "expected CxHxW"                 --model resnet50 --batch 8 --image 3x224
+expect 2 "unexpected argument"            --model resnet50 --batch 8 extra
+expect 2 "unknown or incomplete option"   --model resnet50 --batch 8 --nope
+expect 2 "more than 1 TiB"                --model resnet50 --batch 8 --workspace 99999999999999
+[ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "all dljob plan checks passed"
