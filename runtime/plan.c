@@ -16,7 +16,7 @@
 #include "engine/memplan.h"
 #include "engine/model.h"
 #include "runtime/cli.h"
-#include "runtime/optval.h"
+#include "common/optval.h"
 #include "runtime/plan.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
