@@ -16,19 +16,6 @@
 #define FP16_INIT_SCALE 65536.0f /* torch.cuda.amp.GradScaler's init_scale */
 #define NCCL_TIMEOUT_S 600.0
 
-void dlc_fail(struct dl_backend *b, const char *file, int line, const char *call, const char *why)
-{
-	snprintf(b->err, sizeof b->err, "%s:%d: %s: %s", file, line, call, why);
-}
-
-void dlc_failf(struct dl_backend *b, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(b->err, sizeof b->err, fmt, ap);
-	va_end(ap);
-}
-
 /* Where the arena buffer (what, idx) of cuda_arena.h is kept; NULL for
  * none (a bad tag: the plan and this table disagree). */
 static void **arena_slot(struct dl_backend *b, int what, int idx)
@@ -112,24 +99,6 @@ static int select_device(const char *name, char *err, size_t errlen)
 		return -1;
 	}
 	return dev;
-}
-
-/* The kernel launchers report cudaGetLastError(), which also returns an
- * error left by any earlier failed runtime call on this thread (a refused
- * device, a failed cudaMalloc of the caller's, a cudaErrorNotReady): the
- * backend would report it as its own launch failure.  Each entry point
- * clears it first.  A sticky error (a device fault) is not lost: every
- * later call returns it again. */
-static void clear_stale_error(void)
-{
-	(void)cudaGetLastError();
-}
-
-int dlc_use_device(struct dl_backend *b)
-{
-	CK_CUDA(b, cudaSetDevice(b->device));
-	clear_stale_error();
-	return 0;
 }
 
 void *dl_cuda_host_alloc(size_t bytes, void *ctx)
@@ -414,7 +383,7 @@ static int setup(struct dl_backend *b)
 	b->device = select_device(b->opt.device, b->err, sizeof b->err);
 	if (b->device < 0)
 		return -1;
-	clear_stale_error();
+	dlc_clear_stale_error();
 	CK_CUDA(b, cudaMemGetInfo(&free0, &total));
 	b->ws_limit = free0 / 8;
 	b->ws_limit = b->ws_limit < WORKSPACE_MIN ? WORKSPACE_MIN : b->ws_limit > WORKSPACE_MAX ? WORKSPACE_MAX : b->ws_limit;

@@ -205,6 +205,8 @@ enum dlc_input { DLC_IN_F32 = 0, DLC_IN_U8 = 1 };
 
 /* Make b's device current on this thread. */
 int dlc_use_device(struct dl_backend *b);
+/* Drop an error an earlier runtime call left on this thread (cuda_err.c). */
+void dlc_clear_stale_error(void);
 /* cuda_prof.c (test hook profile; no-ops without it) */
 int dlc_prof_init(struct dl_backend *b);
 int dlc_prof_mark(struct dl_backend *b, int k);

@@ -19,7 +19,7 @@ CUDA_PLAN_SOURCES = engine/memplan.h engine/memplan.c engine/cuda/cuda_types.h e
 	engine/cuda/cuda_arena.c
 engine_libdlengine_la_SOURCES += $(CUDA_PLAN_SOURCES)
 CUDA_HOST_SOURCES = engine/cuda/cuda_backend.h engine/cuda/cuda_internal.h engine/cuda/cuda_kernels.h \
-	engine/cuda/nccl_comm.h engine/cuda/cuda_plan.h engine/cuda/cuda_test.h engine/cuda/cuda_backend.c \
+	engine/cuda/nccl_comm.h engine/cuda/cuda_plan.h engine/cuda/cuda_test.h engine/cuda/cuda_err.c engine/cuda/cuda_backend.c \
 	engine/cuda/cuda_conv.c engine/cuda/cuda_fc.c engine/cuda/cuda_exec.c engine/cuda/cuda_step.c \
 	engine/cuda/cuda_plan.c engine/cuda/nccl_comm.c engine/cuda/cuda_prof.c \
 	$(CUDA_PLAN_SOURCES)
