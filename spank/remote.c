@@ -1056,7 +1056,7 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 	/* Only the plugin sets these, and only in model mode. */
 	for (const char *const *v = (const char *const[]){ "DLJOB_MODEL", "DLJOB_DATA", "DLJOB_EPOCHS",
 			"DLJOB_BATCH", "DLJOB_LR", "DLJOB_OUT", "DLJOB_GPU", "DLJOB_GPU_BUSID", "DLJOB_PREPENDED",
-			"DLJOB_DATA_ID", "DLJOB_OUT_BASE", NULL }; *v; v++)
+			"DLJOB_DATA_ID", "DLJOB_OUT_BASE", "DLJOB_NUMA", "DLJOB_CPUS", NULL }; *v; v++)
 		spank_unsetenv(sp, *v);
 	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS ||
@@ -1106,6 +1106,14 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 		dl_error(1, "cannot set DLJOB_JOB_SECRET");
 		return -1;
 	}
+	/* The NIC variables are the user's, else dljob's (map_task), else
+	 * none: a value that a container plugin run before dljob put there
+	 * from an image goes, also when there is no mapping (the task then
+	 * runs unbound and NCCL picks its own devices). */
+	if (a->nic && !o->bind_none)
+		for (int i = 0; i < 2; i++)
+			if (!st.user_nic_set[i])
+				spank_unsetenv(sp, nic_vars[i]);
 	map_task(sp, a, o, rank, (unsigned)local, nlocal);
 	/* The user's own NIC choice, over whatever a container plugin that
 	 * ran before dljob put there from an image. */

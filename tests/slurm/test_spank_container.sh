@@ -141,6 +141,21 @@ $(diff want_user.txt got.txt)"
 		fail "$o: no clear refusal of a command not found: $(cat err.txt)"
 	echo "ok   $o, Slurm $maj.$min: another command is refused with what it is on the image's PATH"
 
+	# No mapping (GPUs 2 and 3 of the step are not in this 2-GPU
+	# topology): the step runs unbound, and the image's NIC variables go.
+	args="runtime=$fake topology=$T/mgmt-near-ib.xml data_allow=$WORK/data"
+	order $o
+	srun -w n1 -n2 -O --gres=gpu:4 --dl-job=env --container-image="$WORK/img" bash -c "$probe" >got.txt 2>err.txt ||
+		fail "$o: a step without mapping failed: $(cat err.txt)"
+	grep -q '^0 RANK=0$' got.txt && grep -q '^1 NCCL_SOCKET_IFNAME=unset$' got.txt &&
+		grep -q '^0 NCCL_IB_HCA=unset$' got.txt || fail "$o: no mapping: the image's NIC variables stayed: $(cat got.txt)"
+	NCCL_IB_HCA=mine srun -w n1 -n1 --gres=gpu:4 --dl-job=env --container-image="$WORK/img" bash -c "$probe" \
+		>got.txt 2>err.txt || fail "$o: $(cat err.txt)"
+	grep -q '^0 NCCL_IB_HCA=mine$' got.txt && grep -q '^0 NCCL_SOCKET_IFNAME=unset$' got.txt ||
+		fail "$o: no mapping: the user's NCCL_IB_HCA lost: $(cat got.txt)"
+	args="runtime=$fake topology=$T/2s-8gpu-4hca.xml data_allow=$WORK/data"
+	order $o
+	echo "ok   $o, Slurm $maj.$min: no GPU/NIC/NUMA mapping: the step runs, without the image's NCCL_* (the user's kept)"
 done
 
 # The same as an ordinary user (nobody): the stand-in then makes a user
