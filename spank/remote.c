@@ -57,6 +57,12 @@ static struct {
 	char user_nic[2][512];
 	int have_mntns;
 	struct stat mntns;         /* slurmstepd's mount namespace (user_init) */
+	/* With data_allow: the data directory as checked on the node in
+	 * user_init, before any container plugin moved a task (its device
+	 * and inode), or why it was refused there. */
+	int data_known;
+	struct stat data_sb;
+	char data_err[DL_ERR_LEN];
 } st;
 
 /* The NIC variables: the user's value wins, else dljob's, never an image's. */
@@ -269,6 +275,66 @@ out:
 	hwloc_bitmap_free(set);
 }
 
+/* With data_allow: check the data directory on the node itself (user_init,
+ * slurmstepd's mount namespace, the user's effective ids) and keep its
+ * device and inode, or why it was refused.  A task that a container plugin
+ * listed before dljob has moved sees the container's file system, where a
+ * user's mount can put another directory over an allowed path:
+ * data_matches then compares. */
+static void node_data(const struct dl_args *a)
+{
+	struct dl_opts *tmp;
+
+	st.data_known = 0;
+	st.data_err[0] = '\0';
+	if (!a->data_allow[0])
+		return;
+	if (!(tmp = malloc(sizeof(*tmp)))) {
+		snprintf(st.data_err, sizeof(st.data_err), "out of memory at %s:%d", __FILE__, __LINE__);
+		return;
+	}
+	*tmp = *dl_opts();
+	if (dl_opts_check_data(tmp, a, st.workdir, st.data_err, sizeof(st.data_err)) == 0 && tmp->data[0]) {
+		char q[256];
+
+		if (stat(tmp->data, &st.data_sb) == 0)
+			st.data_known = 1;
+		else
+			snprintf(st.data_err, sizeof(st.data_err), "--dl-data=%s: %s",
+				 dl_optval_escape(tmp->data, q, sizeof(q)), strerror(errno));
+	}
+	free(tmp);
+}
+
+/* data_allow where the task opens the data: the directory o->data (checked
+ * by dl_opts_check_data in the task) must be the one checked on the node. */
+static int data_matches(const struct dl_args *a, const struct dl_opts *o)
+{
+	struct stat sb;
+	char q[256];
+
+	if (!a->data_allow[0] || !o->data[0])
+		return 0;
+	if (!st.data_known) {
+		dl_error(1, "%s, on the node outside any container (data_allow allows only the node's own "
+			 "directories; mount the dataset into the container from one of them)",
+			 st.data_err[0] ? st.data_err : "--dl-data: not checked on the node");
+		return -1;
+	}
+	dl_optval_escape(o->data, q, sizeof(q));
+	if (stat(o->data, &sb) < 0) {
+		dl_error(1, "--dl-data=%s: %s", q, strerror(errno));
+		return -1;
+	}
+	if (sb.st_dev != st.data_sb.st_dev || sb.st_ino != st.data_sb.st_ino) {
+		dl_error(1, "--dl-data=%s: another directory than the node's, which data_allow allowed, is at that "
+			 "path in the task (a container mount over it?); mount the node's directory there, or "
+			 "give --dl-data the path the dataset is mounted at", q);
+		return -1;
+	}
+	return 0;
+}
+
 int dl_remote_user_init(spank_t sp, const struct dl_args *a)
 {
 	uint32_t nlocal = 0;
@@ -298,6 +364,7 @@ int dl_remote_user_init(spank_t sp, const struct dl_args *a)
 		st.user_nic_set[i] = spank_getenv(sp, nic_vars[i], st.user_nic[i], sizeof(st.user_nic[i])) ==
 			ESPANK_SUCCESS && !dl_optval_has_ctl(st.user_nic[i]);
 	st.have_mntns = stat("/proc/self/ns/mnt", &st.mntns) == 0;
+	node_data(a);
 	read_step_gpus(sp);
 	/* The admin's topology= must load, whatever the step's --dl-bind: a
 	 * wrong file fails the step with the key named, never silently. */
@@ -1053,6 +1120,8 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 		dl_error(1, "%s", st.err);
 		return -1;
 	}
+	if (data_matches(a, o) < 0)
+		return -1;
 	/* Only the plugin sets these, and only in model mode. */
 	for (const char *const *v = (const char *const[]){ "DLJOB_MODEL", "DLJOB_DATA", "DLJOB_EPOCHS",
 			"DLJOB_BATCH", "DLJOB_LR", "DLJOB_OUT", "DLJOB_GPU", "DLJOB_GPU_BUSID", "DLJOB_PREPENDED",

@@ -190,9 +190,10 @@ DLJOB_SPANK=${saved[0]} so=${saved[1]} fake=${saved[2]}
 # A dataset that exists only inside the container (here: under a mount
 # the container plugin makes): srun leaves it to the task, which checks it
 # inside the container (container plugin first).  Without a container
-# option srun still refuses a missing directory.
+# option srun still refuses a missing directory.  With data_allow it is
+# refused: data_allow allows only the node's own directories.
 mkdir -p imgroot/data/x vol img2 && rm -f log/* || fail "mkdir imgroot"
-args="runtime=$fake topology=$T/2s-8gpu-4hca.xml data_allow=$WORK"
+args="runtime=$fake topology=$T/2s-8gpu-4hca.xml"
 order container-first
 out=$(srun -w n1 -n1 --dl-job=resnet20 --dl-data="$WORK/vol/data/x" dljob 2>&1) && fail "srun accepted a missing --dl-data"
 grep -qF "dljob: --dl-data=$WORK/vol/data/x: No such file or directory" <<<"$out" || fail "missing --dl-data: $out"
@@ -201,7 +202,39 @@ srun -w n1 -n1 --container-image="$WORK/img2" --container-mounts="$WORK/imgroot:
 	fail "a dataset that exists only in the container was refused: $(cat err.txt)"
 grep -qx "arg4=$WORK/vol/data/x" log/rank0.0 || fail "the runtime's --data: $(grep '^arg' log/rank0.0)"
 echo "ok   container-first, Slurm $maj.$min: a --dl-data that exists only in the container is accepted"
+args="runtime=$fake topology=$T/2s-8gpu-4hca.xml data_allow=$WORK"
+order container-first
+rm -f log/*
+srun -w n1 -n1 --container-image="$WORK/img2" --container-mounts="$WORK/imgroot:$WORK/vol" \
+	--dl-job=resnet20 --dl-data="$WORK/vol/data/x" dljob >out.txt 2>err.txt &&
+	fail "data_allow: a dataset that exists only in the container was accepted"
+grep -qF "dljob: --dl-data=$WORK/vol/data/x: No such file or directory, on the node outside any container (data_allow allows only the node's own directories" err.txt ||
+	fail "data_allow: no clear refusal of a dataset only in the container: $(cat err.txt)"
+[ -z "$(ls log)" ] || fail "something ran: $(ls log)"
+echo "ok   container-first, Slurm $maj.$min: with data_allow, a --dl-data that exists only in the container is refused"
+
+# data_allow with the container plugin first: dljob checks --dl-data on
+# the node in user_init, before the task moves, and in the task compares
+# the directory it sees (device and inode): a user's mount of their own
+# directory over the allowed path is refused, the allowed one mounted at
+# its own path (a bind mount: same device and inode) is not.
 args="runtime=$fake topology=$T/2s-8gpu-4hca.xml data_allow=$WORK/data"
+order container-first
+mkdir -p private && echo secret >private/secret && rm -f log/* || fail "private"
+srun -w n1 -n1 --container-image="$WORK/img2" --container-mounts="$WORK/private:$WORK/data/x" \
+	--dl-job=resnet20 --dl-data=data/x dljob >out.txt 2>err.txt &&
+	fail "container-first: a directory mounted over an allowed --dl-data was accepted"
+grep -qF "dljob: --dl-data=$WORK/data/x: another directory than the node's, which data_allow allowed, is at that path in the task (a container mount over it?)" err.txt ||
+	fail "container-first: no clear refusal of the mounted-over data: $(cat err.txt)"
+[ -z "$(ls log)" ] || fail "something ran: $(ls log)"
+srun -w n1 -n1 --container-image="$WORK/img2" --container-mounts="$WORK/data/x:$WORK/data/x:ro" \
+	--dl-job=resnet20 --dl-data=data/x dljob >out.txt 2>err.txt ||
+	fail "container-first: the allowed directory mounted at its own path was refused: $(cat err.txt)"
+srun -w n1 -n1 --container-image="$WORK/img2" --container-mounts="$WORK/private:$WORK/data/x" \
+	--dl-job=env --dl-data=data/x true >out.txt 2>err.txt &&
+	fail "container-first: env mode: a directory mounted over an allowed --dl-data was accepted"
+grep -qF "another directory than the node's, which data_allow allowed" err.txt || fail "env mode: $(cat err.txt)"
+echo "ok   container-first, Slurm $maj.$min: data_allow: a directory mounted over the allowed path is refused"
 
 # A runtime that is not mounted into the container (the container plugin
 # runs first, so dljob checks inside it): one line naming the fix.
@@ -232,8 +265,8 @@ args="runtime=$fake topology=$T/2s-8gpu-4hca.xml data_allow=$WORK/data"
 # data_allow where the data is opened: with dljob listed first (Slurm
 # 23.11+) the plugin checks --dl-data on the node and the real runtime,
 # inside the "container", refuses a directory that a user's container mount
-# put over that path (with the container plugin first, dljob only ever sees
-# the mounted directory: not enforceable, spank-dljob(8) CONTAINERS).
+# put over that path (with the container plugin first, the plugin refuses
+# it, above; on Slurm 22.05 the step is refused, above).
 if [ $prepend = 1 ]; then
 	[ -x "${DLJOB_BIN:-}" ] || fail "DLJOB_BIN=${DLJOB_BIN:-} is not built"
 	args="runtime=$DLJOB_BIN data_allow=$WORK/data"
