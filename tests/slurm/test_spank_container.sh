@@ -185,6 +185,17 @@ for o in container-first dljob-first; do
 $(diff want_nobody.txt got.txt)"
 	echo "ok   $o, Slurm $maj.$min, as an ordinary user: env mode in a container gets dljob's variables"
 done
+# A directory only root can list, mounted by the user over their own
+# --dl-data: named with its errno, not as a dataset without train/.
+mkdir -p "$WORK/u/data/x" "$WORK/rootonly/train" && chmod 700 "$WORK/rootonly" && chmod -R a+rX "$WORK/img2" &&
+	chmod 777 "$WORK/u/data" "$WORK/u/data/x" || fail "rootonly"
+args="runtime=$fake topology=$pub/2s-8gpu-4hca.xml"
+order container-first
+as_user srun -w n1 -n1 --container-image="$WORK/img2" --container-mounts="$WORK/rootonly:$WORK/u/data/x" \
+	--dl-job=resnet20 --dl-data=data/x dljob >out.txt 2>err.txt && fail "as nobody: a root-only --dl-data was accepted"
+grep -qF "dljob: --dl-data=data/x ($WORK/u/data/x): Permission denied (the step's user must be able to list it)" err.txt ||
+	fail "as nobody: no errno for a root-only --dl-data: $(cat err.txt)"
+echo "ok   container-first, Slurm $maj.$min, as an ordinary user: a --dl-data it cannot list is named with its errno"
 DLJOB_SPANK=${saved[0]} so=${saved[1]} fake=${saved[2]}
 
 # A dataset that exists only inside the container (here: under a mount
