@@ -622,9 +622,10 @@ out:
  * whole (module systems make ones of many KiB); an entry whose file name
  * would not fit in path (len, PATH_MAX: the kernel refuses longer names) is
  * skipped, never looked up cut.  where says how it was looked up, for a
- * message: "on the task's PATH=..." (escaped, cut to fit) or "".  0: found,
- * in path and *sb; 1: not found (path is the command's word, *sb_errno why
- * for a path); -1: PATH cannot be read, one line in err. */
+ * message: "on the task's PATH=..." (escaped, cut to fit), or "" for a
+ * path.  0: found, in path and *sb; 1: not found (path is the command's
+ * word, *sb_errno why for a path); -1: PATH cannot be read, one line in
+ * err. */
 static int task_command(spank_t sp, char *path, size_t len, struct stat *sb, int *sb_errno, char *where,
 			size_t wlen, char *err, size_t errlen)
 {
@@ -652,11 +653,11 @@ static int task_command(spank_t sp, char *path, size_t len, struct stat *sb, int
 	if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_NOEXIST)
 		return dl_errf(err, errlen, "cannot read the task's PATH (%s)", spank_strerror(rc));
 	if (env_path) {
-		/* dl_optval_escape cuts what does not fit: say so. */
+		/* Escaped, and cut with "..." when longer than q. */
 		dl_optval_escape(env_path, q, sizeof(q));
 		snprintf(where, wlen, "on the task's PATH=%s", q);
 	} else {
-		snprintf(where, wlen, "the task has no PATH");
+		snprintf(where, wlen, "(the task has no PATH)");
 	}
 	for (char *save = NULL, *d = env_path ? strtok_r(env_path, ":", &save) : NULL; d;
 	     d = strtok_r(NULL, ":", &save)) {
@@ -789,8 +790,10 @@ static int command_is_runtime(spank_t sp, const struct dl_args *a, const struct 
 	char **argv = NULL, path[PATH_MAX], where[600], q[256], q2[256];
 	int argc = 0, found, cmd_errno;
 
-	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv || !argv[0])
-		return dl_errf(why, whylen, "the step has no command"), 0;
+	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv || !argv[0]) {
+		snprintf(why, whylen, "cannot be read from Slurm");
+		return 0;
+	}
 	if (strcmp(argv[0], "dljob") == 0)
 		return 1;
 	found = task_command(sp, path, sizeof(path), &cmd, &cmd_errno, where, sizeof(where), err, errlen);
