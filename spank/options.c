@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/optval.h"
 #include "spank/plugin.h"
@@ -262,6 +264,14 @@ int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, const char *w
 	}
 	if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "--dl-data=%s%s: not a directory", q, at);
+		return -1;
+	}
+	/* On the node (slurmstepd, the step's user's effective ids; in the
+	 * task, the user): a directory the user cannot list is named with
+	 * its errno here, not as a dataset missing its train/ later. */
+	if (workdir && faccessat(AT_FDCWD, real, R_OK | X_OK, AT_EACCESS) < 0) {
+		snprintf(err, errlen, "--dl-data=%s%s: %s (the step's user must be able to list it)", q, at,
+			 strerror(errno));
 		return -1;
 	}
 	if (!allowed_dir(real, a->data_allow)) {

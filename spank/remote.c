@@ -57,6 +57,12 @@ static struct {
 	char user_nic[2][512];
 	int have_mntns;
 	struct stat mntns;         /* slurmstepd's mount namespace (user_init) */
+	/* With data_allow: the data directory as checked on the node in
+	 * user_init, before any container plugin moved a task (its device
+	 * and inode), or why it was refused there. */
+	int data_known;
+	struct stat data_sb;
+	char data_err[DL_ERR_LEN];
 } st;
 
 /* The NIC variables: the user's value wins, else dljob's, never an image's. */
@@ -269,6 +275,66 @@ out:
 	hwloc_bitmap_free(set);
 }
 
+/* With data_allow: check the data directory on the node itself (user_init,
+ * slurmstepd's mount namespace, the user's effective ids) and keep its
+ * device and inode, or why it was refused.  A task that a container plugin
+ * listed before dljob has moved sees the container's file system, where a
+ * user's mount can put another directory over an allowed path:
+ * data_matches then compares. */
+static void node_data(const struct dl_args *a)
+{
+	struct dl_opts *tmp;
+
+	st.data_known = 0;
+	st.data_err[0] = '\0';
+	if (!a->data_allow[0])
+		return;
+	if (!(tmp = malloc(sizeof(*tmp)))) {
+		snprintf(st.data_err, sizeof(st.data_err), "out of memory at %s:%d", __FILE__, __LINE__);
+		return;
+	}
+	*tmp = *dl_opts();
+	if (dl_opts_check_data(tmp, a, st.workdir, st.data_err, sizeof(st.data_err)) == 0 && tmp->data[0]) {
+		char q[256];
+
+		if (stat(tmp->data, &st.data_sb) == 0)
+			st.data_known = 1;
+		else
+			snprintf(st.data_err, sizeof(st.data_err), "--dl-data=%s: %s",
+				 dl_optval_escape(tmp->data, q, sizeof(q)), strerror(errno));
+	}
+	free(tmp);
+}
+
+/* data_allow where the task opens the data: the directory o->data (checked
+ * by dl_opts_check_data in the task) must be the one checked on the node. */
+static int data_matches(const struct dl_args *a, const struct dl_opts *o)
+{
+	struct stat sb;
+	char q[256];
+
+	if (!a->data_allow[0] || !o->data[0])
+		return 0;
+	if (!st.data_known) {
+		dl_error(1, "%s, on the node outside any container (data_allow allows only the node's own "
+			 "directories; mount the dataset into the container from one of them)",
+			 st.data_err[0] ? st.data_err : "--dl-data: not checked on the node");
+		return -1;
+	}
+	dl_optval_escape(o->data, q, sizeof(q));
+	if (stat(o->data, &sb) < 0) {
+		dl_error(1, "--dl-data=%s: %s", q, strerror(errno));
+		return -1;
+	}
+	if (sb.st_dev != st.data_sb.st_dev || sb.st_ino != st.data_sb.st_ino) {
+		dl_error(1, "--dl-data=%s: another directory than the node's, which data_allow allowed, is at that "
+			 "path in the task (a container mount over it?); mount the node's directory there, or "
+			 "give --dl-data the path the dataset is mounted at", q);
+		return -1;
+	}
+	return 0;
+}
+
 int dl_remote_user_init(spank_t sp, const struct dl_args *a)
 {
 	uint32_t nlocal = 0;
@@ -298,6 +364,7 @@ int dl_remote_user_init(spank_t sp, const struct dl_args *a)
 		st.user_nic_set[i] = spank_getenv(sp, nic_vars[i], st.user_nic[i], sizeof(st.user_nic[i])) ==
 			ESPANK_SUCCESS && !dl_optval_has_ctl(st.user_nic[i]);
 	st.have_mntns = stat("/proc/self/ns/mnt", &st.mntns) == 0;
+	node_data(a);
 	read_step_gpus(sp);
 	/* The admin's topology= must load, whatever the step's --dl-bind: a
 	 * wrong file fails the step with the key named, never silently. */
@@ -554,21 +621,30 @@ out:
  * first PATH entry holding a non-directory of that name).  PATH is read
  * whole (module systems make ones of many KiB); an entry whose file name
  * would not fit in path (len, PATH_MAX: the kernel refuses longer names) is
- * skipped, never looked up cut.  0: found, in path and *sb; 1: not found
- * (path is the command's word); -1: PATH cannot be read, one line in err. */
-static int task_command(spank_t sp, char *path, size_t len, struct stat *sb, char *err, size_t errlen)
+ * skipped, never looked up cut.  where says how it was looked up, for a
+ * message: "on the task's PATH=..." (escaped, cut to fit), or "" for a
+ * path.  0: found, in path and *sb; 1: not found (path is the command's
+ * word, *sb_errno why for a path); -1: PATH cannot be read, one line in
+ * err. */
+static int task_command(spank_t sp, char *path, size_t len, struct stat *sb, int *sb_errno, char *where,
+			size_t wlen, char *err, size_t errlen)
 {
-	char **argv = NULL, *env_path = NULL;
+	char **argv = NULL, *env_path = NULL, q[512];
 	int argc = 0, rv = 1;
 	spank_err_t rc;
 
 	path[0] = '\0';
+	where[0] = '\0';
+	*sb_errno = ENOENT;
 	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv || !argv[0])
 		return 1;
 	if (argv[0][0] == '/' || argv[0][0] == '.') {
 		if ((size_t)snprintf(path, len, "%s", argv[0]) >= len)
 			return 1;
-		return stat(path, sb) == 0 ? 0 : 1;
+		if (stat(path, sb) == 0)
+			return 0;
+		*sb_errno = errno;
+		return 1;
 	}
 	rc = dl_spank_getenv_whole(sp, "PATH", DL_TASK_PATH_MAX, &env_path);
 	if (rc == ESPANK_NOSPACE)
@@ -576,6 +652,13 @@ static int task_command(spank_t sp, char *path, size_t len, struct stat *sb, cha
 			       DL_TASK_PATH_MAX);
 	if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_NOEXIST)
 		return dl_errf(err, errlen, "cannot read the task's PATH (%s)", spank_strerror(rc));
+	if (env_path) {
+		/* Escaped, and cut with "..." when longer than q. */
+		dl_optval_escape(env_path, q, sizeof(q));
+		snprintf(where, wlen, "on the task's PATH=%s", q);
+	} else {
+		snprintf(where, wlen, "(the task has no PATH)");
+	}
 	for (char *save = NULL, *d = env_path ? strtok_r(env_path, ":", &save) : NULL; d;
 	     d = strtok_r(NULL, ":", &save)) {
 		if ((size_t)snprintf(path, len, "%s/%s", d, argv[0]) >= len)
@@ -691,40 +774,80 @@ static int runtime_loadable(const char *runtime, char *missing, size_t len)
 	return 0;
 }
 
-/* Whether the task's command names the site's runtime: the same file
- * (device and inode, whatever name or link led to it), found the way
- * slurmstepd will find it; with spank_prepend_task_argv also the word
- * "dljob" itself, since Slurm then runs runtime= whatever the word finds
- * (in a container, possibly nothing, or the image's own dljob). */
-static int command_is_runtime(spank_t sp, const struct stat *rt, char *path, size_t len, char *err, size_t errlen)
+/* Whether the task's command names the site's runtime.  The word "dljob"
+ * itself (no '/') means the site's runtime, whatever the task's PATH finds
+ * (a container plugin may have replaced PATH with the image's, which lacks
+ * the site's directory or holds an image's own dljob): Slurm then execs
+ * runtime= exactly (see take_command).  Any other command must be the same
+ * file (device and inode, whatever name or link led to it), found the way
+ * slurmstepd will find it; with spank_prepend_task_argv also any command
+ * named dljob, since Slurm then runs runtime= whatever the word finds.
+ * 0 with why: one line saying what the command is instead. */
+static int command_is_runtime(spank_t sp, const struct dl_args *a, const struct stat *rt, char *why,
+			      size_t whylen, char *err, size_t errlen)
 {
 	struct stat cmd;
-	int found = task_command(sp, path, len, &cmd, err, errlen);
+	char **argv = NULL, path[PATH_MAX], where[600], q[256], q2[256];
+	int argc = 0, found, cmd_errno;
 
+	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv || !argv[0]) {
+		snprintf(why, whylen, "cannot be read from Slurm");
+		return 0;
+	}
+	if (strcmp(argv[0], "dljob") == 0)
+		return 1;
+	found = task_command(sp, path, sizeof(path), &cmd, &cmd_errno, where, sizeof(where), err, errlen);
 	if (found < 0)
 		return -1;
 	if (found == 0 && cmd.st_dev == rt->st_dev && cmd.st_ino == rt->st_ino)
 		return 1;
 #if DL_HAVE_PREPEND_ARGV
 	{
-		char **argv = NULL;
-		int argc = 0;
-		const char *base;
+		const char *base = strrchr(argv[0], '/');
 
-		if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 && argv && argv[0]) {
-			base = strrchr(argv[0], '/');
-			base = base ? base + 1 : argv[0];
-			if (strcmp(base, "dljob") == 0)
-				return 1;
-		}
+		base = base ? base + 1 : argv[0];
+		if (strcmp(base, "dljob") == 0)
+			return 1;
 	}
 #endif
+	dl_optval_escape(argv[0], q, sizeof(q));
+	if (found == 0)
+		dl_errf(why, whylen, "'%s' is %s%s%s, not the runtime %s", q, dl_optval_escape(path, q2, sizeof(q2)),
+			where[0] ? ", found " : "", where, a->runtime);
+	else if (where[0])
+		dl_errf(why, whylen, "'%s' is not found %s", q, where);
+	else
+		dl_errf(why, whylen, "'%s': %s", q, strerror(cmd_errno));
 	return 0;
 }
 
+#if !DL_HAVE_PREPEND_ARGV
+/* Up to Slurm 23.02 slurmstepd execs the task's argv, which outside
+ * --multi-prog is the array S_JOB_ARGV gives (job->argv; task.c resolves a
+ * word without '/' on the task's PATH after every plugin and the
+ * TaskProlog).  Set its first word, in this task's own copy of slurmstepd's
+ * memory (task_init runs in the forked task), to runtime=, absolute: Slurm
+ * then execs exactly the file checked, in whatever namespace the plugins
+ * left the task, and no later change of PATH can pick another. */
+static int take_command(spank_t sp, const struct dl_args *a)
+{
+	char **argv = NULL, *rt;
+	int argc = 0;
+
+	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv || !argv[0] ||
+	    !(rt = strdup(a->runtime))) {
+		dl_error(1, "cannot set the task's command to the runtime %s", a->runtime);
+		return -1;
+	}
+	argv[0] = rt; /* the task execs (or exits) with it: never freed */
+	return 0;
+}
+#endif
+
 /* Model mode: the task's command must name the site's runtime.  Up to
- * Slurm 23.02, Slurm runs that command (found in the task's PATH) after
- * the rest of its task set-up; from 23.11 on, dljob prepends runtime= to
+ * Slurm 23.02, dljob makes the task's first word runtime= itself
+ * (take_command) and Slurm execs it after the rest of its task set-up;
+ * from 23.11 on, dljob prepends runtime= to
  * the command line (spank_prepend_task_argv), so Slurm execs exactly the
  * site's runtime, after every plugin, in whatever namespace they left the
  * task (a container), and the user's word "dljob" becomes its argv[1]
@@ -733,7 +856,7 @@ static int command_is_runtime(spank_t sp, const struct stat *rt, char *path, siz
 static int prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_opts *o)
 {
 	struct stat rt;
-	char path[PATH_MAX], why[DL_ERR_LEN];
+	char why[DL_ERR_LEN], err[DL_ERR_LEN];
 	int is_rt;
 
 	if (stat(a->runtime, &rt) < 0) {
@@ -757,18 +880,19 @@ static int prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_
 			return -1;
 		}
 	}
-	if ((is_rt = command_is_runtime(sp, &rt, path, sizeof(path), why, sizeof(why))) < 0) {
-		dl_error(1, "%s", why);
+	if ((is_rt = command_is_runtime(sp, a, &rt, why, sizeof(why), err, sizeof(err))) < 0) {
+		dl_error(1, "%s", err);
 		return -1;
 	}
 	if (!is_rt) {
-		char q[256];
-
-		dl_error(1, "--dl-job=%s runs the site's runtime: the command must be dljob (%s), not '%s' "
-			 "(e.g. srun --dl-job=%s ... dljob)", o->job, a->runtime,
-			 dl_optval_escape(path, q, sizeof(q)), o->job);
+		dl_error(1, "--dl-job=%s runs the site's runtime %s: give the command as the word dljob "
+			 "(srun --dl-job=%s ... dljob); the command %s", o->job, a->runtime, o->job, why);
 		return -1;
 	}
+#if !DL_HAVE_PREPEND_ARGV
+	if (take_command(sp, a) < 0)
+		return -1;
+#endif
 	/* The directory checked against data_allow, for the runtime to
 	 * compare with the one it opens (runtime/cli.c check_data_id). */
 	struct stat data_sb;
@@ -999,10 +1123,12 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 		dl_error(1, "%s", st.err);
 		return -1;
 	}
+	if (data_matches(a, o) < 0)
+		return -1;
 	/* Only the plugin sets these, and only in model mode. */
 	for (const char *const *v = (const char *const[]){ "DLJOB_MODEL", "DLJOB_DATA", "DLJOB_EPOCHS",
 			"DLJOB_BATCH", "DLJOB_LR", "DLJOB_OUT", "DLJOB_GPU", "DLJOB_GPU_BUSID", "DLJOB_PREPENDED",
-			"DLJOB_DATA_ID", "DLJOB_OUT_BASE", NULL }; *v; v++)
+			"DLJOB_DATA_ID", "DLJOB_OUT_BASE", "DLJOB_NUMA", "DLJOB_CPUS", NULL }; *v; v++)
 		spank_unsetenv(sp, *v);
 	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS ||
@@ -1052,6 +1178,14 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 		dl_error(1, "cannot set DLJOB_JOB_SECRET");
 		return -1;
 	}
+	/* The NIC variables are the user's, else dljob's (map_task), else
+	 * none: a value that a container plugin run before dljob put there
+	 * from an image goes, also when there is no mapping (the task then
+	 * runs unbound and NCCL picks its own devices). */
+	if (a->nic && !o->bind_none)
+		for (int i = 0; i < 2; i++)
+			if (!st.user_nic_set[i])
+				spank_unsetenv(sp, nic_vars[i]);
 	map_task(sp, a, o, rank, (unsigned)local, nlocal);
 	/* The user's own NIC choice, over whatever a container plugin that
 	 * ran before dljob put there from an image. */

@@ -298,7 +298,15 @@ static int scan_tree(struct imagefolder *f, int nthreads, char *err, size_t errl
 		dl_errf(err, errlen, "train: path longer than PATH_MAX (in %s)", f->root);
 		goto out;
 	}
-	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+	/* Only a train/ that is not there is "missing": any other errno
+	 * (EACCES: a directory the user cannot search) is named as it is. */
+	int missing = stat(path, &st) != 0;
+
+	if (missing && errno != ENOENT) {
+		dl_errf(err, errlen, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (missing || !S_ISDIR(st.st_mode)) {
 		dl_errf(err, errlen, "%s: missing (an ImageFolder dataset needs DIR/train/<class>/<image files>)", path);
 		goto out;
 	}
@@ -314,7 +322,13 @@ static int scan_tree(struct imagefolder *f, int nthreads, char *err, size_t errl
 		dl_errf(err, errlen, "val: path longer than PATH_MAX (in %s)", f->root);
 		goto out;
 	}
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+	int have_val = stat(path, &st) == 0;
+
+	if (!have_val && errno != ENOENT && errno != ENOTDIR) {
+		dl_errf(err, errlen, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (have_val && S_ISDIR(st.st_mode)) {
 		f->split_stamp[1] = stamp_of(&st);
 		if (list_dirs(path, &cls[1], err, errlen) != 0)
 			goto out;

@@ -493,5 +493,23 @@ else
 fi
 rm -rf kept notckpt
 
+# A --data directory the user cannot search: the errno is named, not
+# "missing" (which says that it has no train/).  As root, the runtime runs
+# as nobody (root searches anything).
+mkdir -p noperm/d/train pubout && chmod 777 pubout && chmod 000 noperm/d || exit 1
+as=()
+if [ "$(id -u)" = 0 ]; then
+	chmod 711 "$work" && as=(setpriv --reuid=nobody --regid=nogroup --clear-groups) || exit 1
+fi
+"${as[@]}" "$bin" --model resnet20 --data "$work/noperm/d" --out "$work/pubout/o" >stdout 2>stderr
+rc=$?
+if [ $rc -eq 0 ] || ! grep -qxF "dljob: --data $work/noperm/d: $work/noperm/d/train: Permission denied" stderr; then
+	echo "FAIL: a --data the user cannot search: rc=$rc: $(cat stderr)"
+	fails=$((fails + 1))
+else
+	echo "ok: a --data the user cannot search is named with its errno: $(cat stderr)"
+fi
+chmod 700 noperm/d && rm -rf noperm pubout
+
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 exit 0

@@ -1,16 +1,21 @@
 /* A SPANK plugin for the tests only: a stand-in for pyxis, NOT pyxis.  It
- * plays the two parts of pyxis that matter to dljob, in its task_init:
+ * plays the parts of pyxis (0.24, pyxis_slurmstepd.c slurm_spank_task_init)
+ * that matter to dljob, in its task_init, in every task:
  *   --container-image=DIR (pyxis's option name; DIR stands for the image):
  *   - the "image's environment", DIR/environment (NAME=VALUE lines), is set
- *     over the task's (pyxis imports the container's environment with
- *     overwrite, as NGC images' NCCL_* and enroot's 50-slurm-pytorch hook's
- *     MASTER_PORT reach tasks), and DIR/bin goes first on PATH (an image
- *     with its own programs);
+ *     over the task's with overwrite, as pyxis's spank_import_container_env
+ *     sets the container's whole environment: an image's PATH replaces the
+ *     task's (enroot's container PATH is the image's), NGC images' NCCL_*
+ *     and enroot's 50-slurm-pytorch hook's MASTER_PORT reach tasks; then,
+ *     when PYTORCH_VERSION is set, RANK and LOCAL_RANK become SLURM_PROCID
+ *     and SLURM_LOCALID (pyxis's pytorch_setup);
  *   - the task moves to a new mount namespace (pyxis joins the
  *     container's), which is what tells dljob that a container plugin has
  *     already run for the task;
  *   --container-mounts=SRC:DST[:ro] (one pair): SRC is bind-mounted over DST
- *     in that namespace (a user's own container mount), read-only with :ro;
+ *     in that namespace (a user's own container mount), read-only with :ro,
+ *     as the task's user (an ordinary user's task makes a user namespace
+ *     first, as enroot mounts as the user);
  *   --container-workdir=DIR: the task then changes to DIR (pyxis changes to
  *     the image's working directory, or this option's).
  * No image, no rootfs, no enroot: paths are the host's.  Listed before or
@@ -36,7 +41,7 @@ static int opt_cb(int val, const char *arg, int remote)
 }
 
 static struct spank_option image_opt = {
-	"container-image", "DIR", "test stand-in for pyxis: DIR/environment, DIR/bin", 1, 0, opt_cb
+	"container-image", "DIR", "test stand-in for pyxis: DIR/environment", 1, 0, opt_cb
 };
 
 static struct spank_option mounts_opt = {
@@ -62,9 +67,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
-	char *dir = NULL, path[4096], line[4096], old[8192], val[12288];
+	char *dir = NULL, path[4096], line[4096], val[4096];
 	FILE *f;
-	struct stat sb;
 
 	(void)ac;
 	(void)av;
@@ -87,12 +91,16 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 		}
 		fclose(f);
 	}
-	snprintf(path, sizeof(path), "%s/bin", dir);
-	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-		if (spank_getenv(sp, "PATH", old, sizeof(old)) != ESPANK_SUCCESS)
-			old[0] = '\0';
-		snprintf(val, sizeof(val), "%s%s%s", path, old[0] ? ":" : "", old);
-		spank_setenv(sp, "PATH", val, 1);
+	/* pyxis's pytorch_setup, after the import. */
+	if (spank_getenv(sp, "PYTORCH_VERSION", val, sizeof(val)) == ESPANK_SUCCESS) {
+		static const char *const remap[][2] = { { "SLURM_PROCID", "RANK" }, { "SLURM_LOCALID", "LOCAL_RANK" } };
+
+		for (int i = 0; i < 2; i++)
+			if (spank_getenv(sp, remap[i][0], val, sizeof(val)) != ESPANK_SUCCESS ||
+			    spank_setenv(sp, remap[i][1], val, 1) != ESPANK_SUCCESS) {
+				slurm_error("dljob_test_container: pytorch: cannot set %s", remap[i][1]);
+				return -1;
+			}
 	}
 	/* An ordinary user's task needs a user namespace for its own mount
 	 * namespace, as pyxis joins the container's user namespace first. */

@@ -1,21 +1,20 @@
 #!/bin/bash
 # --dl-job=MODEL: the task's command must be the site's runtime (plugstack
-# runtime=, here found as `dljob` on PATH); Slurm runs it, and it sees
-# exactly
+# runtime=): the word dljob, whatever the task's PATH finds, or that file
+# by another name; Slurm runs it, and it sees exactly
 #   --model M --data D [--epochs E] [--batch B] [--lr L] --out O
 # (from the plugin's DLJOB_* variables) and the rank variables; its output
 # and exit code reach srun.  Any other command is refused.  Up to Slurm
-# 23.02 Slurm runs the command as found on PATH (argv0 is the link on PATH);
-# from 23.11 on the plugin prepends runtime= and Slurm runs exactly that
-# file (argv0 is runtime=, and the user's word dljob is skipped).
+# 23.02 the plugin sets the task's first word to runtime=; from 23.11 on it
+# prepends runtime=: either way Slurm runs exactly that file (argv0 is
+# runtime=; from 23.11 the user's word dljob is skipped).
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
 spank_cluster_up
 cd "$WORK" || fail "cd $WORK"
 fake=$DLJOB_SRCDIR/tests/slurm/test_spank_fake_runtime.sh
 read -r maj min < <(srun --version | sed -n 's/^slurm[^ ]* \([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
 [ -n "$maj" ] || fail "cannot read srun --version"
-argv0=$WORK/bin/dljob
-[ $((maj * 100 + min)) -ge 2311 ] && argv0=$fake
+argv0=$fake
 mkdir -p data/fmnist log || fail mkdir
 export FAKE_RUNTIME_LOG=$WORK/log
 
@@ -92,13 +91,34 @@ echo "ok   the user's own arguments follow the plugin's"
 # Any other command than the site's runtime is refused, with one clear
 # line naming both; the node stays up.
 cp "$fake" dljob-copy && chmod +x dljob-copy || fail "cp"
-for cmd in "true" "$DLJOB_SRCDIR/tests/slurm/test_spank_lib.bash" "$WORK/dljob-copy"; do
+for cmd in "true" "$DLJOB_SRCDIR/tests/slurm/test_spank_lib.bash" "$WORK/dljob-copy" "./dljob-copy"; do
+	case $cmd in
+	true) is="'true' is $(type -P true), found on the task's PATH=" ;;
+	./*) is="'$cmd' is $cmd, not the runtime $fake" ;;
+	*) is="'$cmd' is $cmd, not the runtime $fake" ;;
+	esac
 	out=$(srun -N1 -n1 --dl-job=resnet18 --dl-data=data/fmnist $cmd 2>&1) && fail "srun --dl-job=resnet18 $cmd succeeded: $out"
-	grep -qF "dljob: --dl-job=resnet18 runs the site's runtime: the command must be dljob ($fake), not " <<<"$out" ||
+	grep -qF "dljob: --dl-job=resnet18 runs the site's runtime $fake: give the command as the word dljob (srun --dl-job=resnet18 ... dljob); the command $is" <<<"$out" ||
 		fail "no clear error for the command $cmd: $out"
 done
+out=$(srun -N1 -n1 --dl-job=resnet18 --dl-data=data/fmnist no-such-command 2>&1) && fail "srun no-such-command succeeded: $out"
+grep -qF "the command 'no-such-command' is not found on the task's PATH=$PATH" <<<"$out" ||
+	grep -qF "the command 'no-such-command' is not found on the task's PATH=${PATH:0:40}" <<<"$out" ||
+	fail "no clear error for a command not found: $out"
 nodes_idle
-echo "ok   a command other than the site's runtime is refused"
+echo "ok   a command other than the site's runtime is refused, naming what it is and where it was looked up"
+
+# The word dljob means the site's runtime, whatever the task's PATH holds:
+# not on it at all, or another dljob first on it.
+rm -f log/* && mkdir -p other && printf '#!/bin/sh\necho impostor >%s/impostor\n' "$WORK" >other/dljob &&
+	chmod +x other/dljob || fail "other/dljob"
+PATH=/usr/bin:/bin "$(command -v srun)" -N1 -n1 --dl-job=resnet18 --dl-data=data/fmnist dljob 2>err.txt ||
+	fail "dljob with the runtime not on the task's PATH: $(cat err.txt)"
+[ -f log/rank0.0 ] || fail "the runtime did not run without being on the task's PATH"
+PATH=$WORK/other:$PATH srun -N1 -n1 --dl-job=resnet18 --dl-data=data/fmnist dljob 2>err.txt ||
+	fail "dljob with another dljob first on the task's PATH: $(cat err.txt)"
+[ ! -e impostor ] || fail "another dljob on the task's PATH ran instead of the site's runtime"
+echo "ok   the word dljob runs the site's runtime whatever the task's PATH"
 
 # A runtime that cannot be run fails the tasks with one clear line; the node stays up.
 cluster_plugstack "runtime=$WORK/no-such-runtime"
