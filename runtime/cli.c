@@ -110,7 +110,7 @@ static void on_stop_signal(int sig)
 	  "output directory (default ./dljob-$SLURM_JOB_ID or ./dljob-out)") \
 	X(RESUME, "resume", optional_argument, "[=PATH]", NONE, 0, 0, cfg, \
 	  "continue from PATH, or from the newest checkpoint in --out") \
-	X(STEPS, "steps", required_argument, "N", LONG, 0, LONG_MAX, cfg.max_steps, \
+	X(STEPS, "steps", required_argument, "N", LONG, 0, (double)LONG_MAX, cfg.max_steps, \
 	  "stop after N optimizer steps in total (0: no limit)") \
 	X(EVAL, "eval", required_argument, "0|1", INT, 0, 1, cfg.eval, \
 	  "evaluate on the held-out split every epoch (default 1)") \
