@@ -32,6 +32,7 @@
 #include "runtime/topo.h"
 #include "world/env.h"
 #include "common/handoff.h"
+#include "common/models.h"
 #include "common/optval.h"
 #include "runtime/plot.h"
 #include "world/world.h"
@@ -243,8 +244,7 @@ void dl_cli_usage(FILE *f)
 	}
 }
 
-/* dljob --list-options (not in --help): every option of the command line,
- * one per line as --NAME, then the models, for tests/test_man_tables.sh. */
+/* dljob --list-options (runtime/cli.h). */
 int dl_cli_list_options(FILE *f)
 {
 	for (size_t i = 0; i < N_CLI_OPTS; i++)
@@ -254,6 +254,8 @@ int dl_cli_list_options(FILE *f)
 		fprintf(f, "subcommand %s\n", dl_subcommands[i].name);
 	for (size_t i = 0; i < DL_HO_COUNT; i++)
 		fprintf(f, "handoff %s\n", dl_handoff_vars[i].name);
+	for (size_t i = 0; i < DL_MODEL_COUNT; i++)
+		fprintf(f, "model %s\n", dl_model_list[i].name);
 	return DL_EXIT_OK;
 }
 

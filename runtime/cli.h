@@ -58,8 +58,9 @@ int dl_cli_engine_opt(const char *opt, const char *val, const char **out, char *
 /* Print the option summary to f. */
 void dl_cli_usage(FILE *f);
 /* dljob --list-options (not in --help): the command line's options, the
- * subcommands and the DLJOB_* hand-offs, one a line ("option --NAME",
- * "subcommand NAME", "handoff NAME"), for tests/test_man_tables.sh.
+ * subcommands, the DLJOB_* hand-offs and the models, one a line ("option
+ * --NAME", "subcommand NAME", "handoff NAME", "model NAME"), for
+ * tests/test_man_tables.sh.
  * Returns DL_EXIT_OK. */
 int dl_cli_list_options(FILE *f);
 
