@@ -12,10 +12,11 @@
 
 #include <stddef.h>
 
-/* flags */
-#define DL_HO_MODEL 1u /* set only in model mode (--dl-job=MODEL), for the site's runtime */
-#define DL_HO_CLEAR 2u /* only the plugin may set it: unset in every dljob task first, so
-			* that none comes from the submitting environment */
+/* flags.  DL_HO_MODEL: set only in model mode (--dl-job=MODEL), for the
+ * site's runtime.  DL_HO_CLEAR: only the plugin may set it: unset in every
+ * dljob task first, so that none comes from the submitting environment. */
+#define DL_HO_MODEL 1u
+#define DL_HO_CLEAR 2u
 
 /* X(NAME, flags, who sets it, the runtime option it stands for (without
  * "--") or NULL, what it means).  The rows with an option are prepended,
