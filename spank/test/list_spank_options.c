@@ -1,10 +1,12 @@
 /* list_spank_options: the plugin's --dl-* options as it registers them
  * (spank/options.c's table, through a stub spank_option_register), one a
- * line as "option --NAME", then the models --dl-job offers
- * (common/models.h) as "model NAME", for tests/test_man_tables.sh. */
+ * line as "option --NAME", the help of --dl-job as "help TEXT", then the
+ * models --dl-job offers (common/models.h) as "model NAME", for
+ * tests/test_man_tables.sh. */
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <slurm/spank.h>
 
 #include "common/models.h"
@@ -14,6 +16,8 @@ spank_err_t spank_option_register(spank_t sp, struct spank_option *opt)
 {
 	(void)sp;
 	printf("option --%s\n", opt->name);
+	if (strcmp(opt->name, "dl-job") == 0)
+		printf("help %s\n", opt->usage);
 	return ESPANK_SUCCESS;
 }
 
