@@ -96,7 +96,8 @@ static void on_stop_signal(int sig)
 	X(SCHEDULE, "schedule", required_argument, "S", NONE, 0, 0, cfg, "step|cosine|poly|constant (default cosine)") \
 	X(WARMUP, "warmup-epochs", required_argument, "X", DBL, 0, 100000, cfg.warmup_epochs, \
 	  "linear warmup length in epochs, at most --epochs (default 0)") \
-	X(MOMENTUM, "momentum", required_argument, "X", DBL_MAX_OPEN, 0, 1, cfg.momentum, "SGD momentum (default 0.9)") \
+	X(MOMENTUM, "momentum", required_argument, "X", DBL_MAX_OPEN, 0, 1, cfg.momentum, \
+	  "SGD momentum (default 0.9)") \
 	X(NESTEROV, "nesterov", no_argument, NULL, NONE, 0, 0, cfg, "Nesterov momentum") \
 	X(WD, "weight-decay", required_argument, "X", DBL_MAX_OPEN, 0, 1, cfg.weight_decay, \
 	  "L2 penalty, not on BN/bias (default 1e-4)") \
