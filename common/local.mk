@@ -2,4 +2,5 @@
 # compile: option values and their limits (optval), Slurm node lists
 # (hostlist), the rendezvous address and ports (master).
 DLJOB_COMMON_SOURCES = common/optval.c common/optval.h common/hostlist.c common/hostlist.h \
-	common/master.c common/master.h
+	common/master.c common/master.h common/handoff.h \
+	common/models.h

@@ -110,40 +110,6 @@ const struct dl_backend_ops *dl_backend_find(const char *name, char *err, size_t
 	return NULL;
 }
 
-
-int dl_conv_algo_parse(const char *name)
-{
-	static const char *const names[] = { "auto", "direct", "winograd" };
-	for (int i = 0; name && i < (int)(sizeof(names) / sizeof(names[0])); i++)
-		if (strcmp(names[i], name) == 0)
-			return i;
-	return -1;
-}
-
-int dl_precision_parse(const char *name)
-{
-	static const char *const names[] = { "fp32", "bf16", "fp16" };
-	if (!name)
-		return DL_FP32;
-	for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
-		if (strcmp(names[i], name) == 0)
-			return i;
-	return -1;
-}
-
-const char *dl_precision_name(enum dl_precision p)
-{
-	switch (p) {
-	case DL_FP32:
-		return "fp32";
-	case DL_BF16:
-		return "bf16";
-	case DL_FP16:
-		return "fp16";
-	}
-	return "unknown";
-}
-
 static const struct dl_backend_ops *backend_auto(char *err, size_t errlen)
 {
 #ifdef DLJOB_HAVE_CUDA

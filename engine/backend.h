@@ -28,36 +28,9 @@
 #include "engine/comm.h"
 #include "engine/graph.h"
 #include "engine/optim.h"
+#include "engine/precision.h"
 
 struct dl_backend;
-
-/* Arithmetic precision of the step.  Every backend honours a precision or
- * refuses it in create() with an error naming it ("--precision bf16 is not
- * supported by the ref backend (fp32 only)"):
- *   ref:  fp32 only (float64 inside; its fp32 means "float32 at the edges").
- *   cpu:  fp32; bf16 (bf16 activations and conv weights, fp32 masters,
- *         gradients, BN statistics and logits).
- *   cuda: fp32 (TF32 off), bf16 as cpu, fp16 with dynamic loss scaling: a
- *         step with an inf/NaN gradient is skipped and the scale halved
- *         (dl_step_result.nonfinite = 1, .skipped = 1), the scale doubles
- *         after DL_FP16_GROWTH_INTERVAL clean steps. */
-enum dl_precision { DL_FP32 = 0, DL_BF16 = 1, DL_FP16 = 2 };
-#define DL_FP16_GROWTH_INTERVAL 2000
-/* "fp32", "bf16", "fp16" (NULL: fp32) -> enum dl_precision; -1 otherwise. */
-int dl_precision_parse(const char *name);
-const char *dl_precision_name(enum dl_precision p);
-
-/* How the cpu backend computes 3x3 convolutions.  Winograd F(4x4,3x3) does
- * about half the arithmetic of the direct method at a somewhat larger
- * rounding error (see tests/engine/test_ops.c); oneDNN has it for f32
- * 3x3 stride-1 convolutions only, everything else stays direct.  Other
- * backends accept DL_CONV_AUTO only. */
-enum dl_conv_algo {
-	DL_CONV_AUTO = 0,     /* Winograd where it measured faster here: f32 3x3 stride 1,
-	                       * both channel counts >= 32; direct elsewhere */
-	DL_CONV_DIRECT = 1,   /* direct everywhere (torch's choice on CPU) */
-	DL_CONV_WINOGRAD = 2, /* Winograd wherever oneDNN has it */
-};
 
 /* Gradient bucket size when dl_backend_opts.bucket_bytes is 0, and the cap
  * on the first bucket (the last layers' gradients, ready first), as torch
@@ -195,9 +168,6 @@ struct dl_backend_ops {
 	 * --backend auto takes a backend with devices over cpu. */
 	int (*device_count)(void);
 };
-
-/* "auto", "direct" or "winograd" -> enum dl_conv_algo; -1 for anything else. */
-int dl_conv_algo_parse(const char *name);
 
 /* The CUDA backend is a module, dlopen'ed only when it is asked for, so the
  * dljob executable links no CUDA library and starts as fast on a CPU node

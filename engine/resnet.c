@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/models.h"
 #include "engine/model.h"
 
+/* One row per model of common/models.h, in its order. */
 struct arch {
 	const char *name;
 	int bottleneck;    /* 0: BasicBlock (expansion 1), 1: Bottleneck (expansion 4) */
@@ -35,11 +37,15 @@ static const struct arch archs[] = {
 	{"resnet56", 0, 1, {9, 9, 9, 0}, 0},
 	{"convnet", 0, 0, {0, 0, 0, 0}, 1},
 };
+_Static_assert(sizeof(archs) / sizeof(archs[0]) == DL_MODEL_COUNT, "one architecture per common/models.h entry");
 
 static const struct arch *arch_find(const char *name)
 {
-	for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++)
-		if (name && strcmp(archs[i].name, name) == 0)
+	/* archs[i] is the architecture of dl_model_list[i] only if its name
+	 * says so (tests/engine/test_model.c checks that every listed model
+	 * is found). */
+	for (size_t i = 0; i < DL_MODEL_COUNT; i++)
+		if (name && strcmp(dl_model_list[i].name, name) == 0 && strcmp(archs[i].name, name) == 0)
 			return &archs[i];
 	return NULL;
 }
@@ -51,7 +57,7 @@ int dl_model_known(const char *model)
 
 const char *dl_model_names(void)
 {
-	return "resnet18,resnet34,resnet50,resnet101,resnet152,resnet20,resnet32,resnet56,convnet";
+	return &DL_MODEL_NAMES[1];
 }
 
 size_t dl_model_n_weights(const struct dl_graph *g)

@@ -11,6 +11,8 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +25,30 @@
 #include "engine/data/dataset.h"
 #include "engine/model.h"
 #include "runtime/cli.h"
+#include "runtime/eval.h"
+#include "runtime/pack.h"
+#include "runtime/plan.h"
+#include "runtime/report.h"
+#include "runtime/topo.h"
 #include "world/env.h"
+#include "common/handoff.h"
+#include "common/models.h"
 #include "common/optval.h"
 #include "runtime/plot.h"
 #include "world/world.h"
 
 #define DL_DEFAULT_DATA "fashion-mnist:/usr/share/datasets/fashion-mnist"
+
+/* dljob's subcommands (runtime/main.c dispatches; --help lists them).
+ * Adding one: a row here. */
+const struct dl_subcommand dl_subcommands[] = {
+	{ "pack", dl_pack_main, "SRC DST [OPTION]...  pack an image folder into shards" },
+	{ "topo", dl_topo_main, "--tasks N [--xml FILE] [--gpus LIST]  explain the node mapping" },
+	{ "report", dl_report_main, "RUN_DIR...         throughput, phases, scaling of runs (--help)" },
+	{ "eval", dl_eval_main, "--model M --weights PATH [OPTION]...  evaluate weights (dljob eval --help)" },
+	{ "plan", dl_plan_main, "--model M --batch B [OPTION]...  planned GPU memory of a step (--help)" },
+};
+const size_t dl_n_subcommands = sizeof(dl_subcommands) / sizeof(dl_subcommands[0]);
 
 /* The one piece of global state: what the signal handler may touch.  The
  * engine only sees it through dl_train_config.stop. */
@@ -39,106 +59,206 @@ static void on_stop_signal(int sig)
 	stop_requested = sig;
 }
 
+/* The training command line: one row per option, in the order --help
+ * lists them.  Usage, getopt's table and the limits of the numeric
+ * options all come from here; adding an option is a row (and, unless it
+ * is a plain number, a case in dl_cli_parse's switch).
+ *   X(ID, name, has_arg, value, kind, min, max, field, help)
+ * ID: OPT_<ID>, the getopt code.  value: the placeholder --help shows
+ * (NULL: none; "[=PATH]" for an optional one).  kind: NONE (parsed in
+ * the switch), INT, LONG, DBL, DBL_MIN_OPEN, DBL_MAX_OPEN or U64, parsed
+ * by common/optval into field (a member of struct dl_cli of that type)
+ * within [min, max] (an _OPEN bound excluded).  help: "\n" starts
+ * another line, indented under the first.  H(heading) starts a group. */
+#define CLI_OPTIONS(X, H) \
+	H("Model and data:") \
+	X(MODEL, "model", required_argument, "NAME", NONE, 0, 0, cfg, \
+	  "resnet18|34|50|101|152, resnet20|32|56, convnet (required)") \
+	X(DATA, "data", required_argument, "SPEC", NONE, 0, 0, cfg, \
+	  "fashion-mnist[+aug]:DIR, synthetic[:C,H,W,K[,N]] or DIR\n(default " DL_DEFAULT_DATA ")") \
+	X(SYNTHETIC, "synthetic", no_argument, NULL, NONE, 0, 0, cfg, "same as --data synthetic") \
+	X(IMAGE_SIZE, "image-size", required_argument, "N", INT, 0, 4096, cfg.image_size, \
+	  "input side for JPEG/PNG data (default: 224; 0: native)") \
+	X(NORMALIZE, "normalize", required_argument, "N", NONE, 0, 0, cfg, \
+	  "JPEG/PNG data: imagenet (default), none, or MR,MG,MB:SR,SG,SB\n(per-channel mean and std of x/255)") \
+	X(INIT, "init", required_argument, "PATH", NONE, 0, 0, cfg, \
+	  "start from these weights (safetensors, torchvision names;\n" \
+	  "strict: every missing, unexpected or mis-shaped tensor named)") \
+	X(INIT_HEAD, "init-head", required_argument, "load|new", NONE, 0, 0, cfg, \
+	  "new: a fresh classifier, for another class count (default load)") \
+	H("Optimization:") \
+	X(EPOCHS, "epochs", required_argument, "N", INT, DL_EPOCHS_MIN, DL_EPOCHS_MAX, cfg.epochs, \
+	  "passes over the training split (default 90)") \
+	X(BATCH, "batch", required_argument, "N", INT, DL_BATCH_MIN, DL_BATCH_MAX, cfg.batch, \
+	  "samples per process per step (default 128)") \
+	X(LR, "lr", required_argument, "X", DBL_MIN_OPEN, DL_LR_MIN, DL_LR_MAX, cfg.lr, \
+	  "base learning rate for a global batch of 256 (default 0.1)") \
+	X(SCHEDULE, "schedule", required_argument, "S", NONE, 0, 0, cfg, "step|cosine|poly|constant (default cosine)") \
+	X(WARMUP, "warmup-epochs", required_argument, "X", DBL, 0, 100000, cfg.warmup_epochs, \
+	  "linear warmup length in epochs, at most --epochs (default 0)") \
+	X(MOMENTUM, "momentum", required_argument, "X", DBL_MAX_OPEN, 0, 1, cfg.momentum, \
+	  "SGD momentum (default 0.9)") \
+	X(NESTEROV, "nesterov", no_argument, NULL, NONE, 0, 0, cfg, "Nesterov momentum") \
+	X(WD, "weight-decay", required_argument, "X", DBL_MAX_OPEN, 0, 1, cfg.weight_decay, \
+	  "L2 penalty, not on BN/bias (default 1e-4)") \
+	X(LS, "label-smoothing", required_argument, "X", DBL_MAX_OPEN, 0, 1, cfg.label_smoothing, "(default 0)") \
+	X(LARS, "lars", no_argument, NULL, NONE, 0, 0, cfg, "layer-wise adaptive rate scaling") \
+	X(ZIR, "zero-init-residual", no_argument, NULL, NONE, 0, 0, cfg, \
+	  "zero the last BN gamma of every residual block") \
+	X(SEED, "seed", required_argument, "N", U64, 0, 0, cfg.seed, \
+	  "seed for init, shuffling, augmentation (default 0)") \
+	H("Run control:") \
+	X(OUT, "out", required_argument, "DIR", NONE, 0, 0, cfg, \
+	  "output directory (default ./dljob-$SLURM_JOB_ID or ./dljob-out)") \
+	X(RESUME, "resume", optional_argument, "[=PATH]", NONE, 0, 0, cfg, \
+	  "continue from PATH, or from the newest checkpoint in --out") \
+	X(STEPS, "steps", required_argument, "N", LONG, 0, (double)LONG_MAX, cfg.max_steps, \
+	  "stop after N optimizer steps in total (0: no limit)") \
+	X(EVAL, "eval", required_argument, "0|1", INT, 0, 1, cfg.eval, \
+	  "evaluate on the held-out split every epoch (default 1)") \
+	X(PRINT, "print-every", required_argument, "N", INT, 1, INT_MAX, cfg.print_every, \
+	  "progress line and metrics record every N steps (default 50)") \
+	X(BACKEND, "backend", required_argument, "B", NONE, 0, 0, cfg, \
+	  "auto|cpu|ref|cuda (default auto: cuda if a GPU is visible, else cpu)") \
+	X(PRECISION, "precision", required_argument, "P", NONE, 0, 0, cfg, \
+	  "fp32|bf16|fp16 (default fp32): bf16 runs convolutions and\n" \
+	  "activations in bfloat16 with fp32 master weights (cpu, cuda);\n" \
+	  "fp16 with dynamic loss scaling (cuda only)") \
+	X(CONV_ALGO, "conv-algo", required_argument, "A", NONE, 0, 0, cfg, \
+	  "auto|direct|winograd: 3x3 convolutions of the cpu backend\n" \
+	  "(default auto: Winograd for 3x3 stride-1 where it measured\n" \
+	  "faster, direct elsewhere; ref and cuda: auto only)") \
+	X(THREADS, "threads", required_argument, "N", INT, 0, 4096, cfg.threads, \
+	  "compute threads (default 0: all CPUs of the task)") \
+	X(LTHREADS, "loader-threads", required_argument, "N", INT, 0, 4096, cfg.loader_threads, \
+	  "data worker threads (default 0: automatic)") \
+	X(DECODE_MEM, "decode-memory", required_argument, "MIB", INT, 16, 1 << 20, cfg.decode_memory_mib, \
+	  "memory the data threads share for reading and decoding\n" \
+	  "JPEG/PNG samples (default 2048; an image needing more is a bad sample)") \
+	X(TIMEOUT, "timeout", required_argument, "S", DBL, DL_TIMEOUT_MIN, DL_TIMEOUT_MAX, timeout_s, \
+	  "seconds to wait for peers at startup and in collectives (default 300)") \
+	X(HELP, "help", no_argument, NULL, NONE, 0, 0, cfg, "this text") \
+	X(VERSION, "version", no_argument, NULL, NONE, 0, 0, cfg, "version and build information")
+
+#define CLI_NOTHING(heading)
+enum {
+	OPT_FIRST = 255,
+#define CLI_ENUM(id, name, has_arg, value, kind, min, max, field, help) OPT_##id,
+	CLI_OPTIONS(CLI_ENUM, CLI_NOTHING)
+#undef CLI_ENUM
+	OPT_END
+};
+
+enum cli_kind { K_NONE, K_INT, K_LONG, K_DBL, K_DBL_MIN_OPEN, K_DBL_MAX_OPEN, K_U64 };
+
+static const struct cli_opt {
+	const char *name, *dashed, *value, *help, *heading;
+	int has_arg, code;
+	enum cli_kind kind;
+	double min, max;
+	size_t field;
+} cli_opts[] = {
+#define CLI_ROW(id, name, has_arg, value, kind, min, max, field, help) \
+	{ name, "--" name, value, help, NULL, has_arg, OPT_##id, K_##kind, min, max, offsetof(struct dl_cli, field) },
+#define CLI_HEAD(heading) { NULL, NULL, NULL, NULL, heading, 0, 0, K_NONE, 0, 0, 0 },
+	CLI_OPTIONS(CLI_ROW, CLI_HEAD)
+#undef CLI_ROW
+#undef CLI_HEAD
+};
+#define N_CLI_OPTS (sizeof(cli_opts) / sizeof(cli_opts[0]))
+
+/* The field each numeric kind writes has that kind's type. */
+#define CLI_TYPE_CHECK(id, name, has_arg, value, kind, min, max, field, help) \
+	_Static_assert(K_##kind == K_NONE || \
+		       sizeof(((struct dl_cli *)0)->field) == \
+		       (K_##kind == K_INT ? sizeof(int) : K_##kind == K_LONG ? sizeof(long) : \
+			K_##kind == K_U64 ? sizeof(uint64_t) : sizeof(double)), "--" name ": field type");
+CLI_OPTIONS(CLI_TYPE_CHECK, CLI_NOTHING)
+#undef CLI_TYPE_CHECK
+
+static const struct option long_opts[] = {
+#define CLI_LONG(id, name, has_arg, value, kind, min, max, field, help) { name, has_arg, NULL, OPT_##id },
+	CLI_OPTIONS(CLI_LONG, CLI_NOTHING)
+#undef CLI_LONG
+	{ NULL, 0, NULL, 0 },
+};
+
+static const struct cli_opt *cli_opt(int code)
+{
+	for (size_t i = 0; i < N_CLI_OPTS; i++)
+		if (cli_opts[i].name && cli_opts[i].code == code)
+			return &cli_opts[i];
+	return NULL;
+}
+
+/* The row of the option called name (without "--"), or NULL. */
+static const struct cli_opt *cli_opt_named(const char *name)
+{
+	for (size_t i = 0; name && i < N_CLI_OPTS; i++)
+		if (cli_opts[i].name && !strcmp(cli_opts[i].name, name))
+			return &cli_opts[i];
+	return NULL;
+}
+
+/* A numeric option's value into its field, within the row's limits. */
+static int cli_number(const struct cli_opt *o, const char *arg, struct dl_cli *cli, char *err, size_t errlen)
+{
+	void *dst = (char *)cli + o->field;
+
+	switch (o->kind) {
+	case K_INT: return dl_optval_int(o->name, arg, (int)o->min, (int)o->max, dst, err, errlen);
+	case K_LONG: return dl_optval_long(o->name, arg, (long)o->min, o->max >= (double)LONG_MAX ? LONG_MAX :
+					   (long)o->max, dst, err, errlen);
+	case K_DBL: return dl_optval_double(o->name, arg, o->min, 0, o->max, 0, dst, err, errlen);
+	case K_DBL_MIN_OPEN: return dl_optval_double(o->name, arg, o->min, 1, o->max, 0, dst, err, errlen);
+	case K_DBL_MAX_OPEN: return dl_optval_double(o->name, arg, o->min, 0, o->max, 1, dst, err, errlen);
+	case K_U64: return dl_optval_u64(o->name, arg, dst, err, errlen);
+	case K_NONE: break;
+	}
+	return dl_errf(err, errlen, "%s:%d: --%s is not a number option", __FILE__, __LINE__, o->name);
+}
+
 void dl_cli_usage(FILE *f)
 {
 	fprintf(f,
-	"Usage: dljob --model NAME [OPTION]...  train a ResNet (data-parallel under Slurm)\n"
-	"       dljob pack SRC DST [OPTION]...  pack an image folder into shards\n"
-	"       dljob topo --tasks N [--xml FILE] [--gpus LIST]  explain the node mapping\n"
-	"       dljob report RUN_DIR...         throughput, phases, scaling of runs (--help)\n"
-	"       dljob eval --model M --weights PATH [OPTION]...  evaluate weights (dljob eval --help)\n"
-	"       dljob plan --model M --batch B [OPTION]...  planned GPU memory of a step (--help)\n"
-	"\n"
-	"Model and data:\n"
-	"  --model NAME           resnet18|34|50|101|152, resnet20|32|56, convnet (required)\n"
-	"  --data SPEC            fashion-mnist[+aug]:DIR, synthetic[:C,H,W,K[,N]] or DIR\n"
-	"                         (default " DL_DEFAULT_DATA ")\n"
-	"  --synthetic            same as --data synthetic\n"
-	"  --image-size N         input side for JPEG/PNG data (default: 224; 0: native)\n"
-	"  --normalize N          JPEG/PNG data: imagenet (default), none, or MR,MG,MB:SR,SG,SB\n"
-	"                         (per-channel mean and std of x/255)\n"
-	"  --init PATH            start from these weights (safetensors, torchvision names;\n"
-	"                         strict: every missing, unexpected or mis-shaped tensor named)\n"
-	"  --init-head load|new   new: a fresh classifier, for another class count (default load)\n"
-	"Optimization:\n"
-	"  --epochs N             passes over the training split (default 90)\n"
-	"  --batch N              samples per process per step (default 128)\n"
-	"  --lr X                 base learning rate for a global batch of 256 (default 0.1)\n"
-	"  --schedule S           step|cosine|poly|constant (default cosine)\n"
-	"  --warmup-epochs X      linear warmup length in epochs, at most --epochs (default 0)\n"
-	"  --momentum X           SGD momentum (default 0.9)\n"
-	"  --nesterov             Nesterov momentum\n"
-	"  --weight-decay X       L2 penalty, not on BN/bias (default 1e-4)\n"
-	"  --label-smoothing X    (default 0)\n"
-	"  --lars                 layer-wise adaptive rate scaling\n"
-	"  --zero-init-residual   zero the last BN gamma of every residual block\n"
-	"  --seed N               seed for init, shuffling, augmentation (default 0)\n"
-	"Run control:\n"
-	"  --out DIR              output directory (default ./dljob-$SLURM_JOB_ID or ./dljob-out)\n"
-	"  --resume[=PATH]        continue from PATH, or from the newest checkpoint in --out\n"
-	"  --steps N              stop after N optimizer steps in total (0: no limit)\n"
-	"  --eval 0|1             evaluate on the held-out split every epoch (default 1)\n"
-	"  --print-every N        progress line and metrics record every N steps (default 50)\n"
-	"  --backend B            auto|cpu|ref|cuda (default auto: cuda if a GPU is visible, else cpu)\n"
-	"  --precision P          fp32|bf16|fp16 (default fp32): bf16 runs convolutions and\n"
-	"                         activations in bfloat16 with fp32 master weights (cpu, cuda);\n"
-	"                         fp16 with dynamic loss scaling (cuda only)\n"
-	"  --conv-algo A          auto|direct|winograd: 3x3 convolutions of the cpu backend\n"
-	"                         (default auto: Winograd for 3x3 stride-1 where it measured\n"
-	"                         faster, direct elsewhere; ref and cuda: auto only)\n"
-	"  --threads N            compute threads (default 0: all CPUs of the task)\n"
-	"  --loader-threads N     data worker threads (default 0: automatic)\n"
-	"  --decode-memory MIB    memory the data threads share for reading and decoding\n"
-	"                         JPEG/PNG samples (default 2048; an image needing more is a bad sample)\n"
-	"  --timeout S            seconds to wait for peers at startup and in collectives (default 300)\n"
-	"  --help                 this text\n"
-	"  --version              version and build information\n");
+	"Usage: dljob --model NAME [OPTION]...  train a ResNet (data-parallel under Slurm)\n");
+	for (size_t i = 0; i < dl_n_subcommands; i++)
+		fprintf(f, "       dljob %s %s\n", dl_subcommands[i].name, dl_subcommands[i].usage);
+	for (size_t i = 0; i < N_CLI_OPTS; i++) {
+		const struct cli_opt *o = &cli_opts[i];
+		char left[64];
+
+		if (o->heading) {
+			/* the first group has a blank line before it */
+			fprintf(f, "%s%s\n", i == 0 ? "\n" : "", o->heading);
+			continue;
+		}
+		snprintf(left, sizeof(left), "--%s%s%s", o->name,
+			 o->value && o->has_arg != optional_argument ? " " : "", o->value ? o->value : "");
+		fprintf(f, "  %-22s ", left);
+		for (const char *h = o->help; *h; h++) {
+			fputc(*h, f);
+			if (*h == '\n')
+				fprintf(f, "%25s", "");
+		}
+		fputc('\n', f);
+	}
 }
 
-enum {
-	OPT_MODEL = 256, OPT_DATA, OPT_SYNTHETIC, OPT_IMAGE_SIZE, OPT_EPOCHS, OPT_BATCH, OPT_LR,
-	OPT_SCHEDULE, OPT_WARMUP, OPT_MOMENTUM, OPT_NESTEROV, OPT_WD, OPT_LS, OPT_LARS, OPT_ZIR,
-	OPT_SEED, OPT_OUT, OPT_RESUME, OPT_STEPS, OPT_EVAL, OPT_PRINT, OPT_BACKEND, OPT_THREADS,
-	OPT_LTHREADS, OPT_TIMEOUT, OPT_HELP, OPT_PRECISION, OPT_CONV_ALGO, OPT_VERSION, OPT_INIT, OPT_INIT_HEAD,
-	OPT_NORMALIZE, OPT_DECODE_MEM,
-};
-
-static const struct option long_opts[] = {
-	{"model", required_argument, NULL, OPT_MODEL},
-	{"data", required_argument, NULL, OPT_DATA},
-	{"synthetic", no_argument, NULL, OPT_SYNTHETIC},
-	{"image-size", required_argument, NULL, OPT_IMAGE_SIZE},
-	{"epochs", required_argument, NULL, OPT_EPOCHS},
-	{"batch", required_argument, NULL, OPT_BATCH},
-	{"lr", required_argument, NULL, OPT_LR},
-	{"schedule", required_argument, NULL, OPT_SCHEDULE},
-	{"warmup-epochs", required_argument, NULL, OPT_WARMUP},
-	{"momentum", required_argument, NULL, OPT_MOMENTUM},
-	{"nesterov", no_argument, NULL, OPT_NESTEROV},
-	{"weight-decay", required_argument, NULL, OPT_WD},
-	{"label-smoothing", required_argument, NULL, OPT_LS},
-	{"lars", no_argument, NULL, OPT_LARS},
-	{"zero-init-residual", no_argument, NULL, OPT_ZIR},
-	{"seed", required_argument, NULL, OPT_SEED},
-	{"out", required_argument, NULL, OPT_OUT},
-	{"resume", optional_argument, NULL, OPT_RESUME},
-	{"steps", required_argument, NULL, OPT_STEPS},
-	{"eval", required_argument, NULL, OPT_EVAL},
-	{"print-every", required_argument, NULL, OPT_PRINT},
-	{"backend", required_argument, NULL, OPT_BACKEND},
-	{"threads", required_argument, NULL, OPT_THREADS},
-	{"loader-threads", required_argument, NULL, OPT_LTHREADS},
-	{"decode-memory", required_argument, NULL, OPT_DECODE_MEM},
-	{"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"precision", required_argument, NULL, OPT_PRECISION},
-	{"conv-algo", required_argument, NULL, OPT_CONV_ALGO},
-	{"help", no_argument, NULL, OPT_HELP},
-	{"version", no_argument, NULL, OPT_VERSION},
-	{"init", required_argument, NULL, OPT_INIT},
-	{"init-head", required_argument, NULL, OPT_INIT_HEAD},
-	{"normalize", required_argument, NULL, OPT_NORMALIZE},
-	{NULL, 0, NULL, 0},
-};
+/* dljob --list-options (runtime/cli.h). */
+int dl_cli_list_options(FILE *f)
+{
+	for (size_t i = 0; i < N_CLI_OPTS; i++)
+		if (cli_opts[i].name)
+			fprintf(f, "option --%s\n", cli_opts[i].name);
+	for (size_t i = 0; i < dl_n_subcommands; i++)
+		fprintf(f, "subcommand %s\n", dl_subcommands[i].name);
+	for (size_t i = 0; i < DL_HO_COUNT; i++)
+		fprintf(f, "handoff %s\n", dl_handoff_vars[i].name);
+	for (size_t i = 0; i < DL_MODEL_COUNT; i++)
+		fprintf(f, "model %s\n", dl_model_list[i].name);
+	return DL_EXIT_OK;
+}
 
 int dl_cli_parse_norm(const char *s, struct dl_data_options *o, char *err, size_t errlen)
 {
@@ -198,19 +318,8 @@ int dl_cli_engine_opt(const char *opt, const char *val, const char **out, char *
 }
 
 /* The --dl-* values the plugin passes to the runtime under srun
- * --dl-job=MODEL, as the options they stand for (see dl_cli_plugin_argv). */
-static const struct {
-	const char *env, *opt;
-	int code;
-} plugin_opts[] = {
-	{ "DLJOB_MODEL", "--model", OPT_MODEL },
-	{ "DLJOB_DATA", "--data", OPT_DATA },
-	{ "DLJOB_EPOCHS", "--epochs", OPT_EPOCHS },
-	{ "DLJOB_BATCH", "--batch", OPT_BATCH },
-	{ "DLJOB_LR", "--lr", OPT_LR },
-	{ "DLJOB_OUT", "--out", OPT_OUT },
-};
-#define N_PLUGIN_OPTS (sizeof(plugin_opts) / sizeof(plugin_opts[0]))
+ * --dl-job=MODEL are the rows of common/handoff.h that name an option:
+ * dl_cli_plugin_argv puts them first, as the options they stand for. */
 
 char **dl_cli_plugin_argv(int argc, char **argv, char *const *envp, const struct dl_run_env *re,
 			  int *nargc, int *nfixed)
@@ -219,17 +328,18 @@ char **dl_cli_plugin_argv(int argc, char **argv, char *const *envp, const struct
 	int n = 0;
 
 	*nfixed = 0;
-	v = calloc((size_t)argc + 2 * N_PLUGIN_OPTS + 1, sizeof(*v));
+	v = calloc((size_t)argc + 2 * DL_HO_COUNT + 1, sizeof(*v));
 	if (!v)
 		return NULL;
 	v[n++] = argv[0];
 	if (re->model)
-		for (size_t i = 0; i < N_PLUGIN_OPTS; i++) {
-			char *val = (char *)dl_env_get(envp, plugin_opts[i].env);
+		for (size_t i = 0; i < DL_HO_COUNT; i++) {
+			const struct cli_opt *o = cli_opt_named(dl_handoff_vars[i].opt);
+			char *val = (char *)dl_env_get(envp, dl_handoff_vars[i].name);
 
-			if (!val)
+			if (!o || !val)
 				continue;
-			v[n++] = (char *)plugin_opts[i].opt;
+			v[n++] = (char *)o->dashed;
 			v[n++] = val;
 			*nfixed += 2;
 		}
@@ -247,10 +357,9 @@ char **dl_cli_plugin_argv(int argc, char **argv, char *const *envp, const struct
 
 static const char *opt_name(int code)
 {
-	for (const struct option *o = long_opts; o->name; o++)
-		if (o->val == code)
-			return o->name;
-	return "?";
+	const struct cli_opt *o = cli_opt(code);
+
+	return o ? o->name : "?";
 }
 
 /* In model mode (nfixed > 0): is opt one the plugin already set? */
@@ -261,8 +370,9 @@ static int plugin_owned(int opt, int argc, char **argv, int nfixed)
 	if (opt == OPT_SYNTHETIC)
 		opt = OPT_DATA;
 	for (int i = 1; i <= nfixed && i < argc; i += 2)
-		for (size_t k = 0; k < N_PLUGIN_OPTS; k++)
-			if (plugin_opts[k].code == opt && !strcmp(argv[i], plugin_opts[k].opt))
+		for (size_t k = 0; k < DL_HO_COUNT; k++)
+			if (dl_handoff_vars[k].opt && cli_opt_named(dl_handoff_vars[k].opt) == cli_opt(opt) &&
+			    !strcmp(argv[i], cli_opt(opt)->dashed))
 				return 1;
 	return 0;
 }
@@ -292,30 +402,23 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 		if (optind > nfixed + 1 && plugin_owned(opt, argc, argv, nfixed))
 			return dl_errf(err, errlen, "option '--%s' is already set by srun --dl-*: drop it from the command "
 				    "(see spank-dljob(8))", opt_name(opt));
-		switch (opt) {
+		const struct cli_opt *row = cli_opt(opt);
+
+		if (row && row->kind != K_NONE)
+			rv = cli_number(row, optarg, cli, err, errlen);
+		else switch (opt) {
 		case OPT_MODEL: c->model = optarg; break;
 		case OPT_DATA: c->data = optarg; break;
 		case OPT_SYNTHETIC: c->data = "synthetic"; break;
-		case OPT_IMAGE_SIZE: rv = dl_optval_int("image-size", optarg, 0, 4096, &c->image_size, err, errlen); break;
-		case OPT_EPOCHS: rv = dl_optval_int("epochs", optarg, DL_EPOCHS_MIN, DL_EPOCHS_MAX, &c->epochs, err, errlen); break;
-		case OPT_BATCH: rv = dl_optval_int("batch", optarg, DL_BATCH_MIN, DL_BATCH_MAX, &c->batch, err, errlen); break;
-		case OPT_LR:
-			rv = dl_optval_double("lr", optarg, DL_LR_MIN, 1, DL_LR_MAX, 0, &c->lr, err, errlen);
-			break;
 		case OPT_SCHEDULE:
 			if (strcmp(optarg, "step") && strcmp(optarg, "cosine") && strcmp(optarg, "poly") &&
 			    strcmp(optarg, "constant"))
 				rv = dl_errf(err, errlen, "--schedule: unknown schedule '%s' (step, cosine, poly, constant)", optarg);
 			c->schedule = optarg;
 			break;
-		case OPT_WARMUP: rv = dl_optval_double("warmup-epochs", optarg, 0, 0, 100000, 0, &c->warmup_epochs, err, errlen); break;
-		case OPT_MOMENTUM: rv = dl_optval_double("momentum", optarg, 0, 0, 1, 1, &c->momentum, err, errlen); break;
 		case OPT_NESTEROV: c->nesterov = 1; break;
-		case OPT_WD: rv = dl_optval_double("weight-decay", optarg, 0, 0, 1, 1, &c->weight_decay, err, errlen); break;
-		case OPT_LS: rv = dl_optval_double("label-smoothing", optarg, 0, 0, 1, 1, &c->label_smoothing, err, errlen); break;
 		case OPT_LARS: c->lars = 1; break;
 		case OPT_ZIR: c->zero_init_residual = 1; break;
-		case OPT_SEED: rv = dl_optval_u64("seed", optarg, &c->seed, err, errlen); break;
 		case OPT_OUT:
 			if (*optarg == '\0')
 				rv = dl_errf(err, errlen, "--out: empty directory name");
@@ -326,9 +429,6 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 				rv = dl_errf(err, errlen, "--resume=: empty path");
 			c->resume = optarg ? optarg : "";
 			break;
-		case OPT_STEPS: rv = dl_optval_long("steps", optarg, 0, LONG_MAX, &c->max_steps, err, errlen); break;
-		case OPT_EVAL: rv = dl_optval_int("eval", optarg, 0, 1, &c->eval, err, errlen); break;
-		case OPT_PRINT: rv = dl_optval_int("print-every", optarg, 1, INT_MAX, &c->print_every, err, errlen); break;
 		case OPT_BACKEND: rv = dl_cli_engine_opt("backend", optarg, &c->backend, err, errlen); break;
 		case OPT_PRECISION: rv = dl_cli_engine_opt("precision", optarg, &c->precision, err, errlen); break;
 		case OPT_CONV_ALGO:
@@ -336,12 +436,6 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 				rv = dl_errf(err, errlen, "--conv-algo: unknown algorithm '%s' (auto, direct, winograd)",
 					  optarg);
 			c->conv_algo = optarg;
-			break;
-		case OPT_THREADS: rv = dl_optval_int("threads", optarg, 0, 4096, &c->threads, err, errlen); break;
-		case OPT_LTHREADS: rv = dl_optval_int("loader-threads", optarg, 0, 4096, &c->loader_threads, err, errlen); break;
-		case OPT_DECODE_MEM: rv = dl_optval_int("decode-memory", optarg, 16, 1 << 20, &c->decode_memory_mib, err, errlen); break;
-		case OPT_TIMEOUT:
-			rv = dl_optval_double("timeout", optarg, DL_TIMEOUT_MIN, 0, DL_TIMEOUT_MAX, 0, &cli->timeout_s, err, errlen);
 			break;
 		case OPT_INIT:
 			if (*optarg == '\0')

@@ -57,6 +57,22 @@ int dl_cli_engine_opt(const char *opt, const char *val, const char **out, char *
 
 /* Print the option summary to f. */
 void dl_cli_usage(FILE *f);
+/* dljob --list-options (not in --help): the command line's options, the
+ * subcommands, the DLJOB_* hand-offs and the models, one a line ("option
+ * --NAME", "subcommand NAME", "handoff NAME", "model NAME"), for
+ * tests/test_man_tables.sh.
+ * Returns DL_EXIT_OK. */
+int dl_cli_list_options(FILE *f);
+
+/* dljob NAME ...: the subcommands, each with its usage line after
+ * "dljob NAME " (dl_cli_usage). */
+struct dl_subcommand {
+	const char *name;
+	int (*main)(int argc, char **argv);
+	const char *usage;
+};
+extern const struct dl_subcommand dl_subcommands[];
+extern const size_t dl_n_subcommands;
 
 /* `dljob [options]`: parse, validate (model, backend, dataset, resume
  * file), create the output directory, join the job, train.  Returns an

@@ -4,24 +4,14 @@
 #include <string.h>
 
 #include "runtime/cli.h"
-#include "runtime/pack.h"
-#include "runtime/topo.h"
-#include "runtime/report.h"
-#include "runtime/eval.h"
-#include "runtime/plan.h"
 
 int main(int argc, char **argv)
 {
-	/* `dljob pack SRC DST ...`: the packer parses its own options. */
-	if (argc > 1 && strcmp(argv[1], "pack") == 0)
-		return dl_pack_main(argc - 1, argv + 1);
-	if (argc > 1 && strcmp(argv[1], "topo") == 0)
-		return dl_topo_main(argc - 1, argv + 1);
-	if (argc > 1 && strcmp(argv[1], "report") == 0)
-		return dl_report_main(argc - 1, argv + 1);
-	if (argc > 1 && strcmp(argv[1], "eval") == 0)
-		return dl_eval_main(argc - 1, argv + 1);
-	if (argc > 1 && strcmp(argv[1], "plan") == 0)
-		return dl_plan_main(argc - 1, argv + 1);
+	/* `dljob NAME ...`: each subcommand parses its own options. */
+	for (size_t i = 0; argc > 1 && i < dl_n_subcommands; i++)
+		if (strcmp(argv[1], dl_subcommands[i].name) == 0)
+			return dl_subcommands[i].main(argc - 1, argv + 1);
+	if (argc == 2 && strcmp(argv[1], "--list-options") == 0)
+		return dl_cli_list_options(stdout);
 	return dl_cli_train_main(argc, argv);
 }

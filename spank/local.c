@@ -11,6 +11,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "common/handoff.h"
 #include "spank/plugin.h"
 
 /* DLJOB_JOB_SECRET: 32 random bytes as 64 lowercase hex digits, made in
@@ -56,7 +57,7 @@ static int set_secret_env(void)
 
 	if (make_secret(text) < 0)
 		return -1;
-	rc = setenv("DLJOB_JOB_SECRET", text, 1);
+	rc = setenv(DL_HANDOFF(JOB_SECRET), text, 1);
 	explicit_bzero(text, sizeof(text));
 	if (rc < 0) {
 		dl_error(0, "cannot set DLJOB_JOB_SECRET: %s", strerror(errno));

@@ -15,13 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/models.h"
 #include "common/optval.h"
 #include "spank/plugin.h"
-
-const char *const dl_models[] = {
-	"resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
-	"resnet20", "resnet32", "resnet56", NULL,
-};
 
 enum { OPT_JOB = 1, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_OUT, OPT_BIND, OPT_SECRET };
 
@@ -179,7 +175,7 @@ static int allowed_dir(const char *dir, const char *allow)
 
 int dl_opts_check(struct dl_opts *o, char *err, size_t errlen)
 {
-	char bind[sizeof(o->bind)], q[96];
+	char bind[sizeof(o->bind)], q[96], known_list[256] = "";
 	int known = 0, iv;
 	double dv;
 
@@ -191,13 +187,19 @@ int dl_opts_check(struct dl_opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "--dl-job=MODEL|env is required with the other --dl-* options");
 		return -1;
 	}
-	for (int i = 0; dl_models[i]; i++)
-		if (!strcmp(o->job, dl_models[i]))
+	/* common/models.h: the models the plugin offers */
+	for (int i = 0; i < DL_MODEL_COUNT; i++) {
+		size_t n = strlen(known_list);
+
+		if (!dl_model_list[i].plugin)
+			continue;
+		if (!strcmp(o->job, dl_model_list[i].name))
 			known = 1;
+		snprintf(known_list + n, sizeof(known_list) - n, "%s, ", dl_model_list[i].name);
+	}
 	if (!known && !dl_opts_is_env(o)) {
-		snprintf(err, errlen, "--dl-job=%s: unknown model (known: resnet18, resnet34, resnet50, "
-			 "resnet101, resnet152, resnet20, resnet32, resnet56, or env)",
-			 dl_optval_escape(o->job, q, sizeof(q)));
+		snprintf(err, errlen, "--dl-job=%s: unknown model (known: %sor env)",
+			 dl_optval_escape(o->job, q, sizeof(q)), known_list);
 		return -1;
 	}
 	/* The runtime's own limits (common/optval.h), so srun refuses what

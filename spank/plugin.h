@@ -72,7 +72,6 @@ const char *dl_opt_name(int val);
 /* Log one error line, "dljob: " + the message with every control byte
  * escaped, through slurm_error and, if to_stderr, the task's stderr. */
 void dl_error(int to_stderr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-extern const char *const dl_models[];
 
 /* args.c */
 int dl_args_parse(struct dl_args *a, int ac, char **av, char *err, size_t errlen);

@@ -24,6 +24,7 @@
 #include "spank/slurm_api.h"
 
 #include "mapping/mapping.h"
+#include "common/handoff.h"
 #include "common/hostlist.h"
 #include "common/master.h"
 #include "spank/plugin.h"
@@ -74,8 +75,8 @@ static const char *const nic_vars[2] = { "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME" };
  * DLJOB_JOB_SECRET is not among them (it would show in the task's argv). */
 static const char *const task_vars[] = {
 	"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-	"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "DLJOB_GPU", "DLJOB_GPU_BUSID", "DLJOB_NUMA",
-	"DLJOB_CPUS", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", NULL,
+	"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", DL_HANDOFF(GPU), DL_HANDOFF(GPU_BUSID), DL_HANDOFF(NUMA),
+	DL_HANDOFF(CPUS), "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", NULL,
 };
 #endif
 
@@ -511,7 +512,7 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 		spank_setenv(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
 		/* Confined: Slurm's own narrowed CUDA_VISIBLE_DEVICES stays,
 		 * and the task's GPU is its first entry. */
-		setenv_u(sp, "DLJOB_GPU", gpu >= 0 ? (unsigned)gpu : 0);
+		setenv_u(sp, DL_HANDOFF(GPU), gpu >= 0 ? (unsigned)gpu : 0);
 	}
 	if (!st.plan) {
 		if (o->verbose)
@@ -574,8 +575,8 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 				spank_unsetenv(sp, nic_vars[i]);
 		}
 	if (t->busid[0])
-		spank_setenv(sp, "DLJOB_GPU_BUSID", t->busid, 1);
-	spank_setenv(sp, "DLJOB_NUMA", t->numa, 1);
+		spank_setenv(sp, DL_HANDOFF(GPU_BUSID), t->busid, 1);
+	spank_setenv(sp, DL_HANDOFF(NUMA), t->numa, 1);
 
 	/* cpus is inside what Slurm allowed, so it only names CPUs that
 	 * exist here even when the topology is an XML file of another node. */
@@ -584,7 +585,7 @@ static void map_task(spank_t sp, const struct dl_args *a, const struct dl_opts *
 		CPU_SET(c, &cur);
 	if (CPU_COUNT(&cur) > 0 && sched_setaffinity(0, sizeof(cur), &cur) < 0)
 		fprintf(stderr, "dljob: rank=%u: sched_setaffinity(%s): %s\n", rank, bound, strerror(errno));
-	spank_setenv(sp, "DLJOB_CPUS", bound, 1);
+	spank_setenv(sp, DL_HANDOFF(CPUS), bound, 1);
 
 	/* Memory: only with the live topology (an XML file's NUMA nodes are
 	 * not this machine's).  Non-strict BIND is a preference, so a full
@@ -912,15 +913,15 @@ static int prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_
 
 	snprintf(out_base, sizeof(out_base), "%llu:%llu:%s", (unsigned long long)st.workdir_sb.st_dev,
 		 (unsigned long long)st.workdir_sb.st_ino, st.workdir);
-	if (spank_setenv(sp, "DLJOB_MODEL", o->job, 1) != ESPANK_SUCCESS ||
-	    spank_setenv(sp, "DLJOB_DATA", o->data, 1) != ESPANK_SUCCESS ||
-	    spank_setenv(sp, "DLJOB_DATA_ID", data_id, 1) != ESPANK_SUCCESS ||
-	    spank_setenv(sp, "DLJOB_OUT", st.out, 1) != ESPANK_SUCCESS ||
-	    (st.out_relative && spank_setenv(sp, "DLJOB_OUT_BASE", out_base, 1) != ESPANK_SUCCESS) ||
-	    (o->epochs[0] && spank_setenv(sp, "DLJOB_EPOCHS", o->epochs, 1) != ESPANK_SUCCESS) ||
-	    (o->batch[0] && spank_setenv(sp, "DLJOB_BATCH", o->batch, 1) != ESPANK_SUCCESS) ||
-	    (o->lr[0] && spank_setenv(sp, "DLJOB_LR", o->lr, 1) != ESPANK_SUCCESS) ||
-	    (DL_HAVE_PREPEND_ARGV && spank_setenv(sp, "DLJOB_PREPENDED", "1", 1) != ESPANK_SUCCESS)) {
+	if (spank_setenv(sp, DL_HANDOFF(MODEL), o->job, 1) != ESPANK_SUCCESS ||
+	    spank_setenv(sp, DL_HANDOFF(DATA), o->data, 1) != ESPANK_SUCCESS ||
+	    spank_setenv(sp, DL_HANDOFF(DATA_ID), data_id, 1) != ESPANK_SUCCESS ||
+	    spank_setenv(sp, DL_HANDOFF(OUT), st.out, 1) != ESPANK_SUCCESS ||
+	    (st.out_relative && spank_setenv(sp, DL_HANDOFF(OUT_BASE), out_base, 1) != ESPANK_SUCCESS) ||
+	    (o->epochs[0] && spank_setenv(sp, DL_HANDOFF(EPOCHS), o->epochs, 1) != ESPANK_SUCCESS) ||
+	    (o->batch[0] && spank_setenv(sp, DL_HANDOFF(BATCH), o->batch, 1) != ESPANK_SUCCESS) ||
+	    (o->lr[0] && spank_setenv(sp, DL_HANDOFF(LR), o->lr, 1) != ESPANK_SUCCESS) ||
+	    (DL_HAVE_PREPEND_ARGV && spank_setenv(sp, DL_HANDOFF(PREPENDED), "1", 1) != ESPANK_SUCCESS)) {
 		dl_error(1, "cannot set the DLJOB_* variables for the runtime");
 		return -1;
 	}
@@ -1125,11 +1126,10 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 	}
 	if (data_matches(a, o) < 0)
 		return -1;
-	/* Only the plugin sets these, and only in model mode. */
-	for (const char *const *v = (const char *const[]){ "DLJOB_MODEL", "DLJOB_DATA", "DLJOB_EPOCHS",
-			"DLJOB_BATCH", "DLJOB_LR", "DLJOB_OUT", "DLJOB_GPU", "DLJOB_GPU_BUSID", "DLJOB_PREPENDED",
-			"DLJOB_DATA_ID", "DLJOB_OUT_BASE", "DLJOB_NUMA", "DLJOB_CPUS", NULL }; *v; v++)
-		spank_unsetenv(sp, *v);
+	/* Only the plugin sets these (common/handoff.h, DL_HO_CLEAR). */
+	for (size_t i = 0; i < DL_HO_COUNT; i++)
+		if (dl_handoff_vars[i].flags & DL_HO_CLEAR)
+			spank_unsetenv(sp, dl_handoff_vars[i].name);
 	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &world) != ESPANK_SUCCESS ||
@@ -1174,8 +1174,8 @@ int dl_remote_task_init(spank_t sp, const struct dl_args *a)
 		dl_error(1, "the step's secret in the launch request is not %d lowercase hex digits", DL_SECRET_HEX);
 		return -1;
 	}
-	if (o->secret[0] && spank_setenv(sp, "DLJOB_JOB_SECRET", o->secret, 1) != ESPANK_SUCCESS) {
-		dl_error(1, "cannot set DLJOB_JOB_SECRET");
+	if (o->secret[0] && spank_setenv(sp, DL_HANDOFF(JOB_SECRET), o->secret, 1) != ESPANK_SUCCESS) {
+		dl_error(1, "cannot set %s", DL_HANDOFF(JOB_SECRET));
 		return -1;
 	}
 	/* The NIC variables are the user's, else dljob's (map_task), else

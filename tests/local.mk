@@ -24,3 +24,6 @@ include tests/slurm/dataparallel.mk
 include tests/gpu/local.mk
 include tests/bench/local.mk
 include tests/packages/local.mk
+# The man pages name every row of the option, model and DLJOB_* tables.
+TESTS += tests/test_man_tables.sh
+dist_check_SCRIPTS += tests/test_man_tables.sh

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "world/env.h"
+#include "common/handoff.h"
 #include "common/optval.h"
 
 /* Values quoted in messages: escaped, cut to this many bytes. */
@@ -101,12 +102,13 @@ static int is_canonical_abs(const char *p)
 /* The plugin's GPU for this task: DLJOB_GPU, else DLJOB_GPU_BUSID. */
 static int parse_gpu(struct dl_run_env *r, char *const *envp, char *err, size_t errlen)
 {
-	const char *idx = dl_env_get(envp, "DLJOB_GPU"), *bus = dl_env_get(envp, "DLJOB_GPU_BUSID");
+	const char *idx = dl_env_get(envp, DL_HANDOFF(GPU)),
+		   *bus = dl_env_get(envp, DL_HANDOFF(GPU_BUSID));
 	char q[QUOTE_LEN];
 	long v;
 
 	if (idx && *idx) {
-		if (dl_env_long(envp, "DLJOB_GPU", 0, 1023, &v, err, errlen) < 0)
+		if (dl_env_long(envp, DL_HANDOFF(GPU), 0, 1023, &v, err, errlen) < 0)
 			return dl_errf(err, errlen, "DLJOB_GPU='%s' is not a device index (0-1023)",
 				    dl_optval_escape(idx, q, sizeof(q)));
 		r->gpu = idx;
@@ -128,22 +130,22 @@ int dl_run_env_parse(struct dl_run_env *r, char *const *envp, char *err, size_t 
 	memset(r, 0, sizeof(*r));
 	r->job_id = -1;
 	r->tmpdir = "/tmp";
-	r->model = dl_env_get(envp, "DLJOB_MODEL") != NULL;
-	r->have_out = dl_env_get(envp, "DLJOB_OUT") != NULL;
-	if (dl_env_long(envp, "DLJOB_PREPENDED", 0, 1, &v, err, errlen) < 0)
+	r->model = dl_env_get(envp, DL_HANDOFF(MODEL)) != NULL;
+	r->have_out = dl_env_get(envp, DL_HANDOFF(OUT)) != NULL;
+	if (dl_env_long(envp, DL_HANDOFF(PREPENDED), 0, 1, &v, err, errlen) < 0)
 		return -1;
 	r->prepended = r->model && v == 1;
 	if (parse_gpu(r, envp, err, errlen) < 0)
 		return -1;
 
-	if ((s = dl_env_get(envp, "DLJOB_DATA_ID"))) {
+	if ((s = dl_env_get(envp, DL_HANDOFF(DATA_ID)))) {
 		const char *end = dl_env_dev_ino(s, &r->data_dev, &r->data_ino);
 		if (!end || *end)
 			return dl_errf(err, errlen, "DLJOB_DATA_ID='%s' is not DEV:INO (decimal device and inode "
 				    "numbers)", dl_optval_escape(s, q, sizeof(q)));
 		r->have_data_id = 1;
 	}
-	if ((s = dl_env_get(envp, "DLJOB_OUT_BASE"))) {
+	if ((s = dl_env_get(envp, DL_HANDOFF(OUT_BASE)))) {
 		const char *end = dl_env_dev_ino(s, &r->base_dev, &r->base_ino);
 		if (!end || *end != ':')
 			return dl_errf(err, errlen, "DLJOB_OUT_BASE='%s' is not DEV:INO:DIR (decimal device and "

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "world/env.h"
+#include "common/handoff.h"
 #include "common/hostlist.h"
 #include "common/master.h"
 #include "common/optval.h"
@@ -256,7 +257,7 @@ int dl_world_env(struct dl_world_env *e, char *const *envp, char *err, size_t er
 
 int dl_world_env_secret(struct dl_world_env *e, char *const *envp, char *err, size_t errlen)
 {
-	const char *s = dl_env_get(envp, "DLJOB_JOB_SECRET");
+	const char *s = dl_env_get(envp, DL_HANDOFF(JOB_SECRET));
 	e->have_secret = 0;
 	if (!s)
 		return 0;

@@ -1,21 +1,10 @@
 /* dl_dataset_open: pick the dataset implementation from the spec string. */
 #include "config.h"
 #include <errno.h>
-#include <sched.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "engine/data/internal.h"
-
-int dl_cpu_count(void)
-{
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	if (sched_getaffinity(0, sizeof set, &set) != 0)
-		return 1;
-	int n = CPU_COUNT(&set);
-	return n > 0 ? n : 1;
-}
 
 static int has_prefix(const char *s, const char *p)
 {

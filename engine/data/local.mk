@@ -1,5 +1,5 @@
 # engine/data/: datasets and the batch loader.
-engine_data_libdldata_la_SOURCES += engine/data/internal.h engine/data/dataset.c \
+engine_data_libdldata_la_SOURCES += engine/data/internal.h engine/data/cpus.c engine/data/dataset.c \
 	engine/data/fashion_mnist.c engine/data/synthetic.c engine/data/loader.c \
 	engine/data/imagefolder.c engine/data/shards.c \
 	engine/data/image.h engine/data/image.c engine/data/transform.c engine/data/jpeg.c engine/data/png.c \

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/models.h"
 #include "engine/loss.h"
 #include "engine/model.h"
 #include "engine/optim.h"
@@ -153,6 +154,12 @@ static void test_models(void)
 	CHECK(dl_model_build(&a, "resnet19", 3, 32, 32, 10, 0, 1, err, sizeof(err)) == -1 && strstr(err, "resnet19"),
 	      "unknown model: %s", err);
 	CHECK(dl_model_known("resnet152") && dl_model_known("resnet56") && !dl_model_known("vgg16"), "dl_model_known");
+	// the engine builds every model of common/models.h, the one list
+	for (int i = 0; i < DL_MODEL_COUNT; i++)
+		CHECK(dl_model_known(dl_model_list[i].name), "%s (common/models.h) unknown to the engine",
+		      dl_model_list[i].name);
+	CHECK(strncmp(dl_model_names(), "resnet18,", 9) == 0 && strstr(dl_model_names(), ",convnet") &&
+	      dl_model_names()[strlen(dl_model_names()) - 1] != ',', "dl_model_names: %s", dl_model_names());
 	// CIFAR nets: no max-pool, 3x3 stem, spatial 28 -> 28/14/7
 	CHECK(dl_model_build(&a, "resnet20", 1, 28, 28, 10, 0, 1, err, sizeof(err)) == 0, "%s", err);
 	int has_pool = 0;

@@ -15,3 +15,7 @@ check-packages:
 	  $(abs_top_builddir)/$(PACKAGE)-$(VERSION).tar.gz $(abs_top_builddir)/check-packages.result
 .PHONY: check-packages
 CLEANFILES += check-packages.result check-packages-dist.log
+# configure --disable-runtime builds and installs the plugin alone, with no
+# library of the runtime's (in a scratch directory, ~30 s).
+TESTS += tests/packages/test_plugin_only.sh
+dist_check_SCRIPTS += tests/packages/test_plugin_only.sh
