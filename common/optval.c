@@ -13,16 +13,6 @@
 /* Values quoted in messages are escaped and cut to this many bytes. */
 #define QUOTE_LEN 96
 
-int dl_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 int dl_optval_long(const char *opt, const char *s, long min, long max, long *out,

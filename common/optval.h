@@ -26,9 +26,8 @@
  * --dl-out), in bytes. */
 #define DL_PATH_MAX 4096
 
-/* err = the formatted message (cut to errlen); returns -1, so that a
- * parser can end with `return dl_errf(err, errlen, ...)`. */
-int dl_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Errors are reported with dl_errf (common/err.h). */
+#include "common/err.h"
 
 /* Whole-string decimal integer in [min, max] (no blanks, no "0x"; a sign
  * only when min < 0).  0, or -1 with one line naming opt in err. */

@@ -7,11 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/err.h"
 #include "engine/backend.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/ref/ref_backend.h"
-
-#define SET_ERR(...) ((void)(err && errlen ? snprintf(err, errlen, __VA_ARGS__) : 0))
 
 #ifdef DLJOB_HAVE_CUDA
 /* The module's path into path[pathlen]: the first candidate of backend.h's
@@ -44,7 +43,7 @@ static int module_path(char *path, size_t pathlen, char *err, size_t errlen)
 			return 0;
 		}
 	}
-	SET_ERR("the CUDA backend module %s is not installed (looked for %s%s%s%s)", DL_BACKEND_MODULE, cand[0],
+	dl_errf(err, errlen, "the CUDA backend module %s is not installed (looked for %s%s%s%s)", DL_BACKEND_MODULE, cand[0],
 		n > 1 ? ", " : "", n > 1 ? cand[1] : "", dir && *dir ? ": DLJOB_MODULE_DIR is set" : "");
 	return -1;
 }
@@ -60,7 +59,7 @@ static const struct dl_backend_ops *load_cuda(char *err, size_t errlen)
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		const char *e = dlerror();
-		SET_ERR("cannot load the CUDA backend %s: %s", path, e ? e : "unknown dlopen error");
+		dl_errf(err, errlen, "cannot load the CUDA backend %s: %s", path, e ? e : "unknown dlopen error");
 		return NULL;
 	}
 	typedef const struct dl_backend_ops *(*entry_fn)(void);
@@ -68,7 +67,7 @@ static const struct dl_backend_ops *load_cuda(char *err, size_t errlen)
 	/* ISO C has no cast from void * to a function pointer: copy the bits */
 	void *sym = dlsym(h, DL_BACKEND_ENTRY_NAME);
 	if (!sym) {
-		SET_ERR("%s is not a CUDA backend for this dljob: it has no %s (a module of another dljob version?)",
+		dl_errf(err, errlen, "%s is not a CUDA backend for this dljob: it has no %s (a module of another dljob version?)",
 			path, DL_BACKEND_ENTRY_NAME);
 		dlclose(h);
 		return NULL;
@@ -76,7 +75,7 @@ static const struct dl_backend_ops *load_cuda(char *err, size_t errlen)
 	memcpy(&entry, &sym, sizeof(entry));
 	const struct dl_backend_ops *ops = entry();
 	if (!ops || !ops->name || strcmp(ops->name, "cuda") != 0) {
-		SET_ERR("%s: %s returned no cuda backend", path, DL_BACKEND_ENTRY_NAME);
+		dl_errf(err, errlen, "%s: %s returned no cuda backend", path, DL_BACKEND_ENTRY_NAME);
 		dlclose(h);
 		return NULL;
 	}
@@ -90,7 +89,7 @@ const struct dl_backend_ops *dl_backend_find(const char *name, char *err, size_t
 {
 	static const struct dl_backend_ops *const builtin[] = { &dl_backend_cpu, &dl_backend_ref };
 	if (!name) {
-		SET_ERR("no backend named");
+		dl_errf(err, errlen, "no backend named");
 		return NULL;
 	}
 	if (strcmp(name, "auto") == 0)
@@ -102,11 +101,11 @@ const struct dl_backend_ops *dl_backend_find(const char *name, char *err, size_t
 #ifdef DLJOB_HAVE_CUDA
 		return load_cuda(err, errlen);
 #else
-		SET_ERR("backend 'cuda' is not built into this dljob (configured --without-cuda)");
+		dl_errf(err, errlen, "backend 'cuda' is not built into this dljob (configured --without-cuda)");
 		return NULL;
 #endif
 	}
-	SET_ERR("unknown backend '%s' (cpu, ref, cuda)", name);
+	dl_errf(err, errlen, "unknown backend '%s' (cpu, ref, cuda)", name);
 	return NULL;
 }
 

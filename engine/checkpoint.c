@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/err.h"
 #include "engine/backend.h"
 #include "engine/checkpoint.h"
 #include "engine/optim.h"
@@ -29,7 +30,7 @@ static int path_join(char *out, size_t len, const char *dir, const char *name, c
 {
 	int n = snprintf(out, len, "%s/%s", dir, name);
 	if (n < 0 || (size_t)n >= len) {
-		snprintf(err, errlen, "checkpoint path too long: %s/%s", dir, name);
+		dl_errf(err, errlen, "checkpoint path too long: %s/%s", dir, name);
 		return -1;
 	}
 	return 0;
@@ -49,7 +50,7 @@ int dl_checkpoint_save(const char *dir, const struct dl_graph *g, const struct d
 	if (n_extra) {
 		extra = calloc(n_extra, sizeof(*extra));
 		if (!extra) {
-			snprintf(err, errlen, "checkpoint: out of memory");
+			dl_errf(err, errlen, "checkpoint: out of memory");
 			return -1;
 		}
 		for (size_t i = 0; i < n_extra; i++)
@@ -79,13 +80,13 @@ int dl_checkpoint_save(const char *dir, const struct dl_graph *g, const struct d
 	if (n >= 0 && (size_t)n < sizeof(meta))
 		n += snprintf(meta + n, sizeof(meta) - (size_t)n, "}");
 	if (n < 0 || (size_t)n >= sizeof(meta)) {
-		snprintf(err, errlen, "%s:%d: checkpoint metadata too long", __FILE__, __LINE__);
+		dl_errf(err, errlen, "%s:%d: checkpoint metadata too long", __FILE__, __LINE__);
 		goto out;
 	}
 	/* Keep the previous checkpoint until the new one is complete on disk:
 	 * the write itself goes through a temp file and a rename. */
 	if (rename(cur, prev) < 0 && errno != ENOENT) {
-		snprintf(err, errlen, "cannot rename %s to %s: %s", cur, prev, strerror(errno));
+		dl_errf(err, errlen, "cannot rename %s to %s: %s", cur, prev, strerror(errno));
 		goto out;
 	}
 	if (dl_model_state_write(cur, g, extra, n_extra, meta, err, errlen) < 0) {
@@ -164,7 +165,7 @@ static int meta_long(const struct dl_safetensors *st, const char *path, const ch
 	const char *v = dl_safetensors_meta(st, key);
 	char *end;
 	if (!v) {
-		snprintf(err, errlen, "%s: not a dljob checkpoint (no \"%s\" in its metadata)", path, key);
+		dl_errf(err, errlen, "%s: not a dljob checkpoint (no \"%s\" in its metadata)", path, key);
 		return -1;
 	}
 	errno = 0;
@@ -174,7 +175,7 @@ static int meta_long(const struct dl_safetensors *st, const char *path, const ch
 		int printable = strlen(v) <= 32;
 		for (const char *c = v; printable && *c; c++)
 			printable = *c >= 0x20 && *c < 0x7f;
-		snprintf(err, errlen, "%s: bad \"%s\" in its metadata: %s%s%s (an integer in [0, %ld])", path, key,
+		dl_errf(err, errlen, "%s: bad \"%s\" in its metadata: %s%s%s (an integer in [0, %ld])", path, key,
 		         printable ? "'" : "", printable ? v : "unprintable or too long", printable ? "'" : "", max);
 		return -1;
 	}
@@ -201,7 +202,7 @@ static int meta_opt_double(const struct dl_safetensors *st, const char *path, co
 		return 0;
 	*out = strtod(v, &end);
 	if (*v == '\0' || *end != '\0' || !(*out >= 0 && *out <= 1e9)) {
-		snprintf(err, errlen, "%s: bad \"%s\" in its metadata (a number in [0, 1e9])", path, key);
+		dl_errf(err, errlen, "%s: bad \"%s\" in its metadata (a number in [0, 1e9])", path, key);
 		return -1;
 	}
 	return 0;
@@ -216,7 +217,7 @@ static int meta_opt_hex64(const struct dl_safetensors *st, const char *path, con
 	if (!v)
 		return 0;
 	if (strlen(v) != 16 || strspn(v, "0123456789abcdef") != 16) {
-		snprintf(err, errlen, "%s: bad \"%s\" in its metadata (16 hex digits)", path, key);
+		dl_errf(err, errlen, "%s: bad \"%s\" in its metadata (16 hex digits)", path, key);
 		return -1;
 	}
 	*out = strtoull(v, NULL, 16);
@@ -232,7 +233,7 @@ static int meta_opt_name(const struct dl_safetensors *st, const char *path, cons
 	if (!v)
 		return 0;
 	if (!*v || strlen(v) >= len || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789") != strlen(v)) {
-		snprintf(err, errlen, "%s: bad \"%s\" in its metadata (a name of [a-z0-9], at most %zu)", path, key,
+		dl_errf(err, errlen, "%s: bad \"%s\" in its metadata (a name of [a-z0-9], at most %zu)", path, key,
 		         len - 1);
 		return -1;
 	}
@@ -248,17 +249,17 @@ static int check_format(const char *v, const char *path, char *err, size_t errle
 	if (v && strcmp(v, DL_CKPT_FORMAT) == 0)
 		return 0;
 	if (!v || strncmp(v, DL_CKPT_FORMAT_PREFIX, P) != 0 || v[P] < '0' || v[P] > '9') {
-		snprintf(err, errlen, "%s: not a dljob checkpoint (its metadata has no \"format\": \"" DL_CKPT_FORMAT
+		dl_errf(err, errlen, "%s: not a dljob checkpoint (its metadata has no \"format\": \"" DL_CKPT_FORMAT
 		         "\"); --init PATH starts a new run from the weights of a safetensors file", path);
 		return -1;
 	}
 	errno = 0;
 	unsigned long ver = strtoul(v + P, &end, 10);
 	if (*end || errno || ver > 1000000) {
-		snprintf(err, errlen, "%s: not a dljob checkpoint (unknown format version)", path);
+		dl_errf(err, errlen, "%s: not a dljob checkpoint (unknown format version)", path);
 		return -1;
 	}
-	snprintf(err, errlen, "%s is a checkpoint of %s dljob (format version %lu; this dljob reads version %d): "
+	dl_errf(err, errlen, "%s is a checkpoint of %s dljob (format version %lu; this dljob reads version %d): "
 	         "resume it with the dljob that wrote it, or start a new run from its weights with --init %s",
 	         path, ver > DL_CKPT_VERSION ? "a newer" : "an older", ver, DL_CKPT_VERSION, path);
 	return -1;
@@ -269,7 +270,7 @@ static int other_model(const char *path, const char *have, const char *want, cha
 {
 	if (strcmp(have, want) == 0)
 		return 0;
-	snprintf(err, errlen, "%s holds a %s, not a %s: resume it with --model %s (another model is a new run, in "
+	dl_errf(err, errlen, "%s holds a %s, not a %s: resume it with --model %s (another model is a new run, in "
 	         "another --out)", path, have, want, have);
 	return -1;
 }
@@ -284,7 +285,7 @@ int dl_checkpoint_check(const char *path, const struct dl_ckpt_state *ck, const 
 	if ((ck->train_samples && ck->train_samples != run->train_samples) ||
 	    (ck->eval_samples && ck->eval_samples != run->eval_samples) ||
 	    (ck->num_classes && ck->num_classes != run->num_classes)) {
-		snprintf(err, errlen, "%s was written on data of %ld training and %ld held-out samples in %d classes, "
+		dl_errf(err, errlen, "%s was written on data of %ld training and %ld held-out samples in %d classes, "
 		         "--data now has %ld, %ld and %d: the data changed since (samples or classes added or removed), "
 		         "so the "
 		         "checkpoint's position in the epoch would name other samples; resume on the data it was "
@@ -299,7 +300,7 @@ int dl_checkpoint_check(const char *path, const struct dl_ckpt_state *ck, const 
 	int classes = ck->data_classes && ck->data_classes != run->data_classes;
 	int samples = ck->data_samples && ck->data_samples != run->data_samples;
 	if (classes || samples) {
-		snprintf(err, errlen, "%s was written on other data than --data holds now, though of the same size "
+		dl_errf(err, errlen, "%s was written on other data than --data holds now, though of the same size "
 		         "(%ld training and %ld held-out samples in %d classes): %s; resume on the data it was "
 		         "written with, or start a new run from its weights with --init %s in another --out",
 		         path, run->train_samples, run->eval_samples, run->num_classes,
@@ -335,7 +336,7 @@ int dl_checkpoint_check(const char *path, const struct dl_ckpt_state *ck, const 
 	 * must at least include that much. */
 	long need = (long)ck->epoch + (ck->epoch_step > 0);
 	if (run->epochs < need) {
-		snprintf(err, errlen, "%s is at step %ld, in epoch %ld, past --epochs %d: give --epochs %ld or more "
+		dl_errf(err, errlen, "%s is at step %ld, in epoch %ld, past --epochs %d: give --epochs %ld or more "
 		         "(its run had %d)", path, ck->step, need, run->epochs, need, ck->epochs);
 		return -1;
 	}
@@ -362,7 +363,7 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 		goto out;
 	v = dl_safetensors_meta(st, "model");
 	if (!v || strlen(v) >= sizeof(s->model)) {
-		snprintf(err, errlen, "%s: bad \"model\" in its metadata", path);
+		dl_errf(err, errlen, "%s: bad \"model\" in its metadata", path);
 		goto out;
 	}
 	snprintf(s->model, sizeof(s->model), "%s", v);
@@ -376,11 +377,11 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 	    meta_long(st, path, "epochs", INT_MAX, &epochs, err, errlen) < 0)
 		goto out;
 	if (epoch > epochs) {
-		snprintf(err, errlen, "%s: bad metadata: epoch %ld is past its epochs %ld", path, epoch, epochs);
+		dl_errf(err, errlen, "%s: bad metadata: epoch %ld is past its epochs %ld", path, epoch, epochs);
 		goto out;
 	}
 	if (gb == 0) {
-		snprintf(err, errlen, "%s: bad metadata: global batch 0", path);
+		dl_errf(err, errlen, "%s: bad metadata: global batch 0", path);
 		goto out;
 	}
 	s->epoch = (int)epoch;
@@ -400,7 +401,7 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 	    meta_opt_hex64(st, path, "data_samples", &s->data_samples, err, errlen) < 0)
 		goto out;
 	if ((ranks || batch) && ranks * batch != gb) {
-		snprintf(err, errlen, "%s: bad metadata: %ld ranks x batch %ld is not its global batch %ld", path, ranks,
+		dl_errf(err, errlen, "%s: bad metadata: %ld ranks x batch %ld is not its global batch %ld", path, ranks,
 		         batch, gb);
 		goto out;
 	}
@@ -410,13 +411,13 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 	v = dl_safetensors_meta(st, "seed");
 	errno = 0;
 	if (!v || *v == '\0' || *v == '-' || (s->seed = strtoull(v, &end, 10), *end != '\0' || errno)) {
-		snprintf(err, errlen, "%s: bad \"seed\" in its metadata", path);
+		dl_errf(err, errlen, "%s: bad \"seed\" in its metadata", path);
 		goto out;
 	}
 	v = dl_safetensors_meta(st, "wall_s");
 	s->wall_s = v ? strtod(v, &end) : 0;
 	if (v && (*v == '\0' || *end != '\0' || !(s->wall_s >= 0 && s->wall_s <= 1e12))) {
-		snprintf(err, errlen, "%s: bad \"wall_s\" in its metadata", path);
+		dl_errf(err, errlen, "%s: bad \"wall_s\" in its metadata", path);
 		goto out;
 	}
 	if (run && dl_checkpoint_check(path, s, run, err, errlen) < 0)
@@ -428,21 +429,21 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g, struct dl_optim_sta
 	v = dl_safetensors_meta(st, "loss_scale");
 	scale = v ? strtod(v, &end) : 0;
 	if (v && (*v == '\0' || *end != '\0' || !(scale > 0 && scale <= FLT_MAX && (float)scale > 0))) {
-		snprintf(err, errlen, "%s: bad \"loss_scale\" in its metadata (a number in (0, %g])", path,
+		dl_errf(err, errlen, "%s: bad \"loss_scale\" in its metadata (a number in (0, %g])", path,
 		         (double)FLT_MAX);
 		goto out;
 	}
 	if (meta_opt_long(st, path, "loss_scale_good", DL_FP16_GROWTH_INTERVAL - 1, &good, err, errlen) < 0)
 		goto out;
 	if (!v != !dl_safetensors_meta(st, "loss_scale_good")) {
-		snprintf(err, errlen, "%s: bad metadata: \"loss_scale\" and \"loss_scale_good\" come together", path);
+		dl_errf(err, errlen, "%s: bad metadata: \"loss_scale\" and \"loss_scale_good\" come together", path);
 		goto out;
 	}
 
 	if (n_extra) {
 		extra = calloc(n_extra, sizeof(*extra));
 		if (!extra) {
-			snprintf(err, errlen, "checkpoint: out of memory");
+			dl_errf(err, errlen, "checkpoint: out of memory");
 			goto out;
 		}
 		for (size_t i = 0; i < n_extra; i++)
@@ -565,7 +566,7 @@ int dl_weights_init(const char *path, struct dl_graph *g, int new_head, char *er
 	int rv = -1;
 
 	if (!pr) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		dl_errf(err, errlen, "%s: out of memory", path);
 		return -1;
 	}
 	if (!(st = dl_safetensors_open(path, err, errlen)))
@@ -579,7 +580,7 @@ int dl_weights_init(const char *path, struct dl_graph *g, int new_head, char *er
 	/* any version's: their weights have torchvision's names too */
 	int is_ckpt = fmt && strncmp(fmt, DL_CKPT_FORMAT_PREFIX, sizeof(DL_CKPT_FORMAT_PREFIX) - 1) == 0;
 	if (model && strcmp(model, g->model) != 0) {
-		snprintf(err, errlen, "%s holds a %s, not a %s", path, printable(model, nb, sizeof(nb)), g->model);
+		dl_errf(err, errlen, "%s holds a %s, not a %s", path, printable(model, nb, sizeof(nb)), g->model);
 		goto out;
 	}
 	/* every tensor of the model: present, same shape, a float type */
@@ -635,7 +636,7 @@ int dl_weights_init(const char *path, struct dl_graph *g, int new_head, char *er
 			int n;
 		} part[] = {{"missing", pr->missing, pr->n_missing}, {"unexpected", pr->unexpected, pr->n_unexpected},
 			    {"mis-shaped", pr->shape, pr->n_shape}};
-		snprintf(err, errlen, "%s does not fit %s with %d classes:", path, g->model, g->num_classes);
+		dl_errf(err, errlen, "%s does not fit %s with %d classes:", path, g->model, g->num_classes);
 		for (size_t i = 0, sep = 0; i < 3; i++)
 			if (part[i].n && strlen(err) + 32 < errlen) {
 				snprintf(err + strlen(err), errlen - strlen(err), "%s %d %s: %s", sep++ ? ";" : "", part[i].n,

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/err.h"
 #include "engine/backend.h"
 #include "engine/comm_async.h"
 #include "engine/optim.h"
@@ -100,7 +101,7 @@ struct dl_reducer *dl_reducer_create(struct dl_comm *comm, const size_t *count, 
 {
 	struct dl_reducer *r = calloc(1, sizeof(*r));
 	if (!r) {
-		snprintf(err, errlen, "out of memory for the gradient reducer");
+		dl_errf(err, errlen, "out of memory for the gradient reducer");
 		return NULL;
 	}
 	r->comm = comm && comm->size > 1 ? comm : NULL;
@@ -127,7 +128,7 @@ struct dl_reducer *dl_reducer_create(struct dl_comm *comm, const size_t *count, 
 	for (int k = 0; k < n; k++) {
 		int i = order[k];
 		if (i < 0 || i >= n || r->ready[i]) {
-			snprintf(err, errlen, "%s:%d: reducer order is not a permutation (entry %d = %d)", __FILE__,
+			dl_errf(err, errlen, "%s:%d: reducer order is not a permutation (entry %d = %d)", __FILE__,
 				 __LINE__, k, i);
 			dl_reducer_destroy(r);
 			return NULL;
@@ -167,7 +168,7 @@ struct dl_reducer *dl_reducer_create(struct dl_comm *comm, const size_t *count, 
 		int e;
 		if ((e = pthread_mutex_init(&r->mu, NULL)) != 0 || (e = pthread_cond_init(&r->cv, NULL)) != 0 ||
 		    (e = pthread_create(&r->thread, NULL, comm_thread, r)) != 0) {
-			snprintf(err, errlen, "cannot start the communication thread: %s", strerror(e));
+			dl_errf(err, errlen, "cannot start the communication thread: %s", strerror(e));
 			dl_reducer_destroy(r);
 			return NULL;
 		}
@@ -175,7 +176,7 @@ struct dl_reducer *dl_reducer_create(struct dl_comm *comm, const size_t *count, 
 	}
 	return r;
 oom:
-	snprintf(err, errlen, "out of memory for the gradient reducer");
+	dl_errf(err, errlen, "out of memory for the gradient reducer");
 	dl_reducer_destroy(r);
 	return NULL;
 }
@@ -266,7 +267,7 @@ static int send_ready(struct dl_reducer *r, int all, char *err, size_t errlen)
 	pthread_mutex_lock(&r->mu);
 	int failed = r->failed;
 	if (failed)
-		snprintf(err, errlen, "%s", r->err);
+		dl_errf(err, errlen, "%s", r->err);
 	r->queued = k;
 	pthread_cond_broadcast(&r->cv);
 	pthread_mutex_unlock(&r->mu);
@@ -299,7 +300,7 @@ int dl_reducer_finish(struct dl_reducer *r, double *loss, int *stop, struct dl_r
 		pthread_cond_wait(&r->cv, &r->mu);
 	int failed = r->failed;
 	if (failed)
-		snprintf(err, errlen, "%s", r->err);
+		dl_errf(err, errlen, "%s", r->err);
 	t->comm_s = r->comm_s;
 	t->t_first_start = r->t_first;
 	pthread_mutex_unlock(&r->mu);

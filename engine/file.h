@@ -17,33 +17,35 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/err.h"
+
 /* Returns an O_RDONLY|O_CLOEXEC descriptor of the regular file `path` and its
  * stat in *st, or -1 with "PATH: reason" in err. */
 static inline int dl_open_regular(const char *path, struct stat *st, char *err, size_t errlen)
 {
 	if (stat(path, st) != 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		dl_errf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	if (!S_ISREG(st->st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file", path);
+		dl_errf(err, errlen, "%s: not a regular file", path);
 		return -1;
 	}
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), fl;
 	if (fd < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		dl_errf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, st) != 0) {
-		snprintf(err, errlen, "%s: fstat: %s", path, strerror(errno));
+		dl_errf(err, errlen, "%s: fstat: %s", path, strerror(errno));
 		goto fail;
 	}
 	if (!S_ISREG(st->st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file", path);
+		dl_errf(err, errlen, "%s: not a regular file", path);
 		goto fail;
 	}
 	if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
-		snprintf(err, errlen, "%s: fcntl: %s", path, strerror(errno));
+		dl_errf(err, errlen, "%s: fcntl: %s", path, strerror(errno));
 		goto fail;
 	}
 	return fd;

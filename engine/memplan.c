@@ -8,13 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
 #include "engine/memplan.h"
 
 int dl_mp_init(struct dl_mp *p, int n_steps, size_t align, char *err, size_t errlen)
 {
 	memset(p, 0, sizeof *p);
 	if (n_steps < 1 || align == 0 || (align & (align - 1))) {
-		snprintf(err, errlen, "memory plan: bad schedule (%d steps) or alignment %zu", n_steps, align);
+		dl_errf(err, errlen, "memory plan: bad schedule (%d steps) or alignment %zu", n_steps, align);
 		return -1;
 	}
 	p->n_steps = n_steps;
@@ -33,7 +34,7 @@ int dl_mp_add(struct dl_mp *p, size_t bytes, int first, int last, int kind, int 
 {
 	if (first < 0 || last < first || last >= p->n_steps || kind < 0 || kind >= DL_MP_NKIND ||
 	    bytes > SIZE_MAX / 2) {
-		snprintf(err, errlen, "memory plan: buffer %d.%d: bad lifetime [%d, %d] of %d steps or size %zu",
+		dl_errf(err, errlen, "memory plan: buffer %d.%d: bad lifetime [%d, %d] of %d steps or size %zu",
 			 what, idx, first, last, p->n_steps, bytes);
 		return -1;
 	}
@@ -41,7 +42,7 @@ int dl_mp_add(struct dl_mp *p, size_t bytes, int first, int last, int kind, int 
 		int cap = p->cap ? 2 * p->cap : 256;
 		struct dl_mp_buf *nb = realloc(p->b, (size_t)cap * sizeof *nb);
 		if (!nb) {
-			snprintf(err, errlen, "memory plan: out of memory");
+			dl_errf(err, errlen, "memory plan: out of memory");
 			return -1;
 		}
 		p->b = nb;
@@ -96,7 +97,7 @@ int dl_mp_assign(struct dl_mp *p, char *err, size_t errlen)
 		free(ord);
 		free(sp);
 		free(placed);
-		snprintf(err, errlen, "memory plan: out of memory");
+		dl_errf(err, errlen, "memory plan: out of memory");
 		return -1;
 	}
 	for (int i = 0; i < n; i++)
@@ -125,7 +126,7 @@ int dl_mp_assign(struct dl_mp *p, char *err, size_t errlen)
 		if (best == SIZE_MAX)
 			best = lo; /* above every live neighbour */
 		if (best > SIZE_MAX / 2 - size) {
-			snprintf(err, errlen, "memory plan: arena size overflows");
+			dl_errf(err, errlen, "memory plan: arena size overflows");
 			rc = -1;
 			break;
 		}
@@ -146,7 +147,7 @@ int dl_mp_check(const struct dl_mp *p, char *err, size_t errlen)
 	int n = p->n;
 	struct by_size *ord = malloc(((size_t)n + 1) * sizeof *ord);
 	if (!ord) {
-		snprintf(err, errlen, "memory plan: out of memory checking");
+		dl_errf(err, errlen, "memory plan: out of memory checking");
 		return -1;
 	}
 	for (int i = 0; i < n; i++) {
@@ -154,7 +155,7 @@ int dl_mp_check(const struct dl_mp *p, char *err, size_t errlen)
 		size_t size = dl_mp_size(p, b);
 		if (b->off % p->align || b->off > p->total || size > p->total - b->off || b->first < 0 ||
 		    b->last < b->first || b->last >= p->n_steps) {
-			snprintf(err, errlen,
+			dl_errf(err, errlen,
 				 "memory plan: buffer %d (%d.%d) at %zu+%zu, steps [%d, %d]: misaligned, outside the "
 				 "%zu-byte arena or outside the %d steps",
 				 i, b->what, b->idx, b->off, size, b->first, b->last, p->total, p->n_steps);
@@ -171,7 +172,7 @@ int dl_mp_check(const struct dl_mp *p, char *err, size_t errlen)
 		for (int j = k - 1; j >= 0 && p->b[ord[j].i].off < end; j--) {
 			const struct dl_mp_buf *c = &p->b[ord[j].i];
 			if (overlap_t(a, c)) {
-				snprintf(err, errlen,
+				dl_errf(err, errlen,
 					 "memory plan: buffers %d (%d.%d, bytes %zu+%zu, steps [%d, %d]) and %d (%d.%d, "
 					 "bytes %zu+%zu, steps [%d, %d]) are live at the same time and overlap",
 					 ord[k].i, a->what, a->idx, a->off, dl_mp_size(p, a), a->first, a->last, ord[j].i,
@@ -228,7 +229,7 @@ int dl_mp_value_lives(const struct dl_graph *g, const struct dl_mp_rules *r, str
 	if (!prod || !lastc) {
 		free(prod);
 		free(lastc);
-		snprintf(err, errlen, "memory plan: out of memory");
+		dl_errf(err, errlen, "memory plan: out of memory");
 		return -1;
 	}
 	for (int v = 0; v < nv; v++)
@@ -243,7 +244,7 @@ int dl_mp_value_lives(const struct dl_graph *g, const struct dl_mp_rules *r, str
 		if (bad) {
 			free(prod);
 			free(lastc);
-			snprintf(err, errlen, "memory plan: node %d: bad values (in %d, %d, out %d) or not in topological order",
+			dl_errf(err, errlen, "memory plan: node %d: bad values (in %d, %d, out %d) or not in topological order",
 				 i, d->in[0], d->in[1], d->out);
 			return -1;
 		}

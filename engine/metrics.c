@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/err.h"
 #include "engine/file.h"
 #include "engine/metrics.h"
 
@@ -45,16 +46,16 @@ int dl_metrics_open(struct dl_metrics *m, const char *dir, long resumed_at, char
 	m->events.fd = -1;
 	int n = snprintf(m->path, sizeof(m->path), "%s/metrics.jsonl", dir);
 	if (n < 0 || (size_t)n >= sizeof(m->path)) {
-		snprintf(err, errlen, "output path too long: %s", dir);
+		dl_errf(err, errlen, "output path too long: %s", dir);
 		return -1;
 	}
 	m->fd = open(m->path, flags, 0666);
 	if (m->fd < 0) {
-		snprintf(err, errlen, "cannot open %s: %s", m->path, strerror(errno));
+		dl_errf(err, errlen, "cannot open %s: %s", m->path, strerror(errno));
 		return -1;
 	}
 	if (whole_lines_len(m->fd, &whole) != 0 || ftruncate(m->fd, whole) != 0) {
-		snprintf(err, errlen, "cannot cut the torn last line of %s: %s", m->path, strerror(errno));
+		dl_errf(err, errlen, "cannot cut the torn last line of %s: %s", m->path, strerror(errno));
 		dl_metrics_close(m);
 		return -1;
 	}
@@ -131,12 +132,12 @@ int dl_metrics_write(struct dl_metrics *m, const struct dl_metrics_record *r, ch
 	/* One write per line: with O_APPEND a reader never sees half a record
 	 * from us, only possibly the tail of a crash. */
 	if (dl_append_whole(m->fd, line, n) != 0) {
-		snprintf(err, errlen, "writing %s: %s", m->path, strerror(errno));
+		dl_errf(err, errlen, "writing %s: %s", m->path, strerror(errno));
 		return -1;
 	}
 	return write_events(m, r, err, errlen);
 too_long:
-	snprintf(err, errlen, "%s:%d: metrics record too long", __FILE__, __LINE__);
+	dl_errf(err, errlen, "%s:%d: metrics record too long", __FILE__, __LINE__);
 	return -1;
 }
 

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/err.h"
 #include "engine/file.h"
 #include "engine/metrics.h"
 
@@ -27,7 +28,7 @@ static int bad(char *err, size_t errlen, const char *path, size_t line, const ch
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	snprintf(err, errlen, "%s:%zu: %s", path, line, what);
+	dl_errf(err, errlen, "%s:%zu: %s", path, line, what);
 	return -1;
 }
 
@@ -162,13 +163,13 @@ int dl_metrics_read(const char *path, struct dl_metrics_log *log, char *err, siz
 		return -1;
 	f = fdopen(fd, "r");
 	if (!f) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		dl_errf(err, errlen, "%s: %s", path, strerror(errno));
 		close(fd);
 		return -1;
 	}
 	buf = malloc(MAX_LINE + 2);
 	if (!buf) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		dl_errf(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
 	for (;;) {
@@ -183,7 +184,7 @@ int dl_metrics_read(const char *path, struct dl_metrics_log *log, char *err, siz
 		}
 		if (c == EOF) {
 			if (ferror(f)) {
-				snprintf(err, errlen, "%s: read error: %s", path, strerror(errno));
+				dl_errf(err, errlen, "%s: read error: %s", path, strerror(errno));
 				goto out;
 			}
 			break; /* a last line without '\n' is a torn write: ignored */
@@ -196,12 +197,12 @@ int dl_metrics_read(const char *path, struct dl_metrics_log *log, char *err, siz
 		if (parse_record(buf, len, &r, path, line, err, errlen) < 0)
 			goto out;
 		if (append(log, &r) < 0) {
-			snprintf(err, errlen, "%s: out of memory", path);
+			dl_errf(err, errlen, "%s: out of memory", path);
 			goto out;
 		}
 	}
 	if (log->n == 0) {
-		snprintf(err, errlen, "%s: no records", path);
+		dl_errf(err, errlen, "%s: no records", path);
 		goto out;
 	}
 	rv = 0;

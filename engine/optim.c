@@ -12,6 +12,7 @@
 
 #include <omp.h>
 
+#include "common/err.h"
 #include "engine/optim.h"
 
 /* Tensors smaller than this are updated by one thread: not worth a fork. */
@@ -32,7 +33,7 @@ int dl_optim_state_init(struct dl_optim_state *s, const struct dl_graph *g, doub
 		struct dl_tensor_f32 *m = &s->mom[i];
 		int len = snprintf(m->name, sizeof(m->name), "%s.momentum_buffer", p->name);
 		if (len < 0 || (size_t)len >= sizeof(m->name)) {
-			snprintf(err, errlen, "%s:%d: state name for %s too long", __FILE__, __LINE__, p->name);
+			dl_errf(err, errlen, "%s:%d: state name for %s too long", __FILE__, __LINE__, p->name);
 			dl_optim_state_free(s);
 			return -1;
 		}
@@ -46,7 +47,7 @@ int dl_optim_state_init(struct dl_optim_state *s, const struct dl_graph *g, doub
 	}
 	return 0;
 oom:
-	snprintf(err, errlen, "out of memory for the optimizer state");
+	dl_errf(err, errlen, "out of memory for the optimizer state");
 	dl_optim_state_free(s);
 	return -1;
 }

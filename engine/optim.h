@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include "common/err.h"
 #include "engine/graph.h"
 
 struct dl_optim_config {
@@ -26,7 +27,7 @@ struct dl_optim_config {
 static inline int dl_optim_config_check(const struct dl_optim_config *c, char *err, size_t errlen)
 {
 	if (!(c->momentum >= 0 && c->momentum < 1) || !(c->weight_decay >= 0) || (c->lars && !(c->lars_eta > 0))) {
-		snprintf(err, errlen, "bad optimizer settings: momentum %g, weight decay %g, lars eta %g", c->momentum,
+		dl_errf(err, errlen, "bad optimizer settings: momentum %g, weight decay %g, lars eta %g", c->momentum,
 		         c->weight_decay, c->lars_eta);
 		return -1;
 	}

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
 #include "common/models.h"
 #include "engine/model.h"
 
@@ -131,7 +132,7 @@ static void fail(struct builder *b, const char *fmt, ...)
 	b->failed = 1;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(b->err, b->errlen, fmt, ap);
+	dl_verrf(b->err, b->errlen, fmt, ap);
 	va_end(ap);
 }
 
@@ -412,11 +413,11 @@ int dl_model_build(struct dl_graph *g, const char *model, int in_channels, int i
 	memset(g, 0, sizeof(*g));
 	const struct arch *a = arch_find(model);
 	if (!a) {
-		snprintf(err, errlen, "unknown model '%s' (known: %s)", model ? model : "(null)", dl_model_names());
+		dl_errf(err, errlen, "unknown model '%s' (known: %s)", model ? model : "(null)", dl_model_names());
 		return -1;
 	}
 	if (in_channels < 1 || in_h < 1 || in_w < 1 || num_classes < 1) {
-		snprintf(err, errlen, "%s: bad input shape %dx%dx%d or class count %d", model, in_channels, in_h,
+		dl_errf(err, errlen, "%s: bad input shape %dx%dx%d or class count %d", model, in_channels, in_h,
 		         in_w, num_classes);
 		return -1;
 	}
@@ -477,7 +478,7 @@ int dl_model_build(struct dl_graph *g, const char *model, int in_channels, int i
 	x = fc(&b, x, num_classes);
 	if (b.failed || x < 0) {
 		if (!b.failed)
-			snprintf(err, errlen, "%s:%d: model graph incomplete", __FILE__, __LINE__);
+			dl_errf(err, errlen, "%s:%d: model graph incomplete", __FILE__, __LINE__);
 		dl_model_free(g);
 		return -1;
 	}

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <jansson.h>
 
+#include "common/err.h"
 #include "engine/file.h"
 #include "engine/safetensors.h"
 
@@ -60,7 +61,7 @@ static char *header_build(const char *path, struct dl_tensor_f32 *const *tensors
 		if (!bad)
 			json_object_foreach(meta, key, v) bad |= !json_is_string(v);
 		if (bad) {
-			snprintf(err, errlen, "%s: bad safetensors header: __metadata__ must be one object of strings%s%s",
+			dl_errf(err, errlen, "%s: bad safetensors header: __metadata__ must be one object of strings%s%s",
 				 path, meta ? "" : ": ", meta ? "" : je.text);
 			goto out;
 		}
@@ -80,7 +81,7 @@ static char *header_build(const char *path, struct dl_tensor_f32 *const *tensors
 	if (!oom)
 		text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (!text || !(h = malloc(strlen(text) + 8))) {
-		snprintf(err, errlen, "%s: out of memory building the header", path);
+		dl_errf(err, errlen, "%s: out of memory building the header", path);
 		goto out;
 	}
 	*hlen = strlen(text);
@@ -109,13 +110,13 @@ int dl_safetensors_write_ex(const char *path, struct dl_tensor_f32 *const *tenso
 	tmp = malloc(plen);
 	dircopy = strdup(path);
 	if (!tmp || !dircopy) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		dl_errf(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
 	snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		snprintf(err, errlen, "cannot write %s: %s (its temporary file %s could not be made)", path,
+		dl_errf(err, errlen, "cannot write %s: %s (its temporary file %s could not be made)", path,
 			 strerror(errno), tmp);
 		goto out;
 	}
@@ -136,7 +137,7 @@ int dl_safetensors_write_ex(const char *path, struct dl_tensor_f32 *const *tenso
 	}
 	fd = -1;
 	if (rename(tmp, path) != 0) {
-		snprintf(err, errlen, "cannot write %s: %s (its temporary file %s could not be renamed to it and was removed)",
+		dl_errf(err, errlen, "cannot write %s: %s (its temporary file %s could not be renamed to it and was removed)",
 			 path, strerror(errno), tmp);
 		unlink(tmp);
 		goto out;
@@ -147,19 +148,19 @@ int dl_safetensors_write_ex(const char *path, struct dl_tensor_f32 *const *tenso
 	const char *dir = dirname(dircopy);
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0 || fsync(dfd) != 0) {
-		snprintf(err, errlen, "cannot write %s: %s (syncing its directory %s)", path, strerror(errno), dir);
+		dl_errf(err, errlen, "cannot write %s: %s (syncing its directory %s)", path, strerror(errno), dir);
 		if (dfd >= 0)
 			close(dfd);
 		goto out;
 	}
 	if (close(dfd) != 0) {
-		snprintf(err, errlen, "cannot write %s: %s (closing its directory %s)", path, strerror(errno), dir);
+		dl_errf(err, errlen, "cannot write %s: %s (closing its directory %s)", path, strerror(errno), dir);
 		goto out;
 	}
 	rv = 0;
 	goto out;
 werr:
-	snprintf(err, errlen, "cannot write %s: %s (its temporary file %s was removed)", path, strerror(errno), tmp);
+	dl_errf(err, errlen, "cannot write %s: %s (its temporary file %s was removed)", path, strerror(errno), tmp);
 	if (fd >= 0)
 		close(fd);
 	fd = -1;
@@ -238,17 +239,17 @@ static int entry_parse(const struct dl_safetensors *st, const char *name, const 
 	memset(e, 0, sizeof(*e));
 	e->name = name;
 	if (!json_is_object(v) || !json_is_string(dt) || !json_is_array(shape) || !json_is_array(offs)) {
-		snprintf(err, errlen, "%s: tensor %s: missing or malformed dtype, shape or data_offsets", st->path,
+		dl_errf(err, errlen, "%s: tensor %s: missing or malformed dtype, shape or data_offsets", st->path,
 			 shown(name, nb, sizeof(nb)));
 		return -1;
 	}
 	e->dtype = dtype_parse(json_string_value(dt), &esize);
 	if (esize == 0) {
-		snprintf(err, errlen, "%s: tensor %s: unknown dtype", st->path, shown(name, nb, sizeof(nb)));
+		dl_errf(err, errlen, "%s: tensor %s: unknown dtype", st->path, shown(name, nb, sizeof(nb)));
 		return -1;
 	}
 	if (json_array_size(shape) > 8) {
-		snprintf(err, errlen, "%s: tensor %s: more than 8 dimensions", st->path, shown(name, nb, sizeof(nb)));
+		dl_errf(err, errlen, "%s: tensor %s: more than 8 dimensions", st->path, shown(name, nb, sizeof(nb)));
 		return -1;
 	}
 	e->ndim = (int)json_array_size(shape);
@@ -258,14 +259,14 @@ static int entry_parse(const struct dl_safetensors *st, const char *name, const 
 	e->count = 1;
 	for (int i = 0; i < e->ndim; i++) {
 		if (json_nonneg(json_array_get(shape, (size_t)i), &e->dims[i]) < 0) {
-			snprintf(err, errlen, "%s: tensor %s: a dimension is not a non-negative integer", st->path,
+			dl_errf(err, errlen, "%s: tensor %s: a dimension is not a non-negative integer", st->path,
 				 shown(name, nb, sizeof(nb)));
 			return -1;
 		}
 		if ((uint64_t)e->dims[i] > SIZE_MAX ||
 		    __builtin_mul_overflow(e->count, (size_t)e->dims[i], &e->count) ||
 		    __builtin_mul_overflow(nbytes, (size_t)e->dims[i], &nbytes)) {
-			snprintf(err, errlen, "%s: tensor %s: shape too large (its size overflows)", st->path,
+			dl_errf(err, errlen, "%s: tensor %s: shape too large (its size overflows)", st->path,
 				 shown(name, nb, sizeof(nb)));
 			return -1;
 		}
@@ -274,7 +275,7 @@ static int entry_parse(const struct dl_safetensors *st, const char *name, const 
 	if (json_array_size(offs) != 2 || json_nonneg(json_array_get(offs, 0), &off[0]) < 0 ||
 	    json_nonneg(json_array_get(offs, 1), &off[1]) < 0 || off[1] < off[0] ||
 	    (uint64_t)off[1] > data_len || (uint64_t)(off[1] - off[0]) != nbytes) {
-		snprintf(err, errlen, "%s: tensor %s: data_offsets do not fit its shape (%zu bytes) or the file (%zu "
+		dl_errf(err, errlen, "%s: tensor %s: data_offsets do not fit its shape (%zu bytes) or the file (%zu "
 			 "bytes of data)", st->path, shown(name, nb, sizeof(nb)), nbytes, data_len);
 		return -1;
 	}
@@ -302,19 +303,19 @@ static int header_parse(struct dl_safetensors *st, char *err, size_t errlen)
 
 	st->root = json_loadb((const char *)st->file + 8, st->data_start - 8, JSON_REJECT_DUPLICATES, &je);
 	if (!st->root) {
-		snprintf(err, errlen, "%s: bad safetensors header: %s (at byte %d of the header)", st->path, je.text,
+		dl_errf(err, errlen, "%s: bad safetensors header: %s (at byte %d of the header)", st->path, je.text,
 			 je.position);
 		return -1;
 	}
 	if (!json_is_object(st->root)) {
-		snprintf(err, errlen, "%s: bad safetensors header: not a JSON object", st->path);
+		dl_errf(err, errlen, "%s: bad safetensors header: not a JSON object", st->path);
 		return -1;
 	}
 	size_t cap = json_object_size(st->root);
 	st->entries = calloc(cap ? cap : 1, sizeof(*st->entries));
 	spans = calloc(cap ? cap : 1, sizeof(*spans));
 	if (!st->entries || !spans) {
-		snprintf(err, errlen, "%s: out of memory for %zu header entries", st->path, cap);
+		dl_errf(err, errlen, "%s: out of memory for %zu header entries", st->path, cap);
 		goto out;
 	}
 	json_object_foreach(st->root, key, v) {
@@ -325,7 +326,7 @@ static int header_parse(struct dl_safetensors *st, char *err, size_t errlen)
 			if (!bad)
 				json_object_foreach(v, mk, mv) bad |= !json_is_string(mv);
 			if (bad) {
-				snprintf(err, errlen, "%s: bad safetensors header: __metadata__ is not an object of strings",
+				dl_errf(err, errlen, "%s: bad safetensors header: __metadata__ is not an object of strings",
 					 st->path);
 				goto out;
 			}
@@ -341,7 +342,7 @@ static int header_parse(struct dl_safetensors *st, char *err, size_t errlen)
 	qsort(spans, n, sizeof(*spans), cmp_span);
 	for (size_t i = 1; i < n; i++)
 		if (spans[i][0] < spans[i - 1][1]) {
-			snprintf(err, errlen, "%s: bad safetensors header: two tensors share bytes %zu..%zu of the data",
+			dl_errf(err, errlen, "%s: bad safetensors header: two tensors share bytes %zu..%zu of the data",
 				 st->path, spans[i][0], spans[i - 1][1]);
 			goto out;
 		}
@@ -368,7 +369,7 @@ struct dl_safetensors *dl_safetensors_open(const char *path, char *err, size_t e
 	struct stat sb;
 	int fd = -1;
 	if (!st || !(st->path = strdup(path))) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		dl_errf(err, errlen, "%s: out of memory", path);
 		goto fail;
 	}
 	// not fopen: a FIFO in place of the file must not block us
@@ -376,12 +377,12 @@ struct dl_safetensors *dl_safetensors_open(const char *path, char *err, size_t e
 		goto fail;
 	st->size = (size_t)sb.st_size;
 	if (st->size < 8) {
-		snprintf(err, errlen, "%s: not a safetensors file (only %zu bytes)", path, st->size);
+		dl_errf(err, errlen, "%s: not a safetensors file (only %zu bytes)", path, st->size);
 		goto fail;
 	}
 	st->file = malloc(st->size);
 	if (!st->file) {
-		snprintf(err, errlen, "%s: out of memory reading %zu bytes", path, st->size);
+		dl_errf(err, errlen, "%s: out of memory reading %zu bytes", path, st->size);
 		goto fail;
 	}
 	for (size_t got = 0; got < st->size;) {
@@ -389,7 +390,7 @@ struct dl_safetensors *dl_safetensors_open(const char *path, char *err, size_t e
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
-			snprintf(err, errlen, "%s: %s", path, r < 0 ? strerror(errno) : "short read (file shrank)");
+			dl_errf(err, errlen, "%s: %s", path, r < 0 ? strerror(errno) : "short read (file shrank)");
 			goto fail;
 		}
 		got += (size_t)r;
@@ -399,7 +400,7 @@ struct dl_safetensors *dl_safetensors_open(const char *path, char *err, size_t e
 	uint64_t hlen;
 	memcpy(&hlen, st->file, 8);
 	if (hlen > st->size - 8) {
-		snprintf(err, errlen, "%s: not a safetensors file (header length %llu exceeds the file)", path,
+		dl_errf(err, errlen, "%s: not a safetensors file (header length %llu exceeds the file)", path,
 		         (unsigned long long)hlen);
 		goto fail;
 	}
@@ -454,7 +455,7 @@ int dl_safetensors_load(const struct dl_safetensors *st, struct dl_tensor_f32 *c
 		struct dl_tensor_f32 *t = tensors[i];
 		const struct dl_st_entry *e = dl_safetensors_find(st, t->name);
 		if (!e) {
-			snprintf(err, errlen, "%s: tensor %s is missing", st->path, t->name);
+			dl_errf(err, errlen, "%s: tensor %s is missing", st->path, t->name);
 			return -1;
 		}
 		int64_t want[8] = {0};
@@ -467,7 +468,7 @@ int dl_safetensors_load(const struct dl_safetensors *st, struct dl_tensor_f32 *c
 			char a[96], b[96];
 			shape_str(a, sizeof(a), e->ndim, e->dims);
 			shape_str(b, sizeof(b), t->ndim, want);
-			snprintf(err, errlen, "%s: tensor %s has shape %s, the model needs %s", st->path, t->name, a, b);
+			dl_errf(err, errlen, "%s: tensor %s has shape %s, the model needs %s", st->path, t->name, a, b);
 			return -1;
 		}
 		if (e->dtype == DL_ST_F32) {
@@ -480,7 +481,7 @@ int dl_safetensors_load(const struct dl_safetensors *st, struct dl_tensor_f32 *c
 				t->data[j] = (float)v;
 			}
 		} else {
-			snprintf(err, errlen, "%s: tensor %s is not F32 or F64", st->path, t->name);
+			dl_errf(err, errlen, "%s: tensor %s is not F32 or F64", st->path, t->name);
 			return -1;
 		}
 	}
@@ -526,7 +527,7 @@ int dl_model_state_write(const char *path, const struct dl_graph *g, struct dl_t
 	struct dl_st_scalar *sc = NULL;
 	char *names = NULL;
 	if (!t || bn_scalars(g, &sc, &names, &ns)) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		dl_errf(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
 	for (int i = 0; i < g->n_params; i++)
@@ -550,7 +551,7 @@ int dl_model_state_load(const struct dl_safetensors *st, struct dl_graph *g, str
 	size_t nt = (size_t)g->n_params + (size_t)g->n_buffers, k = 0;
 	struct dl_tensor_f32 **t = calloc(nt ? nt : 1, sizeof(*t));
 	if (!t) {
-		snprintf(err, errlen, "%s: out of memory", st->path);
+		dl_errf(err, errlen, "%s: out of memory", st->path);
 		return -1;
 	}
 	for (int i = 0; i < g->n_params; i++)

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/err.h"
 #include "engine/file.h"
 #include "engine/tfevent.pb-c.h"
 #include "engine/tfevents.h"
@@ -53,20 +54,20 @@ static int write_event(struct dl_events *e, const Tensorflow__Event *ev, char *e
 	size_t len = tensorflow__event__get_packed_size(ev);
 	unsigned char *rec = malloc(len + 16);
 	if (!rec) {
-		snprintf(err, errlen, "TensorBoard event of %zu bytes: out of memory", len);
+		dl_errf(err, errlen, "TensorBoard event of %zu bytes: out of memory", len);
 		return -1;
 	}
 	put_le(rec, len, 8);
 	put_le(rec + 8, masked_crc(rec, 8), 4);
 	if (tensorflow__event__pack(ev, rec + 12) != len) {
 		free(rec);
-		snprintf(err, errlen, "%s:%d: protobuf-c packed a different size than it announced", __FILE__, __LINE__);
+		dl_errf(err, errlen, "%s:%d: protobuf-c packed a different size than it announced", __FILE__, __LINE__);
 		return -1;
 	}
 	put_le(rec + 12 + len, masked_crc(rec + 12, len), 4);
 	int rv = dl_append_whole(e->fd, rec, len + 16);
 	if (rv != 0)
-		snprintf(err, errlen, "writing %s: %s", e->path, strerror(errno));
+		dl_errf(err, errlen, "writing %s: %s", e->path, strerror(errno));
 	free(rec);
 	return rv;
 }
@@ -85,12 +86,12 @@ int dl_events_open(struct dl_events *e, const char *dir, long resumed_at, char *
 	int n = snprintf(path, sizeof(e->path), "%s/events.out.tfevents.%lld.%s.%ld", dir, (long long)time(NULL), host,
 	                 (long)getpid());
 	if (n < 0 || (size_t)n >= sizeof(e->path)) {
-		snprintf(err, errlen, "output path too long: %s", dir);
+		dl_errf(err, errlen, "output path too long: %s", dir);
 		return -1;
 	}
 	e->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0666);
 	if (e->fd < 0) {
-		snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+		dl_errf(err, errlen, "cannot create %s: %s", path, strerror(errno));
 		return -1;
 	}
 	Tensorflow__Event ev = TENSORFLOW__EVENT__INIT;
@@ -119,7 +120,7 @@ int dl_events_scalars(struct dl_events *e, long step, const struct dl_event_scal
 {
 	Tensorflow__Summary__Value vals[32], *ptrs[32];
 	if (n > sizeof(vals) / sizeof(vals[0])) {
-		snprintf(err, errlen, "%s:%d: %zu scalars in one event (at most 32)", __FILE__, __LINE__, n);
+		dl_errf(err, errlen, "%s:%d: %zu scalars in one event (at most 32)", __FILE__, __LINE__, n);
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {

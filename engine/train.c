@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/err.h"
 #include "engine/backend.h"
 #include "engine/checkpoint.h"
 #include "engine/data/dataset.h"
@@ -139,7 +140,7 @@ static int evaluate(struct run *r, int do_eval, int *stop, double res[4], char *
 			struct dl_batch in = batch_of(r);
 			struct dl_eval_result er;
 			if (r->ops->eval_step(r->be, &in, n, NULL, &er) < 0) {
-				snprintf(err, errlen, "eval: %s", r->ops->error(r->be));
+				dl_errf(err, errlen, "eval: %s", r->ops->error(r->be));
 				return -1;
 			}
 			acc[0] += er.top1;
@@ -164,7 +165,7 @@ static int evaluate(struct run *r, int do_eval, int *stop, double res[4], char *
 static int state_out(struct run *r, char *err, size_t errlen)
 {
 	if (r->ops->state_out(r->be, &r->ost) < 0) {
-		snprintf(err, errlen, "copying the training state out of the %s backend: %s", r->backend,
+		dl_errf(err, errlen, "copying the training state out of the %s backend: %s", r->backend,
 			 r->ops->error(r->be));
 		return -1;
 	}
@@ -184,7 +185,7 @@ static int save_checkpoint(struct run *r, char *err, size_t errlen)
 	if (r->comm->allreduce_sum_f64(r->comm, &failed, 1, err, errlen) < 0)
 		return -1;
 	if (failed) {
-		snprintf(err, errlen, "%s", r->comm->rank == 0 ? lerr : "rank 0 could not write the checkpoint");
+		dl_errf(err, errlen, "%s", r->comm->rank == 0 ? lerr : "rank 0 could not write the checkpoint");
 		return -1;
 	}
 	return 0;
@@ -200,7 +201,7 @@ static int export_weights(struct run *r, char *err, size_t errlen)
 		return -1;
 	int n = snprintf(path, sizeof(path), "%s/model.safetensors", r->cfg->out_dir);
 	if (n < 0 || (size_t)n >= sizeof(path)) {
-		snprintf(err, errlen, "output path too long: %s", r->cfg->out_dir);
+		dl_errf(err, errlen, "output path too long: %s", r->cfg->out_dir);
 		return -1;
 	}
 	/* Nothing time-dependent in here: identical training gives identical files. */
@@ -276,7 +277,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 		                               .threads = c->loader_threads,
 		                               .decode_memory = (size_t)c->decode_memory_mib << 20};
 		if (dl_dataset_open(c->data, &dopt, &r->ds, lerr, sizeof(lerr)) < 0) {
-			snprintf(err, errlen, "--data %s: %s", c->data, lerr);
+			dl_errf(err, errlen, "--data %s: %s", c->data, lerr);
 			return -1;
 		}
 		r->own_ds = 1;
@@ -305,13 +306,13 @@ static int setup(struct run *r, char *err, size_t errlen)
 	 * visible (dl_backend_find, backend.h) */
 	r->ops = dl_backend_find(c->backend, lerr, sizeof(lerr));
 	if (!r->ops) {
-		snprintf(err, errlen, "--backend %s: %s", c->backend, lerr);
+		dl_errf(err, errlen, "--backend %s: %s", c->backend, lerr);
 		return -1;
 	}
 	r->backend = r->ops->name;
 	int prec = dl_precision_parse(c->precision);
 	if (prec < 0) {
-		snprintf(err, errlen, "unknown precision '%s' (fp32, bf16, fp16)", c->precision);
+		dl_errf(err, errlen, "unknown precision '%s' (fp32, bf16, fp16)", c->precision);
 		return -1;
 	}
 
@@ -341,7 +342,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 		if (*c->resume) {
 			snprintf(path, sizeof(path), "%s", c->resume);
 		} else if (dl_checkpoint_find(c->out_dir, path, sizeof(path)) < 0) {
-			snprintf(err, errlen, "--resume: no checkpoint in %s", c->out_dir);
+			dl_errf(err, errlen, "--resume: no checkpoint in %s", c->out_dir);
 			return -1;
 		}
 		if (dl_checkpoint_load(path, &r->g, &r->ost, &r->ck, &r->pos, err, errlen) < 0)
@@ -385,13 +386,13 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return -1;
 	r->steps_per_epoch = (long)dl_loader_steps(r->train);
 	if (r->steps_per_epoch <= 0) {
-		snprintf(err, errlen, "the training split (%zu samples) is smaller than one global batch (%d x %d ranks)",
+		dl_errf(err, errlen, "the training split (%zu samples) is smaller than one global batch (%d x %d ranks)",
 		         r->ds->count[DL_SPLIT_TRAIN], c->batch, r->comm->size);
 		return -1;
 	}
 	if (c->eval) {
 		if (r->ds->count[DL_SPLIT_EVAL] == 0) {
-			snprintf(err, errlen, "--data %s has no held-out split to evaluate on (use --eval 0)", c->data);
+			dl_errf(err, errlen, "--data %s has no held-out split to evaluate on (use --eval 0)", c->data);
 			return -1;
 		}
 		lo.shuffle = 0;
@@ -407,7 +408,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 		.step_every = 30, .poly_power = 2.0, .epochs = c->epochs, .steps_per_epoch = r->steps_per_epoch,
 	};
 	if (dl_schedule_kind_parse(c->schedule) < 0) {
-		snprintf(err, errlen, "unknown schedule '%s'", c->schedule);
+		dl_errf(err, errlen, "unknown schedule '%s'", c->schedule);
 		return -1;
 	}
 	r->total_steps = r->steps_per_epoch * c->epochs;
@@ -416,7 +417,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 	/* Only a checkpoint that did not record its data gets this far with
 	 * another training split (dl_checkpoint_check). */
 	if (c->resume && r->pos.epoch_step > r->steps_per_epoch) {
-		snprintf(err, errlen, "the checkpoint is %ld batches into epoch %d, but an epoch of --data %s has %ld "
+		dl_errf(err, errlen, "the checkpoint is %ld batches into epoch %d, but an epoch of --data %s has %ld "
 		         "batches of %d: the training data shrank since the checkpoint was written; resume on that "
 		         "data, or start a new run from the checkpoint with --init in another --out",
 		         r->pos.epoch_step, r->pos.epoch + 1, c->data, r->steps_per_epoch, r->pos.global_batch);
@@ -436,7 +437,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 		.bucket_bytes = c->bucket_bytes,
 	};
 	if (bo.conv_algo < 0) {
-		snprintf(err, errlen, "unknown convolution algorithm '%s'", c->conv_algo);
+		dl_errf(err, errlen, "unknown convolution algorithm '%s'", c->conv_algo);
 		return -1;
 	}
 	/* The backend names what it does not support (precision, device,
@@ -445,7 +446,7 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (!r->be)
 		return -1;
 	if (c->resume && r->ops->state_in(r->be, &r->ost) < 0) {
-		snprintf(err, errlen, "loading the checkpoint into the %s backend: %s", r->backend,
+		dl_errf(err, errlen, "loading the checkpoint into the %s backend: %s", r->backend,
 			 r->ops->error(r->be));
 		return -1;
 	}
@@ -454,11 +455,11 @@ static int setup(struct run *r, char *err, size_t errlen)
 	if (c->init && !c->resume) {
 		char ierr[4096];
 		if (dl_weights_init(c->init, &r->g, c->init_head_new, ierr, sizeof(ierr)) < 0) {
-			snprintf(err, errlen, "--init: %s", ierr);
+			dl_errf(err, errlen, "--init: %s", ierr);
 			return -1;
 		}
 		if (r->ops->state_in(r->be, NULL) < 0) {
-			snprintf(err, errlen, "loading --init %s into the %s backend: %s", c->init, r->backend,
+			dl_errf(err, errlen, "loading --init %s into the %s backend: %s", c->init, r->backend,
 				 r->ops->error(r->be));
 			return -1;
 		}
@@ -506,11 +507,11 @@ static int train_step(struct run *r, double lr, struct dl_step_result *res, char
 	const struct dl_train_config *c = r->cfg;
 	struct dl_batch in = batch_of(r);
 	if (r->ops->train_step(r->be, &in, lr, c->stop && *c->stop, res) < 0) {
-		snprintf(err, errlen, "step %ld: %s", r->pos.step + 1, r->ops->error(r->be));
+		dl_errf(err, errlen, "step %ld: %s", r->pos.step + 1, r->ops->error(r->be));
 		return -1;
 	}
 	if (res->nonfinite && !res->skipped) {
-		snprintf(err, errlen, "step %ld: loss or gradient is not finite (loss %g, lr %g): training diverged",
+		dl_errf(err, errlen, "step %ld: loss or gradient is not finite (loss %g, lr %g): training diverged",
 		         r->pos.step + 1, res->loss, lr);
 		return -1;
 	}
@@ -559,7 +560,7 @@ int dl_train(const struct dl_train_config *cfg, struct dl_comm *comm, char *err,
 				break;
 			}
 			if (n != cfg->batch) { /* drop_last promises full batches */
-				snprintf(err, errlen, "%s:%d: loader gave a batch of %d, expected %d", __FILE__, __LINE__,
+				dl_errf(err, errlen, "%s:%d: loader gave a batch of %d, expected %d", __FILE__, __LINE__,
 				         n, cfg->batch);
 				goto out;
 			}

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/err.h"
 #include "mapping/mapping.h"
 
 #define DL_MAP_MAX_NICS 256
@@ -131,11 +132,11 @@ static struct dl_map *map_load(const char *buf, size_t len, const char *name, ch
 	int ok = 0;
 
 	if (!m) {
-		snprintf(err, errlen, "out of memory");
+		dl_errf(err, errlen, "out of memory");
 		return NULL;
 	}
 	if (hwloc_topology_init(&m->topo) < 0) {
-		snprintf(err, errlen, "hwloc_topology_init: %s", strerror(errno));
+		dl_errf(err, errlen, "hwloc_topology_init: %s", strerror(errno));
 		free(m);
 		return NULL;
 	}
@@ -152,7 +153,7 @@ static struct dl_map *map_load(const char *buf, size_t len, const char *name, ch
 		 * installed), so there is nothing to keep out. */
 		if (hwloc_topology_set_components(m->topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
 						  no_components[i]) < 0 && errno != EINVAL) {
-			snprintf(err, errlen, "hwloc_topology_set_components(-%s): %s", no_components[i],
+			dl_errf(err, errlen, "hwloc_topology_set_components(-%s): %s", no_components[i],
 				 strerror(errno));
 			goto out;
 		}
@@ -161,25 +162,25 @@ static struct dl_map *map_load(const char *buf, size_t len, const char *name, ch
 	 * count them, dl_map_slurm_cores): what the plan may use is said by
 	 * dl_map_plan's within, not by where the caller happens to run. */
 	if (!buf && hwloc_topology_set_flags(m->topo, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) < 0) {
-		snprintf(err, errlen, "hwloc_topology_set_flags: %s", strerror(errno));
+		dl_errf(err, errlen, "hwloc_topology_set_flags: %s", strerror(errno));
 		goto out;
 	}
 	/* Without this filter hwloc drops every PCI and OS device. */
 	if (hwloc_topology_set_io_types_filter(m->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) < 0) {
-		snprintf(err, errlen, "hwloc_topology_set_io_types_filter: %s", strerror(errno));
+		dl_errf(err, errlen, "hwloc_topology_set_io_types_filter: %s", strerror(errno));
 		goto out;
 	}
 	/* hwloc takes the size of an XML buffer with its ending 0 (as
 	 * hwloc_topology_export_xmlbuffer makes it). */
 	if (buf && hwloc_topology_set_xmlbuffer(m->topo, buf, (int)len + 1) < 0) {
-		snprintf(err, errlen, "%s: not an hwloc XML topology", name);
+		dl_errf(err, errlen, "%s: not an hwloc XML topology", name);
 		goto out;
 	}
 	if (hwloc_topology_load(m->topo) < 0) {
 		if (buf)
-			snprintf(err, errlen, "%s: not a valid hwloc XML topology", name);
+			dl_errf(err, errlen, "%s: not a valid hwloc XML topology", name);
 		else
-			snprintf(err, errlen, "cannot load the topology of this machine: %s", strerror(errno));
+			dl_errf(err, errlen, "cannot load the topology of this machine: %s", strerror(errno));
 		goto out;
 	}
 
@@ -195,9 +196,9 @@ static struct dl_map *map_load(const char *buf, size_t len, const char *name, ch
 		for (o = NULL; (o = hwloc_get_next_obj_by_type(m->topo, type, o));)
 			if (o->os_index >= DL_MAP_MAX_OS_INDEX) {
 				if (o->os_index == HWLOC_UNKNOWN_INDEX)
-					snprintf(err, errlen, "%s: a %s without an os_index", name, t ? "NUMA node" : "PU");
+					dl_errf(err, errlen, "%s: a %s without an os_index", name, t ? "NUMA node" : "PU");
 				else
-					snprintf(err, errlen, "%s: a %s with os_index %u (at most %u)", name,
+					dl_errf(err, errlen, "%s: a %s with os_index %u (at most %u)", name,
 						 t ? "NUMA node" : "PU", o->os_index, DL_MAP_MAX_OS_INDEX - 1);
 				goto out;
 			}
@@ -207,7 +208,7 @@ static struct dl_map *map_load(const char *buf, size_t len, const char *name, ch
 		if (!is_gpu(o))
 			continue;
 		if (m->ngpus == DL_MAP_MAX_GPUS) {
-			snprintf(err, errlen, "%s has more than %d GPUs", name, DL_MAP_MAX_GPUS);
+			dl_errf(err, errlen, "%s has more than %d GPUs", name, DL_MAP_MAX_GPUS);
 			goto out;
 		}
 		m->gpu[m->ngpus++] = o;
@@ -365,11 +366,11 @@ static char *xml_export_in_child(const char *buf, size_t len, const char *name, 
 	pid_t pid;
 
 	if (pipe2(fds, O_CLOEXEC) < 0) {
-		snprintf(err, errlen, "%s: cannot check it in a child process: pipe: %s", name, strerror(errno));
+		dl_errf(err, errlen, "%s: cannot check it in a child process: pipe: %s", name, strerror(errno));
 		return NULL;
 	}
 	if ((pid = fork()) < 0) {
-		snprintf(err, errlen, "%s: cannot check it in a child process: fork: %s", name, strerror(errno));
+		dl_errf(err, errlen, "%s: cannot check it in a child process: fork: %s", name, strerror(errno));
 		close(fds[0]);
 		close(fds[1]);
 		return NULL;
@@ -410,13 +411,13 @@ static char *xml_export_in_child(const char *buf, size_t len, const char *name, 
 		kill(pid, SIGKILL);
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
-			snprintf(err, errlen, "%s: cannot check it in a child process: waitpid: %s", name, strerror(errno));
+			dl_errf(err, errlen, "%s: cannot check it in a child process: waitpid: %s", name, strerror(errno));
 			free(out);
 			return NULL;
 		}
 	}
 	if (rerr) {
-		snprintf(err, errlen, "%s: reading hwloc's export of it: %s", name, strerror(rerr));
+		dl_errf(err, errlen, "%s: reading hwloc's export of it: %s", name, strerror(rerr));
 		free(out);
 		return NULL;
 	}
@@ -426,12 +427,12 @@ static char *xml_export_in_child(const char *buf, size_t len, const char *name, 
 	}
 	free(out);
 	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
-		snprintf(err, errlen, "%s: hwloc took more than %d s to read it", name, DL_MAP_XML_SECONDS);
+		dl_errf(err, errlen, "%s: hwloc took more than %d s to read it", name, DL_MAP_XML_SECONDS);
 	else if (WIFSIGNALED(status))
-		snprintf(err, errlen, "%s: not a valid hwloc XML topology (hwloc died of signal %d reading it)",
+		dl_errf(err, errlen, "%s: not a valid hwloc XML topology (hwloc died of signal %d reading it)",
 			 name, WTERMSIG(status));
 	else
-		snprintf(err, errlen, "%s: not a valid hwloc XML topology (or one that hwloc needs more than %d MB "
+		dl_errf(err, errlen, "%s: not a valid hwloc XML topology (or one that hwloc needs more than %d MB "
 			 "to read)", name, DL_MAP_XML_MB);
 	return NULL;
 }
@@ -456,12 +457,12 @@ struct dl_map *dl_map_open_buffer(const char *buf, size_t len, const char *name,
 	struct dl_map *m;
 
 	if (len > DL_MAP_MAX_XML) {
-		snprintf(err, errlen, "%s: larger than %d bytes", name, DL_MAP_MAX_XML);
+		dl_errf(err, errlen, "%s: larger than %d bytes", name, DL_MAP_MAX_XML);
 		return NULL;
 	}
 	/* hwloc wants the ending 0 inside the buffer. */
 	if (!(copy = malloc(len + 1))) {
-		snprintf(err, errlen, "out of memory");
+		dl_errf(err, errlen, "out of memory");
 		return NULL;
 	}
 	memcpy(copy, buf, len);
@@ -485,23 +486,23 @@ struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
 	if (!xml)
 		return map_load(NULL, 0, "", err, errlen);
 	if ((fd = open(xml, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) < 0) {
-		snprintf(err, errlen, "%s: %s", xml, strerror(errno));
+		dl_errf(err, errlen, "%s: %s", xml, strerror(errno));
 		return NULL;
 	}
 	if (fstat(fd, &sb) < 0) {
-		snprintf(err, errlen, "%s: %s", xml, strerror(errno));
+		dl_errf(err, errlen, "%s: %s", xml, strerror(errno));
 		goto out;
 	}
 	if (!S_ISREG(sb.st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file", xml);
+		dl_errf(err, errlen, "%s: not a regular file", xml);
 		goto out;
 	}
 	if (sb.st_size > DL_MAP_MAX_XML) {
-		snprintf(err, errlen, "%s: larger than %d bytes", xml, DL_MAP_MAX_XML);
+		dl_errf(err, errlen, "%s: larger than %d bytes", xml, DL_MAP_MAX_XML);
 		goto out;
 	}
 	if (!(buf = malloc((size_t)sb.st_size + 1))) {
-		snprintf(err, errlen, "out of memory");
+		dl_errf(err, errlen, "out of memory");
 		goto out;
 	}
 	while (got < (size_t)sb.st_size) {
@@ -510,7 +511,7 @@ struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			snprintf(err, errlen, "%s: %s", xml, strerror(errno));
+			dl_errf(err, errlen, "%s: %s", xml, strerror(errno));
 			goto out;
 		}
 		if (n == 0)
@@ -518,7 +519,7 @@ struct dl_map *dl_map_open(const char *xml, char *err, size_t errlen)
 		got += (size_t)n;
 	}
 	if (got == 0) {
-		snprintf(err, errlen, "%s: empty file", xml);
+		dl_errf(err, errlen, "%s: empty file", xml);
 		goto out;
 	}
 	buf[got] = '\0';
@@ -914,22 +915,22 @@ struct planner {
 static int plan_check_args(const struct planner *pl, const int *task_gpu, char *err, size_t errlen)
 {
 	if (pl->ntasks <= 0 || pl->ntasks > DL_MAP_MAX_TASKS) {
-		snprintf(err, errlen, "%d tasks on the node: expected 1 to %d", pl->ntasks, DL_MAP_MAX_TASKS);
+		dl_errf(err, errlen, "%d tasks on the node: expected 1 to %d", pl->ntasks, DL_MAP_MAX_TASKS);
 		return -1;
 	}
 	if (pl->ng < 0 || pl->ng > DL_MAP_MAX_GPUS) {
-		snprintf(err, errlen, "%d step GPUs is more than %d", pl->ng, DL_MAP_MAX_GPUS);
+		dl_errf(err, errlen, "%d step GPUs is more than %d", pl->ng, DL_MAP_MAX_GPUS);
 		return -1;
 	}
 	for (int i = 0; i < pl->ng; i++)
 		if (pl->step_gpus[i] < 0 || pl->step_gpus[i] >= pl->m->ngpus) {
-			snprintf(err, errlen, "GPU %d of the step is not in the topology (it has %d GPUs)",
+			dl_errf(err, errlen, "GPU %d of the step is not in the topology (it has %d GPUs)",
 				 pl->step_gpus[i], pl->m->ngpus);
 			return -1;
 		}
 	for (int r = 0; task_gpu && r < pl->ntasks; r++)
 		if (task_gpu[r] < -1 || task_gpu[r] >= pl->ng) {
-			snprintf(err, errlen, "task %d's GPU %d is not one of the step's %d", r, task_gpu[r], pl->ng);
+			dl_errf(err, errlen, "task %d's GPU %d is not one of the step's %d", r, task_gpu[r], pl->ng);
 			return -1;
 		}
 	return 0;
@@ -944,7 +945,7 @@ static int plan_mine(struct planner *pl, hwloc_const_bitmap_t within, char *err,
 
 	if (!(pl->mine = hwloc_bitmap_dup(hwloc_get_root_obj(m->topo)->cpuset)) ||
 	    (within && hwloc_bitmap_and(pl->mine, pl->mine, within) < 0)) {
-		snprintf(err, errlen, "out of memory");
+		dl_errf(err, errlen, "out of memory");
 		return -1;
 	}
 	if (hwloc_bitmap_iszero(pl->mine)) {
@@ -952,7 +953,7 @@ static int plan_mine(struct planner *pl, hwloc_const_bitmap_t within, char *err,
 
 		hwloc_bitmap_list_snprintf(w, sizeof(w), within);
 		hwloc_bitmap_list_snprintf(all, sizeof(all), hwloc_get_root_obj(m->topo)->cpuset);
-		snprintf(err, errlen, "none of the CPUs %s is in the topology (its CPUs: %s)", w, all);
+		dl_errf(err, errlen, "none of the CPUs %s is in the topology (its CPUs: %s)", w, all);
 		return -1;
 	}
 	for (int i = 0; i < m->nnuma; i++)
@@ -1302,7 +1303,7 @@ out:
 	p = pl.p;
 	planner_free(&pl);
 	if (!ok) {
-		snprintf(err, errlen, "out of memory");
+		dl_errf(err, errlen, "out of memory");
 		dl_map_plan_free(p);
 		return NULL;
 	}
@@ -1449,32 +1450,32 @@ int dl_map_slurm_cores(const struct dl_map *m, const char *cores, hwloc_bitmap_t
 
 	hwloc_bitmap_zero(out);
 	if (!abs) {
-		snprintf(err, errlen, "out of memory");
+		dl_errf(err, errlen, "out of memory");
 		return -1;
 	}
 	if (dl_map_parse_cpu_list(cores, abs) <= 0) {
-		snprintf(err, errlen, "Slurm's core list is not a list of core numbers");
+		dl_errf(err, errlen, "Slurm's core list is not a list of core numbers");
 		goto out;
 	}
 	if (!m->has_cores) {
-		snprintf(err, errlen, "the topology has no Core objects");
+		dl_errf(err, errlen, "the topology has no Core objects");
 		goto out;
 	}
 	/* Slurm counts the cores of the whole machine (its hwloc topology
 	 * includes the CPUs a cgroup disallows); hwloc dropped some here. */
 	if (root->complete_cpuset && !hwloc_bitmap_isequal(root->cpuset, root->complete_cpuset)) {
-		snprintf(err, errlen, "the topology lacks some of the machine's CPUs (disallowed or offline)");
+		dl_errf(err, errlen, "the topology lacks some of the machine's CPUs (disallowed or offline)");
 		goto out;
 	}
 	if ((c = hwloc_bitmap_last(abs)) >= n) {
-		snprintf(err, errlen, "Slurm's core %d is not among the topology's %d cores", c, n);
+		dl_errf(err, errlen, "Slurm's core %d is not among the topology's %d cores", c, n);
 		goto out;
 	}
 	hwloc_bitmap_foreach_begin(c, abs)
 		hwloc_obj_t o = hwloc_get_obj_by_type(m->topo, HWLOC_OBJ_CORE, (unsigned)c);
 
 		if (!o || !o->cpuset || hwloc_bitmap_or(out, out, o->cpuset) < 0) {
-			snprintf(err, errlen, o ? "out of memory" : "core %d is missing from the topology", c);
+			dl_errf(err, errlen, o ? "out of memory" : "core %d is missing from the topology", c);
 			goto out;
 		}
 	hwloc_bitmap_foreach_end();

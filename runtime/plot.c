@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/err.h"
 #include "engine/file.h"
 #include "runtime/plot.h"
 
@@ -241,7 +242,7 @@ int dl_plot_png(const char *path, const char *title, const struct dl_plot_series
 	cairo_surface_t *sf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H);
 	cairo_t *cr = cairo_create(sf);
 	if (cairo_status(cr) != CAIRO_STATUS_SUCCESS) {
-		snprintf(err, errlen, "cairo: %s", cairo_status_to_string(cairo_status(cr)));
+		dl_errf(err, errlen, "cairo: %s", cairo_status_to_string(cairo_status(cr)));
 		goto out;
 	}
 	double wall_max = 0;
@@ -285,7 +286,7 @@ int dl_plot_png(const char *path, const char *title, const struct dl_plot_series
 	cairo_surface_flush(sf);
 	struct png_out po = {.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)};
 	if (po.fd < 0) {
-		snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+		dl_errf(err, errlen, "cannot create %s: %s", path, strerror(errno));
 		goto out;
 	}
 	cairo_status_t st = cairo_surface_write_to_png_stream(sf, png_write, &po);
@@ -294,7 +295,7 @@ int dl_plot_png(const char *path, const char *title, const struct dl_plot_series
 	if (st != CAIRO_STATUS_SUCCESS || po.err) {
 		/* cairo says only "error while writing to output stream": the
 		 * cause is the write's errno */
-		snprintf(err, errlen, "writing %s: %s", path, po.err ? strerror(po.err) : cairo_status_to_string(st));
+		dl_errf(err, errlen, "writing %s: %s", path, po.err ? strerror(po.err) : cairo_status_to_string(st));
 		goto out;
 	}
 	rv = 0;
@@ -311,7 +312,7 @@ int dl_plot_run_dir(const char *dir, char *err, size_t errlen)
 	int a = snprintf(in, sizeof(in), "%s/metrics.jsonl", dir), b = snprintf(out, sizeof(out), "%s/metrics.png", dir),
 	    c = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", out, (long)getpid());
 	if (a < 0 || (size_t)a >= sizeof(in) || b < 0 || (size_t)b >= sizeof(out) || c < 0 || (size_t)c >= sizeof(tmp)) {
-		snprintf(err, errlen, "output path too long: %s", dir);
+		dl_errf(err, errlen, "output path too long: %s", dir);
 		return -1;
 	}
 	if (dl_metrics_read(in, &log, err, errlen) < 0)
@@ -323,7 +324,7 @@ int dl_plot_run_dir(const char *dir, char *err, size_t errlen)
 	 * disk) leaves the picture an earlier run of this directory drew. */
 	int rv = dl_plot_png(tmp, dir, &s, 1, err, errlen);
 	if (rv == 0 && rename(tmp, out) != 0) {
-		snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
+		dl_errf(err, errlen, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
 		rv = -1;
 	}
 	if (rv != 0)

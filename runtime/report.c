@@ -123,7 +123,7 @@ int dl_report_build(struct dl_report *rep, const char *const *dirs, size_t n_dir
 {
 	memset(rep, 0, sizeof(*rep));
 	if (n_targets > DL_REPORT_MAX_TARGETS) {
-		snprintf(err, errlen, "at most %d targets", DL_REPORT_MAX_TARGETS);
+		dl_errf(err, errlen, "at most %d targets", DL_REPORT_MAX_TARGETS);
 		return -1;
 	}
 	rep->n_targets = n_targets;
@@ -133,7 +133,7 @@ int dl_report_build(struct dl_report *rep, const char *const *dirs, size_t n_dir
 	double *v = calloc(n_dirs ? n_dirs : 1, sizeof(*v));
 	if (!rep->runs || !rep->groups || !v) {
 		free(v);
-		snprintf(err, errlen, "out of memory");
+		dl_errf(err, errlen, "out of memory");
 		return -1;
 	}
 	for (size_t i = 0; i < n_dirs; i++) {
@@ -142,7 +142,7 @@ int dl_report_build(struct dl_report *rep, const char *const *dirs, size_t n_dir
 		int n = snprintf(path, sizeof(path), "%s/metrics.jsonl", dirs[i]);
 		if (n < 0 || (size_t)n >= sizeof(path)) {
 			free(v);
-			snprintf(err, errlen, "path too long: %s", dirs[i]);
+			dl_errf(err, errlen, "path too long: %s", dirs[i]);
 			return -1;
 		}
 		r->name = dirs[i];
@@ -153,7 +153,7 @@ int dl_report_build(struct dl_report *rep, const char *const *dirs, size_t n_dir
 		rep->n_runs++;
 		if (run_numbers(r, targets, n_targets) < 0) {
 			free(v);
-			snprintf(err, errlen, "out of memory");
+			dl_errf(err, errlen, "out of memory");
 			return -1;
 		}
 	}

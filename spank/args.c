@@ -17,7 +17,7 @@
 static int set_str(char *dst, size_t len, const char *key, const char *val, char *err, size_t errlen)
 {
 	if (strlen(val) >= len) {
-		snprintf(err, errlen, "plugstack.conf: %s=: value too long", key);
+		dl_errf(err, errlen, "plugstack.conf: %s=: value too long", key);
 		return -1;
 	}
 	memcpy(dst, val, strlen(val) + 1);
@@ -50,7 +50,7 @@ static int check_allow(const char *val, char *err, size_t errlen)
 	char q[256];
 
 	if (!val[0]) {
-		snprintf(err, errlen, "plugstack.conf: data_allow= is empty: name the allowed directories "
+		dl_errf(err, errlen, "plugstack.conf: data_allow= is empty: name the allowed directories "
 			 "(DIR[:DIR...]), or leave data_allow out to allow any");
 		return -1;
 	}
@@ -58,13 +58,13 @@ static int check_allow(const char *val, char *err, size_t errlen)
 		size_t n = strcspn(p, ":");
 
 		if (n == 0 || p[0] != '/') {
-			snprintf(err, errlen, "plugstack.conf: data_allow=%s: every entry must be an absolute "
+			dl_errf(err, errlen, "plugstack.conf: data_allow=%s: every entry must be an absolute "
 				 "directory (an empty or relative one is not)", dl_optval_escape(val, q, sizeof(q)));
 			return -1;
 		}
 		p += n;
 		if (*p == ':' && !*++p) {
-			snprintf(err, errlen, "plugstack.conf: data_allow=%s: every entry must be an absolute "
+			dl_errf(err, errlen, "plugstack.conf: data_allow=%s: every entry must be an absolute "
 				 "directory (an empty or relative one is not)", dl_optval_escape(val, q, sizeof(q)));
 			return -1;
 		}
@@ -86,13 +86,13 @@ int dl_args_parse(struct dl_args *a, int ac, char **av, char *err, size_t errlen
 		size_t klen;
 
 		if (!eq || eq == av[i]) {
-			snprintf(err, errlen, "plugstack.conf: argument '%s' is not key=value",
+			dl_errf(err, errlen, "plugstack.conf: argument '%s' is not key=value",
 				 dl_optval_escape(av[i], q, sizeof(q)));
 			return -1;
 		}
 		klen = (size_t)(eq - av[i]);
 		if (klen >= sizeof(key)) {
-			snprintf(err, errlen, "plugstack.conf: unknown argument '%.40s...'",
+			dl_errf(err, errlen, "plugstack.conf: unknown argument '%.40s...'",
 				 dl_optval_escape(av[i], q, sizeof(q)));
 			return -1;
 		}
@@ -102,7 +102,7 @@ int dl_args_parse(struct dl_args *a, int ac, char **av, char *err, size_t errlen
 
 		if (!strcmp(key, "runtime")) {
 			if (val[0] != '/') {
-				snprintf(err, errlen, "plugstack.conf: runtime=%s is not an absolute path",
+				dl_errf(err, errlen, "plugstack.conf: runtime=%s is not an absolute path",
 					 dl_optval_escape(val, q, sizeof(q)));
 				return -1;
 			}
@@ -124,18 +124,18 @@ int dl_args_parse(struct dl_args *a, int ac, char **av, char *err, size_t errlen
 			} else if (!strcmp(val, "none")) {
 				a->nic = 0;
 			} else {
-				snprintf(err, errlen, "plugstack.conf: nic=%s: expected closest or none",
+				dl_errf(err, errlen, "plugstack.conf: nic=%s: expected closest or none",
 					 dl_optval_escape(val, q, sizeof(q)));
 				return -1;
 			}
 		} else if (!strcmp(key, "master_port_range")) {
 			if (parse_range(val, &a->port_lo, &a->port_hi) < 0) {
-				snprintf(err, errlen, "plugstack.conf: master_port_range=%s: expected LO-HI within 1-65535",
+				dl_errf(err, errlen, "plugstack.conf: master_port_range=%s: expected LO-HI within 1-65535",
 					 dl_optval_escape(val, q, sizeof(q)));
 				return -1;
 			}
 		} else {
-			snprintf(err, errlen, "plugstack.conf: unknown argument '%s' (known: runtime, data_allow, "
+			dl_errf(err, errlen, "plugstack.conf: unknown argument '%s' (known: runtime, data_allow, "
 				 "default_data, topology, nic, master_port_range)", dl_optval_escape(key, q, sizeof(q)));
 			return -1;
 		}

@@ -180,11 +180,11 @@ int dl_opts_check(struct dl_opts *o, char *err, size_t errlen)
 	double dv;
 
 	if (o->err[0]) {
-		snprintf(err, errlen, "%s", o->err);
+		dl_errf(err, errlen, "%s", o->err);
 		return -1;
 	}
 	if (!o->job[0]) {
-		snprintf(err, errlen, "--dl-job=MODEL|env is required with the other --dl-* options");
+		dl_errf(err, errlen, "--dl-job=MODEL|env is required with the other --dl-* options");
 		return -1;
 	}
 	/* common/models.h: the models the plugin offers */
@@ -198,7 +198,7 @@ int dl_opts_check(struct dl_opts *o, char *err, size_t errlen)
 		snprintf(known_list + n, sizeof(known_list) - n, "%s, ", dl_model_list[i].name);
 	}
 	if (!known && !dl_opts_is_env(o)) {
-		snprintf(err, errlen, "--dl-job=%s: unknown model (known: %sor env)",
+		dl_errf(err, errlen, "--dl-job=%s: unknown model (known: %sor env)",
 			 dl_optval_escape(o->job, q, sizeof(q)), known_list);
 		return -1;
 	}
@@ -221,7 +221,7 @@ int dl_opts_check(struct dl_opts *o, char *err, size_t errlen)
 		} else {
 			char q2[64];
 
-			snprintf(err, errlen, "--dl-bind=%s: unknown word '%s' (closest, none, verbose)",
+			dl_errf(err, errlen, "--dl-bind=%s: unknown word '%s' (closest, none, verbose)",
 				 dl_optval_escape(o->bind, q, sizeof(q)), dl_optval_escape(p, q2, sizeof(q2)));
 			return -1;
 		}
@@ -242,7 +242,7 @@ int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, const char *w
 	if (!data[0]) {
 		if (dl_opts_is_env(o))
 			return 0;
-		snprintf(err, errlen, "--dl-data=DIR is required (the site sets no default_data)");
+		dl_errf(err, errlen, "--dl-data=DIR is required (the site sets no default_data)");
 		return -1;
 	}
 	/* A relative path names a directory under the step's working
@@ -252,7 +252,7 @@ int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, const char *w
 		return 0;
 	dl_optval_escape(data, q, sizeof(q));
 	if (dl_optval_path_abs(workdir ? workdir : "", data, abs, sizeof(abs)) < 0) {
-		snprintf(err, errlen, "--dl-data=%s: longer than %d bytes from the step's working directory %s",
+		dl_errf(err, errlen, "--dl-data=%s: longer than %d bytes from the step's working directory %s",
 			 q, DL_PATH_MAX - 1, dl_optval_escape(workdir ? workdir : "", q2, sizeof(q2)));
 		return -1;
 	}
@@ -261,23 +261,23 @@ int dl_opts_check_data(struct dl_opts *o, const struct dl_args *a, const char *w
 	if (data[0] != '/')
 		snprintf(at, sizeof(at), " (%s)", dl_optval_escape(abs, q2, sizeof(q2)));
 	if (!realpath(abs, real)) {
-		snprintf(err, errlen, "--dl-data=%s%s: %s", q, at, strerror(errno));
+		dl_errf(err, errlen, "--dl-data=%s%s: %s", q, at, strerror(errno));
 		return -1;
 	}
 	if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "--dl-data=%s%s: not a directory", q, at);
+		dl_errf(err, errlen, "--dl-data=%s%s: not a directory", q, at);
 		return -1;
 	}
 	/* On the node (slurmstepd, the step's user's effective ids; in the
 	 * task, the user): a directory the user cannot list is named with
 	 * its errno here, not as a dataset missing its train/ later. */
 	if (workdir && faccessat(AT_FDCWD, real, R_OK | X_OK, AT_EACCESS) < 0) {
-		snprintf(err, errlen, "--dl-data=%s%s: %s (the step's user must be able to list it)", q, at,
+		dl_errf(err, errlen, "--dl-data=%s%s: %s (the step's user must be able to list it)", q, at,
 			 strerror(errno));
 		return -1;
 	}
 	if (!allowed_dir(real, a->data_allow)) {
-		snprintf(err, errlen, "--dl-data=%s: %s is outside the allowed data directories (%s)",
+		dl_errf(err, errlen, "--dl-data=%s: %s is outside the allowed data directories (%s)",
 			 q, dl_optval_escape(real, q2, sizeof(q2)), a->data_allow);
 		return -1;
 	}

@@ -6,6 +6,7 @@
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
+#include "common/err.h"
 #include "world/world_int.h"
 
 _Static_assert(crypto_auth_hmacsha256_BYTES == DL_MAC_LEN, "HMAC-SHA-256 is 32 bytes");
@@ -15,7 +16,7 @@ int dl_auth_init(struct dl_auth *a, const unsigned char *secret, int have_secret
 {
 	memset(a, 0, sizeof(*a));
 	if (sodium_init() < 0) {
-		snprintf(err, errlen, "libsodium cannot start (no random source?)");
+		dl_errf(err, errlen, "libsodium cannot start (no random source?)");
 		return -1;
 	}
 	if (have_secret) {

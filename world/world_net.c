@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/err.h"
 #include "world/world_int.h"
 
 double dl_now(void)
@@ -101,7 +102,7 @@ static int listen_on(struct sockaddr_storage *ss, socklen_t len, int port, char 
 	}
 	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
+		dl_errf(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
 	/* A previous job's connections in TIME_WAIT must not block the port
@@ -109,7 +110,7 @@ static int listen_on(struct sockaddr_storage *ss, socklen_t len, int port, char 
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    bind(fd, (struct sockaddr *)ss, len) < 0 || listen(fd, 1024) < 0 ||
 	    dl_set_nonblock(fd) < 0) {
-		snprintf(err, errlen, "cannot listen on %s port %d: %s", a, port, strerror(errno));
+		dl_errf(err, errlen, "cannot listen on %s port %d: %s", a, port, strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -153,14 +154,14 @@ static int reach_addr(const char *other, int fam, struct sockaddr_storage *ss, s
 	hints.ai_socktype = SOCK_DGRAM;
 	rc = getaddrinfo(other, "9", &hints, &res);
 	if (rc != 0) {
-		snprintf(err, errlen, "cannot resolve the job's node '%s': %s", other, gai_strerror(rc));
+		dl_errf(err, errlen, "cannot resolve the job's node '%s': %s", other, gai_strerror(rc));
 		return -1;
 	}
 	fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	*len = sizeof(*ss);
 	if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) < 0 ||
 	    getsockname(fd, (struct sockaddr *)ss, len) < 0) {
-		snprintf(err, errlen, "no route from this host to the job's node '%s': %s", other,
+		dl_errf(err, errlen, "no route from this host to the job's node '%s': %s", other,
 			 strerror(errno));
 		if (fd >= 0)
 			close(fd);
@@ -183,11 +184,11 @@ int dl_reach_if(const char *other, char *ifname, size_t iflen, struct sockaddr_s
 	/* IPv4 first, as dl_listen_host. */
 	if (reach_addr(other, AF_INET, addr, &len, e4, sizeof(e4)) < 0 &&
 	    reach_addr(other, AF_INET6, addr, &len, err, errlen) < 0) {
-		snprintf(err, errlen, "%s", e4);
+		dl_errf(err, errlen, "%s", e4);
 		return -1;
 	}
 	if (getifaddrs(&ifs) < 0) {
-		snprintf(err, errlen, "getifaddrs: %s", strerror(errno));
+		dl_errf(err, errlen, "getifaddrs: %s", strerror(errno));
 		return -1;
 	}
 	for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
@@ -218,7 +219,7 @@ int dl_reach_if(const char *other, char *ifname, size_t iflen, struct sockaddr_s
 	freeifaddrs(ifs);
 	if (!found) {
 		dl_addr_text((struct sockaddr *)addr, at, sizeof(at));
-		snprintf(err, errlen, "no interface of this host has the address %s through which it "
+		dl_errf(err, errlen, "no interface of this host has the address %s through which it "
 			 "reaches '%s'", at, other);
 		return -1;
 	}
@@ -289,7 +290,7 @@ int dl_listen_host(const char *what, const char *host, int port, const char *oth
 	hints.ai_socktype = SOCK_STREAM;
 	rc = getaddrinfo(host, NULL, &hints, &res);
 	if (rc != 0) {
-		snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
+		dl_errf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
 		return -1;
 	}
 	/* IPv4 first: the peers try every address, and most sites are IPv4. */
@@ -324,7 +325,7 @@ int dl_listen_host(const char *what, const char *host, int port, const char *oth
 					dl_addr_text((struct sockaddr *)&ss, lo, sizeof(lo));
 					dl_addr_text((struct sockaddr *)&via, at, sizeof(at));
 					if (loopback_spelling(host)) {
-						snprintf(err, errlen, "%s '%s' is the loopback address "
+						dl_errf(err, errlen, "%s '%s' is the loopback address "
 							 "%s, but the job has ranks on %s, another host: "
 							 "set %s to this host's name or network address "
 							 "(%s)", what, host, lo, other, what, at);
@@ -344,15 +345,15 @@ int dl_listen_host(const char *what, const char *host, int port, const char *oth
 				break; /* taken: no other address of host will do better */
 		}
 	if (fd < 0 && strstr(e, strerror(EADDRINUSE))) {
-		snprintf(err, errlen, "%s", e);
+		dl_errf(err, errlen, "%s", e);
 		fd = -2;
 		goto out;
 	}
 	if (fd < 0) {
 		if (strstr(e, "Cannot assign requested address"))
-			snprintf(err, errlen, "'%s' is not an address of this machine (%s)", host, e);
+			dl_errf(err, errlen, "'%s' is not an address of this machine (%s)", host, e);
 		else
-			snprintf(err, errlen, "%s", e[0] ? e : "no usable address");
+			dl_errf(err, errlen, "%s", e[0] ? e : "no usable address");
 	}
 out:
 	freeaddrinfo(res);
@@ -390,7 +391,7 @@ static int try_connect(const struct sockaddr *sa, socklen_t salen, double deadli
 	*retry = 0;
 	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
+		dl_errf(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
 	if (connect(fd, sa, salen) < 0) {
@@ -418,7 +419,7 @@ static int try_connect(const struct sockaddr *sa, socklen_t salen, double deadli
 	close(fd);
 	*retry = soerr == ECONNREFUSED || soerr == ETIMEDOUT || soerr == EHOSTUNREACH ||
 		 soerr == ENETUNREACH || soerr == ECONNRESET || soerr == EINTR || soerr == EAGAIN;
-	snprintf(err, errlen, "%s", strerror(soerr));
+	dl_errf(err, errlen, "%s", strerror(soerr));
 	return -1;
 }
 
@@ -434,7 +435,7 @@ int dl_connect_addr(const struct sockaddr_storage *sa, socklen_t salen, double d
 		if (!retry || dl_now() + pause > deadline)
 			return -1;
 		if (dl_stopped()) {
-			snprintf(err, errlen, "stopped by signal %d", dl_stopped());
+			dl_errf(err, errlen, "stopped by signal %d", dl_stopped());
 			return -1;
 		}
 		struct timespec ts = { 0, (long)(pause * 1e9) };
@@ -455,7 +456,7 @@ int dl_resolve(const char *host, struct addrinfo **res, char *err, size_t errlen
 	hints.ai_socktype = SOCK_STREAM;
 	rc = getaddrinfo(host, NULL, &hints, res);
 	if (rc != 0) {
-		snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
+		dl_errf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
 		return -1;
 	}
 	return 0;
@@ -484,7 +485,7 @@ int dl_connect_once(const struct addrinfo *res, int port, double deadline, int *
 			return fd;
 		*retry |= again;
 	}
-	snprintf(err, errlen, "%s", e);
+	dl_errf(err, errlen, "%s", e);
 	return -1;
 }
 
@@ -504,7 +505,7 @@ int dl_accept_one(int lfd, char *err, size_t errlen)
 		 * the caller drops its oldest pending connection. */
 		if (errno == EMFILE || errno == ENFILE)
 			return -3;
-		snprintf(err, errlen, "accept: %s", strerror(errno));
+		dl_errf(err, errlen, "accept: %s", strerror(errno));
 		return -1;
 	}
 }
@@ -520,16 +521,16 @@ int dl_write_full(int fd, const void *buf, size_t len, double deadline, char *er
 			continue;
 		}
 		if (n < 0 && errno != EAGAIN && errno != EINTR) {
-			snprintf(err, errlen, "%s", strerror(errno));
+			dl_errf(err, errlen, "%s", strerror(errno));
 			return -1;
 		}
 		struct pollfd pf = { .fd = fd, .events = POLLOUT };
 		if (dl_now() >= deadline) {
-			snprintf(err, errlen, "timed out");
+			dl_errf(err, errlen, "timed out");
 			return -1;
 		}
 		if (dl_stopped()) {
-			snprintf(err, errlen, "stopped by signal %d", dl_stopped());
+			dl_errf(err, errlen, "stopped by signal %d", dl_stopped());
 			return -1;
 		}
 		(void)poll(&pf, 1, ms_until(deadline));
@@ -553,20 +554,20 @@ int dl_read_full(int fd, void *buf, size_t len, double deadline, size_t *got, ch
 			continue;
 		}
 		if (n == 0) {
-			snprintf(err, errlen, "peer closed the connection");
+			dl_errf(err, errlen, "peer closed the connection");
 			return -1;
 		}
 		if (errno != EAGAIN && errno != EINTR) {
-			snprintf(err, errlen, "%s", strerror(errno));
+			dl_errf(err, errlen, "%s", strerror(errno));
 			return -1;
 		}
 		struct pollfd pf = { .fd = fd, .events = POLLIN };
 		if (dl_now() >= deadline) {
-			snprintf(err, errlen, "timed out");
+			dl_errf(err, errlen, "timed out");
 			return -1;
 		}
 		if (dl_stopped()) {
-			snprintf(err, errlen, "stopped by signal %d", dl_stopped());
+			dl_errf(err, errlen, "stopped by signal %d", dl_stopped());
 			return -1;
 		}
 		(void)poll(&pf, 1, ms_until(deadline));

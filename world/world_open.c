@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "common/err.h"
 #include "world/world_int.h"
 
 /* dl_comm.broadcast for the engine: every method's comm lives in a dl_world. */
@@ -25,11 +26,11 @@ int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen
 
 	dl_world_single(w);
 	if (!(timeout_s > 0)) {
-		snprintf(err, errlen, "world: timeout must be positive, not %g s", timeout_s);
+		dl_errf(err, errlen, "world: timeout must be positive, not %g s", timeout_s);
 		return -1;
 	}
 	if (dl_world_env(&env, environ, e, sizeof(e)) < 0) {
-		snprintf(err, errlen, "world: %s", e);
+		dl_errf(err, errlen, "world: %s", e);
 		return -1;
 	}
 	if (env.kind == DL_WORLD_SINGLE) {
@@ -45,7 +46,7 @@ int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen
 	 * waiting out the timeout. */
 	struct sigaction old;
 	if (dl_stop_arm(&old) < 0) {
-		snprintf(err, errlen, "world: sigaction: %s", strerror(errno));
+		dl_errf(err, errlen, "world: sigaction: %s", strerror(errno));
 		return -1;
 	}
 	if (env.kind == DL_WORLD_PMIX)
@@ -62,7 +63,7 @@ int dl_world_open(struct dl_world *w, double timeout_s, char *err, size_t errlen
 		rc = -1;
 	}
 	if (rc < 0) {
-		snprintf(err, errlen, "world (%s): %s", env.kind == DL_WORLD_PMIX ? "pmix" : "tcp", e);
+		dl_errf(err, errlen, "world (%s): %s", env.kind == DL_WORLD_PMIX ? "pmix" : "tcp", e);
 		dl_world_single(w);
 		return -1;
 	}
@@ -88,7 +89,7 @@ int dl_world_exchange(struct dl_world *w, const void *mine, size_t len, void *al
 		      char *err, size_t errlen)
 {
 	if (!w->ops) {
-		snprintf(err, errlen, "world: exchange on a world that is not open");
+		dl_errf(err, errlen, "world: exchange on a world that is not open");
 		return -1;
 	}
 	return w->ops->exchange(w, mine, len, all, err, errlen);
@@ -101,14 +102,14 @@ int dl_world_broadcast_blob(struct dl_world *w, int root, void *buf, size_t len,
 	int rv;
 
 	if (root < 0 || root >= w->comm.size) {
-		snprintf(err, errlen, "world: broadcast from rank %d of %d", root, w->comm.size);
+		dl_errf(err, errlen, "world: broadcast from rank %d of %d", root, w->comm.size);
 		return -1;
 	}
 	if (w->comm.size == 1)
 		return 0;
 	all = malloc(len * (size_t)w->comm.size + 1);
 	if (!all) {
-		snprintf(err, errlen, "world: out of memory for a %zu-byte broadcast", len);
+		dl_errf(err, errlen, "world: out of memory for a %zu-byte broadcast", len);
 		return -1;
 	}
 	rv = dl_world_exchange(w, buf, len, all, err, errlen);

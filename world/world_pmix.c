@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/err.h"
 #include "world/world_int.h"
 
 #define HUB_LEN 128 /* "host port" of rank 0's star listener */
@@ -138,7 +139,7 @@ static void fence_cb(pmix_status_t status, void *cbdata)
 
 static int give_up(struct pmix_world *p, const char *msg, char *err, size_t errlen)
 {
-	snprintf(err, errlen, "%s", msg);
+	dl_errf(err, errlen, "%s", msg);
 	if (!p->failed) {
 		p->failed = 1;
 		snprintf(p->why, sizeof(p->why), "%s", msg);
@@ -228,7 +229,7 @@ static int pmix_exchange(struct dl_world *w, const void *mine, size_t len, void 
 {
 	struct pmix_world *p = w->impl;
 	if (p->failed) {
-		snprintf(err, errlen, "%s", p->why);
+		dl_errf(err, errlen, "%s", p->why);
 		return -1;
 	}
 	if (w->comm.size == 1) {
@@ -279,7 +280,7 @@ static int mpi_allreduce(struct dl_comm *c, void *buf, size_t n, MPI_Datatype dt
 	struct pmix_world *p = c->impl;
 	p->star.seq++;
 	if (p->failed) {
-		snprintf(err, errlen, "%s", p->why);
+		dl_errf(err, errlen, "%s", p->why);
 		return -1;
 	}
 	/* MPI counts are int: go in slices. */
@@ -318,7 +319,7 @@ static int pmix_barrier(struct dl_comm *c, char *err, size_t errlen)
 	MPI_Request req;
 	p->star.seq++;
 	if (p->failed) {
-		snprintf(err, errlen, "%s", p->why);
+		dl_errf(err, errlen, "%s", p->why);
 		return -1;
 	}
 	if (MPI_Ibarrier(p->comm, &req) != MPI_SUCCESS)
@@ -391,7 +392,7 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 
 	p = calloc(1, sizeof(*p));
 	if (!p) {
-		snprintf(err, errlen, "out of memory");
+		dl_errf(err, errlen, "out of memory");
 		return -1;
 	}
 	p->timeout_s = timeout_s;
@@ -403,28 +404,28 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 		dl_ompi_tcp_if(&env->ompi, env->other_node, env->node, &p->tcp_if);
 
 	if ((rc = PMIx_Init(&p->me, NULL, 0)) != PMIX_SUCCESS) {
-		snprintf(err, errlen, "PMIx_Init: %s (PMIX_RANK is set: was this started by "
+		dl_errf(err, errlen, "PMIx_Init: %s (PMIX_RANK is set: was this started by "
 			 "srun --mpi=pmix?)", PMIx_Error_string(rc));
 		goto out;
 	}
 	t_init = dl_now();
 	PMIX_PROC_LOAD(&wild, p->me.nspace, PMIX_RANK_WILDCARD);
 	if ((rc = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &val)) != PMIX_SUCCESS || !val) {
-		snprintf(err, errlen, "PMIx_Get(PMIX_JOB_SIZE): %s", PMIx_Error_string(rc));
+		dl_errf(err, errlen, "PMIx_Get(PMIX_JOB_SIZE): %s", PMIx_Error_string(rc));
 		goto out;
 	}
 	size = (int)val->data.uint32;
 	PMIX_VALUE_RELEASE(val);
 	val = NULL;
 	if ((rc = PMIx_Get(&p->me, PMIX_LOCAL_RANK, NULL, 0, &val)) != PMIX_SUCCESS || !val) {
-		snprintf(err, errlen, "PMIx_Get(PMIX_LOCAL_RANK): %s", PMIx_Error_string(rc));
+		dl_errf(err, errlen, "PMIx_Get(PMIX_LOCAL_RANK): %s", PMIx_Error_string(rc));
 		goto out;
 	}
 	local_rank = (int)val->data.uint16;
 	PMIX_VALUE_RELEASE(val);
 	val = NULL;
 	if ((rc = PMIx_Get(&wild, PMIX_LOCAL_SIZE, NULL, 0, &val)) != PMIX_SUCCESS || !val) {
-		snprintf(err, errlen, "PMIx_Get(PMIX_LOCAL_SIZE): %s", PMIx_Error_string(rc));
+		dl_errf(err, errlen, "PMIx_Get(PMIX_LOCAL_SIZE): %s", PMIx_Error_string(rc));
 		goto out;
 	}
 	local_size = (int)val->data.uint32;
@@ -432,7 +433,7 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 	val = NULL;
 	int rank = (int)p->me.rank;
 	if (size < 1 || size > DL_WORLD_MAX || rank < 0 || rank >= size || local_rank >= local_size) {
-		snprintf(err, errlen, "PMIx gave rank %d, size %d, local rank %d of %d: inconsistent",
+		dl_errf(err, errlen, "PMIx gave rank %d, size %d, local rank %d of %d: inconsistent",
 			 rank, size, local_rank, local_size);
 		goto out;
 	}
@@ -460,19 +461,19 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 		socklen_t ml = sizeof(me);
 		char note[768], at[INET6_ADDRSTRLEN];
 		if (gethostname(host, sizeof(host)) < 0) {
-			snprintf(err, errlen, "gethostname failed");
+			dl_errf(err, errlen, "gethostname failed");
 			goto out;
 		}
 		host[sizeof(host) - 1] = 0;
 		if ((lfd = dl_listen_host("the host name", host, 0, env->other_node, note,
 					  sizeof(note), e, sizeof(e))) < 0) {
-			snprintf(err, errlen, "rank 0: %s", e);
+			dl_errf(err, errlen, "rank 0: %s", e);
 			goto out;
 		}
 		if (note[0])
 			fprintf(stderr, "dljob: note: rank 0 on %s: %s\n", env->node, note);
 		if (getsockname(lfd, (struct sockaddr *)&me, &ml) < 0) {
-			snprintf(err, errlen, "rank 0: getsockname: %s", strerror(errno));
+			dl_errf(err, errlen, "rank 0: getsockname: %s", strerror(errno));
 			goto out;
 		}
 		dl_addr_text((struct sockaddr *)&me, at, sizeof(at));
@@ -480,18 +481,18 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 	}
 	hubs = malloc((size_t)size * HUB_LEN);
 	if (!hubs) {
-		snprintf(err, errlen, "out of memory for %d ranks", size);
+		dl_errf(err, errlen, "out of memory for %d ranks", size);
 		goto out;
 	}
 	if (pmix_allgather(p, size, hub, HUB_LEN, hubs, e, sizeof(e)) < 0) {
-		snprintf(err, errlen, "rank %d: %s", rank, e);
+		dl_errf(err, errlen, "rank %d: %s", rank, e);
 		goto out;
 	}
 	t_fence = dl_now();
 	int hub_port = 0;
 	hubs[HUB_LEN - 1] = 0;
 	if (sscanf(hubs, "%255s %d", host, &hub_port) != 2) {
-		snprintf(err, errlen, "rank 0 published a bad address '%.100s'", hubs);
+		dl_errf(err, errlen, "rank 0 published a bad address '%.100s'", hubs);
 		goto out;
 	}
 	char jobkey[64];
@@ -503,7 +504,7 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 		goto out;
 	if (dl_star_open(&p->star, rank, size, lfd, host, hub_port, 1, use_ring ? &rfd : NULL,
 			 env->node, &auth, dl_now() + timeout_s, e, sizeof(e)) < 0) {
-		snprintf(err, errlen, "%s", e);
+		dl_errf(err, errlen, "%s", e);
 		goto out;
 	}
 	p->star.timeout_s = timeout_s;
@@ -537,7 +538,7 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 	irc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
 	watchdog_stop(&wd);
 	if (irc != MPI_SUCCESS) {
-		snprintf(err, errlen, "MPI_Init_thread failed");
+		dl_errf(err, errlen, "MPI_Init_thread failed");
 		dl_star_abort(&p->star, err);
 		goto out;
 	}
@@ -547,7 +548,7 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 	MPI_Comm_rank(MPI_COMM_WORLD, &mr);
 	MPI_Comm_size(MPI_COMM_WORLD, &ms);
 	if (mr != rank || ms != size) {
-		snprintf(err, errlen, "MPI says rank %d of %d, PMIx says %d of %d", mr, ms, rank, size);
+		dl_errf(err, errlen, "MPI says rank %d of %d, PMIx says %d of %d", mr, ms, rank, size);
 		dl_star_abort(&p->star, err);
 		goto out;
 	}
@@ -559,7 +560,7 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 	 * peer). */
 	MPI_Request dup_req;
 	if (MPI_Comm_idup(MPI_COMM_WORLD, &p->comm, &dup_req) != MPI_SUCCESS) {
-		snprintf(err, errlen, "MPI_Comm_idup failed");
+		dl_errf(err, errlen, "MPI_Comm_idup failed");
 		dl_star_abort(&p->star, err);
 		goto out;
 	}
@@ -567,13 +568,13 @@ int dl_world_pmix_open(struct dl_world *w, const struct dl_world_env *env, doubl
 		/* All alive and waiting (rank 0's diagnosis in world_star.c):
 		 * not a rank's fault but the network's. */
 		if (strstr(e, DL_STAR_ALL_WAITED))
-			snprintf(err, errlen, "Open MPI's connections between the ranks did not come "
+			dl_errf(err, errlen, "Open MPI's connections between the ranks did not come "
 				 "up in %g s (every rank waited in MPI_Comm_idup, their first exchange "
 				 "over them): name the interface that joins the nodes in "
 				 "OMPI_MCA_btl_tcp_if_include, or set DLJOB_COLLECTIVES=ring; TCP "
 				 "interface: %s", timeout_s, p->tcp_if.note);
 		else
-			snprintf(err, errlen, "%s", e);
+			dl_errf(err, errlen, "%s", e);
 		goto out;
 	}
 	MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "common/err.h"
 #include "world/world_int.h"
 
 struct dl_ring {
@@ -32,7 +33,7 @@ static int failed(const struct dl_ring *t, char *err, size_t errlen)
 {
 	if (!t->st->failed)
 		return 0;
-	snprintf(err, errlen, "%s", t->st->why);
+	dl_errf(err, errlen, "%s", t->st->why);
 	return 1;
 }
 
@@ -45,11 +46,11 @@ static int ring_broken(struct dl_ring *t, int peer, const char *what, char *err,
 	double until = dl_now() + 2.0;
 	while (dl_now() < until)
 		if (dl_star_pump(t->st, 50, e, sizeof(e)) < 0) {
-			snprintf(err, errlen, "%s", e);
+			dl_errf(err, errlen, "%s", e);
 			return -1;
 		}
 	dl_star_name(t->st, peer, name, sizeof(name));
-	snprintf(err, errlen, "%s died or was killed (its ring connection %s)", name, what);
+	dl_errf(err, errlen, "%s died or was killed (its ring connection %s)", name, what);
 	dl_star_abort(t->st, err);
 	return -1;
 }
@@ -80,7 +81,7 @@ static int ring_step(struct dl_ring *t, const unsigned char *sbuf, size_t slen,
 		}
 		int r = poll(pf, (nfds_t)np, 50);
 		if (r < 0 && errno != EINTR) {
-			snprintf(err, errlen, "%s: poll: %s", op, strerror(errno));
+			dl_errf(err, errlen, "%s: poll: %s", op, strerror(errno));
 			return -1;
 		}
 		if (si >= 0 && pf[si].revents) {
@@ -108,7 +109,7 @@ static int ring_step(struct dl_ring *t, const unsigned char *sbuf, size_t slen,
 			}
 		}
 		if (dl_star_pump(t->st, 0, e, sizeof(e)) < 0) {
-			snprintf(err, errlen, "%s", e);
+			dl_errf(err, errlen, "%s", e);
 			return -1;
 		}
 		if (dl_now() > deadline) {
@@ -164,7 +165,7 @@ static int ring_allreduce(struct dl_comm *c, void *vbuf, size_t n, size_t esize,
 	if (need > t->tmp_cap) {
 		unsigned char *nb = realloc(t->tmp, need);
 		if (!nb) {
-			snprintf(err, errlen, "%s: out of memory for a %zu-byte chunk", op, need);
+			dl_errf(err, errlen, "%s: out of memory for a %zu-byte chunk", op, need);
 			return -1;
 		}
 		t->tmp = nb;
@@ -284,7 +285,7 @@ static int ring_out_step(struct dl_ring *t, struct ring_out *o, int next, char *
 
 	dl_star_name(st, next, name, sizeof(name));
 	if (ring_read(t->next_fd, o->buf, &o->got, want) < 0) {
-		snprintf(err, errlen, "ring: %s closed the connection during the handshake (%s)",
+		dl_errf(err, errlen, "ring: %s closed the connection during the handshake (%s)",
 			 name, o->state == 0 ? "before its greeting" : "before its proof");
 		return -2;
 	}
@@ -293,7 +294,7 @@ static int ring_out_step(struct dl_ring *t, struct ring_out *o, int next, char *
 	if (o->state == 0) {
 		uint8_t hello[RING_HELLO_LEN];
 		if (dl_star_parse_greeting(o->buf, DL_GREETING_LEN, ROLE_RING, o->theirs) < 0) {
-			snprintf(err, errlen, "ring: the program at %s's ring address is not a dljob "
+			dl_errf(err, errlen, "ring: the program at %s's ring address is not a dljob "
 				 "rank (it sent no ring greeting)", name);
 			return -1;
 		}
@@ -305,7 +306,7 @@ static int ring_out_step(struct dl_ring *t, struct ring_out *o, int next, char *
 			    hello + 8 + DL_NONCE_LEN);
 		if (dl_write_full(t->next_fd, hello, sizeof(hello), dl_now() + DL_HANDSHAKE_S, e,
 				  sizeof(e)) < 0) {
-			snprintf(err, errlen, "ring: sending to %s: %s", name, e);
+			dl_errf(err, errlen, "ring: sending to %s: %s", name, e);
 			return -1;
 		}
 		o->state = 1;
@@ -315,7 +316,7 @@ static int ring_out_step(struct dl_ring *t, struct ring_out *o, int next, char *
 	if (dl_get32(o->buf) != RING_MAGIC ||
 	    !dl_auth_check(&st->auth, "dljob ring proof", o->mine, o->theirs, ints, 2, NULL, 0,
 			   o->buf + 4)) {
-		snprintf(err, errlen, "ring: the process at %s's ring address could not prove it "
+		dl_errf(err, errlen, "ring: the process at %s's ring address could not prove it "
 			 "knows the job secret (a stranger?)", name);
 		return -1;
 	}
@@ -354,7 +355,7 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 
 	t = calloc(1, sizeof(*t));
 	if (!t) {
-		snprintf(err, errlen, "out of memory");
+		dl_errf(err, errlen, "out of memory");
 		return -1;
 	}
 	t->st = st;
@@ -411,7 +412,7 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 			pf[np++] = (struct pollfd){ .fd = t->next_fd, .events = POLLIN };
 		}
 		if (poll(pf, (nfds_t)np, 20) < 0 && errno != EINTR) {
-			snprintf(err, errlen, "ring: poll: %s", strerror(errno));
+			dl_errf(err, errlen, "ring: poll: %s", strerror(errno));
 			goto bad;
 		}
 		if (oi >= 0 && pf[oi].revents) {
@@ -451,13 +452,13 @@ int dl_ring_open(struct dl_star *st, int rfd, double timeout_s, struct dl_comm *
 		if (now >= rd) {
 			dl_star_name(st, out.state != 2 ? next : prev, name, sizeof(name));
 			if (out.state != 2 && closed)
-				snprintf(err, errlen, "ring: %s closed this rank's connection %d times during "
+				dl_errf(err, errlen, "ring: %s closed this rank's connection %d times during "
 					 "the handshake (the first: %s; a flood of connections to its ring "
 					 "listener?)", name, closed, closed_why);
 			else if (out.state != 2 && t->next_fd < 0)
-				snprintf(err, errlen, "ring: cannot connect to %s: %s", name, ce);
+				dl_errf(err, errlen, "ring: cannot connect to %s: %s", name, ce);
 			else
-				snprintf(err, errlen, out.state != 2 ? "ring: %s did not answer the handshake" :
+				dl_errf(err, errlen, out.state != 2 ? "ring: %s did not answer the handshake" :
 					 "ring: %s never connected", name);
 			goto bad;
 		}

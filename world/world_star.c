@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/err.h"
 #include "world/world_int.h"
 
 #define STAR_MAGIC 0x646c6a32u /* "dlj2" */
@@ -82,12 +83,12 @@ int dl_star_parse_hello(const uint8_t *buf, size_t len, struct dl_hello_view *h,
 			size_t errlen)
 {
 	if (len != DL_HELLO_LEN) {
-		snprintf(err, errlen, "hello of %zu bytes, not %d", len, DL_HELLO_LEN);
+		dl_errf(err, errlen, "hello of %zu bytes, not %d", len, DL_HELLO_LEN);
 		return -1;
 	}
 	memset(h, 0, sizeof(*h));
 	if (dl_get32(buf) != STAR_MAGIC) {
-		snprintf(err, errlen, "not a dljob hello");
+		dl_errf(err, errlen, "not a dljob hello");
 		return -1;
 	}
 	h->rank = dl_get32(buf + 4);
@@ -97,7 +98,7 @@ int dl_star_parse_hello(const uint8_t *buf, size_t len, struct dl_hello_view *h,
 	memcpy(h->nonce, buf + 16 + DL_NODE_MAX, DL_NONCE_LEN);
 	memcpy(h->mac, buf + 16 + DL_NODE_MAX + DL_NONCE_LEN, DL_MAC_LEN);
 	if (h->ring_port > 65535) {
-		snprintf(err, errlen, "ring port %u", h->ring_port);
+		dl_errf(err, errlen, "ring port %u", h->ring_port);
 		return -1;
 	}
 	return 0;
@@ -107,7 +108,7 @@ int dl_star_parse_table(const uint8_t *buf, size_t len, int size, struct dl_peer
 			char *err, size_t errlen)
 {
 	if (size < 1 || size > DL_WORLD_MAX || len != (size_t)DL_TABLE_ENTRY_LEN * (size_t)size) {
-		snprintf(err, errlen, "a table of %zu bytes for %d ranks", len, size);
+		dl_errf(err, errlen, "a table of %zu bytes for %d ranks", len, size);
 		return -1;
 	}
 	for (int r = 0; r < size; r++) {
@@ -116,7 +117,7 @@ int dl_star_parse_table(const uint8_t *buf, size_t len, int size, struct dl_peer
 		uint32_t fam = dl_get32(e), port = dl_get32(e + 4);
 		memset(a, 0, sizeof(*a));
 		if (port > 65535 || (fam != AF_INET && fam != AF_INET6)) {
-			snprintf(err, errlen, "entry %d: family %u, port %u", r, fam, port);
+			dl_errf(err, errlen, "entry %d: family %u, port %u", r, fam, port);
 			return -1;
 		}
 		if (fam == AF_INET6) {
@@ -203,8 +204,7 @@ static void tell_all(struct dl_star *st, int skip)
 
 static int fail(struct dl_star *st, char *err, size_t errlen)
 {
-	snprintf(err, errlen, "%s", st->why);
-	return -1;
+	return dl_errf(err, errlen, "%s", st->why);
 }
 
 /* The job is over for the reason in why (already set): tell the others. */
@@ -342,7 +342,7 @@ int dl_star_pump(struct dl_star *st, int timeout_ms, char *err, size_t errlen)
 	}
 	int r = poll(np ? pf : NULL, (nfds_t)np, timeout_ms);
 	if (r < 0 && errno != EINTR) {
-		snprintf(err, errlen, "poll: %s", strerror(errno));
+		dl_errf(err, errlen, "poll: %s", strerror(errno));
 		return -1;
 	}
 	check_stopped(st);
@@ -400,7 +400,7 @@ int dl_star_send(struct dl_star *st, int peer, int type, const void *p, size_t l
 		return fail(st, err, errlen);
 	if (st->fd[peer] < 0) {
 		dl_star_name(st, peer, name, sizeof(name));
-		snprintf(err, errlen, "no connection to %s", name);
+		dl_errf(err, errlen, "no connection to %s", name);
 		return -1;
 	}
 	for (int k = 0; k < 2; k++) {
@@ -416,12 +416,12 @@ int dl_star_send(struct dl_star *st, int peer, int type, const void *p, size_t l
 				if (dl_star_pump(st, 100, err, errlen) < 0)
 					return -1;
 				dl_star_name(st, peer, name, sizeof(name));
-				snprintf(err, errlen, "sending to %s: %s", name, strerror(errno));
+				dl_errf(err, errlen, "sending to %s: %s", name, strerror(errno));
 				return -1;
 			}
 			if (dl_now() >= deadline) {
 				dl_star_name(st, peer, name, sizeof(name));
-				snprintf(err, errlen, "timed out sending to %s", name);
+				dl_errf(err, errlen, "timed out sending to %s", name);
 				return -1;
 			}
 			/* Keep reading while the peer's buffer is full: two ranks that
@@ -457,7 +457,7 @@ int dl_star_recv(struct dl_star *st, int peer, int type, void **p, size_t *len,
 		if (n > 0 && (int)htype == type) {
 			*p = malloc(hlen ? hlen : 1);
 			if (!*p) {
-				snprintf(err, errlen, "out of memory for a %u-byte message", hlen);
+				dl_errf(err, errlen, "out of memory for a %u-byte message", hlen);
 				return -1;
 			}
 			memcpy(*p, in->buf + sizeof(struct msg_hdr), hlen);
@@ -469,19 +469,19 @@ int dl_star_recv(struct dl_star *st, int peer, int type, void **p, size_t *len,
 			return fail(st, err, errlen);
 		if (n != 0) {
 			dl_star_name(st, peer, name, sizeof(name));
-			snprintf(err, errlen, "%s sent control message %u where %d was due "
+			dl_errf(err, errlen, "%s sent control message %u where %d was due "
 				 "(ranks out of step?)", name, htype, type);
 			return -1;
 		}
 		double left = deadline - dl_now();
 		if (left <= 0) {
 			dl_star_name(st, peer, name, sizeof(name));
-			snprintf(err, errlen, "timed out waiting for %s", name);
+			dl_errf(err, errlen, "timed out waiting for %s", name);
 			return -2;
 		}
 		if (st->fd[peer] < 0) {
 			dl_star_name(st, peer, name, sizeof(name));
-			snprintf(err, errlen, "%s has closed its connection", name);
+			dl_errf(err, errlen, "%s has closed its connection", name);
 			return -1;
 		}
 		/* On failure, look at the inbox once more: what arrived first
@@ -496,7 +496,7 @@ int dl_star_init(struct dl_star *st, int rank, int size, char *err, size_t errle
 {
 	memset(st, 0, sizeof(*st));
 	if (size < 1 || size > DL_WORLD_MAX || rank < 0 || rank >= size) {
-		snprintf(err, errlen, "rank %d of a world of %d (at most %d ranks)", rank, size,
+		dl_errf(err, errlen, "rank %d of a world of %d (at most %d ranks)", rank, size,
 			 DL_WORLD_MAX);
 		return -1;
 	}
@@ -521,7 +521,7 @@ int dl_star_init(struct dl_star *st, int rank, int size, char *err, size_t errle
 		free(st->stuck);
 		free(st->peer);
 		memset(st, 0, sizeof(*st));
-		snprintf(err, errlen, "out of memory for a world of %d ranks", size);
+		dl_errf(err, errlen, "out of memory for a world of %d ranks", size);
 		return -1;
 	}
 	for (int i = 0; i < size; i++)
@@ -683,17 +683,17 @@ static int open_root(struct dl_star *st, int lfd, int *ring_fd, const char *node
 	pd = calloc(PENDING_MAX, sizeof(*pd));
 	pf = calloc(PENDING_MAX + 1, sizeof(*pf));
 	if (!pa || !rport || !tab || !pd || !pf) {
-		snprintf(err, errlen, "out of memory for a world of %d ranks", st->size);
+		dl_errf(err, errlen, "out of memory for a world of %d ranks", st->size);
 		goto out;
 	}
 	snprintf(st->peer[0].node, sizeof(st->peer[0].node), "%s", node);
 	if (getsockname(lfd, (struct sockaddr *)&me, &ml) < 0) {
-		snprintf(err, errlen, "getsockname: %s", strerror(errno));
+		dl_errf(err, errlen, "getsockname: %s", strerror(errno));
 		goto out;
 	}
 	if (ring_fd) {
 		if ((*ring_fd = dl_listen_addr(&me, e, sizeof(e))) < 0) {
-			snprintf(err, errlen, "rank 0: ring listener: %s", e);
+			dl_errf(err, errlen, "rank 0: ring listener: %s", e);
 			goto out;
 		}
 		ring_port = dl_local_port(*ring_fd);
@@ -750,7 +750,7 @@ static int open_root(struct dl_star *st, int lfd, int *ring_fd, const char *node
 		for (int k = 0; k < npend; k++)
 			pf[k + 1] = (struct pollfd){ .fd = pd[k].fd, .events = POLLIN };
 		if (poll(pf, (nfds_t)npend + 1, 20) < 0 && errno != EINTR) {
-			snprintf(err, errlen, "poll: %s", strerror(errno));
+			dl_errf(err, errlen, "poll: %s", strerror(errno));
 			goto out;
 		}
 		now = dl_now();
@@ -788,19 +788,19 @@ static int open_root(struct dl_star *st, int lfd, int *ring_fd, const char *node
 		if (dl_star_send(st, r, DL_MSG_TABLE, tab, (size_t)DL_TABLE_ENTRY_LEN * (size_t)st->size,
 				 deadline, e, sizeof(e)) < 0) {
 			dl_star_name(st, r, name, sizeof(name));
-			snprintf(err, errlen, "rendezvous: sending the table to %s: %s", name, e);
+			dl_errf(err, errlen, "rendezvous: sending the table to %s: %s", name, e);
 			goto out;
 		}
 	}
 	if (dl_star_parse_table(tab, (size_t)DL_TABLE_ENTRY_LEN * (size_t)st->size, st->size,
 				st->peer, e, sizeof(e)) < 0) {
-		snprintf(err, errlen, "rendezvous: own table: %s", e);
+		dl_errf(err, errlen, "rendezvous: own table: %s", e);
 		goto out;
 	}
 	rv = 0;
 	goto out;
 failed:
-	snprintf(err, errlen, "%s", st->why);
+	dl_errf(err, errlen, "%s", st->why);
 out:
 	for (int k = 0; k < npend; k++)
 		close(pd[k].fd);
@@ -835,7 +835,7 @@ static int handshake_root(struct dl_star *st, int fd, int port, int *ring_fd, co
 		ok = dl_read_full(fd, g + 8, sizeof(g) - 8, gd, &more, e, sizeof(e)) == 0;
 	got += more;
 	if (dl_stopped()) {
-		snprintf(err, errlen, "rank %d was stopped by signal %d while joining rank 0",
+		dl_errf(err, errlen, "rank %d was stopped by signal %d while joining rank 0",
 			 st->rank, dl_stopped());
 		close(fd);
 		return -1;
@@ -844,7 +844,7 @@ static int handshake_root(struct dl_star *st, int fd, int port, int *ring_fd, co
 		/* Closed before a word: rank 0 pushed this connection out in a
 		 * flood of strangers (the next round comes back), or a program
 		 * that says nothing. */
-		snprintf(err, errlen, "port %d: the program listening there sent no dljob greeting "
+		dl_errf(err, errlen, "port %d: the program listening there sent no dljob greeting "
 			 "(%s): another program holds it, or rank 0 is stuck", port, e);
 		close(fd);
 		return 0;
@@ -852,7 +852,7 @@ static int handshake_root(struct dl_star *st, int fd, int port, int *ring_fd, co
 	if (got < sizeof(g) || dl_star_parse_greeting(g, sizeof(g), ROLE_STAR, n0) < 0) {
 		char text[24];
 		dl_wire_text(text, sizeof(text), g, got < 16 ? got : 16);
-		snprintf(err, errlen, "port %d: the program listening there is not a dljob rank 0 "
+		dl_errf(err, errlen, "port %d: the program listening there is not a dljob rank 0 "
 			 "(it sent \"%s\"): another program holds it", port, text);
 		goto bad;
 	}
@@ -861,7 +861,7 @@ static int handshake_root(struct dl_star *st, int fd, int port, int *ring_fd, co
 		socklen_t ml = sizeof(me);
 		if (getsockname(fd, (struct sockaddr *)&me, &ml) < 0 ||
 		    (*ring_fd = dl_listen_addr(&me, e, sizeof(e))) < 0) {
-			snprintf(err, errlen, "rank %d: ring listener: %s", st->rank, e);
+			dl_errf(err, errlen, "rank %d: ring listener: %s", st->rank, e);
 			goto bad;
 		}
 	}
@@ -873,7 +873,7 @@ static int handshake_root(struct dl_star *st, int fd, int port, int *ring_fd, co
 	ints[1] = (uint32_t)st->size;
 	ints[2] = ring_fd ? (uint32_t)dl_local_port(*ring_fd) : 0;
 	if (star_end(fd, 0, ints + 3) < 0) {
-		snprintf(err, errlen, "port %d: getpeername: %s", port, strerror(errno));
+		dl_errf(err, errlen, "port %d: getpeername: %s", port, strerror(errno));
 		goto bad;
 	}
 	dl_put32(hello, STAR_MAGIC);
@@ -889,7 +889,7 @@ static int handshake_root(struct dl_star *st, int fd, int port, int *ring_fd, co
 		hd = deadline; /* a stranger that greets and then waits must not hold it longer */
 	if (dl_write_full(fd, hello, sizeof(hello), hd, e, sizeof(e)) < 0 ||
 	    dl_read_full(fd, proof, sizeof(proof), hd, &got, e, sizeof(e)) < 0) {
-		snprintf(err, errlen, "port %d: the dljob rank 0 there refused rank %d's proof (%s): "
+		dl_errf(err, errlen, "port %d: the dljob rank 0 there refused rank %d's proof (%s): "
 			 "it is another step's rank 0, a stranger, or DLJOB_JOB_SECRET differs", port,
 			 st->rank, e);
 		goto bad;
@@ -897,7 +897,7 @@ static int handshake_root(struct dl_star *st, int fd, int port, int *ring_fd, co
 	ints[2] = ints[0];
 	if (dl_get32(proof) != STAR_MAGIC ||
 	    !dl_auth_check(&st->auth, "dljob star proof", mine, n0, ints + 2, 6, NULL, 0, proof + 4)) {
-		snprintf(err, errlen, "port %d: the process there could not prove it knows the job "
+		dl_errf(err, errlen, "port %d: the process there could not prove it knows the job "
 			 "secret: not this job's rank 0 (a stranger on MASTER_PORT?)", port);
 		goto bad;
 	}
@@ -925,7 +925,7 @@ static int join_root(struct dl_star *st, const char *host, int port, int nports,
 	int fd = -1;
 
 	if (dl_resolve(host, &res, e, sizeof(e)) < 0) {
-		snprintf(err, errlen, "rank %d cannot reach rank 0: %s", st->rank, e);
+		dl_errf(err, errlen, "rank %d cannot reach rank 0: %s", st->rank, e);
 		return -1;
 	}
 	/* What host is here, for the messages: a name that this node resolves
@@ -950,7 +950,7 @@ static int join_root(struct dl_star *st, const char *host, int port, int nports,
 			int retry, rc;
 			fd = dl_connect_once(res, port + k, deadline, &retry, e, sizeof(e));
 			if (fd < 0 && !retry) {
-				snprintf(err, errlen, "rank %d cannot reach rank 0: cannot connect to "
+				dl_errf(err, errlen, "rank %d cannot reach rank 0: cannot connect to "
 					 "%s (%s) port %d: %s", st->rank, host, at, port + k, e);
 				goto out;
 			}
@@ -967,7 +967,7 @@ static int join_root(struct dl_star *st, const char *host, int port, int nports,
 				goto out;
 			fd = -1;
 			if (rc < 0) {
-				snprintf(err, errlen, "%s", he);
+				dl_errf(err, errlen, "%s", he);
 				goto out;
 			}
 			if (k == 0) {
@@ -976,7 +976,7 @@ static int join_root(struct dl_star *st, const char *host, int port, int nports,
 			}
 		}
 		if (dl_stopped()) {
-			snprintf(err, errlen, "rank %d was stopped by signal %d while joining rank 0",
+			dl_errf(err, errlen, "rank %d was stopped by signal %d while joining rank 0",
 				 st->rank, dl_stopped());
 			goto out;
 		}
@@ -988,10 +988,10 @@ static int join_root(struct dl_star *st, const char *host, int port, int nports,
 			pause *= 2;
 	}
 	if (nports > 1)
-		snprintf(err, errlen, "rank %d found no rank 0 of this job at %s (%s) ports %d-%d "
+		dl_errf(err, errlen, "rank %d found no rank 0 of this job at %s (%s) ports %d-%d "
 			 "before the timeout (%s)", st->rank, host, at, port, port + nports - 1, first);
 	else
-		snprintf(err, errlen, "rank %d found no rank 0 of this job at %s (%s) before the "
+		dl_errf(err, errlen, "rank %d found no rank 0 of this job at %s (%s) before the "
 			 "timeout (%s)", st->rank, host, at, first);
 out:
 	freeaddrinfo(res);
@@ -1025,16 +1025,16 @@ int dl_star_open(struct dl_star *st, int rank, int size, int lfd, const char *ho
 	 * rank 0 does, plus a little for its answer to travel. */
 	int rc = dl_star_recv(st, 0, DL_MSG_TABLE, &p, &len, deadline + 2.0, e, sizeof(e));
 	if (rc == -2) {
-		snprintf(err, errlen, "rendezvous at %s:%d: no table from rank 0 before the timeout",
+		dl_errf(err, errlen, "rendezvous at %s:%d: no table from rank 0 before the timeout",
 			 host, port);
 		goto out;
 	}
 	if (rc < 0) {
-		snprintf(err, errlen, "rendezvous at %s:%d: %s", host, port, e);
+		dl_errf(err, errlen, "rendezvous at %s:%d: %s", host, port, e);
 		goto out;
 	}
 	if (dl_star_parse_table(p, len, size, st->peer, e, sizeof(e)) < 0) {
-		snprintf(err, errlen, "rendezvous: rank 0 sent %s", e);
+		dl_errf(err, errlen, "rendezvous: rank 0 sent %s", e);
 		goto out;
 	}
 	rv = 0;
@@ -1072,7 +1072,7 @@ timeout_or_bad:
 	if (rc == -2)
 		return dl_star_timeout(st, "barrier", err, errlen);
 bad:
-	snprintf(err, errlen, "barrier: %s", e);
+	dl_errf(err, errlen, "barrier: %s", e);
 	return -1;
 }
 
@@ -1086,7 +1086,7 @@ int dl_star_exchange(struct dl_star *st, const void *mine, size_t len, void *all
 	int rv = -1, rc;
 
 	if (len > DL_STAR_MSG_MAX / (size_t)st->size) {
-		snprintf(err, errlen, "exchange: %d x %zu bytes is more than the %u MiB a control "
+		dl_errf(err, errlen, "exchange: %d x %zu bytes is more than the %u MiB a control "
 			 "message may carry", st->size, len, DL_STAR_MSG_MAX >> 20);
 		return -1;
 	}
@@ -1129,7 +1129,7 @@ timeout_or_bad:
 		goto out;
 	}
 bad:
-	snprintf(err, errlen, "exchange: %s", e);
+	dl_errf(err, errlen, "exchange: %s", e);
 out:
 	free(p);
 	return rv;
@@ -1195,7 +1195,7 @@ int dl_star_timeout(struct dl_star *st, const char *what, char *err, size_t errl
 	if (st->failed)
 		return fail(st, err, errlen);
 	if (!st->fd) {
-		snprintf(err, errlen, "%s: no progress for %g s", what, st->timeout_s);
+		dl_errf(err, errlen, "%s: no progress for %g s", what, st->timeout_s);
 		return -1;
 	}
 	if (st->rank == 0) {
@@ -1217,7 +1217,7 @@ int dl_star_timeout(struct dl_star *st, const char *what, char *err, size_t errl
 	snprintf(e, sizeof(e), "%s: no progress for %g s, and %s did not answer either "
 		 "(hung or stopped?)", what, st->timeout_s, name);
 	dl_star_abort(st, e);
-	snprintf(err, errlen, "%s", e);
+	dl_errf(err, errlen, "%s", e);
 	return -1;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "common/err.h"
 #include "common/master.h"
 #include "world/world_int.h"
 
@@ -23,7 +24,7 @@ static int tcp_exchange(struct dl_world *w, const void *mine, size_t len, void *
 	struct tcp_world *t = w->impl;
 	t->star.seq++;
 	if (t->star.failed) {
-		snprintf(err, errlen, "%s", t->star.why);
+		dl_errf(err, errlen, "%s", t->star.why);
 		return -1;
 	}
 	if (dl_star_exchange(&t->star, mine, len, all, t->timeout_s, err, errlen) < 0) {
@@ -79,7 +80,7 @@ int dl_world_tcp_open(struct dl_world *w, const struct dl_world_env *env, double
 		return -1;
 	t = calloc(1, sizeof(*t));
 	if (!t) {
-		snprintf(err, errlen, "out of memory");
+		dl_errf(err, errlen, "out of memory");
 		return -1;
 	}
 	t->timeout_s = timeout_s;
@@ -92,7 +93,7 @@ int dl_world_tcp_open(struct dl_world *w, const struct dl_world_env *env, double
 	int tries = dl_master_port_tries(env->master_port), port = env->master_port;
 	for (int k = 0; rank == 0 && lfd < 0; k++) {
 		if (k == tries) {
-			snprintf(err, errlen, "rank 0 on %s: MASTER_ADDR=%s: MASTER_PORT=%d and the "
+			dl_errf(err, errlen, "rank 0 on %s: MASTER_ADDR=%s: MASTER_PORT=%d and the "
 				 "next %d ports are all in use (%s)", env->node, env->master_addr,
 				 env->master_port, tries - 1, e);
 			goto out;
@@ -101,7 +102,7 @@ int dl_world_tcp_open(struct dl_world *w, const struct dl_world_env *env, double
 		lfd = dl_listen_host("MASTER_ADDR", env->master_addr, port, env->other_node, note,
 				     sizeof(note), e, sizeof(e));
 		if (lfd == -1) {
-			snprintf(err, errlen, "rank 0 on %s: MASTER_ADDR=%s MASTER_PORT=%d: %s",
+			dl_errf(err, errlen, "rank 0 on %s: MASTER_ADDR=%s MASTER_PORT=%d: %s",
 				 env->node, env->master_addr, port, e);
 			goto out;
 		}
@@ -120,7 +121,7 @@ int dl_world_tcp_open(struct dl_world *w, const struct dl_world_env *env, double
 		snprintf(at, sizeof(at), "%s", env->master_addr);
 	if (dl_star_open(&t->star, rank, size, lfd, at, env->master_port, tries,
 			 &rfd, env->node, &auth, deadline, e, sizeof(e)) < 0) {
-		snprintf(err, errlen, "%s", e);
+		dl_errf(err, errlen, "%s", e);
 		goto out;
 	}
 	t->star.timeout_s = timeout_s;

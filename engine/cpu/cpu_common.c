@@ -10,6 +10,7 @@
 
 #include <oneapi/dnnl/dnnl_debug.h>
 
+#include "common/err.h"
 #include "engine/cpu/cpu_common.h"
 
 /* Huge pages for the large buffers (activations, their gradients, the
@@ -46,14 +47,14 @@ void *cpu_aligned_alloc(size_t bytes)
 
 void cpu_fail(struct cpu_ctx *c, const char *file, int line, const char *call, dnnl_status_t st)
 {
-	snprintf(c->err, sizeof(c->err), "%s:%d: %s: %s", file, line, call, dnnl_status2str(st));
+	dl_errf(c->err, sizeof(c->err), "%s:%d: %s: %s", file, line, call, dnnl_status2str(st));
 }
 
 void cpu_errf(struct cpu_ctx *c, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(c->err, sizeof(c->err), fmt, ap);
+	dl_verrf(c->err, sizeof(c->err), fmt, ap);
 	va_end(ap);
 }
 

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <time.h>
 
+#include "common/err.h"
 #include "engine/comm_async.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_layers.h"
@@ -382,13 +383,13 @@ static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_b
 	struct cpu_ctx *c = NULL;
 	int *seen = NULL, *slot = NULL;
 	if (!b) {
-		snprintf(err, errlen, "cpu backend: out of memory");
+		dl_errf(err, errlen, "cpu backend: out of memory");
 		return NULL;
 	}
 	b->g = g;
 	b->n = n;
 	if (cpu_ctx_init(&b->c) < 0) {
-		snprintf(err, errlen, "%s", b->c.err);
+		dl_errf(err, errlen, "%s", b->c.err);
 		cpu_destroy(b);
 		return NULL;
 	}
@@ -598,7 +599,7 @@ static struct dl_backend *cpu_build(struct dl_graph *g, int n, const struct dl_b
 	free(slot);
 	return b;
 fail:
-	snprintf(err, errlen, "%s", c->err);
+	dl_errf(err, errlen, "%s", c->err);
 	free(seen);
 	free(slot);
 	cpu_destroy(b);
@@ -675,12 +676,12 @@ struct dl_backend *dl_cpu_create(struct dl_graph *g, int n, const struct dl_back
 	if (!o)
 		o = &def;
 	if (o->precision != DL_FP32 && o->precision != DL_BF16) {
-		snprintf(err, errlen, "--precision %s is not supported by the cpu backend (fp32 or bf16)",
+		dl_errf(err, errlen, "--precision %s is not supported by the cpu backend (fp32 or bf16)",
 			 dl_precision_name(o->precision));
 		return NULL;
 	}
 	if (o->device) {
-		snprintf(err, errlen, "--gpu %s is not supported by the cpu backend", o->device);
+		dl_errf(err, errlen, "--gpu %s is not supported by the cpu backend", o->device);
 		return NULL;
 	}
 	if (dl_optim_config_check(&o->optim, err, errlen) < 0)
@@ -713,12 +714,12 @@ struct dl_backend *dl_cpu_create(struct dl_graph *g, int n, const struct dl_back
 	free(count);
 	count = NULL;
 	if (res_load(b, NULL) < 0 || same_layouts(b, o->comm) < 0) {
-		snprintf(err, errlen, "%s", b->err);
+		dl_errf(err, errlen, "%s", b->err);
 		goto fail;
 	}
 	return b;
 oom:
-	snprintf(err, errlen, "cpu backend: out of memory for the training state");
+	dl_errf(err, errlen, "cpu backend: out of memory for the training state");
 fail:
 	free(count);
 	cpu_destroy(b);

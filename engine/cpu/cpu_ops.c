@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
 #include "engine/backend.h"
 #include "engine/cpu/cpu_layers.h"
 #include "engine/cpu/cpu_ops.h"
@@ -47,7 +48,7 @@ static int blocked(struct cpu_ctx *c, dnnl_memory_desc_t *md, int n, int ch, int
 static int finish(struct cpu_ctx *c, int rv, char *err, size_t errlen)
 {
 	if (rv < 0)
-		snprintf(err, errlen, "%s", c->err[0] ? c->err : "cpu op failed");
+		dl_errf(err, errlen, "%s", c->err[0] ? c->err : "cpu op failed");
 	cpu_ctx_destroy(c);
 	return rv;
 }
@@ -155,7 +156,7 @@ int cpu_conv_bf16(int mode, const float *x, const float *w, const float *dy, flo
 		  size_t errlen)
 {
 	if (mode < 0 || mode > 2) {
-		snprintf(err, errlen, "cpu_conv_bf16: mode %d is not 0, 1 or 2", mode);
+		dl_errf(err, errlen, "cpu_conv_bf16: mode %d is not 0, 1 or 2", mode);
 		return -1;
 	}
 	return conv_run((enum conv_mode)mode, x, w, dy, out, n, ci, h, wd, co, k, stride, pad, 1, 0,
@@ -167,7 +168,7 @@ int cpu_conv_algo(int mode, int algo, const float *x, const float *w, const floa
 		  int *winograd, char *err, size_t errlen)
 {
 	if (mode < 0 || mode > 2) {
-		snprintf(err, errlen, "cpu_conv_algo: mode %d is not 0, 1 or 2", mode);
+		dl_errf(err, errlen, "cpu_conv_algo: mode %d is not 0, 1 or 2", mode);
 		return -1;
 	}
 	return conv_run((enum conv_mode)mode, x, w, dy, out, n, ci, h, wd, co, k, stride, pad, 0,
@@ -370,7 +371,7 @@ int cpu_maxpool(const float *x, const float *dy, float *y, float *dx, int n, int
 		int k, int stride, int pad, char *err, size_t errlen)
 {
 	if (k < 1) {
-		snprintf(err, errlen, "cpu_maxpool: kernel %d must be >= 1", k);
+		dl_errf(err, errlen, "cpu_maxpool: kernel %d must be >= 1", k);
 		return -1;
 	}
 	return pool_run(x, dy, y, dx, n, ch, h, w, k, stride, pad, err, errlen);

@@ -8,6 +8,7 @@
 
 #include <omp.h>
 
+#include "common/err.h"
 #include "engine/cpu/cpu_wino_int.h"
 
 /* u (6x6) = G g G^T for a 3x3 filter g (row-major); flipped: g rotated by
@@ -117,7 +118,7 @@ size_t cpu_wino_plan(struct cpu_wino *wg, enum cpu_wino_path path, int n, int c,
 	memset(wg, 0, sizeof(*wg));
 	if (n < 1 || h < 1 || w < 1 || !cpu_wino_shape_ok(c, k, 3, 1, 1) ||
 	    (path != CPU_WINO_GROUP && (c % 64 || k % 64))) {
-		snprintf(err, errlen, "%s:%d: winograd: bad shape n=%d c=%d k=%d %dx%d", __FILE__,
+		dl_errf(err, errlen, "%s:%d: winograd: bad shape n=%d c=%d k=%d %dx%d", __FILE__,
 			 __LINE__, n, c, k, h, w);
 		return 0;
 	}

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
 #include "engine/cuda/cuda_arena.h"
 #include "engine/cuda/cuda_plan.h"
 #include "engine/cuda/cuda_types.h"
@@ -108,7 +109,7 @@ int dlc_arena_plan(const struct dl_graph *g, const struct dlc_arena_in *in, stru
 	if (dl_mp_init(mp, end + 1, DLC_ARENA_ALIGN, err, errlen))
 		goto out;
 	if (!apply_by || !life) {
-		snprintf(err, errlen, "cuda arena plan: out of memory");
+		dl_errf(err, errlen, "cuda arena plan: out of memory");
 		goto out;
 	}
 	dlc_plan_bn_add(g, apply_by);
@@ -142,7 +143,7 @@ int dlc_arena_plan(const struct dl_graph *g, const struct dlc_arena_in *in, stru
 		if (d->kind == DL_NODE_CONV) {
 			const struct dl_tensor_f32 *p = &g->params[d->param[0]];
 			if (p->ndim != 4) {
-				snprintf(err, errlen, "cuda arena plan: conv weight %s is not 4-d", p->name);
+				dl_errf(err, errlen, "cuda arena plan: conv weight %s is not 4-d", p->name);
 				goto out;
 			}
 			KEEP((size_t)p->dims[0] * p->dims[2] * p->dims[3] * dlc_arena_cp(g, d->in[0]) * es, DL_MP_WEIGHTS,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
 #include "engine/cuda/cuda_internal.h"
 
 #define FP16_INIT_SCALE 65536.0f /* torch.cuda.amp.GradScaler's init_scale */
@@ -71,31 +72,31 @@ static int select_device(const char *name, char *err, size_t errlen)
 	int ndev = 0, dev = 0;
 	int kind = dlc_parse_device(name, &dev);
 	if (kind < 0) {
-		snprintf(err, errlen, "cuda backend: GPU '%s' is neither a device index nor a PCI bus id", name);
+		dl_errf(err, errlen, "cuda backend: GPU '%s' is neither a device index nor a PCI bus id", name);
 		return -1;
 	}
 	cudaError_t e = cudaGetDeviceCount(&ndev);
 	if (e != cudaSuccess || ndev < 1) {
-		snprintf(err, errlen, "cuda backend: no CUDA device is visible (cudaGetDeviceCount: %s)",
+		dl_errf(err, errlen, "cuda backend: no CUDA device is visible (cudaGetDeviceCount: %s)",
 			 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
 		return -1;
 	}
 	if (kind == 1) {
 		e = cudaDeviceGetByPCIBusId(&dev, name);
 		if (e != cudaSuccess) {
-			snprintf(err, errlen, "cuda backend: no visible CUDA device has PCI bus id %s (%s)", name,
+			dl_errf(err, errlen, "cuda backend: no visible CUDA device has PCI bus id %s (%s)", name,
 				 cudaGetErrorString(e));
 			return -1;
 		}
 	}
 	if (dev >= ndev) {
-		snprintf(err, errlen, "cuda backend: GPU %s, but only %d CUDA device%s visible", name ? name : "0", ndev,
+		dl_errf(err, errlen, "cuda backend: GPU %s, but only %d CUDA device%s visible", name ? name : "0", ndev,
 			 ndev == 1 ? " is" : "s are");
 		return -1;
 	}
 	e = cudaSetDevice(dev);
 	if (e != cudaSuccess) {
-		snprintf(err, errlen, "cuda backend: cudaSetDevice(%d): %s", dev, cudaGetErrorString(e));
+		dl_errf(err, errlen, "cuda backend: cudaSetDevice(%d): %s", dev, cudaGetErrorString(e));
 		return -1;
 	}
 	return dev;
@@ -672,21 +673,21 @@ static void destroy(struct dl_backend *b)
 static int check_opts(const struct dl_backend_opts *o, char *err, size_t errlen)
 {
 	if (o->precision != DL_FP32 && o->precision != DL_BF16 && o->precision != DL_FP16) {
-		snprintf(err, errlen, "precision %d is not supported by the cuda backend (fp32, bf16 or fp16)",
+		dl_errf(err, errlen, "precision %d is not supported by the cuda backend (fp32, bf16 or fp16)",
 			 (int)o->precision);
 		return -1;
 	}
 	if (o->conv_algo != DL_CONV_AUTO) {
-		snprintf(err, errlen, "--conv-algo %s is not supported by the cuda backend (auto only: cuDNN chooses)",
+		dl_errf(err, errlen, "--conv-algo %s is not supported by the cuda backend (auto only: cuDNN chooses)",
 			 o->conv_algo == DL_CONV_DIRECT ? "direct" : o->conv_algo == DL_CONV_WINOGRAD ? "winograd" : "?");
 		return -1;
 	}
 	if (!(o->label_smoothing >= 0.0 && o->label_smoothing < 1.0)) {
-		snprintf(err, errlen, "cuda backend: label smoothing %g is not in [0,1)", o->label_smoothing);
+		dl_errf(err, errlen, "cuda backend: label smoothing %g is not in [0,1)", o->label_smoothing);
 		return -1;
 	}
 	if (o->device && strlen(o->device) >= 64) {
-		snprintf(err, errlen, "cuda backend: device name too long");
+		dl_errf(err, errlen, "cuda backend: device name too long");
 		return -1;
 	}
 	return dl_optim_config_check(&o->optim, err, errlen);
@@ -701,14 +702,14 @@ struct dl_backend *dl_cuda_create_test(struct dl_graph *g, int n, const struct d
 		o = &def;
 	}
 	if (!g || n < 1) {
-		snprintf(err, errlen, "cuda backend: bad graph or batch size %d", n);
+		dl_errf(err, errlen, "cuda backend: bad graph or batch size %d", n);
 		return NULL;
 	}
 	if (check_opts(o, err, errlen))
 		return NULL;
 	struct dl_backend *b = calloc(1, sizeof *b);
 	if (!b) {
-		snprintf(err, errlen, "cuda backend: out of host memory");
+		dl_errf(err, errlen, "cuda backend: out of host memory");
 		return NULL;
 	}
 	b->g = g;
@@ -722,7 +723,7 @@ struct dl_backend *dl_cuda_create_test(struct dl_graph *g, int n, const struct d
 	if (t)
 		b->test = *t;
 	if (setup(b)) {
-		snprintf(err, errlen, "%s", b->err);
+		dl_errf(err, errlen, "%s", b->err);
 		destroy(b);
 		return NULL;
 	}

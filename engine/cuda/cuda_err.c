@@ -8,18 +8,19 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "common/err.h"
 #include "engine/cuda/cuda_internal.h"
 
 void dlc_fail(struct dl_backend *b, const char *file, int line, const char *call, const char *why)
 {
-	snprintf(b->err, sizeof b->err, "%s:%d: %s: %s", file, line, call, why);
+	dl_errf(b->err, sizeof b->err, "%s:%d: %s: %s", file, line, call, why);
 }
 
 void dlc_failf(struct dl_backend *b, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(b->err, sizeof b->err, fmt, ap);
+	dl_verrf(b->err, sizeof b->err, fmt, ap);
 	va_end(ap);
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
 #include "engine/backend.h"
 #include "engine/cuda/cuda_kernels.h"
 #include "engine/cuda/cuda_plan.h"
@@ -20,11 +21,11 @@ int dlc_param_writers(const struct dl_graph *g, int *writer, char *err, size_t e
 			if (p < 0)
 				continue;
 			if (p >= g->n_params) {
-				snprintf(err, errlen, "cuda backend: node %d: bad param index %d", i, p);
+				dl_errf(err, errlen, "cuda backend: node %d: bad param index %d", i, p);
 				return -1;
 			}
 			if (writer[p] >= 0) {
-				snprintf(err, errlen, "cuda backend: param %s is used by nodes %d and %d (shared weights are not supported)",
+				dl_errf(err, errlen, "cuda backend: param %s is used by nodes %d and %d (shared weights are not supported)",
 					 g->params[p].name, writer[p], i);
 				return -1;
 			}
@@ -43,7 +44,7 @@ int dlc_plan_buckets(const struct dl_graph *g, const int *writer, const size_t *
 	struct dlc_bucket *bk = calloc((size_t)g->n_params + 1, sizeof *bk);
 	int n = 0;
 	if (!bk) {
-		snprintf(err, errlen, "cuda backend: out of host memory planning the reduction buckets");
+		dl_errf(err, errlen, "cuda backend: out of host memory planning the reduction buckets");
 		return -1;
 	}
 	int hi = g->n_params - 1;

@@ -15,6 +15,7 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
+#include "common/err.h"
 #include "engine/cuda/nccl_comm.h"
 
 struct dl_nccl {
@@ -54,20 +55,20 @@ static int wait_ready(struct dl_nccl *c, const char *what, char *err, size_t err
 		ncclResult_t st;
 		ncclResult_t r = ncclCommGetAsyncError(c->comm, &st);
 		if (r != ncclSuccess) {
-			snprintf(err, errlen, "nccl: %s: ncclCommGetAsyncError: %s", what, ncclGetErrorString(r));
+			dl_errf(err, errlen, "nccl: %s: ncclCommGetAsyncError: %s", what, ncclGetErrorString(r));
 			abort_comm(c);
 			return -1;
 		}
 		if (st == ncclSuccess)
 			return 0;
 		if (st != ncclInProgress) {
-			snprintf(err, errlen, "nccl: %s failed on rank %d of %d: %s (%s)", what, c->rank, c->size,
+			dl_errf(err, errlen, "nccl: %s failed on rank %d of %d: %s (%s)", what, c->rank, c->size,
 				 ncclGetErrorString(st), ncclGetLastError(c->comm));
 			abort_comm(c);
 			return -1;
 		}
 		if (now_s() > deadline) {
-			snprintf(err, errlen, "nccl: %s on rank %d of %d timed out after %.0f s (a peer is gone or stuck); communicator aborted",
+			dl_errf(err, errlen, "nccl: %s on rank %d of %d timed out after %.0f s (a peer is gone or stuck); communicator aborted",
 				 what, c->rank, c->size, c->timeout_s);
 			abort_comm(c);
 			return -1;
@@ -82,14 +83,14 @@ struct dl_nccl *dl_nccl_create(int rank, int size, dl_blob_bcast_fn bcast, void 
 	ncclUniqueId id;
 	struct dl_nccl *c = NULL;
 	if (size < 1 || rank < 0 || rank >= size || (size > 1 && !bcast)) {
-		snprintf(err, errlen, "nccl: bad rank %d / size %d or no broadcast callback", rank, size);
+		dl_errf(err, errlen, "nccl: bad rank %d / size %d or no broadcast callback", rank, size);
 		return NULL;
 	}
 	memset(&id, 0, sizeof id);
 	if (rank == 0) {
 		ncclResult_t r = ncclGetUniqueId(&id);
 		if (r != ncclSuccess) {
-			snprintf(err, errlen, "nccl: ncclGetUniqueId: %s", ncclGetErrorString(r));
+			dl_errf(err, errlen, "nccl: ncclGetUniqueId: %s", ncclGetErrorString(r));
 			return NULL;
 		}
 	}
@@ -97,7 +98,7 @@ struct dl_nccl *dl_nccl_create(int rank, int size, dl_blob_bcast_fn bcast, void 
 		return NULL;
 	c = calloc(1, sizeof *c);
 	if (!c) {
-		snprintf(err, errlen, "nccl: out of memory");
+		dl_errf(err, errlen, "nccl: out of memory");
 		return NULL;
 	}
 	c->rank = rank;
@@ -107,7 +108,7 @@ struct dl_nccl *dl_nccl_create(int rank, int size, dl_blob_bcast_fn bcast, void 
 	cfg.blocking = 0;
 	ncclResult_t r = ncclCommInitRankConfig(&c->comm, size, id, rank, &cfg);
 	if (r != ncclSuccess && r != ncclInProgress) {
-		snprintf(err, errlen, "nccl: ncclCommInitRankConfig (rank %d of %d): %s", rank, size, ncclGetErrorString(r));
+		dl_errf(err, errlen, "nccl: ncclCommInitRankConfig (rank %d of %d): %s", rank, size, ncclGetErrorString(r));
 		free(c);
 		return NULL;
 	}
@@ -132,14 +133,14 @@ int dl_nccl_size(const struct dl_nccl *c)
 int dl_nccl_allreduce_f32(struct dl_nccl *c, float *buf, size_t n, cudaStream_t s, char *err, size_t errlen)
 {
 	if (c->aborted) {
-		snprintf(err, errlen, "nccl: allreduce on an aborted communicator");
+		dl_errf(err, errlen, "nccl: allreduce on an aborted communicator");
 		return -1;
 	}
 	ncclResult_t r = ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, c->comm, s);
 	if (r == ncclInProgress)
 		return wait_ready(c, "allreduce enqueue", err, errlen);
 	if (r != ncclSuccess) {
-		snprintf(err, errlen, "nccl: ncclAllReduce of %zu floats: %s", n, ncclGetErrorString(r));
+		dl_errf(err, errlen, "nccl: ncclAllReduce of %zu floats: %s", n, ncclGetErrorString(r));
 		abort_comm(c);
 		return -1;
 	}
@@ -149,7 +150,7 @@ int dl_nccl_allreduce_f32(struct dl_nccl *c, float *buf, size_t n, cudaStream_t 
 int dl_nccl_wait_event(struct dl_nccl *c, cudaEvent_t ev, char *err, size_t errlen)
 {
 	if (c->aborted) {
-		snprintf(err, errlen, "nccl: waiting on an aborted communicator");
+		dl_errf(err, errlen, "nccl: waiting on an aborted communicator");
 		return -1;
 	}
 	double deadline = now_s() + c->timeout_s;
@@ -158,7 +159,7 @@ int dl_nccl_wait_event(struct dl_nccl *c, cudaEvent_t ev, char *err, size_t errl
 		if (e == cudaSuccess)
 			return 0;
 		if (e != cudaErrorNotReady) {
-			snprintf(err, errlen, "nccl: waiting for the step: %s", cudaGetErrorString(e));
+			dl_errf(err, errlen, "nccl: waiting for the step: %s", cudaGetErrorString(e));
 			abort_comm(c);
 			return -1;
 		}
@@ -169,13 +170,13 @@ int dl_nccl_wait_event(struct dl_nccl *c, cudaEvent_t ev, char *err, size_t errl
 		ncclResult_t st;
 		ncclResult_t r = ncclCommGetAsyncError(c->comm, &st);
 		if (r != ncclSuccess || (st != ncclSuccess && st != ncclInProgress)) {
-			snprintf(err, errlen, "nccl: allreduce failed on rank %d of %d: %s", c->rank, c->size,
+			dl_errf(err, errlen, "nccl: allreduce failed on rank %d of %d: %s", c->rank, c->size,
 				 ncclGetErrorString(r != ncclSuccess ? r : st));
 			abort_comm(c);
 			return -1;
 		}
 		if (now_s() > deadline) {
-			snprintf(err, errlen, "nccl: step on rank %d of %d not done after %.0f s (a peer is gone or stuck); communicator aborted",
+			dl_errf(err, errlen, "nccl: step on rank %d of %d not done after %.0f s (a peer is gone or stuck); communicator aborted",
 				 c->rank, c->size, c->timeout_s);
 			abort_comm(c);
 			return -1;

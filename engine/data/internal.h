@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "engine/data/dataset.h"
+#include "common/err.h"
 
 /* splitmix64: one 64-bit state, good enough statistics for shuffling and
  * augmentation, and trivially reproducible from a seed. */
@@ -70,16 +71,6 @@ static inline uint64_t dl_fp_end(uint64_t h)
 	return h ? h : 1;
 }
 
-__attribute__((format(printf, 3, 4)))
-static inline void dl_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* Default values of struct dl_data_options fields left 0. */
 #define DL_DEFAULT_IMAGE_SIZE 224

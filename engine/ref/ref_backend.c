@@ -8,6 +8,7 @@
 #include <math.h>
 #include <time.h>
 
+#include "common/err.h"
 #include "engine/comm_async.h"
 #include "engine/loss.h"
 #include "engine/memplan.h"
@@ -49,16 +50,6 @@ struct dl_backend {
 
 #define REF_VAL 0
 #define REF_DVAL 1
-
-static void set_err(char *err, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 static size_t value_count(const struct dl_backend *b, int v)
 {
@@ -123,7 +114,7 @@ static int buffer_ok(const struct dl_graph *g, int p, size_t count)
 static int check_graph(const struct dl_graph *g, char *err, size_t errlen)
 {
 	if (g->n_values < 1 || g->output < 0 || g->output >= g->n_values) {
-		set_err(err, errlen, "graph: bad value count %d or output %d", g->n_values, g->output);
+		dl_errf(err, errlen, "graph: bad value count %d or output %d", g->n_values, g->output);
 		return -1;
 	}
 	for (int i = 0; i < g->n_nodes; i++) {
@@ -131,11 +122,11 @@ static int check_graph(const struct dl_graph *g, char *err, size_t errlen)
 		int nin = d->kind == DL_NODE_ADD ? 2 : 1;
 		for (int j = 0; j < nin; j++)
 			if (d->in[j] < 0 || d->in[j] >= g->n_values) {
-				set_err(err, errlen, "graph node %d: bad input value %d", i, d->in[j]);
+				dl_errf(err, errlen, "graph node %d: bad input value %d", i, d->in[j]);
 				return -1;
 			}
 		if (d->out < 0 || d->out >= g->n_values) {
-			set_err(err, errlen, "graph node %d: bad output value %d", i, d->out);
+			dl_errf(err, errlen, "graph node %d: bad output value %d", i, d->out);
 			return -1;
 		}
 		const struct dl_shape *x = &g->values[d->in[0]], *y = &g->values[d->out];
@@ -179,7 +170,7 @@ static int check_graph(const struct dl_graph *g, char *err, size_t errlen)
 			ok = 0;
 		}
 		if (!ok) {
-			set_err(err, errlen, "graph node %d (kind %d): shapes or params do not agree", i,
+			dl_errf(err, errlen, "graph node %d (kind %d): shapes or params do not agree", i,
 				(int)d->kind);
 			return -1;
 		}
@@ -204,7 +195,7 @@ struct dl_backend *dl_ref_create(struct dl_graph *g, int n, char *err, size_t er
 {
 	struct dl_backend *b = NULL;
 	if (n < 1) {
-		set_err(err, errlen, "ref backend: batch size %d must be >= 1", n);
+		dl_errf(err, errlen, "ref backend: batch size %d must be >= 1", n);
 		return NULL;
 	}
 	if (check_graph(g, err, errlen) < 0)
@@ -277,7 +268,7 @@ struct dl_backend *dl_ref_create(struct dl_graph *g, int n, char *err, size_t er
 	dl_ref_load_graph(b);
 	return b;
 oom:
-	set_err(err, errlen, "ref backend: out of memory for batch %d", n);
+	dl_errf(err, errlen, "ref backend: out of memory for batch %d", n);
 	ref_destroy(b);
 	return NULL;
 }
@@ -348,7 +339,7 @@ int dl_ref_plan(struct dl_backend *b, struct dl_mp *mp, char *err, size_t errlen
 	struct dl_mp_rules rules;
 	ref_rules(&rules);
 	if (!life) {
-		snprintf(err, errlen, "ref backend: out of memory planning");
+		dl_errf(err, errlen, "ref backend: out of memory planning");
 		return -1;
 	}
 	if (dl_mp_value_lives(g, &rules, life, err, errlen) || dl_mp_init(mp, dl_mp_end(g) + 1, 64, err, errlen)) {
@@ -374,12 +365,12 @@ int dl_ref_use_plan(struct dl_backend *b, const struct dl_mp *mp, int poison, ch
 {
 	struct dl_graph *g = b->g;
 	if (b->arena) {
-		snprintf(err, errlen, "ref backend: a plan is already in use");
+		dl_errf(err, errlen, "ref backend: a plan is already in use");
 		return -1;
 	}
 	char *have = calloc(2 * (size_t)g->n_values + 1, 1);
 	if (!have) {
-		snprintf(err, errlen, "ref backend: out of memory");
+		dl_errf(err, errlen, "ref backend: out of memory");
 		return -1;
 	}
 	for (int k = 0; k < mp->n; k++) {
@@ -387,7 +378,7 @@ int dl_ref_use_plan(struct dl_backend *b, const struct dl_mp *mp, int poison, ch
 		if ((x->what != REF_VAL && x->what != REF_DVAL) || x->idx < 0 || x->idx >= g->n_values ||
 		    have[2 * x->idx + x->what] || x->bytes != value_count(b, x->idx) * sizeof(double) ||
 		    x->off % sizeof(double) || x->off > mp->total || x->bytes > mp->total - x->off) {
-			snprintf(err, errlen, "ref backend: plan buffer %d (%d.%d) is not one of its arrays", k, x->what,
+			dl_errf(err, errlen, "ref backend: plan buffer %d (%d.%d) is not one of its arrays", k, x->what,
 				 x->idx);
 			free(have);
 			return -1;
@@ -396,7 +387,7 @@ int dl_ref_use_plan(struct dl_backend *b, const struct dl_mp *mp, int poison, ch
 	}
 	for (int v = 0; v < g->n_values; v++)
 		if (!have[2 * v] || !have[2 * v + 1]) {
-			snprintf(err, errlen, "ref backend: the plan has no %s array for value %d",
+			dl_errf(err, errlen, "ref backend: the plan has no %s array for value %d",
 				 have[2 * v] ? "gradient" : "activation", v);
 			free(have);
 			return -1;
@@ -410,7 +401,7 @@ int dl_ref_use_plan(struct dl_backend *b, const struct dl_mp *mp, int poison, ch
 		free(b->mp.b);
 		b->arena = NULL;
 		memset(&b->mp, 0, sizeof b->mp);
-		snprintf(err, errlen, "ref backend: out of memory for a %zu-byte arena", mp->total);
+		dl_errf(err, errlen, "ref backend: out of memory for a %zu-byte arena", mp->total);
 		return -1;
 	}
 	memcpy(b->mp.b, mp->b, (size_t)mp->n * sizeof *mp->b);
@@ -500,7 +491,7 @@ int dl_ref_backward_f64(struct dl_backend *b, const double *dlogits)
 	struct dl_graph *g = b->g;
 	int n = b->n;
 	if (!b->trained) {
-		set_err(b->err, sizeof(b->err), "ref backend: backward without a train forward");
+		dl_errf(b->err, sizeof(b->err), "ref backend: backward without a train forward");
 		return -1;
 	}
 	/* A value read by several nodes (a block input feeds both the residual
@@ -590,7 +581,7 @@ static int load_input(struct dl_backend *b, const struct dl_batch *in)
 	const struct dl_shape *s = &b->g->values[b->g->input];
 	size_t hw = (size_t)s->h * s->w, cx = value_count(b, b->g->input);
 	if (!in || !in->labels || !!in->x == !!in->x_u8) {
-		set_err(b->err, sizeof(b->err), "ref backend: a batch needs labels and exactly one of x, x_u8");
+		dl_errf(b->err, sizeof(b->err), "ref backend: a batch needs labels and exactly one of x, x_u8");
 		return -1;
 	}
 	if (in->x) {
@@ -600,7 +591,7 @@ static int load_input(struct dl_backend *b, const struct dl_batch *in)
 	}
 	for (int c = 0; c < s->c; c++)
 		if (!in->mean || !in->std || !(in->std[c] > 0)) {
-			set_err(b->err, sizeof(b->err), "ref backend: uint8 batch: std[%d] is missing or not positive",
+			dl_errf(b->err, sizeof(b->err), "ref backend: uint8 batch: std[%d] is missing or not positive",
 				c);
 			return -1;
 		}
@@ -617,7 +608,7 @@ static int check_labels(struct dl_backend *b, const int *labels, int n)
 {
 	for (int i = 0; i < n; i++)
 		if (labels[i] < 0 || labels[i] >= b->g->num_classes) {
-			set_err(b->err, sizeof(b->err), "ref backend: label %d of row %d is not in [0, %d)", labels[i],
+			dl_errf(b->err, sizeof(b->err), "ref backend: label %d of row %d is not in [0, %d)", labels[i],
 				i, b->g->num_classes);
 			return -1;
 		}
@@ -651,18 +642,18 @@ static struct dl_backend *ref_create(struct dl_graph *g, int n, const struct dl_
 	if (!o)
 		o = &def;
 	if (o->precision != DL_FP32) {
-		set_err(err, errlen, "--precision %s is not supported by the ref backend (fp32 only)",
+		dl_errf(err, errlen, "--precision %s is not supported by the ref backend (fp32 only)",
 			dl_precision_name(o->precision));
 		return NULL;
 	}
 	if (o->conv_algo != DL_CONV_AUTO) {
 		static const char *const names[] = {"auto", "direct", "winograd"};
-		set_err(err, errlen, "--conv-algo %s is not supported by the ref backend",
+		dl_errf(err, errlen, "--conv-algo %s is not supported by the ref backend",
 			o->conv_algo > 0 && o->conv_algo <= DL_CONV_WINOGRAD ? names[o->conv_algo] : "?");
 		return NULL;
 	}
 	if (o->device) {
-		set_err(err, errlen, "--gpu %s is not supported by the ref backend (it runs on the CPU)", o->device);
+		dl_errf(err, errlen, "--gpu %s is not supported by the ref backend (it runs on the CPU)", o->device);
 		return NULL;
 	}
 	if (dl_optim_config_check(&o->optim, err, errlen) < 0)
@@ -697,7 +688,7 @@ static struct dl_backend *ref_create(struct dl_graph *g, int n, const struct dl_
 	return b;
 oom:
 	free(count);
-	set_err(err, errlen, "ref backend: out of memory for the training state");
+	dl_errf(err, errlen, "ref backend: out of memory for the training state");
 	ref_destroy(b);
 	return NULL;
 }
@@ -737,7 +728,7 @@ static int ref_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_
 {
 	memset(res, 0, sizeof(*res));
 	if (n_valid < 0 || n_valid > b->n) {
-		set_err(b->err, sizeof(b->err), "ref backend: eval of %d rows in a batch of %d", n_valid, b->n);
+		dl_errf(b->err, sizeof(b->err), "ref backend: eval of %d rows in a batch of %d", n_valid, b->n);
 		return -1;
 	}
 	if (load_input(b, in) < 0 || check_labels(b, in->labels, n_valid) < 0)

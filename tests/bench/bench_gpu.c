@@ -23,6 +23,7 @@
 #include <cudnn.h>
 #include <cublas_v2.h>
 
+#include "common/err.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_test.h"
 #include "engine/model.h"
@@ -45,13 +46,13 @@ static double matmul_tflops(int m, char *err, size_t errlen)
 	const float one = 1.0f, zero = 0.0f;
 	if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&bm, bytes) != cudaSuccess ||
 	    cudaMalloc(&c, bytes) != cudaSuccess) {
-		snprintf(err, errlen, "matmul: cudaMalloc of 3 x %zu bytes failed", bytes);
+		dl_errf(err, errlen, "matmul: cudaMalloc of 3 x %zu bytes failed", bytes);
 		goto out;
 	}
 	/* random bf16 in [-1, 1): never time on zeros (they run faster) */
 	uint16_t *hv = malloc(bytes);
 	if (!hv) {
-		snprintf(err, errlen, "matmul: out of host memory");
+		dl_errf(err, errlen, "matmul: out of host memory");
 		goto out;
 	}
 	uint64_t rs = 0x2545f4914f6cdd1dull;
@@ -67,7 +68,7 @@ static double matmul_tflops(int m, char *err, size_t errlen)
 	free(hv);
 	if (!copied || cublasCreate(&h) != CUBLAS_STATUS_SUCCESS || cudaEventCreate(&e0) != cudaSuccess ||
 	    cudaEventCreate(&e1) != cudaSuccess) {
-		snprintf(err, errlen, "matmul: setup failed");
+		dl_errf(err, errlen, "matmul: setup failed");
 		goto out;
 	}
 	const int reps = 20;
@@ -79,7 +80,7 @@ static double matmul_tflops(int m, char *err, size_t errlen)
 				 c, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS ||
 		    cudaEventRecord(e1, 0) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
 		    cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
-			snprintf(err, errlen, "matmul: cublasGemmEx bf16 failed");
+			dl_errf(err, errlen, "matmul: cublasGemmEx bf16 failed");
 			goto out;
 		}
 		if (r >= 3 && ms < best)

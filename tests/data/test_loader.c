@@ -8,6 +8,7 @@
 #include "config.h"
 #include <stdlib.h>
 #include <string.h>
+#include "common/err.h"
 #include "engine/data/dataset.h"
 #include "tests/data/check.h"
 
@@ -29,7 +30,7 @@ static int fake_load(struct dl_dataset *ds, enum dl_split split, size_t index, u
 	struct fake *f = ds->impl;
 	for (size_t i = 0; i < f->nbad; i++) {
 		if (f->bad[i] == index) {
-			snprintf(err, errlen, "fake/%zu.jpg: made to fail", index);
+			dl_errf(err, errlen, "fake/%zu.jpg: made to fail", index);
 			return -1;
 		}
 	}

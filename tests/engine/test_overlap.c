@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/err.h"
 #include "engine/backend.h"
 #include "engine/model.h"
 #include "engine/optim.h"
@@ -54,7 +55,7 @@ static int full_io(int fd, void *buf, size_t len, int wr, char *err, size_t errl
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0) {
-			snprintf(err, errlen, "peer %s: %s", wr ? "write" : "read", k < 0 ? strerror(errno) : "closed");
+			dl_errf(err, errlen, "peer %s: %s", wr ? "write" : "read", k < 0 ? strerror(errno) : "closed");
 			return -1;
 		}
 		p += k;

@@ -68,6 +68,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include "common/err.h"
 #include "engine/backend.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_kernels.h"
@@ -1850,13 +1851,13 @@ static int pipe_bcast(struct dl_comm *c, int root, void *buf, size_t len, char *
 		} else {
 			struct pollfd pf = { .fd = p->fd, .events = POLLIN };
 			if (poll(&pf, 1, 60000) != 1) {
-				snprintf(err, errlen, "test broadcast: nothing from rank %d in 60 s", root);
+				dl_errf(err, errlen, "test broadcast: nothing from rank %d in 60 s", root);
 				return -1;
 			}
 			r = read(p->fd, b + done, len - done);
 		}
 		if (r <= 0) {
-			snprintf(err, errlen, "test broadcast: %s", r < 0 ? strerror(errno) : "pipe closed");
+			dl_errf(err, errlen, "test broadcast: %s", r < 0 ? strerror(errno) : "pipe closed");
 			return -1;
 		}
 		done += (size_t)r;
@@ -1889,7 +1890,7 @@ static int dp_run(struct dl_comm *comm, int row0, int rows, size_t bucket_bytes,
 		struct dl_step_result r;
 		int stop = s == 1 && comm && comm->rank == 1;
 		if (dl_backend_cuda.train_step(b, &in, 0.2, stop, &r)) {
-			snprintf(err, errlen, "%s", dl_backend_cuda.error(b));
+			dl_errf(err, errlen, "%s", dl_backend_cuda.error(b));
 			goto out;
 		}
 		res->loss[s] = r.loss;
@@ -1900,7 +1901,7 @@ static int dp_run(struct dl_comm *comm, int row0, int rows, size_t bucket_bytes,
 		res->t_bwd[s] = r.t_backward_end;
 	}
 	if (dl_backend_cuda.state_out(b, NULL)) {
-		snprintf(err, errlen, "%s", dl_backend_cuda.error(b));
+		dl_errf(err, errlen, "%s", dl_backend_cuda.error(b));
 		goto out;
 	}
 	rv = 0;
@@ -1950,7 +1951,7 @@ static int run_pair(size_t bucket_bytes, int fail_rank, struct child_result res[
 	int p[2], rv = -1;
 	pid_t pid[2] = { -1, -1 };
 	if (!mkdtemp(dir) || pipe(p)) {
-		snprintf(err, errlen, "mkdtemp/pipe: %s", strerror(errno));
+		dl_errf(err, errlen, "mkdtemp/pipe: %s", strerror(errno));
 		return -1;
 	}
 	snprintf(bb, sizeof bb, "%zu", bucket_bytes);
@@ -1985,7 +1986,7 @@ static int run_pair(size_t bucket_bytes, int fail_rank, struct child_result res[
 			_exit(127);
 		}
 		if (pid[r] < 0) {
-			snprintf(err, errlen, "fork: %s", strerror(errno));
+			dl_errf(err, errlen, "fork: %s", strerror(errno));
 			goto out;
 		}
 	}
@@ -2004,12 +2005,12 @@ static int run_pair(size_t bucket_bytes, int fail_rank, struct child_result res[
 			waitpid(pid[0], NULL, 0);
 			waitpid(pid[1], NULL, 0);
 			pid[0] = pid[1] = -1;
-			snprintf(err, errlen, "rank %d still running after 100 s (killed)", r);
+			dl_errf(err, errlen, "rank %d still running after 100 s (killed)", r);
 			goto out;
 		}
 		pid[r] = -1;
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-			snprintf(err, errlen, "rank %d exited with status %d (its stderr is above)", r,
+			dl_errf(err, errlen, "rank %d exited with status %d (its stderr is above)", r,
 				 WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 			goto out;
 		}
@@ -2022,7 +2023,7 @@ static int run_pair(size_t bucket_bytes, int fail_rank, struct child_result res[
 		if (f)
 			fclose(f);
 		if (!ok) {
-			snprintf(err, errlen, "cannot read %s", out[r]);
+			dl_errf(err, errlen, "cannot read %s", out[r]);
 			goto out;
 		}
 	}
