@@ -1,6 +1,7 @@
 # make check-slurm-current: dljob against a current Slurm release as well as
 # Debian 12's 22.05.  tests/current/build-slurm.sh builds Slurm (Debian's
-# source tarball of 24.11, checksum-verified) once into
+# source tarball of 24.11, checksum-verified; DLJOB_SLURM_VERSION picks
+# another release, see there) once into
 # $(SLURM_CURRENT_CACHE), outside the clone; a second dljob build in
 # $(SLURM_CURRENT_BUILDDIR)/ (below this build dir, configured like it plus
 # --with-slurm=that prefix, without CUDA) builds dljob.so against it, and
