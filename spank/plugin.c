@@ -19,6 +19,17 @@ SPANK_PLUGIN(dljob, 1);
  * This line (in slurmd's log at debug level) says which. */
 static const char built_for[] = "dljob: built for Slurm " DLJOB_SLURM_VERSION;
 
+/* Slurm 25.05 and later hold a failing slurm_spank_init against the node
+ * (drained, the job requeued) unless the plugin says the job is at fault
+ * (spank(8)).  dljob's init fails only when its options cannot be
+ * registered: never the node's fault, and a dljob failure must never drain
+ * a node, so the job fails instead.  Its other callbacks never fail in
+ * slurmstepd itself: a refused step fails in task_init, inside the task.
+ * Older releases look no such variable up (and lack ESPANK_JOB_FAILURE). */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
+int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+#endif
+
 /* plugstack.conf arguments, parsed once per process in slurm_spank_init.  A
  * bad argument is kept as an error for the steps that use dljob rather than
  * failing every job on the cluster. */

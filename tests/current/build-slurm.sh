@@ -5,18 +5,32 @@
 #     tests/current/build-slurm.sh [CACHE]     # prints the install prefix
 #
 # The source is Debian's orig tarball of slurm-wlm (the upstream release,
-# from the Debian mirror, checked against the sha256 below).  It is built with
-# --enable-multiple-slurmd (the test cluster runs two slurmd on one host),
-# munge and Debian's PMIx, into CACHE/slurm-VERSION (default
+# from the Debian mirror, checked against its sha256 below).  The release is
+# SLURM_VERSION's default below, or DLJOB_SLURM_VERSION: one of the releases
+# whose checksum is listed.  26.05.5 is listed (Debian unstable's Sources
+# index) but its tarball is not on the mirror this project reaches (404), so
+# the default is still 24.11.5.  DLJOB_SLURM_TARBALL=FILE builds a release
+# from an upstream tarball at hand instead (DLJOB_SLURM_VERSION names its
+# version; no checksum: whoever names the file vouches for it).  It is built
+# with --enable-multiple-slurmd (the test cluster runs two slurmd on one
+# host), munge and Debian's PMIx, into CACHE/slurm-VERSION (default
 # /var/cache/dljob).  A finished build leaves CACHE/slurm-VERSION/.dljob-built
 # and is reused as is; an unfinished one is removed and built again.
 # Needs libmunge-dev, libpmix-dev, libhwloc-dev, curl (contrib/install-deps.sh).
 set -euo pipefail
 
-SLURM_VERSION=24.11.5
+SLURM_VERSION=${DLJOB_SLURM_VERSION:-24.11.5}
+# sha256 of each Debian orig tarball, from the Sources index of the Debian
+# release that carries it (24.11.5: trixie; 26.05.5: unstable).
+case $SLURM_VERSION in
+24.11.5) SLURM_SHA256=e1a5547edd212c38b5e3230a284133f777b32746551f094aaa81cc4af375e332 ;;
+26.05.5) SLURM_SHA256=42cc1177e14db84a0f1407ed1e01f7d0e5e12a3cb1a12da3ce00d63e17021bb3 ;;
+*) [ -n "${DLJOB_SLURM_TARBALL:-}" ] ||
+	{ echo "build-slurm: no checksum known for Slurm $SLURM_VERSION (known: 24.11.5 26.05.5)" >&2; exit 1; }
+   SLURM_SHA256= ;;
+esac
 SLURM_TARBALL=slurm-wlm_$SLURM_VERSION.orig.tar.gz
 SLURM_URL=http://deb.debian.org/debian/pool/main/s/slurm-wlm/$SLURM_TARBALL
-SLURM_SHA256=e1a5547edd212c38b5e3230a284133f777b32746551f094aaa81cc4af375e332
 
 # What configure is given besides --prefix and --with-pmix; a cached build
 # made with other flags is built again.  No GPU libraries (the test cluster's
@@ -43,7 +57,11 @@ fi
 
 start=$(date +%s)
 tarball=$cache/$SLURM_TARBALL
-if [ ! -f "$tarball" ] || ! echo "$SLURM_SHA256  $tarball" | sha256sum -c --quiet - 2>/dev/null; then
+if [ -n "${DLJOB_SLURM_TARBALL:-}" ]; then
+	tarball=$DLJOB_SLURM_TARBALL
+	[ -f "$tarball" ] || { log "DLJOB_SLURM_TARBALL: no such file: $tarball"; exit 1; }
+	log "building from $tarball (not checksum-verified)"
+elif [ ! -f "$tarball" ] || ! echo "$SLURM_SHA256  $tarball" | sha256sum -c --quiet - 2>/dev/null; then
 	log "downloading $SLURM_URL"
 	rm -f "$tarball.part"
 	curl -fsSL --retry 3 -o "$tarball.part" "$SLURM_URL" || { log "download failed: $SLURM_URL"; exit 1; }

@@ -1,6 +1,7 @@
 # make check-slurm-current: dljob against a current Slurm release as well as
 # Debian 12's 22.05.  tests/current/build-slurm.sh builds Slurm (Debian's
-# source tarball of 24.11, checksum-verified) once into
+# source tarball of 24.11, checksum-verified; DLJOB_SLURM_VERSION picks
+# another release, see there) once into
 # $(SLURM_CURRENT_CACHE), outside the clone; a second dljob build in
 # $(SLURM_CURRENT_BUILDDIR)/ (below this build dir, configured like it plus
 # --with-slurm=that prefix, without CUDA) builds dljob.so against it, and
@@ -22,9 +23,10 @@ SLURM_CURRENT_TESTS = tests/current/test_slurm_release.sh tests/cluster/test_clu
 	tests/slurm/test_spank_setup.sh tests/slurm/test_spank_sbatch.sh \
 	tests/slurm/test_spank_train.sh tests/slurm/test_world_pmix.sh tests/slurm/test_spank_container.sh \
 	tests/slurm/test_spank_paths.sh tests/cluster/test_netns.sh tests/slurm/test_spank_cpuset.sh \
-	tests/slurm/test_spank_bind.sh tests/slurm/test_spank_gpus.sh
+	tests/slurm/test_spank_bind.sh tests/slurm/test_spank_gpus.sh tests/slurm/test_spank_misconf.sh \
+	tests/slurm/test_world_fail.sh tests/engine/test_resume_slurm.sh
 SLURM_CURRENT_TOOLS = dljob dljob.la tests/slurm/marker_spank.la tests/slurm/container_spank.la tests/slurm/world_check \
-	tests/slurm/needs_lib
+	tests/slurm/needs_lib tests/slurm/libmpihang.la
 EXTRA_DIST += tests/current/build-slurm.sh tests/current/test_slurm_release.sh
 TESTS += tests/current/test_slurm_release.sh
 dist_check_SCRIPTS += tests/current/test_slurm_release.sh

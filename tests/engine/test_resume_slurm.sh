@@ -2,8 +2,10 @@
 # Preemption the way Slurm delivers it, with the real runtime under the
 # plugin: 'scancel --signal=USR1' reaches both tasks of a 2-node step, which
 # checkpoint and exit 0; the requeued run (SLURM_RESTART_COUNT=1, same
-# --dl-out) resumes by itself and finishes; its weights equal, bit for bit,
-# those of a run that was never interrupted (training uses batch statistics
+# --dl-out) resumes by itself, is stopped again by SIGTERM (what preemption
+# and, from Slurm 26.05, a failed task's step send first) and checkpoints
+# the same way; a third run resumes and finishes; its weights equal, bit
+# for bit, those of a run that was never interrupted (training uses batch statistics
 # only, so rank 1 resuming with rank 0's running stats changes nothing).
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
 [ -x "${DLJOB_BIN:-}" ] || fail "DLJOB_BIN=${DLJOB_BIN:-} is not built"
@@ -25,29 +27,43 @@ epochs_done() { local n; n=$(grep -c '"top1"' "$1/metrics.jsonl" 2>/dev/null); e
 train full full >full.log 2>&1 || fail "uninterrupted run: $(cat full.log)"
 [ -s full/model.safetensors ] || fail "no full/model.safetensors"
 
-train part part >part1.log 2>&1 &
-pid=$!
-t=0
-while [ "$(epochs_done part)" -lt 3 ]; do
-	kill -0 $pid 2>/dev/null || fail "run ended before epoch 3: $(cat part1.log)"
-	sleep 0.1; t=$((t + 1)); [ $t -lt 1000 ] || fail "no epoch 3 within 100 s: $(cat part1.log)"
-done
-jid=$(squeue -h -n part -o %i | head -n 1)
-[ -n "$jid" ] || fail "cannot find the job of the running step"
-scancel --signal=USR1 "$jid" || fail "scancel --signal=USR1 $jid"
-wait $pid || fail "the preempted step did not exit 0: $(cat part1.log)"
-grep -q "User defined signal 1: stopped after step" part1.log || fail "no stop line: $(cat part1.log)"
-[ "$(grep -c "stopped after step" part1.log)" -eq 1 ] || fail "more than rank 0 printed the stop line: $(cat part1.log)"
-if [ ! -s part/checkpoint.safetensors ] || [ -e part/model.safetensors ]; then fail "after USR1: $(ls part)"; fi
-[ "$(epochs_done part)" -lt $epochs ] || fail "USR1 came too late to test anything"
-echo "ok   scancel --signal=USR1: $(grep -o 'stopped after step [0-9]*' part1.log)"
-
-# What a requeued job sees: same command line, same --dl-out, restart count 1.
-SLURM_RESTART_COUNT=1 train part part >part2.log 2>&1 || fail "requeued run: $(cat part2.log)"
-stopped=$(grep -o 'stopped after step [0-9]*' part1.log | grep -o '[0-9]*$')
-if ! grep -q "resuming from" part2.log || ! grep -q "resumed from .* at step $stopped " part2.log; then
-	fail "the requeued run did not resume at step $stopped: $(cat part2.log)"
-fi
+# interrupt LOG SIGNAL MIN RESTARTS NAME: run the step into LOG (as the
+# job's RESTARTS-th requeue), send SIGNAL to the job once MIN epochs are
+# done; the ranks checkpoint, rank 0 says so naming the signal (NAME), all
+# exit 0.
+interrupt() {
+	local log=$1 sig=$2 min=$3 pid t=0 jid
+	( [ "$4" = 0 ] || export SLURM_RESTART_COUNT=$4; train part part ) >"$log" 2>&1 &
+	pid=$!
+	while [ "$(epochs_done part)" -lt "$min" ]; do
+		kill -0 $pid 2>/dev/null || fail "run ended before epoch $min: $(cat "$log")"
+		sleep 0.1; t=$((t + 1)); [ $t -lt 1000 ] || fail "no epoch $min within 100 s: $(cat "$log")"
+	done
+	jid=$(squeue -h -n part -o %i | head -n 1)
+	[ -n "$jid" ] || fail "cannot find the job of the running step"
+	scancel --signal="$sig" "$jid" || fail "scancel --signal=$sig $jid"
+	wait $pid || fail "the step stopped by SIG$sig did not exit 0: $(cat "$log")"
+	grep -q "$5: stopped after step" "$log" || fail "no stop line for SIG$sig: $(cat "$log")"
+	[ "$(grep -c "stopped after step" "$log")" -eq 1 ] || fail "more than rank 0 printed the stop line: $(cat "$log")"
+	if [ ! -s part/checkpoint.safetensors ] || [ -e part/model.safetensors ]; then fail "after SIG$sig: $(ls part)"; fi
+	[ "$(epochs_done part)" -lt $epochs ] || fail "SIG$sig came too late to test anything"
+	echo "ok   scancel --signal=$sig: $(grep -o 'stopped after step [0-9]*' "$log")"
+}
+# resumed_at LOG PREV: LOG's run resumed where PREV's stopped.
+resumed_at() {
+	stopped=$(grep -o 'stopped after step [0-9]*' "$2" | grep -o '[0-9]*$')
+	if ! grep -q "resuming from" "$1" || ! grep -q "resumed from .* at step $stopped " "$1"; then
+		fail "the requeued run did not resume at step $stopped: $(cat "$1")"
+	fi
+}
+interrupt part1.log USR1 3 0 "User defined signal 1"
+# What a requeued job sees: same command line, same --dl-out, restart count
+# 1; stopped again, by SIGTERM this time.
+interrupt part2.log TERM 6 1 "Terminated"
+resumed_at part2.log part1.log
+echo "ok   the requeued run resumed at step $stopped"
+SLURM_RESTART_COUNT=2 train part part >part3.log 2>&1 || fail "requeued run: $(cat part3.log)"
+resumed_at part3.log part2.log
 # Only the CPU backend promises bit-for-bit reproducibility (on a GPU node
 # the plugin's command line picks cuda, whose cuDNN algorithms may not).
 if grep -q " cpu backend," full.log; then
