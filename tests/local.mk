@@ -24,3 +24,4 @@ include tests/slurm/dataparallel.mk
 include tests/gpu/local.mk
 include tests/bench/local.mk
 include tests/packages/local.mk
+include tests/cgroup2/local.mk
