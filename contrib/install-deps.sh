@@ -20,12 +20,15 @@ PKGS_PACKAGES="dpkg-dev debhelper fakeroot lintian rpm rpm2cpio cpio man-db"
 PKGS_SLURM_CURRENT="curl libmunge-dev"
 # make install-relocatable (tests/test_relocatable.sh)
 PKGS_RELOC="patchelf"
+# make check-cgroup2: a Debian VM under qemu's TCG, its root file system
+# made with debootstrap (tests/cgroup2/)
+PKGS_CGROUP2="qemu-system-x86 debootstrap"
 
 APT="apt-get -o DPkg::Lock::Timeout=600 -y -q"
 export DEBIAN_FRONTEND=noninteractive
 
 missing=""
-for p in $PKGS_BUILD $PKGS_TEST $PKGS_ASAN $PKGS_PACKAGES $PKGS_SLURM_CURRENT $PKGS_RELOC; do
+for p in $PKGS_BUILD $PKGS_TEST $PKGS_ASAN $PKGS_PACKAGES $PKGS_SLURM_CURRENT $PKGS_RELOC $PKGS_CGROUP2; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
 		missing="$missing $p"
 done

@@ -10,6 +10,7 @@
  * MODE).  Failures here end the task or the step, never slurmstepd. */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -415,17 +416,71 @@ static int setenv_u(spank_t sp, const char *k, unsigned v)
 	return spank_setenv(sp, k, buf, 1) == ESPANK_SUCCESS ? 0 : -1;
 }
 
+/* Whether Slurm's cgroup/v2 confines this task's devices (called from
+ * task_init, as the step's user, for a task bound to fewer GPUs than the
+ * step's).  On v2 there is no devices controller (/proc/self/cgroup has
+ * the one line "0::/path"): ConstrainDevices=yes is an eBPF program
+ * (BPF_CGROUP_DEVICE) on the job's, step's and task's cgroups, which no
+ * cgroup file shows, and which only root may query (BPF_PROG_QUERY);
+ * Slurm 22.05 moves the task into its task cgroup after
+ * task_init_privileged, so root in the task cannot query it either.  The
+ * filter itself answers: access(2) checks a device node against it (the
+ * kernel's inode_permission, devcgroup_inode_permission) without opening
+ * the driver.  Confined: some NVIDIA GPU node /dev/nvidia<N> is refused
+ * with EPERM and fewer than the step's GPUs are allowed.  Not chosen:
+ * reading ConstrainDevices from cgroup.conf (its path is unknown here,
+ * configless nodes have none under /etc), or open(2) (it wakes a real
+ * GPU's driver). */
+static int v2_devices_confined(unsigned local)
+{
+	char line[4096];
+	int v2 = 0, allowed = 0, denied = 0;
+	DIR *d;
+	struct dirent *e;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "0::/", 4) == 0)
+			v2 = v2 < 0 ? -1 : 1;
+		else if (strstr(line, "devices"))
+			v2 = -1; /* cgroup v1's devices controller: not v2 */
+	fclose(f);
+	if (v2 != 1 || !(d = opendir("/dev")))
+		return 0;
+	while ((e = readdir(d))) {
+		struct stat sb;
+		const char *n = e->d_name + 6;
+
+		if (strncmp(e->d_name, "nvidia", 6) != 0 || !*n || strspn(n, "0123456789") != strlen(n) ||
+		    fstatat(dirfd(d), e->d_name, &sb, 0) < 0 || !S_ISCHR(sb.st_mode))
+			continue;
+		if (faccessat(dirfd(d), e->d_name, R_OK | W_OK, AT_EACCESS) == 0)
+			allowed++;
+		else if (errno == EPERM)
+			denied++;
+	}
+	closedir(d);
+	slurm_debug("dljob: cgroup v2: task %u may open %d of /dev/nvidia<N>, %d refused by the device filter, "
+		    "step GPUs %d", local, allowed, denied, st.ngpus);
+	return denied > 0 && allowed < st.ngpus;
+}
+
 /* Whether Slurm confines this task's devices: with ConstrainDevices=yes on
  * cgroup v1, task/cgroup puts each task of a step in a devices cgroup
  * .../task_<local> before its task_init, allowing only the GPUs it bound
- * the task to (src/plugins/task/cgroup/task_cgroup_devices.c in 22.05). */
+ * the task to (src/plugins/task/cgroup/task_cgroup_devices.c in 22.05); on
+ * cgroup v2, v2_devices_confined. */
 static int devices_confined(unsigned local)
 {
 	char line[4096], want[32];
 	int found = 0;
-	FILE *f = fopen("/proc/self/cgroup", "re");
+	FILE *f;
 
-	if (!f)
+	if (v2_devices_confined(local))
+		return 1;
+	if (!(f = fopen("/proc/self/cgroup", "re")))
 		return 0;
 	snprintf(want, sizeof(want), "/task_%u", local);
 	while (!found && fgets(line, sizeof(line), f)) {

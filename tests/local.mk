@@ -27,3 +27,4 @@ include tests/packages/local.mk
 # The man pages name every row of the option, model and DLJOB_* tables.
 TESTS += tests/test_man_tables.sh
 dist_check_SCRIPTS += tests/test_man_tables.sh
+include tests/cgroup2/local.mk
