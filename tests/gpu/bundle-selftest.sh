@@ -24,7 +24,10 @@
 # Then it runs BUNDLE/bundle-build.sh --smoke ARG... (a fresh work directory
 # under /tmp), whose own checks (ldd: every library from the prefix or the
 # CUDA view; cudnnGetVersion/ncclGetVersion; dljob --version; 3 training
-# steps on the CPU backend) decide the exit status.
+# steps on the CPU backend) decide the exit status, and then
+# BUNDLE/slurm-node.sh --fake-gpus 2 (a one-node cluster from the bundle's
+# Slurm packages, under `flock /tmp/dljob-cluster.lock`), whose checks must
+# all pass too.
 set -u -o pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 wheels=yes
@@ -64,6 +67,7 @@ echo "bundle-selftest: a library of the system was used instead of the bundle's"
 # are that machine's, never the bundle's
 declare -A keep=()
 for t in dpkg-deb tar gzip xz zstd ar as ld gcc make sed awk grep readelf od python3 \
+	bash timeout env mknod flock tee hostname getent mktemp date \
 	"$(gcc -print-prog-name=cc1)" "$(gcc -print-prog-name=collect2)"; do
 	p=$(command -v "$t" 2>/dev/null) || p=$t
 	[ -x "$p" ] || continue
@@ -119,7 +123,17 @@ if [ $wheels = yes ] && ls /usr/local/cuda/dist-info/*/RECORD >/dev/null 2>&1; t
 fi
 
 work=$tmp/work
+t0=$(date +%s)
 bash "$bundle/bundle-build.sh" --work "$work" --smoke "$@"
 rc=$?
-echo "bundle-selftest: bundle-build.sh exit status $rc (log: ${OUT:-$work/out}/bundle-build.log)"
+echo "bundle-selftest: bundle-build.sh exit status $rc after $(($(date +%s) - t0)) s (log: ${OUT:-$work/out}/bundle-build.log)"
+[ $rc = 0 ] || exit $rc
+# The GPU node under Slurm, from the bundle's Slurm packages, on fake GPUs.
+# This machine's python3 with torch is Debian's, which links oneDNN, cairo,
+# libpng...: the bundle's copies (the system's are hidden above).
+t0=$(date +%s)
+TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3} DLJOB_PY_LD_LIBRARY_PATH=$work/prefix/view/lib \
+	flock /tmp/dljob-cluster.lock bash "$bundle/slurm-node.sh" --work "$work" --fake-gpus 2
+rc=$?
+echo "bundle-selftest: slurm-node.sh --fake-gpus 2 exit status $rc after $(($(date +%s) - t0)) s (log: ${OUT:-$work/out}/slurm-node.log)"
 exit $rc
