@@ -81,7 +81,7 @@ log=$out/slurm-node.log
 : >"$log" || exit 1
 t_start=$(date +%s)
 say() { echo "[$(date -u +%T) +$(( $(date +%s) - t_start ))s] slurm-node: $*" | tee -a "$log"; }
-npass=0 nfail=0
+npass=0 nfail=0 d=""
 pass() { npass=$((npass + 1)); say "PASS $*"; }
 fail() { nfail=$((nfail + 1)); say "FAIL $*"; }
 # run NAME CMD...: CMD's output into the log (and on the terminal), its status back
@@ -93,39 +93,6 @@ run() {
 	echo "---- $name: exit $rc" >>"$log"
 	return "$rc"
 }
-finish() {
-	stop_cluster
-	echo "slurm-node: $npass passed, $nfail failed" | tee -a "$log"
-	[ "$nfail" = 0 ] && [ "$npass" -gt 0 ]
-	exit $?
-}
-
-[ -f "$work/env.sh" ] || { fail "setup: no $work/env.sh: run bundle-build.sh first (--work)"; finish; }
-# shellcheck disable=SC1091
-. "$work/env.sh"
-P=$work/prefix
-SL=$P/usr/lib/x86_64-linux-gnu/slurm-wlm
-[ -x "$P/usr/sbin/slurmd" ] && [ -d "$SL" ] ||
-	{ fail "setup: no Slurm in $P: the bundle lacks the Slurm packages (make it again with tests/gpu/bundle.sh)"; finish; }
-# the Slurm programs and munged find the bundle's libraries first (their
-# RUNPATH is Debian's /usr/lib/x86_64-linux-gnu/slurm-wlm, which
-# LD_LIBRARY_PATH overrides); slurmd passes it to slurmstepd, srun to the tasks
-export LD_LIBRARY_PATH=$SL:$P/usr/lib/x86_64-linux-gnu:$P/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-d=$(mktemp -d /tmp/dljob-slurm-node.XXXXXX) || { fail "setup: mktemp"; finish; }
-# only these programs of the prefix on PATH (its /usr/bin also holds make, pkgconf, ...)
-mkdir -p "$d/bin" || exit 1
-for c in usr/sbin/slurmctld usr/sbin/slurmd usr/sbin/slurmstepd usr/bin/srun usr/bin/sinfo usr/bin/scontrol \
-	usr/bin/squeue usr/bin/scancel usr/bin/salloc usr/bin/sbatch usr/sbin/munged usr/sbin/mungekey usr/bin/munge usr/bin/unmunge; do
-	[ -x "$P/$c" ] && ln -s "$P/$c" "$d/bin/"
-done
-export PATH=$d/bin:$PATH
-export SLURM_CONF=$d/slurm.conf
-pyenv=(env -u LD_LIBRARY_PATH)
-[ -n "$py_ld" ] && pyenv=(env LD_LIBRARY_PATH="$py_ld")
-
-say "work $work, cluster $d, log $log, $( [ "$fake" -gt 0 ] && echo "$fake fake GPUs" || echo "the real GPUs")"
-say "host $(uname -srm), $(nproc) CPUs, uid $(id -u), slurmd $(slurmd -V 2>&1), munged $(munged --version 2>&1 | head -1)"
-
 stop_cluster() {
 	local f pid i
 	[ -n "${d:-}" ] && [ -d "$d" ] || return 0
@@ -140,6 +107,43 @@ stop_cluster() {
 	if [ "$keep" = 1 ]; then say "kept $d"; else rm -rf "$d"; fi
 	d=""
 }
+finish() {
+	stop_cluster
+	echo "slurm-node: $npass passed, $nfail failed" | tee -a "$log"
+	[ "$nfail" = 0 ] && [ "$npass" -gt 0 ]
+	exit $?
+}
+
+[ -f "$work/env.sh" ] || { fail "setup: no $work/env.sh: run bundle-build.sh first (--work)"; finish; }
+# shellcheck disable=SC1091
+. "$work/env.sh"
+P=$work/prefix
+SL=$P/usr/lib/x86_64-linux-gnu/slurm-wlm
+[ -x "$P/usr/sbin/slurmd-wlm" ] && [ -d "$SL" ] ||
+	{ fail "setup: no Slurm in $P: the bundle lacks the Slurm packages (make it again with tests/gpu/bundle.sh)"; finish; }
+# the Slurm programs and munged find the bundle's libraries first (their
+# RUNPATH is Debian's /usr/lib/x86_64-linux-gnu/slurm-wlm, which
+# LD_LIBRARY_PATH overrides); slurmd passes it to slurmstepd, srun to the tasks
+export LD_LIBRARY_PATH=$SL:$P/usr/lib/x86_64-linux-gnu:$P/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+d=$(mktemp -d /tmp/dljob-slurm-node.XXXXXX) || { fail "setup: mktemp"; finish; }
+# only these programs of the prefix on PATH (its /usr/bin also holds make,
+# pkgconf, ...); Debian's daemons are slurmd-wlm etc., named slurmd by
+# update-alternatives when the package is installed, which unpacking skips
+mkdir -p "$d/bin" || exit 1
+for c in usr/sbin/slurmctld-wlm usr/sbin/slurmd-wlm usr/sbin/slurmstepd-wlm usr/bin/srun usr/bin/sinfo usr/bin/scontrol \
+	usr/bin/squeue usr/bin/scancel usr/bin/salloc usr/bin/sbatch usr/sbin/munged usr/sbin/mungekey usr/bin/munge usr/bin/unmunge; do
+	[ -x "$P/$c" ] || { fail "setup: no $P/$c in the bundle"; finish; }
+	n=${c##*/}
+	ln -s "$P/$c" "$d/bin/${n%-wlm}" || exit 1
+done
+export PATH=$d/bin:$PATH
+export SLURM_CONF=$d/slurm.conf
+pyenv=(env -u LD_LIBRARY_PATH)
+[ -n "$py_ld" ] && pyenv=(env LD_LIBRARY_PATH="$py_ld")
+
+say "work $work, cluster $d, log $log, $( [ "$fake" -gt 0 ] && echo "$fake fake GPUs" || echo "the real GPUs")"
+say "host $(uname -srm), $(nproc) CPUs, uid $(id -u), slurmd $(slurmd -V 2>&1), munged $(munged --version 2>&1 | head -1)"
+
 trap 'say "interrupted"; stop_cluster; exit 1' INT TERM
 
 # ---- libraries -------------------------------------------------------------------------------
@@ -272,7 +276,7 @@ EOF
 		{ say "slurmctld failed: $(tail -5 "$d/log/slurmctld.out" "$d/log/slurmctld.log" 2>/dev/null)"; return 1; }
 	wait_for 60 sh -c 'scontrol ping | grep -q UP' ||
 		{ say "slurmctld not answering: $(tail -5 "$d/log/slurmctld.log" 2>/dev/null)"; return 1; }
-	slurmd -N "$node" -d "$P/usr/sbin/slurmstepd" >"$d/log/slurmd.out" 2>&1 ||
+	slurmd -N "$node" -d "$P/usr/sbin/slurmstepd-wlm" >"$d/log/slurmd.out" 2>&1 ||
 		{ say "slurmd failed: $(tail -5 "$d/log/slurmd.out" "$d/log/slurmd.log" 2>/dev/null)"; return 1; }
 	wait_for 60 node_idle ||
 		{ say "node not idle: $(sinfo -h -N -o '%N %T %E' 2>&1); $(tail -5 "$d/log/slurmd.log" 2>/dev/null)"; return 1; }
