@@ -75,10 +75,24 @@ for t in dpkg-deb tar gzip xz zstd ar as ld gcc make sed awk grep readelf od pyt
 done
 n=0
 kept=""
-declare -A done=()
+declare -A done=() listed=()
+bundled=""
 for deb in "$bundle"/debs/*.deb; do
 	pkg=$(dpkg-deb -f "$deb" Package)
-	dpkg-query -W "$pkg" >/dev/null 2>&1 || continue
+	dpkg-query -W "$pkg" >/dev/null 2>&1 && bundled="$bundled $pkg"
+done
+# every path the bundled packages install (usrmerge: /lib is /usr/lib): a
+# -dev package's link into a package that is not bundled (libcairo2-dev's
+# libcairo-gobject.so) leaves its target alone, which the system's programs
+# (Debian's torch) may need
+for pkg in $bundled; do
+	while read -r f; do
+		[ -n "$f" ] && listed[$f]=1 && listed[/usr$f]=1
+		[ -n "${f#/usr}" ] && listed[${f#/usr}]=1
+	done < <(dpkg-query -L "$pkg")
+done
+notours=0
+for pkg in $bundled; do
 	while read -r f; do
 		case $f in /usr/share/*|/etc/*) continue ;; esac
 		[ -f "$f" ] || continue
@@ -86,6 +100,7 @@ for deb in "$bundle"/debs/*.deb; do
 		[ -n "${done[$r]:-}" ] && continue
 		done[$r]=1
 		if [ -n "${keep[$r]:-}" ]; then kept="$kept $(basename "$r")"; continue; fi
+		[ -n "${listed[$r]:-}" ] || { notours=$((notours + 1)); continue; }
 		case $r in
 		*/include/*|*.h) m=$tmp/poison.h ;;
 		*/bin/*) m=$tmp/poison ;;
@@ -98,7 +113,8 @@ done
 for p in mpicc pkg-config pkgconf; do
 	f=$(command -v $p) && mount --bind "$tmp/poison" "$(readlink -f "$f")"
 done
-echo "bundle-selftest: hid $n files of the bundled packages, mpicc and pkg-config; kept for the system's tools:$kept"
+echo "bundle-selftest: hid $n files of the bundled packages, mpicc and pkg-config; kept for the system's tools:$kept;" \
+	"left $notours targets of links into packages not bundled"
 # the hiding works: the system's oneDNN header and library are unusable now
 msg=$(echo '#include <oneapi/dnnl/dnnl.h>' | gcc -fsyntax-only -x c - 2>&1)
 case $msg in *bundle-selftest*) ;; *) die "the system's oneapi/dnnl/dnnl.h is still usable" ;; esac
