@@ -42,10 +42,11 @@
 # output) and $OUT/slurm-node-logs.tgz (slurm.conf, gres.conf,
 # plugstack.conf, the daemons' logs); without OUT, WORK/out/.
 #
-# Runs as root (the device machines' commands do, KINDS.md; slurmd and
-# slurmstepd switch to the job's user).  Not root: SlurmUser and SlurmdUser
-# become the invoking user and the fake devices plain files (an unchecked
-# fallback: slurmstepd may refuse to run without root).  Nothing is written
+# Runs as root (the device machines' commands do, KINDS.md).  Not root:
+# SlurmUser and SlurmdUser become the invoking user, and the fake devices
+# plain files (mknod needs root).  Checked here as nobody with --fake-gpus 2:
+# every check passed but bind, as Slurm gives a step no GPU from a plain
+# file (CUDA_VISIBLE_DEVICES unset); /dev/nvidia* are character devices.  Nothing is written
 # outside WORK and one temporary directory: slurmd is given the prefix's
 # slurmstepd (-d), slurm.conf the prefix's PluginDir, munged its key, socket
 # and files; the node is this machine's host name when that resolves (else
