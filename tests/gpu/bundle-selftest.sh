@@ -24,7 +24,10 @@
 # Then it runs BUNDLE/bundle-build.sh --smoke ARG... (a fresh work directory
 # under /tmp), whose own checks (ldd: every library from the prefix or the
 # CUDA view; cudnnGetVersion/ncclGetVersion; dljob --version; 3 training
-# steps on the CPU backend) decide the exit status.
+# steps on the CPU backend) decide the exit status, and then
+# BUNDLE/slurm-node.sh --fake-gpus 2 (a one-node cluster from the bundle's
+# Slurm packages, under `flock /tmp/dljob-cluster.lock`), whose checks must
+# all pass too.
 set -u -o pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 wheels=yes
@@ -64,6 +67,7 @@ echo "bundle-selftest: a library of the system was used instead of the bundle's"
 # are that machine's, never the bundle's
 declare -A keep=()
 for t in dpkg-deb tar gzip xz zstd ar as ld gcc make sed awk grep readelf od python3 \
+	bash timeout env mknod flock tee hostname getent mktemp date \
 	"$(gcc -print-prog-name=cc1)" "$(gcc -print-prog-name=collect2)"; do
 	p=$(command -v "$t" 2>/dev/null) || p=$t
 	[ -x "$p" ] || continue
@@ -71,10 +75,24 @@ for t in dpkg-deb tar gzip xz zstd ar as ld gcc make sed awk grep readelf od pyt
 done
 n=0
 kept=""
-declare -A done=()
+declare -A done=() listed=()
+bundled=""
 for deb in "$bundle"/debs/*.deb; do
 	pkg=$(dpkg-deb -f "$deb" Package)
-	dpkg-query -W "$pkg" >/dev/null 2>&1 || continue
+	dpkg-query -W "$pkg" >/dev/null 2>&1 && bundled="$bundled $pkg"
+done
+# every path the bundled packages install (usrmerge: /lib is /usr/lib): a
+# -dev package's link into a package that is not bundled (libcairo2-dev's
+# libcairo-gobject.so) leaves its target alone, which the system's programs
+# (Debian's torch) may need
+for pkg in $bundled; do
+	while read -r f; do
+		[ -n "$f" ] && listed[$f]=1 && listed[/usr$f]=1
+		[ -n "${f#/usr}" ] && listed[${f#/usr}]=1
+	done < <(dpkg-query -L "$pkg")
+done
+notours=0
+for pkg in $bundled; do
 	while read -r f; do
 		case $f in /usr/share/*|/etc/*) continue ;; esac
 		[ -f "$f" ] || continue
@@ -82,6 +100,7 @@ for deb in "$bundle"/debs/*.deb; do
 		[ -n "${done[$r]:-}" ] && continue
 		done[$r]=1
 		if [ -n "${keep[$r]:-}" ]; then kept="$kept $(basename "$r")"; continue; fi
+		[ -n "${listed[$r]:-}" ] || { notours=$((notours + 1)); continue; }
 		case $r in
 		*/include/*|*.h) m=$tmp/poison.h ;;
 		*/bin/*) m=$tmp/poison ;;
@@ -94,7 +113,8 @@ done
 for p in mpicc pkg-config pkgconf; do
 	f=$(command -v $p) && mount --bind "$tmp/poison" "$(readlink -f "$f")"
 done
-echo "bundle-selftest: hid $n files of the bundled packages, mpicc and pkg-config; kept for the system's tools:$kept"
+echo "bundle-selftest: hid $n files of the bundled packages, mpicc and pkg-config; kept for the system's tools:$kept;" \
+	"left $notours targets of links into packages not bundled"
 # the hiding works: the system's oneDNN header and library are unusable now
 msg=$(echo '#include <oneapi/dnnl/dnnl.h>' | gcc -fsyntax-only -x c - 2>&1)
 case $msg in *bundle-selftest*) ;; *) die "the system's oneapi/dnnl/dnnl.h is still usable" ;; esac
@@ -119,7 +139,17 @@ if [ $wheels = yes ] && ls /usr/local/cuda/dist-info/*/RECORD >/dev/null 2>&1; t
 fi
 
 work=$tmp/work
+t0=$(date +%s)
 bash "$bundle/bundle-build.sh" --work "$work" --smoke "$@"
 rc=$?
-echo "bundle-selftest: bundle-build.sh exit status $rc (log: ${OUT:-$work/out}/bundle-build.log)"
+echo "bundle-selftest: bundle-build.sh exit status $rc after $(($(date +%s) - t0)) s (log: ${OUT:-$work/out}/bundle-build.log)"
+[ $rc = 0 ] || exit $rc
+# The GPU node under Slurm, from the bundle's Slurm packages, on fake GPUs.
+# This machine's python3 with torch is Debian's, which links oneDNN, cairo,
+# libpng...: the bundle's copies (the system's are hidden above).
+t0=$(date +%s)
+TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3} DLJOB_PY_LD_LIBRARY_PATH=$work/prefix/view/lib \
+	flock /tmp/dljob-cluster.lock bash "$bundle/slurm-node.sh" --work "$work" --fake-gpus 2
+rc=$?
+echo "bundle-selftest: slurm-node.sh --fake-gpus 2 exit status $rc after $(($(date +%s) - t0)) s (log: ${OUT:-$work/out}/slurm-node.log)"
 exit $rc

@@ -14,6 +14,9 @@
 #                          the shared libraries they need (computed, see below)
 #   bundle-build.sh        copy of tests/gpu/bundle-build.sh: unpacks the
 #                          packages into a private prefix and builds dljob there
+#   slurm-node.sh          copy of tests/gpu/slurm-node.sh: a one-node private
+#                          Slurm cluster from the bundled packages (after
+#                          bundle-build.sh), the srun checks on its GPUs
 #   MANIFEST               date, source commit, package list, sizes, sha256
 # tests/gpu/README says how to use it on a GPU machine.
 #
@@ -27,12 +30,16 @@
 # they name what Open MPI's plugins, Fortran and ssh would need (libfabric,
 # UCX, gfortran, ...), which a single-process dljob never loads.  Packages
 # whose libraries nothing links (HEADER_PKGS) contribute headers only.
+# The Slurm and munge packages of RUN_PKGS (slurm-node.sh's one-node private
+# cluster on the GPU machine, issue 37 part 4) are taken whole: every
+# program and plugin of theirs is an ELF file whose ldd closure is added.
 set -u -o pipefail
 
 DEV_PKGS="libslurm-dev libhwloc-dev libpmix-dev libopenmpi-dev libdnnl-dev
   libjpeg62-turbo-dev libpng-dev zlib1g-dev libjansson-dev libprotobuf-c-dev libcairo2-dev libsodium-dev
   pkgconf-bin make"   # make: used where the machine has none
 HEADER_PKGS="libslurm-dev"     # configure reads slurm/spank.h; nothing links libslurm
+RUN_PKGS="munge slurmctld slurmd slurm-client slurm-wlm-basic-plugins"   # run, not linked
 BASE_PKGS="libc6 libgcc-s1 libstdc++6 libgomp1"
 LINK_LIBS="dnnl hwloc pmix mpi jpeg png16 z jansson protobuf-c cairo sodium"
 
@@ -54,41 +61,70 @@ done
 
 in_list() { case " $(echo $2) " in *" $1 "*) return 0 ;; esac; return 1; }
 
-# owner PATH: the Debian package that installed PATH (usrmerge: /lib and
-# /usr/lib name the same files, dpkg knows one of them)
+# owners PATH...: fill owned[PATH] with the Debian package that installed
+# PATH (usrmerge: /lib and /usr/lib name the same files, dpkg knows one of
+# them), asking dpkg-query once for all the paths (one call per library took
+# minutes for the Slurm plugins' closure on a loaded machine)
 declare -A owned=()
-owner() {
-	local p=$1 r c
-	[ -n "${owned[$p]:-}" ] && { echo "${owned[$p]}"; return 0; }
-	r=$(readlink -f "$p")
-	for c in "$p" "$r" "${p#/usr}" "/usr$p" "${r#/usr}" "/usr$r"; do
-		r=$(dpkg-query -S "$c" 2>/dev/null | sed -n 's/^\([^ ,:]*\)\(:[a-z0-9]*\)\{0,1\}: \/.*/\1/p' | head -1)
-		[ -n "$r" ] && { owned[$p]=$r; echo "$r"; return 0; }
+owners() {
+	local p r c line pkg path
+	local -A by=()
+	local cands=()
+	for p in "$@"; do
+		r=$(readlink -f "$p")
+		cands+=("$p" "$r" "${p#/usr}" "/usr$p" "${r#/usr}" "/usr$r")
 	done
-	return 1
+	while IFS= read -r line; do
+		pkg=$(echo "$line" | sed -n 's/^\([^ ,:]*\)\(:[a-z0-9]*\)\{0,1\}[,:].*/\1/p')
+		path=${line#*: }
+		[ -n "$pkg" ] && [ -z "${by[$path]:-}" ] && by[$path]=$pkg
+	done < <(printf '%s\0' "${cands[@]}" | sort -zu | xargs -0 dpkg-query -S 2>/dev/null)
+	for p in "$@"; do
+		r=$(readlink -f "$p")
+		for c in "$p" "$r" "${p#/usr}" "/usr$p" "${r#/usr}" "/usr$r"; do
+			[ -n "${by[$c]:-}" ] && { owned[$p]=${by[$c]}; break; }
+		done
+	done
 }
 
 # Compute the closure into pkgs[] (name -> why).
 declare -A why=()
-for p in $DEV_PKGS; do
+for p in $DEV_PKGS $RUN_PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
 		die "$p is not installed here (run contrib/install-deps.sh): the closure is read off the installed libraries"
 	why[$p]="listed"
 done
-for p in $DEV_PKGS; do
+elf() { [ -f "$1" ] && [ "$(head -c 4 "$1" | od -An -c | tr -d ' ')" = '177ELF' ]; }
+# every library (and linked file) in the order first needed, with who needs it
+declare -A needer=()
+libs_in_order=()
+for p in $DEV_PKGS $RUN_PKGS; do
 	in_list "$p" "$HEADER_PKGS" && continue
-	# the package's libraries that dljob links (.so links) and its programs
-	for f in $(dpkg-query -L "$p" | grep -E "/lib/(.*/)?lib($(echo $LINK_LIBS | tr ' ' '|'))\.so\$|/bin/[^/]*\$"); do
+	if in_list "$p" "$RUN_PKGS"; then
+		# every program and plugin (slurmd, munged, the slurm-wlm/*.so)
+		files=$(dpkg-query -L "$p" | grep -E '/s?bin/[^/]*$|\.so(\.[0-9.]*)?$' | while read -r f; do
+			elf "$f" && echo "$f"; done)
+	else
+		# the package's libraries that dljob links (.so links) and its programs
+		files=$(dpkg-query -L "$p" | grep -E "/lib/(.*/)?lib($(echo $LINK_LIBS | tr ' ' '|'))\.so\$|/bin/[^/]*\$")
+	fi
+	for f in $files; do
 		[ -e "$f" ] || continue
-		libs=$(readlink -f "$f")
-		nf=$(ldd "$f" 2>/dev/null | grep "not found") && die "ldd $f: $nf"
-		libs="$libs $(ldd "$f" 2>/dev/null | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p')"
-		for l in $libs; do
-			o=$(owner "$l") || die "no Debian package owns $l (needed by $f)"
-			in_list "$o" "$BASE_PKGS" && continue
-			[ -n "${why[$o]:-}" ] || why[$o]="needed by $(basename "$f")"
+		lo=$(ldd "$f" 2>/dev/null)
+		nf=$(echo "$lo" | grep "not found") && die "ldd $f: $nf"
+		for l in $(readlink -f "$f") $(echo "$lo" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p'); do
+			[ -n "${needer[$l]:-}" ] && continue
+			needer[$l]=$f
+			libs_in_order+=("$l")
 		done
 	done
+done
+owners "${libs_in_order[@]}"
+for l in "${libs_in_order[@]}"; do
+	o=${owned[$l]:-}
+	[ -n "$o" ] || die "no Debian package owns $l (needed by ${needer[$l]})"
+	in_list "$o" "$BASE_PKGS" && continue
+	[ -n "${why[$o]:-}" ] || why[$o]="needed by $(basename "${needer[$l]}")"
 done
 pkgs=$(printf '%s\n' "${!why[@]}" | sort)
 if [ $list_only = 1 ]; then
@@ -105,7 +141,7 @@ if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ] && [ ! -f "$out/MANIFES
 fi
 mkdir -p "$out" || die "cannot create $out"
 out=$(cd "$out" && pwd)
-rm -rf "$out/debs" "$out"/dljob-*.tar.gz "$out/MANIFEST" "$out/bundle-build.sh" "$out/README"
+rm -rf "$out/debs" "$out"/dljob-*.tar.gz "$out/MANIFEST" "$out/bundle-build.sh" "$out/slurm-node.sh" "$out/README"
 mkdir -p "$out/debs" || exit 1
 
 # `make dist` from a configured build directory (the given one, an in-tree
@@ -141,7 +177,9 @@ for p in $pkgs; do
 	fi
 done
 rm -f "$out/download.log"
-cp "$src/tests/gpu/bundle-build.sh" "$out/bundle-build.sh" && chmod +x "$out/bundle-build.sh" || exit 1
+for f in bundle-build.sh slurm-node.sh; do
+	cp "$src/tests/gpu/$f" "$out/$f" && chmod +x "$out/$f" || exit 1
+done
 cp "$src/tests/gpu/README" "$out/README" || exit 1
 
 # the newest glibc symbol version the bundled libraries and programs use
@@ -163,7 +201,7 @@ dirty=$(git -C "$src" status --porcelain --untracked-files=no 2>/dev/null | grep
 		printf '  %-28s %-26s %s\n' "$p" "$(dpkg-deb -f "$(ls "$out"/debs/"$p"_*.deb | head -1)" Version)" "${why[$p]}"
 	done
 	echo "files:"
-	(cd "$out" && for f in dljob-*.tar.gz bundle-build.sh README debs/*.deb; do
+	(cd "$out" && for f in dljob-*.tar.gz bundle-build.sh slurm-node.sh README debs/*.deb; do
 		printf '  %s %9d %s\n' "$(sha256sum "$f" | cut -c1-64)" "$(stat -c %s "$f")" "$f"
 	done)
 } >"$out/MANIFEST"

@@ -29,7 +29,8 @@ endif
 # The offline build bundle for a GPU machine without a package manager
 # (tests/gpu/README): `make gpu-bundle` writes gpu-bundle/ at the top of the
 # source tree; test_bundle.sh checks its logic here in seconds.
-EXTRA_DIST += tests/gpu/README tests/gpu/bundle.sh tests/gpu/bundle-build.sh tests/gpu/bundle-selftest.sh
+EXTRA_DIST += tests/gpu/README tests/gpu/bundle.sh tests/gpu/bundle-build.sh tests/gpu/bundle-selftest.sh \
+	tests/gpu/slurm-node.sh
 TESTS += tests/gpu/test_bundle.sh
 dist_check_SCRIPTS += tests/gpu/test_bundle.sh
 # run.sh's pass/fail/skip counting on stand-in programs, no GPU (seconds)

@@ -4,7 +4,9 @@
 #  1. bundle.sh --list: the package closure holds every -dev package, the
 #     run-time packages of the libraries dljob links and pkgconf, and neither
 #     the C library nor what only Open MPI's plugins need (libfabric, UCX);
-#     every library the built dljob loads is in it.
+#     every library the built dljob loads is in it; the Slurm and munge
+#     packages of slurm-node.sh's one-node cluster, with the libraries their
+#     programs and plugins load.
 #  2. bundle-build.sh --unpack-only: dpkg-deb, ar + tar and the python
 #     unpacker make the same prefix from a .deb made here, its absolute link
 #     pointed back into the prefix.
@@ -30,10 +32,12 @@ for p in libdnnl-dev libdnnl2 libhwloc-dev libhwloc15 libpmix-dev libpmix2 libop
 	libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 zlib1g-dev zlib1g libslurm-dev \
 	libevent-core-2.1-7 libjansson-dev libjansson4 libprotobuf-c-dev libprotobuf-c1 libcairo2-dev libcairo2 \
 	libsodium-dev libsodium23 \
-	pkgconf-bin libpkgconf3 make; do
+	pkgconf-bin libpkgconf3 make \
+	munge libmunge2 slurmctld slurmd slurm-client slurm-wlm-basic-plugins liblz4-1 libpam0g libnuma1; do
 	check "closure holds $p" has $p
 done
-for p in libc6 libstdc++6 libgcc-s1 libfabric1 libucx0 libslurm38 gfortran-12; do
+for p in libc6 libstdc++6 libgcc-s1 libfabric1 libucx0 libslurm38 gfortran-12 \
+	slurm-wlm-mysql-plugin libmariadb3 slurmdbd; do
 	check "closure leaves out $p" lacks $p
 done
 # every library the dljob built here loads (ldd: its NEEDED entries and
@@ -47,6 +51,19 @@ for l in $(ldd "${DLJOB_BIN:?}" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p'); do
 	done
 	case " libc6 libgcc-s1 libstdc++6 libgomp1 " in *" $o "*) continue ;; esac
 	check "dljob's $(basename "$l") (${o:-no package}) is in the bundle" has "${o:-none}"
+done
+
+# the same for what the cluster runs: slurmd's, srun's, munged's libraries
+for b in /usr/sbin/slurmd /usr/sbin/slurmstepd /usr/bin/srun /usr/sbin/munged; do
+	for l in $(ldd "$b" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p'); do
+		r=$(readlink -f "$l") o=""
+		for c in "$l" "$r" "${l#/usr}" "/usr$l" "${r#/usr}" "/usr$r"; do
+			o=$(dpkg-query -S "$c" 2>/dev/null | sed -n 's/^\([^ ,:]*\)\(:[a-z0-9]*\)\{0,1\}: \/.*/\1/p' | head -1)
+			[ -n "$o" ] && break
+		done
+		case " libc6 libgcc-s1 libstdc++6 libgomp1 " in *" $o "*) continue ;; esac
+		check "$(basename "$b")'s $(basename "$l") (${o:-no package}) is in the bundle" has "${o:-none}"
+	done
 done
 
 # ---- 2. unpacking ---------------------------------------------------------------------------
