@@ -73,7 +73,7 @@ img=$(bash "$here/mkimage.sh" "$cache" $deps) || stop "tests/cgroup2/mkimage.sh 
 ok "node image $img ($(( $(date +%s) - t0 )) s)"
 
 install -m 755 "$here/guest.sh" share/guest.sh
-cp "$src/tests/slurm/topologies/2s-8gpu-4hca.xml" share/ || stop "no topology file"
+cp "$src/mapping/test/topologies/2s-8gpu-4hca.xml" share/ || stop "no topology file"
 step "boot the node: qemu-system-x86_64 -accel tcg -smp 2 -m 2G"
 t0=$(date +%s)
 timeout 840 qemu-system-x86_64 -accel tcg -smp 2 -m 2G -display none -monitor none -no-reboot \
