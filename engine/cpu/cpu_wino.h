@@ -1,70 +1,48 @@
 /* Winograd convolution written for this engine: f32, 3x3, pad 1,
  * activations in oneDNN's nChw16c layout (aBcd16b), C and K multiples of
  * 16.  For stride 1, F(4x4,3x3), three ways to run it, chosen by shape
- * (cpu_wino_plan), and a fourth for stride 2:
+ * (cpu_wino_plan), and a fourth for stride 2.  Where each is used follows
+ * from bench_ops runs against oneDNN in the same run; the figures are in
+ * tests/bench/RESULTS.md ("The Winograd paths against oneDNN").
  *
- * The group path (small channel counts): at 16 channels oneDNN's jit_wino_4x3
- * is no faster than its direct kernel, at 32 a little.  This path keeps a
- * group of 8 tiles' transforms in L1, does the per-position products with
- * register-blocked FMAs, and writes large outputs with streaming stores.
- * Inside resnet20's step (batch 128, 2 threads; forward / backward-data /
- * backward-weights):
- *   16->16 at 28x28: 1.42 / 1.54 / 1.82 ms, oneDNN direct 2.0 / 2.0 / 2.05
- *   32->32 at 14x14: 1.30 / 1.31 / 1.55 ms, oneDNN Winograd 1.41 / 1.38 / 1.83
- *   64->64 at 7x7:   1.32 / 1.29 / 1.48 ms, oneDNN Winograd 1.05 / 1.07 / 1.40
- * so the backend uses it up to 32 channels.
+ * The group path (small channel counts, up to 32; cpu_wino_group.c): at
+ * 16 channels oneDNN's jit_wino_4x3 is no faster than its direct kernel,
+ * at 32 a little.  This path keeps a group of 8 tiles' transforms in L1,
+ * does the per-position products with register-blocked FMAs, and writes
+ * large outputs with streaming stores.
  *
- * The panel path (C and K multiples of 64): every tile of the batch at once,
- * one GEMM per transform position, 64 output channels at a time (cpu_wino_panel.c),
- * its tiles laid over a mosaic of the batch's images with one zero line
- * between them, so that a 14x14 image no longer pads to 16x16: at batch 16,
- * 4 x 4 images take 15 x 15 tiles instead of 16 x 16, and each pass of
- * resnet50's layer3 3x3 ran 6-15 % faster (tests/bench/RESULTS.md).  Where
- * a pass has many tiles its plan takes F(6x6,3x3) instead (64 products per
- * 6x6 output tile, 1.78 a pixel against F(4x4)'s 2.25, about twice the
- * rounding error): resnet50's 14x14 layers at batch 16, 100 tiles instead
- * of 225; the filters' transform, rebuilt every pass, is what keeps the
- * 7x7 layers (32 tiles) on F(4x4).
- * On resnet50's wide layers with small images oneDNN's kernel pads 14 and 7
- * up to whole 4x4 tiles, as this one did before the mosaic, and ran them
- * slower even then: tests/bench/bench_ops, batch 16, 2 threads, GFLOP/s
- * (direct-convolution flops) of this path / oneDNN's Winograd in the same
- * run, on the Zen 5 VM before the mosaic,
- *   256->256 at 14x14: 1100 / 900, 1105 / 890, 885 / 770
- *   512->512 at 7x7:   1030 / 495, 1030 / 510, 985 / 585
- * and on the Zen 4 VM with it, 256->256 at 14x14: 580 / 457 forward,
- * 599 / 477 backward-data, 567 / 477 backward-weights; with F(6x6) there
- * and U laid out by position (three runs): 256->256 at 14x14 618-641 /
- * 441-448, 574-688 / 446-449, 479-578 / 458-484; 512->512 at 7x7 (F(4x4))
- * 493-498 / 391-407, 439-479 / 384-406, 439-460 / 354-367,
- * so the backend uses it from 256 channels at 14x14 and smaller; at 64 and
- * 128 channels on 56x56 and 28x28 oneDNN's is as fast or faster
- * (tests/bench/RESULTS.md).
+ * The panel path (C and K multiples of 64, from 256 channels at 14x14 and
+ * smaller; cpu_wino_panel.c): every tile of the batch at once, one GEMM
+ * per transform position, 64 output channels at a time, its tiles laid
+ * over a mosaic of the batch's images with one zero line between them, so
+ * that a 14x14 image no longer pads to 16x16 (at batch 16, 4 x 4 images
+ * take 15 x 15 tiles instead of 16 x 16).  Where a pass has many tiles
+ * its plan takes F(6x6,3x3) instead (64 products per 6x6 output tile,
+ * 1.78 a pixel against F(4x4)'s 2.25, about twice the rounding error):
+ * resnet50's 14x14 layers at batch 16, 100 tiles instead of 225; the
+ * filters' transform, rebuilt every pass, is what keeps the 7x7 layers
+ * (32 tiles) on F(4x4).  oneDNN's kernel pads 14 and 7 up to whole 4x4
+ * tiles; at 64 and 128 channels on 56x56 and 28x28 oneDNN's is as fast or
+ * faster, so the panel path is not used there.
  *
- * The wgrad path (backward-weights only, C and K of 64 or 128): on
- * resnet50's 56x56 and 28x28 layers oneDNN's Winograd backward-weights is
- * its slow pass (6.3 ms against 3.7 forward on the Zen 5 VM), and the
- * panel path's buffers would not fit the cache.  Each thread takes chunks
- * of 32 tiles, transforms them and adds their products into a dU of its
- * own; the threads' dU are summed at the end.  The backend keeps oneDNN's
- * Winograd for the forward and backward-data of these layers and writes
- * this path's gradient straight into their weight layout.  bench_ops,
- * Zen 4 VM, batch 16, 2 threads, backward-weights GFLOP/s against
- * oneDNN's in the same run: 64->64 at 56x56 485 / 407, 128->128 at 28x28
- * 531 / 448.
+ * The wgrad path (backward-weights only, C and K of 64 or 128;
+ * cpu_wino_wgrad.c): on resnet50's 56x56 and 28x28 layers oneDNN's
+ * Winograd backward-weights is its slow pass, and the panel path's
+ * buffers would not fit the cache.  Each thread takes chunks of 32 tiles,
+ * transforms them and adds their products into a dU of its own; the
+ * threads' dU are summed at the end.  The backend keeps oneDNN's Winograd
+ * for the forward and backward-data of these layers and writes this
+ * path's gradient straight into their weight layout.
  *
- * The stride-2 path (3x3 stride 2 pad 1, C and K multiples of 64): a
- * polyphase Winograd, the even taps of each axis as F(4,2) and the odd
- * one as a plain product, 81 products per 4x4 output tile instead of the
- * direct convolution's 144, in all three passes, over chunks of 32 tiles
- * per thread (cpu_wino_s2.c).  On resnet50's layer2.0
- * (128 channels, 56x56 -> 28x28) bench_ops, Zen 4 VM, batch 16, 2 threads,
- * GFLOP/s against oneDNN's direct kernel in the same run:
- *   forward 274-288 / 207-211, backward-data 290-307 / 197-209,
- *   backward-weights 202-239 / 197-208
- * (oneDNN 2.6 has no Winograd for stride 2).  At 256 and 512 channels the
- * outputs are 14x14 and 7x7, which whole 4x4 tiles pad by 31 %, and the
- * whole filter transform no longer fits the cache: not used there.
+ * The stride-2 path (3x3 stride 2 pad 1, C and K multiples of 64;
+ * cpu_wino_s2.c): a polyphase Winograd, the even taps of each axis as
+ * F(4,2) and the odd one as a plain product, 81 products per 4x4 output
+ * tile instead of the direct convolution's 144, in all three passes, over
+ * chunks of 32 tiles per thread; used on resnet50's layer2.0 (128
+ * channels, 56x56 -> 28x28; oneDNN 2.6 has no Winograd for stride 2).  At
+ * 256 and 512 channels the outputs are 14x14 and 7x7, which whole 4x4
+ * tiles pad by 31 %, and the whole filter transform no longer fits the
+ * cache: not used there.
  *
  * The stride-1 passes share the transforms of Lavin & Gray's F(4x4,3x3)
  * (the panel path's F(6x6,3x3) has the same form, cpu_wino_kern.h):
@@ -149,17 +127,15 @@ int cpu_wino_available(void);
 int cpu_wino_shape_ok(int c, int k, int ksize, int stride, int pad);
 /* Whether the panel path is the one to run c -> k channels on h x w images
  * with `threads` OpenMP threads: from 256 channels (multiples of 64) at
- * 14x14 and smaller, where it measured 1.15-1.25x oneDNN's Winograd at 256
- * channels on 14x14 and 1.7-2.1x at 512 on 7x7 (at 64 and 128 channels on
- * 56x56 and 28x28 it is slower); and only while every thread gets one of
+ * 14x14 and smaller, where it beats oneDNN's Winograd (at 64 and 128
+ * channels on 56x56 and 28x28 it does not: tests/bench/RESULTS.md); and only while every thread gets one of
  * the 64-channel panels its products are split into (up to 4 threads at
  * 256 channels, 8 at 512): beyond that the rest would idle. */
 int cpu_wino_panel_fits(int c, int k, int h, int w, int threads);
 /* Whether the wgrad path is the one to run the weight gradient of c -> k
  * channels on h x w images: C and K of 64 or 128 on images over 14x14,
- * where oneDNN's Winograd backward-weights runs at 60-80 % of its
- * forward's rate and this path at 1.15-1.2x oneDNN's
- * (tests/bench/RESULTS.md). */
+ * where oneDNN's Winograd backward-weights is its slow pass and this path
+ * is faster (tests/bench/RESULTS.md). */
 int cpu_wino_wgrad_fits(int c, int k, int h, int w);
 /* Whether the stride-2 path is the one to run a 3x3 stride-2 pad-1
  * convolution of batch n, c -> k channels on h x w input images with
