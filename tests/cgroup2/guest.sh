@@ -160,7 +160,7 @@ check "--dl-job=resnet20 runs the installed runtime: $(echo $out)" grep -q '^dlj
 out=$(S -n1 --dl-job=resnet20 --dl-data="$W" /bin/true 2>&1)
 rc=$?
 check "--dl-job=resnet20 refuses a task that is not the site's runtime (rc $rc): $(echo $out | cut -c1-300)" \
-	bash -c "[ $rc -ne 0 ] && grep -q 'the command must be dljob' <<<'$(echo $out | tr -d "'")'"
+	bash -c "[ $rc -ne 0 ] && grep -q 'is /bin/true, not the runtime /usr/bin/dljob' <<<'$(echo $out | tr -d "'")'"
 
 # ---- the mapping's CPU split: two jobs sharing the node -----------------------
 # Each job has one core; its task is planned and bound inside its own job's
