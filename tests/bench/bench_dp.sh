@@ -32,8 +32,8 @@ TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
 MODELS=${1:-resnet20 resnet50}
 [ -x "$DLJOB_BIN" ] || { echo "no $DLJOB_BIN: build first" >&2; exit 1; }
 set +e +u
-# shellcheck source=tests/slurm/world_lib.sh
-source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
+# shellcheck source=world/test/world_lib.sh
+source "$DLJOB_SRCDIR/world/test/world_lib.sh"
 set -e -u
 cluster_up 4
 cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) # nproc alone answers OMP_NUM_THREADS

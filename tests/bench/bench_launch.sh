@@ -2,8 +2,8 @@
 # Launch latency: seconds from `srun` to "world ready" (every rank joined
 # and one collective done) and to the end of the first training step, for
 # 1, 2 and 4 tasks on the private 2-node cluster:
-#   dljob world, PMIx + Open MPI (srun --mpi=pmix)   tests/slurm/world_check
-#   dljob world, TCP (srun --mpi=none)               tests/slurm/world_check
+#   dljob world, PMIx + Open MPI (srun --mpi=pmix)   world/test/world_check
+#   dljob world, TCP (srun --mpi=none)               world/test/world_check
 #   dljob world, PMIx + TCP ring (DLJOB_COLLECTIVES=ring)
 #   dljob first step (resnet20, batch 8, real Fashion-MNIST from Debian's
 #            dataset-fashion-mnist, loading included; TCP and PMIx), with the
@@ -14,7 +14,7 @@
 # Run by hand from a build directory (needs root for the cluster):
 #   DLJOB_BUILDDIR=$PWD bash /path/to/src/tests/bench/bench_launch.sh [REPEATS]
 # (DLJOB_BIN: the dljob to time, default $DLJOB_BUILDDIR/dljob; DLJOB_SRCDIR:
-# the source tree, default the one this script is in; tests/slurm/world_check
+# the source tree, default the one this script is in; world/test/world_check
 # is built in DLJOB_BUILDDIR first.)
 # Prints markdown tables (median of REPEATS runs, default 3), then the
 # allreduce time of resnet18's gradient for each collective implementation.
@@ -29,11 +29,11 @@ export DLJOB_SRCDIR=${DLJOB_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 : "${DLJOB_BUILDDIR:?set DLJOB_BUILDDIR to the build directory}"
 DLJOB_BIN=${DLJOB_BIN:-$DLJOB_BUILDDIR/dljob}
 [ -x "$DLJOB_BIN" ] || { echo "no $DLJOB_BIN: build dljob first" >&2; exit 1; }
-make -C "$DLJOB_BUILDDIR" -s tests/slurm/world_check >/dev/null || { echo "cannot build tests/slurm/world_check in $DLJOB_BUILDDIR" >&2; exit 1; }
+make -C "$DLJOB_BUILDDIR" -s world/test/world_check >/dev/null || { echo "cannot build world/test/world_check in $DLJOB_BUILDDIR" >&2; exit 1; }
 REPEATS=${1:-3}
 TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
-# shellcheck source=tests/slurm/world_lib.sh
-source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
+# shellcheck source=world/test/world_lib.sh
+source "$DLJOB_SRCDIR/world/test/world_lib.sh"
 cluster_up 4
 
 # shellcheck source=tests/bench/bench_launch_lib.sh

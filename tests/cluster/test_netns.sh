@@ -33,7 +33,7 @@
 # site that has not tuned it.
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
 FMNIST=/usr/share/datasets/fashion-mnist
-WC=${DLJOB_BUILDDIR:?}/tests/slurm/world_check
+WC=${DLJOB_BUILDDIR:?}/world/test/world_check
 TORCH=${TORCH_PYTHON:-/usr/bin/python3}
 [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || fail "no $FMNIST (Debian package dataset-fashion-mnist)"
 [ -x "${DLJOB_BIN:?}" ] || fail "build dljob first ($DLJOB_BIN)"

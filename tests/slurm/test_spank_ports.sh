@@ -11,8 +11,8 @@
 #     once with that same port: both steps run, with exact sums;
 #   - a malformed or overlong SLURM_STEP_RESV_PORTS fails the step, naming it.
 . "${DLJOB_SRCDIR:?run under make check}/tests/slurm/test_spank_lib.bash" || exit 1
-WC=${DLJOB_BUILDDIR:?}/tests/slurm/world_check
-STRANGER=$DLJOB_SRCDIR/tests/slurm/world_stranger.py
+WC=${DLJOB_BUILDDIR:?}/world/test/world_check
+STRANGER=$DLJOB_SRCDIR/world/test/world_stranger.py
 # shellcheck disable=SC2034 # read by cluster.sh
 CLUSTER_MPI_PORTS=$(_cluster_free_ports 1)
 CLUSTER_MPI_PORTS="$CLUSTER_MPI_PORTS-$((CLUSTER_MPI_PORTS + 99))"

@@ -10,8 +10,8 @@
 # the step's start, which a loaded machine (make -j check, two clusters)
 # may stretch to many seconds.
 set -u
-# shellcheck source=tests/slurm/world_lib.sh
-source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
+# shellcheck source=world/test/world_lib.sh
+source "$DLJOB_SRCDIR/world/test/world_lib.sh"
 cluster_up 4
 
 # clean_env keeps OMPI_MCA_* from world_lib.sh; SLURM_CONF must be passed.

@@ -4,8 +4,8 @@
 # exact sums, the same bits everywhere, on 4 ranks 2 per node; again with
 # DLJOB_COLLECTIVES=ring (PMIx bootstrap, TCP ring collectives); and 1 rank.
 set -u
-# shellcheck source=tests/slurm/world_lib.sh
-source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
+# shellcheck source=world/test/world_lib.sh
+source "$DLJOB_SRCDIR/world/test/world_lib.sh"
 cluster_up 4
 
 # clean_env keeps OMPI_MCA_* from world_lib.sh; SLURM_CONF must be passed.

@@ -4,8 +4,8 @@
 # the job and step ids), then from torchrun-style RANK/WORLD_SIZE/MASTER_*
 # as the SPANK plugin exports them; exact sums on all 4 ranks, 2 per node.
 set -u
-# shellcheck source=tests/slurm/world_lib.sh
-source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
+# shellcheck source=world/test/world_lib.sh
+source "$DLJOB_SRCDIR/world/test/world_lib.sh"
 cluster_up 4
 
 clean_srun() { clean_env SLURM_CONF="$SLURM_CONF" srun "$@"; }

@@ -12,11 +12,11 @@
 # 45 s: far above what the cases take on a loaded machine, which may be
 # several seconds; they were 6 to 15 s under a 20 s timeout, which a slow
 # process start under make -j check could pass).
-# The strangers are tests/slurm/world_stranger.py.
+# The strangers are world/test/world_stranger.py.
 set -u
-# shellcheck source=tests/slurm/world_lib.sh
-source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
-STRANGER=(python3 "$DLJOB_SRCDIR/tests/slurm/world_stranger.py")
+# shellcheck source=world/test/world_lib.sh
+source "$DLJOB_SRCDIR/world/test/world_lib.sh"
+STRANGER=(python3 "$DLJOB_SRCDIR/world/test/world_stranger.py")
 SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 [ ${#SECRET} = 64 ] || fail "cannot make a secret"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A hostile or broken peer of dljob's TCP rendezvous, for
-tests/slurm/test_world_hostile.sh.  It speaks the rendezvous protocol of
+world/test/test_world_hostile.sh.  It speaks the rendezvous protocol of
 world/world_star.c and world_ring.c (greeting, hello, proof: see
 world/world_int.h), and, where a rank 0 sends no greeting, the protocol of
 dljob before authentication (a bare hello with a guessable job key), so that

@@ -3,7 +3,7 @@
 # Environment from make check: DLJOB_SRCDIR, DLJOB_BUILDDIR.
 
 # shellcheck disable=SC2034 # used by the scripts that source this
-WC=${DLJOB_BUILDDIR:?}/tests/slurm/world_check
+WC=${DLJOB_BUILDDIR:?}/world/test/world_check
 WTMP=$(mktemp -d /tmp/dljob-world.XXXXXX) || exit 1
 # Open MPI's shared-memory transport crashes across the two slurmd "nodes"
 # of the test cluster, which share one host: TCP only, and over loopback

@@ -5,8 +5,8 @@
 # every other rank with an error naming it, in bounded time; bad variables
 # are refused by name.
 set -u
-# shellcheck source=tests/slurm/world_lib.sh
-source "$DLJOB_SRCDIR/tests/slurm/world_lib.sh"
+# shellcheck source=world/test/world_lib.sh
+source "$DLJOB_SRCDIR/world/test/world_lib.sh"
 
 # run_local N OUT [world_check options]: N ranks on 127.0.0.1; returns the
 # worst exit status.
