@@ -2,7 +2,7 @@
  * (engine/resnet.c builds them, dl_model_names), the runtime's --model
  * and the plugin's --dl-job (spank/options.c), which does not link the
  * engine.  Header only.  engine/resnet.c has one architecture row per
- * entry, in this order (a static assert and tests/engine/test_model.c
+ * entry, in this order (a static assert and engine/test/test_model.c
  * check it); tests/test_man_tables.sh checks that both man pages name
  * every model.
  *

@@ -24,7 +24,7 @@ const char *dl_precision_name(enum dl_precision p);
 
 /* How the cpu backend computes 3x3 convolutions.  Winograd F(4x4,3x3) does
  * about half the arithmetic of the direct method at a somewhat larger
- * rounding error (see tests/engine/test_ops.c); oneDNN has it for f32
+ * rounding error (see engine/test/test_ops.c); oneDNN has it for f32
  * 3x3 stride-1 convolutions only, everything else stays direct.  Other
  * backends accept DL_CONV_AUTO only. */
 enum dl_conv_algo {

@@ -43,7 +43,7 @@ _Static_assert(sizeof(archs) / sizeof(archs[0]) == DL_MODEL_COUNT, "one architec
 static const struct arch *arch_find(const char *name)
 {
 	/* archs[i] is the architecture of dl_model_list[i] only if its name
-	 * says so (tests/engine/test_model.c checks that every listed model
+	 * says so (engine/test/test_model.c checks that every listed model
 	 * is found). */
 	for (size_t i = 0; i < DL_MODEL_COUNT; i++)
 		if (name && strcmp(dl_model_list[i].name, name) == 0 && strcmp(archs[i].name, name) == 0)

@@ -22,7 +22,7 @@
 #define DL_REPORT_MAX_TARGETS 16
 
 /* A stretch of a run on one rank count: a run resumed from a checkpoint on
- * another rank count (tests/engine/test_resume_change.sh) has one segment
+ * another rank count (tests/train/test_resume_change.sh) has one segment
  * per rank count it ran on, in order; every record says its ranks. */
 struct dl_report_segment {
 	int ranks;

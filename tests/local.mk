@@ -14,10 +14,7 @@ EXTRA_DIST += tests/fuzz/spank.mk tests/fuzz/fuzz_plugstack.c tests/fuzz/fuzz_op
 	tests/fuzz/corpus/fuzz_hostlist
 include tests/cluster/local.mk
 include tests/current/local.mk
-include tests/engine/ops.mk
-include tests/engine/model.mk
-include tests/engine/train.mk
-include tests/data/local.mk
+include tests/train/local.mk
 include tests/slurm/spank.mk
 include tests/slurm/world.mk
 include tests/slurm/dataparallel.mk

@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "common/hostlist.h"
-#include "tests/data/check.h"
+#include "tests/check.h"
 
 /* All hosts of list, space-separated (at most max of them), or "ERR: why". */
 static const char *expand(const char *list, int max, size_t outlen)

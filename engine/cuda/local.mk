@@ -9,7 +9,7 @@
 #    dlopen'ed by dljob only when the cuda backend is asked for, so the
 #    dljob executable has no CUDA library in its NEEDED list and starts on a
 #    CPU node as fast as a --without-cuda build.  -z defs: the module needs
-#    nothing from the executable (tests/engine/test_module.sh checks both);
+#    nothing from the executable (tests/train/test_module.sh checks both);
 #  - the GPU test programs (tests/gpu/local.mk), which test its internals.
 CUDA_KERNEL_SOURCES = engine/cuda/k_convert.cu engine/cuda/k_bn.cu engine/cuda/k_pool.cu \
 	engine/cuda/k_eltwise.cu engine/cuda/k_xent.cu engine/cuda/k_optim.cu
@@ -58,5 +58,5 @@ $(CUDA_KERNEL_SOURCES:.cu=.lo): engine/cuda/k_common.cuh engine/cuda/cuda_kernel
 endif
 
 # dljob links no CUDA library; the module loads on demand and fails in one line
-TESTS += tests/engine/test_module.sh
-dist_check_SCRIPTS += tests/engine/test_module.sh
+TESTS += tests/train/test_module.sh
+dist_check_SCRIPTS += tests/train/test_module.sh

@@ -18,11 +18,11 @@ build=${1:-${DLJOB_BUILDDIR:-$PWD}}
 n=${2:-600}
 secs=${3:-10}
 py=${TORCH_PYTHON:-/usr/bin/python3}
-tool=$build/tests/data/dataset_tool
-pack=$build/tests/data/pack_tool
+tool=$build/engine/data/test/dataset_tool
+pack=$build/engine/data/test/pack_tool
 if ! [ -x "$tool" ] || ! [ -x "$pack" ]; then
 	[ -f "$build/Makefile" ] || { echo "bench_data.sh: no Makefile in '$build': name the build directory, e.g. tests/bench/bench_data.sh _build" >&2; exit 2; }
-	make -C "$build" tests/data/dataset_tool tests/data/pack_tool >/dev/null
+	make -C "$build" engine/data/test/dataset_tool engine/data/test/pack_tool >/dev/null
 fi
 tmp=$(mktemp -d /tmp/dljob-bench-data.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT

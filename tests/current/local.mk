@@ -24,7 +24,7 @@ SLURM_CURRENT_TESTS = tests/current/test_slurm_release.sh tests/cluster/test_clu
 	tests/slurm/test_spank_train.sh tests/slurm/test_world_pmix.sh tests/slurm/test_spank_container.sh \
 	tests/slurm/test_spank_paths.sh tests/cluster/test_netns.sh tests/slurm/test_spank_cpuset.sh \
 	tests/slurm/test_spank_bind.sh tests/slurm/test_spank_gpus.sh tests/slurm/test_spank_misconf.sh \
-	tests/slurm/test_world_fail.sh tests/engine/test_resume_slurm.sh
+	tests/slurm/test_world_fail.sh tests/train/test_resume_slurm.sh
 SLURM_CURRENT_TOOLS = dljob dljob.la tests/slurm/marker_spank.la tests/slurm/container_spank.la world/test/world_check \
 	tests/slurm/needs_lib tests/slurm/libmpihang.la
 EXTRA_DIST += tests/current/build-slurm.sh tests/current/test_slurm_release.sh

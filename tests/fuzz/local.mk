@@ -79,9 +79,9 @@ tests_fuzz_fuzz_mca_LDFLAGS = $(FUZZ_LINKFLAGS)
 EXTRA_PROGRAMS = $(FUZZ_TARGETS)
 
 # The unit tests make check-asan runs under the sanitizers.
-ASAN_TESTS = tests/data/test_loader tests/data/test_fmnist tests/data/test_u8 \
-	tests/data/test_hostile_files.py tests/engine/test_checkpoint_parse tests/engine/test_ops \
-	tests/data/test_bad_inputs.py tests/data/test_pack.py \
+ASAN_TESTS = engine/data/test/test_loader engine/data/test/test_fmnist engine/data/test/test_u8 \
+	engine/data/test/test_hostile_files.py engine/test/test_checkpoint_parse engine/test/test_ops \
+	engine/data/test/test_bad_inputs.py engine/data/test/test_pack.py \
 	spank/test/test_spank_units world/test/test_world_env world/test/test_run_env mapping/test/test_map \
 	world/test/test_world_star common/test/test_hostlist world/test/test_world_ompi
-ASAN_TOOLS = tests/data/dataset_tool tests/data/pack_tool tests/data/dump_sample
+ASAN_TOOLS = engine/data/test/dataset_tool engine/data/test/pack_tool engine/data/test/dump_sample

@@ -80,7 +80,7 @@ grep -q "exit code 3" <<<"$out" || fail "srun did not report rank 1's exit code 
 echo "ok   the runtime's exit code 3 reaches srun"
 
 # The user's own arguments follow the plugin's; the same options again are
-# the runtime's to refuse (tests/engine/test_cli.sh).
+# the runtime's to refuse (tests/train/test_cli.sh).
 rm -f log/*
 srun -N1 -n1 --dl-job=resnet18 --dl-data=data/fmnist dljob --steps 3 2>err.txt || fail "srun: $(cat err.txt)"
 got=$(grep -E '^arg[0-9]+=' log/rank0.0 | tr '\n' ' ')

@@ -11,7 +11,7 @@
 #include <string.h>
 #include "world/env.h"
 #include "common/optval.h"
-#include "tests/data/check.h"
+#include "tests/check.h"
 
 
 #define ENV(...) ((char *const[]){ __VA_ARGS__, NULL })

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "tests/data/check.h"
+#include "tests/check.h"
 #include "world/world_int.h"
 
 #define VAR "OMPI_MCA_btl_tcp_if_include"

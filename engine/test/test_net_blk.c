@@ -3,4 +3,4 @@
  * fusions with the residual add. */
 #define NET_STEM 16
 #define NET_CH 32
-#include "tests/engine/test_net.c"
+#include "engine/test/test_net.c"

@@ -12,7 +12,7 @@
 #include "engine/cpu/cpu_ops.h"
 #include "engine/cpu/cpu_wino.h"
 #include "engine/ref/ref_ops.h"
-#include "tests/engine/test_ops_util.h"
+#include "engine/test/test_ops_util.h"
 
 #define TOL 1e-5
 #define MASK_FLIPS 1e-5

@@ -3,7 +3,7 @@
 
 For each case: build the torchvision model with random weights and randomised
 BN state, write it and an input batch as safetensors (with a writer of our
-own: there is no safetensors package here), run tests/engine/engine_step on a
+own: there is no safetensors package here), run engine/test/engine_step on a
 backend, and compare with the same step done by torch in float64, in train
 mode: logits, loss, d(loss)/d(logits), every parameter gradient, the updated
 BN running stats and num_batches_tracked, and the SGD update of every
@@ -36,7 +36,7 @@ SLACK = 4.0
 WINO_EPS = 1e-5
 WINO_TRIES = 6
 BUILD = os.environ.get("DLJOB_BUILDDIR", ".")
-DRIVER = os.path.join(BUILD, "tests", "engine", "engine_step")
+DRIVER = os.path.join(BUILD, "engine", "test", "engine_step")
 
 DTYPES = {np.dtype("float32"): "F32", np.dtype("float64"): "F64", np.dtype("int64"): "I64"}
 NPTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "I32": np.int32}

@@ -4,7 +4,7 @@ out of the folder.
 Fixture (built here; see fixtures.py): an ImageFolder of Fashion-MNIST
 images as JPEG and PNG plus the Debian sample photos and their variants, and
 two unusable files that pack must report and leave out.  Packed with
-dl_pack_main (tests/data/pack_tool; also `$DLJOB_BIN pack` when the dljob
+dl_pack_main (engine/data/test/pack_tool; also `$DLJOB_BIN pack` when the dljob
 executable has the sub-command), small shards so there are several:
   - default: JPEGs stored byte for byte -> identical samples; PNGs become
     JPEG q95 -> within 3/255 (6/255 for random train crops);

@@ -17,18 +17,18 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/optim.h"
 #include "engine/ref/ref_backend.h"
-#include "tests/engine/test_ops_util.h"
+#include "engine/test/test_ops_util.h"
 
 #define N 4
 #define K 10
-/* tests/engine/test_bf16_net.c builds this file again with NET_BF16 1: the cpu
+/* engine/test/test_bf16_net.c builds this file again with NET_BF16 1: the cpu
  * backend in bf16 mixed precision, held to bf16's 8 mantissa bits. */
 #ifndef NET_BF16
 #define NET_BF16 0
 #endif
 /* The stem's and the blocks' channels: 8 and 24 run oneDNN's batch norm
  * (not multiples of 16; oneDNN then picks nhwc for the blocks);
- * tests/engine/test_net_blk.c builds this file again with 16 and 32, which
+ * engine/test/test_net_blk.c builds this file again with 16 and 32, which
  * keep nChw16c and run the own batch-norm kernels and their fusions with
  * the residual add (its ReLU mask applied in the BN backward, the
  * shortcut BN in the add). */

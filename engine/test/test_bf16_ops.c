@@ -13,7 +13,7 @@
 
 #include "engine/cpu/cpu_ops.h"
 #include "engine/ref/ref_ops.h"
-#include "tests/engine/test_ops_util.h"
+#include "engine/test/test_ops_util.h"
 
 #define TOL 1e-2
 /* With a ReLU after BN, an output within bf16 rounding of zero can land on

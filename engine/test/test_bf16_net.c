@@ -1,4 +1,4 @@
 /* The whole "cpu" backend in bf16 mixed precision against the float64
  * reference: test_net.c's tiny ResNet with NET_BF16 set. */
 #define NET_BF16 1
-#include "tests/engine/test_net.c"
+#include "engine/test/test_net.c"

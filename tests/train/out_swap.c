@@ -1,4 +1,4 @@
-/* out_swap: an LD_PRELOAD shim for tests/engine/test_cli.sh that makes the
+/* out_swap: an LD_PRELOAD shim for tests/train/test_cli.sh that makes the
  * race on the output directory's path deterministic.  dljob resolves the
  * output path and checks it (runtime/cli.c: resolve_out, check_out_base,
  * which resolves DLJOB_OUT_BASE's directory), then makes what is missing.

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine/data/dataset.h"
-#include "tests/data/check.h"
+#include "tests/check.h"
 
 #define GLOBAL 24
 #define MAX_STEPS 8

@@ -17,7 +17,7 @@
 #include "engine/checkpoint.h"
 #include "engine/optim.h"
 #include "engine/safetensors.h"
-#include "tests/data/check.h"
+#include "tests/check.h"
 
 static char dir[4096], path[4200];
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "engine/data/dataset.h"
-#include "tests/data/check.h"
+#include "tests/check.h"
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include "common/err.h"
 #include "engine/data/dataset.h"
-#include "tests/data/check.h"
+#include "tests/check.h"
 
 #define C 2
 #define H 3

@@ -54,7 +54,7 @@ static void test_models(void)
 {
 	/* torchvision's parameter counts and tensor counts (1000 classes, 3
 	 * channels); CIFAR nets counted from the same definition in torch
-	 * (tests/engine/test_torchvision.py) with 10 classes. */
+	 * (engine/test/test_torchvision.py) with 10 classes. */
 	static const struct {
 		const char *name;
 		int c, h, k;

@@ -1,6 +1,6 @@
 #!/bin/bash
 # dljob plan: the parts add up to peak_bytes, a hand-computed case (the
-# same convnet plan tests/engine/test_memplan.c derives), and every bad
+# same convnet plan engine/test/test_memplan.c derives), and every bad
 # invocation exits 2 with one line naming the problem.
 set -u
 bin=${DLJOB_BIN:?DLJOB_BIN not set}

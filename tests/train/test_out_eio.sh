@@ -11,7 +11,7 @@
 # failing --out.)  Each time the run must stop with exit status 1 and one line
 # naming the file and the cause; once the file system is mounted again,
 # --resume must continue from the last checkpoint and `dljob report` read the
-# whole log.  The full disk is tests/engine/test_out_full.sh.
+# whole log.  The full disk is tests/train/test_out_full.sh.
 . "$DLJOB_SRCDIR/tests/lib.sh"
 need_file "$DLJOB_BIN" "build dljob first"
 [ "$(id -u)" -eq 0 ] || { echo "FAIL - needs root (mount -o loop in unshare -m)"; exit 1; }

@@ -30,7 +30,7 @@ def check(cond, msg):
 
 
 def tool(name):
-    return os.path.join(os.environ.get("DLJOB_BUILDDIR", "."), "tests", "data", name)
+    return os.path.join(os.environ.get("DLJOB_BUILDDIR", "."), "engine", "data", "test", name)
 
 
 def fmnist_images(n, split="train"):

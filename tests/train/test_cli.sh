@@ -385,11 +385,11 @@ done
 # The race: between the check of the path and its making, another user who
 # can write to a directory of the path swaps a component for a symbolic
 # link out of DLJOB_OUT_BASE, or makes a component dljob was to create
-# (tests/engine/out_swap.c does it right after the check resolves
+# (tests/train/out_swap.c does it right after the check resolves
 # DLJOB_OUT_BASE's directory).  Refused, nothing made outside (before, the
 # directories were made through the link, and the second check came late)
 # nor in the other user's directory.
-shim=${DLJOB_BUILDDIR:?DLJOB_BUILDDIR not set}/tests/engine/.libs/libout_swap.so
+shim=${DLJOB_BUILDDIR:?DLJOB_BUILDDIR not set}/tests/train/.libs/libout_swap.so
 [ -f "$shim" ] || { echo "FAIL: no $shim"; exit 1; }
 mkdir base/mid || exit 1
 swap=(LD_PRELOAD="$shim" OUTSWAP_AFTER="$rwork/base" OUTSWAP_LINK="$rwork/base/mid:$rwork/outside")

@@ -15,7 +15,7 @@
 #include "engine/data/dataset.h"
 #include "engine/data/image.h"
 #include "engine/data/pack.h"
-#include "tests/data/check.h"
+#include "tests/check.h"
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
 
