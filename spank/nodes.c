@@ -1,7 +1,7 @@
 /* Variables of slurmstepd's environment that have no length bound, read
  * whole (dl_spank_getenv_whole): the step's first node (MASTER_ADDR) for
  * task_init (spank/remote.c), and the task's PATH, searched for its command
- * (spank/remote.c task_command).  SLURM_STEP_NODELIST: a large job on a
+ * (spank/model.c task_command).  SLURM_STEP_NODELIST: a large job on a
  * fragmented allocation gets one of many KiB ("nid[001234,001236,...]"),
  * read up to DL_HOSTLIST_LEN_MAX bytes.  SLURM_NODELIST (the job's list,
  * whose first node need not be in the step) is read only when the step's

@@ -2,7 +2,7 @@
  * and salloc (local/allocator) check the --dl-* options and make the step's
  * DLJOB_JOB_SECRET (srun sends it in the launch request, see local.c); slurmstepd (remote) sets up each task and, for
  * --dl-job=MODEL, checks that the task's command is the site's runtime and
- * hands it the values (Slurm itself execs it, see spank/remote.c).
+ * hands it the values (Slurm itself execs it, see spank/model.c).
  * Nothing here may take slurmd or slurmstepd down: errors are returned from
  * the callbacks that fail a step, never abort/exit. */
 #include "config.h"

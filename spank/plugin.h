@@ -6,6 +6,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include "spank/slurm_api.h"
 
 #include "common/optval.h"
@@ -95,6 +96,35 @@ int dl_spank_master_addr(spank_t sp, char *out, size_t outlen, char *err, size_t
  * is longer than max bytes, ESPANK_ERROR when memory runs out. */
 spank_err_t dl_spank_getenv_whole(spank_t sp, const char *name, size_t max, char **val);
 void dl_remote_exit(void);
+/* The NIC variables dljob sets in a task (remote.c) and re-asserts after a
+ * container plugin (model.c): the user's value wins, else dljob's, never an
+ * image's. */
+#define DL_NIC_VARS { "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME" }
+
+/* model.c: the end of dl_remote_task_init, in the task: model mode (the
+ * task's command must be the site's runtime, loadable where the task is)
+ * and the order of a container plugin (pyxis) against dljob.so.  The
+ * step's state they read, which remote.c keeps from user_init: */
+struct dl_model_ctx {
+	const char *workdir;           /* the step's working directory on the host */
+	const struct stat *workdir_sb; /* ... its device and inode */
+	const char *out;               /* --dl-out made absolute */
+	int out_relative;              /* ... from workdir */
+	const int *user_nic_set;       /* [2]: the user set DL_NIC_VARS[i] */
+	int have_mntns;
+	const struct stat *mntns;      /* slurmstepd's mount namespace (user_init) */
+};
+/* Model mode: check that the task's command names a->runtime and that it
+ * loads (inside a container too), and hand the checked values to it as
+ * DLJOB_*.  -1 after dl_error: the task fails. */
+int dl_model_prepare_runtime(spank_t sp, const struct dl_args *a, const struct dl_opts *o,
+			     const struct dl_model_ctx *m);
+/* A container plugin listed after dljob.so: re-assert dljob's variables
+ * (Slurm 23.11+) or refuse the step; in model mode (model != 0) also
+ * prepend runtime= to the task's command line (23.11+).  -1 after
+ * dl_error. */
+int dl_model_container_after_dljob(spank_t sp, const struct dl_args *a, const struct dl_opts *o, int model,
+				   const struct dl_model_ctx *m);
 
 
 #endif

@@ -15,7 +15,7 @@
 
 /* Slurm 23.11 added spank_prepend_task_argv: the task's command line can
  * then be changed from task_init, so Slurm itself execs the runtime after
- * every plugin (spank/remote.c). */
+ * every plugin (spank/model.c). */
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
 #define DL_HAVE_PREPEND_ARGV 1
 #else
