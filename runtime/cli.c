@@ -38,8 +38,6 @@
 #include "runtime/plot.h"
 #include "world/world.h"
 
-#define DL_DEFAULT_DATA "fashion-mnist:/usr/share/datasets/fashion-mnist"
-
 /* dljob's subcommands (runtime/main.c dispatches; --help lists them).
  * Adding one: a row here. */
 const struct dl_subcommand dl_subcommands[] = {

@@ -10,6 +10,9 @@
 #include "engine/train.h"
 #include "world/env.h"
 
+/* --data's default, for training and dljob eval. */
+#define DL_DEFAULT_DATA "fashion-mnist:/usr/share/datasets/fashion-mnist"
+
 /* Exit statuses of dljob. */
 #define DL_EXIT_OK 0      /* finished, or checkpointed and stopped on SIGTERM/SIGUSR1 */
 #define DL_EXIT_ERROR 1   /* data, I/O, peer or numeric failure */
