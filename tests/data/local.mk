@@ -18,7 +18,8 @@ tests_data_dump_sample_SOURCES = tests/data/dump_sample.c
 tests_data_dump_sample_LDADD = engine/data/libdldata.la
 tests_data_dataset_tool_SOURCES = tests/data/dataset_tool.c
 tests_data_dataset_tool_LDADD = engine/data/libdldata.la
-tests_data_pack_tool_SOURCES = tests/data/pack_tool.c runtime/pack.h runtime/pack.c common/optval.h common/optval.c
+tests_data_pack_tool_SOURCES = tests/data/pack_tool.c runtime/pack.h runtime/pack.c runtime/opttab.h runtime/opttab.c \
+	common/optval.h common/optval.c
 tests_data_pack_tool_LDADD = engine/data/libdldata.la
 
 # Python tests
