@@ -41,11 +41,11 @@
 /* dljob's subcommands (runtime/main.c dispatches; --help lists them).
  * Adding one: a row here. */
 const struct dl_subcommand dl_subcommands[] = {
-	{ "pack", dl_pack_main, "SRC DST [OPTION]...  pack an image folder into shards" },
-	{ "topo", dl_topo_main, "--tasks N [--xml FILE] [--gpus LIST]  explain the node mapping" },
-	{ "report", dl_report_main, "RUN_DIR...         throughput, phases, scaling of runs (--help)" },
-	{ "eval", dl_eval_main, "--model M --weights PATH [OPTION]...  evaluate weights (dljob eval --help)" },
-	{ "plan", dl_plan_main, "--model M --batch B [OPTION]...  planned GPU memory of a step (--help)" },
+	{ "pack", dl_pack_main, "SRC DST [OPTION]...  pack an image folder into shards", &dl_pack_opttab },
+	{ "topo", dl_topo_main, "--tasks N [--xml FILE] [--gpus LIST]  explain the node mapping", &dl_topo_opttab },
+	{ "report", dl_report_main, "RUN_DIR...         throughput, phases, scaling of runs (--help)", &dl_report_opttab },
+	{ "eval", dl_eval_main, "--model M --weights PATH [OPTION]...  evaluate weights (dljob eval --help)", &dl_eval_opttab },
+	{ "plan", dl_plan_main, "--model M --batch B [OPTION]...  planned GPU memory of a step (--help)", &dl_plan_opttab },
 };
 const size_t dl_n_subcommands = sizeof(dl_subcommands) / sizeof(dl_subcommands[0]);
 
@@ -150,8 +150,13 @@ void dl_cli_usage(FILE *f)
 int dl_cli_list_options(FILE *f)
 {
 	dl_opt_list(f, "option ", &cli_table);
-	for (size_t i = 0; i < dl_n_subcommands; i++)
+	for (size_t i = 0; i < dl_n_subcommands; i++) {
+		char prefix[64];
+
 		fprintf(f, "subcommand %s\n", dl_subcommands[i].name);
+		snprintf(prefix, sizeof(prefix), "suboption %s ", dl_subcommands[i].name);
+		dl_opt_list(f, prefix, dl_subcommands[i].opts);
+	}
 	for (size_t i = 0; i < DL_HO_COUNT; i++)
 		fprintf(f, "handoff %s\n", dl_handoff_vars[i].name);
 	for (size_t i = 0; i < DL_MODEL_COUNT; i++)
