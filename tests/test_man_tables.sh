@@ -1,9 +1,10 @@
 #!/bin/bash
-# The man pages name what the tables hold: every option of the runtime's
-# command line, its subcommands and models (dljob --list-options: the
-# tables of runtime/cli.c, common/models.h, common/handoff.h) in dljob(1);
-# every option of a subcommand (its table, runtime/opttab.h) in its man
-# page dljob-NAME(1) and in dljob NAME --help;
+# The man pages and help texts name what the tables hold (dljob
+# --list-options: the tables of runtime/cli.c, of the subcommands in
+# runtime/*.c (runtime/opttab.h), common/models.h, common/handoff.h):
+# every option of the runtime's command line, its subcommands and models
+# in dljob(1), each option also in dljob --help; every option of a
+# subcommand in its man page dljob-NAME(1) and in dljob NAME --help;
 # every --dl-* option the plugin registers and every model --dl-job
 # offers (spank/test/list_spank_options) and every DLJOB_* variable the
 # plugin hands to the task in spank-dljob(8).  A row added to a table
@@ -56,7 +57,8 @@ n=0
 while read -r kind name; do
 	n=$((n + 1))
 	case $kind in
-	option) has "$runtime_man" "$name" || fail "dljob(1) does not name $name (runtime/cli.c)" ;;
+	option) has "$runtime_man" "$name" || fail "dljob(1) does not name $name (runtime/cli.c)"
+		has "$usage" "$name" || fail "dljob --help does not name $name (runtime/cli.c)" ;;
 	subcommand) has "$runtime_man" "dljob $name" || fail "dljob(1) does not name dljob $name (runtime/cli.c)" ;;
 	suboption) read -r sub opt <<<"$name"
 		sub_read "$sub"
@@ -87,4 +89,4 @@ for sub in $(sed -n 's/^subcommand //p' <<<"$runtime"); do
 	grep -q "^suboption $sub --help\$" <<<"$runtime" || fail "dljob --list-options has no options of dljob $sub"
 done
 [ $fails -eq 0 ] || exit 1
-echo "ok: dljob(1), dljob-*(1), the subcommands' --help and spank-dljob(8) name all $n table rows"
+echo "ok: dljob(1), dljob-*(1), the --help texts and spank-dljob(8) name all $n table rows"
