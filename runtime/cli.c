@@ -25,6 +25,7 @@
 #include "engine/data/dataset.h"
 #include "engine/model.h"
 #include "runtime/cli.h"
+#include "runtime/opttab.h"
 #include "runtime/eval.h"
 #include "runtime/pack.h"
 #include "runtime/plan.h"
@@ -37,16 +38,14 @@
 #include "runtime/plot.h"
 #include "world/world.h"
 
-#define DL_DEFAULT_DATA "fashion-mnist:/usr/share/datasets/fashion-mnist"
-
 /* dljob's subcommands (runtime/main.c dispatches; --help lists them).
  * Adding one: a row here. */
 const struct dl_subcommand dl_subcommands[] = {
-	{ "pack", dl_pack_main, "SRC DST [OPTION]...  pack an image folder into shards" },
-	{ "topo", dl_topo_main, "--tasks N [--xml FILE] [--gpus LIST]  explain the node mapping" },
-	{ "report", dl_report_main, "RUN_DIR...         throughput, phases, scaling of runs (--help)" },
-	{ "eval", dl_eval_main, "--model M --weights PATH [OPTION]...  evaluate weights (dljob eval --help)" },
-	{ "plan", dl_plan_main, "--model M --batch B [OPTION]...  planned GPU memory of a step (--help)" },
+	{ "pack", dl_pack_main, "SRC DST [OPTION]...  pack an image folder into shards", &dl_pack_opttab },
+	{ "topo", dl_topo_main, "--tasks N [--xml FILE] [--gpus LIST]  explain the node mapping", &dl_topo_opttab },
+	{ "report", dl_report_main, "RUN_DIR...         throughput, phases, scaling of runs (--help)", &dl_report_opttab },
+	{ "eval", dl_eval_main, "--model M --weights PATH [OPTION]...  evaluate weights (dljob eval --help)", &dl_eval_opttab },
+	{ "plan", dl_plan_main, "--model M --batch B [OPTION]...  planned GPU memory of a step (--help)", &dl_plan_opttab },
 };
 const size_t dl_n_subcommands = sizeof(dl_subcommands) / sizeof(dl_subcommands[0]);
 
@@ -61,15 +60,9 @@ static void on_stop_signal(int sig)
 
 /* The training command line: one row per option, in the order --help
  * lists them.  Usage, getopt's table and the limits of the numeric
- * options all come from here; adding an option is a row (and, unless it
- * is a plain number, a case in dl_cli_parse's switch).
- *   X(ID, name, has_arg, value, kind, min, max, field, help)
- * ID: OPT_<ID>, the getopt code.  value: the placeholder --help shows
- * (NULL: none; "[=PATH]" for an optional one).  kind: NONE (parsed in
- * the switch), INT, LONG, DBL, DBL_MIN_OPEN, DBL_MAX_OPEN or U64, parsed
- * by common/optval into field (a member of struct dl_cli of that type)
- * within [min, max] (an _OPEN bound excluded).  help: "\n" starts
- * another line, indented under the first.  H(heading) starts a group. */
+ * options all come from here (runtime/opttab.h says how to read a row);
+ * adding an option is a row (and, unless it is a plain number, a case in
+ * dl_cli_parse's switch).  field: a member of struct dl_cli. */
 #define CLI_OPTIONS(X, H) \
 	H("Model and data:") \
 	X(MODEL, "model", required_argument, "NAME", NONE, 0, 0, cfg, \
@@ -140,83 +133,9 @@ static void on_stop_signal(int sig)
 	X(HELP, "help", no_argument, NULL, NONE, 0, 0, cfg, "this text") \
 	X(VERSION, "version", no_argument, NULL, NONE, 0, 0, cfg, "version and build information")
 
-#define CLI_NOTHING(heading)
-enum {
-	OPT_FIRST = 255,
-#define CLI_ENUM(id, name, has_arg, value, kind, min, max, field, help) OPT_##id,
-	CLI_OPTIONS(CLI_ENUM, CLI_NOTHING)
-#undef CLI_ENUM
-	OPT_END
-};
-
-enum cli_kind { K_NONE, K_INT, K_LONG, K_DBL, K_DBL_MIN_OPEN, K_DBL_MAX_OPEN, K_U64 };
-
-static const struct cli_opt {
-	const char *name, *dashed, *value, *help, *heading;
-	int has_arg, code;
-	enum cli_kind kind;
-	double min, max;
-	size_t field;
-} cli_opts[] = {
-#define CLI_ROW(id, name, has_arg, value, kind, min, max, field, help) \
-	{ name, "--" name, value, help, NULL, has_arg, OPT_##id, K_##kind, min, max, offsetof(struct dl_cli, field) },
-#define CLI_HEAD(heading) { NULL, NULL, NULL, NULL, heading, 0, 0, K_NONE, 0, 0, 0 },
-	CLI_OPTIONS(CLI_ROW, CLI_HEAD)
-#undef CLI_ROW
-#undef CLI_HEAD
-};
-#define N_CLI_OPTS (sizeof(cli_opts) / sizeof(cli_opts[0]))
-
-/* The field each numeric kind writes has that kind's type. */
-#define CLI_TYPE_CHECK(id, name, has_arg, value, kind, min, max, field, help) \
-	_Static_assert(K_##kind == K_NONE || \
-		       sizeof(((struct dl_cli *)0)->field) == \
-		       (K_##kind == K_INT ? sizeof(int) : K_##kind == K_LONG ? sizeof(long) : \
-			K_##kind == K_U64 ? sizeof(uint64_t) : sizeof(double)), "--" name ": field type");
-CLI_OPTIONS(CLI_TYPE_CHECK, CLI_NOTHING)
-#undef CLI_TYPE_CHECK
-
-static const struct option long_opts[] = {
-#define CLI_LONG(id, name, has_arg, value, kind, min, max, field, help) { name, has_arg, NULL, OPT_##id },
-	CLI_OPTIONS(CLI_LONG, CLI_NOTHING)
-#undef CLI_LONG
-	{ NULL, 0, NULL, 0 },
-};
-
-static const struct cli_opt *cli_opt(int code)
-{
-	for (size_t i = 0; i < N_CLI_OPTS; i++)
-		if (cli_opts[i].name && cli_opts[i].code == code)
-			return &cli_opts[i];
-	return NULL;
-}
-
-/* The row of the option called name (without "--"), or NULL. */
-static const struct cli_opt *cli_opt_named(const char *name)
-{
-	for (size_t i = 0; name && i < N_CLI_OPTS; i++)
-		if (cli_opts[i].name && !strcmp(cli_opts[i].name, name))
-			return &cli_opts[i];
-	return NULL;
-}
-
-/* A numeric option's value into its field, within the row's limits. */
-static int cli_number(const struct cli_opt *o, const char *arg, struct dl_cli *cli, char *err, size_t errlen)
-{
-	void *dst = (char *)cli + o->field;
-
-	switch (o->kind) {
-	case K_INT: return dl_optval_int(o->name, arg, (int)o->min, (int)o->max, dst, err, errlen);
-	case K_LONG: return dl_optval_long(o->name, arg, (long)o->min, o->max >= (double)LONG_MAX ? LONG_MAX :
-					   (long)o->max, dst, err, errlen);
-	case K_DBL: return dl_optval_double(o->name, arg, o->min, 0, o->max, 0, dst, err, errlen);
-	case K_DBL_MIN_OPEN: return dl_optval_double(o->name, arg, o->min, 1, o->max, 0, dst, err, errlen);
-	case K_DBL_MAX_OPEN: return dl_optval_double(o->name, arg, o->min, 0, o->max, 1, dst, err, errlen);
-	case K_U64: return dl_optval_u64(o->name, arg, dst, err, errlen);
-	case K_NONE: break;
-	}
-	return dl_errf(err, errlen, "%s:%d: --%s is not a number option", __FILE__, __LINE__, o->name);
-}
+#define DL_OPT_STRUCT struct dl_cli
+DL_OPT_DEFINE(CLI_OPTIONS, cli)
+static const struct dl_opt_table cli_table = DL_OPT_TABLE(cli, "dljob");
 
 void dl_cli_usage(FILE *f)
 {
@@ -224,35 +143,20 @@ void dl_cli_usage(FILE *f)
 	"Usage: dljob --model NAME [OPTION]...  train a ResNet (data-parallel under Slurm)\n");
 	for (size_t i = 0; i < dl_n_subcommands; i++)
 		fprintf(f, "       dljob %s %s\n", dl_subcommands[i].name, dl_subcommands[i].usage);
-	for (size_t i = 0; i < N_CLI_OPTS; i++) {
-		const struct cli_opt *o = &cli_opts[i];
-		char left[64];
-
-		if (o->heading) {
-			/* the first group has a blank line before it */
-			fprintf(f, "%s%s\n", i == 0 ? "\n" : "", o->heading);
-			continue;
-		}
-		snprintf(left, sizeof(left), "--%s%s%s", o->name,
-			 o->value && o->has_arg != optional_argument ? " " : "", o->value ? o->value : "");
-		fprintf(f, "  %-22s ", left);
-		for (const char *h = o->help; *h; h++) {
-			fputc(*h, f);
-			if (*h == '\n')
-				fprintf(f, "%25s", "");
-		}
-		fputc('\n', f);
-	}
+	dl_opt_usage(f, &cli_table);
 }
 
 /* dljob --list-options (runtime/cli.h). */
 int dl_cli_list_options(FILE *f)
 {
-	for (size_t i = 0; i < N_CLI_OPTS; i++)
-		if (cli_opts[i].name)
-			fprintf(f, "option --%s\n", cli_opts[i].name);
-	for (size_t i = 0; i < dl_n_subcommands; i++)
+	dl_opt_list(f, "option ", &cli_table);
+	for (size_t i = 0; i < dl_n_subcommands; i++) {
+		char prefix[64];
+
 		fprintf(f, "subcommand %s\n", dl_subcommands[i].name);
+		snprintf(prefix, sizeof(prefix), "suboption %s ", dl_subcommands[i].name);
+		dl_opt_list(f, prefix, dl_subcommands[i].opts);
+	}
 	for (size_t i = 0; i < DL_HO_COUNT; i++)
 		fprintf(f, "handoff %s\n", dl_handoff_vars[i].name);
 	for (size_t i = 0; i < DL_MODEL_COUNT; i++)
@@ -334,7 +238,7 @@ char **dl_cli_plugin_argv(int argc, char **argv, char *const *envp, const struct
 	v[n++] = argv[0];
 	if (re->model)
 		for (size_t i = 0; i < DL_HO_COUNT; i++) {
-			const struct cli_opt *o = cli_opt_named(dl_handoff_vars[i].opt);
+			const struct dl_opt *o = dl_opt_named(&cli_table, dl_handoff_vars[i].opt);
 			char *val = (char *)dl_env_get(envp, dl_handoff_vars[i].name);
 
 			if (!o || !val)
@@ -357,7 +261,7 @@ char **dl_cli_plugin_argv(int argc, char **argv, char *const *envp, const struct
 
 static const char *opt_name(int code)
 {
-	const struct cli_opt *o = cli_opt(code);
+	const struct dl_opt *o = dl_opt_find(&cli_table, code);
 
 	return o ? o->name : "?";
 }
@@ -371,8 +275,8 @@ static int plugin_owned(int opt, int argc, char **argv, int nfixed)
 		opt = OPT_DATA;
 	for (int i = 1; i <= nfixed && i < argc; i += 2)
 		for (size_t k = 0; k < DL_HO_COUNT; k++)
-			if (dl_handoff_vars[k].opt && cli_opt_named(dl_handoff_vars[k].opt) == cli_opt(opt) &&
-			    !strcmp(argv[i], cli_opt(opt)->dashed))
+			if (dl_handoff_vars[k].opt && dl_opt_named(&cli_table, dl_handoff_vars[k].opt) == dl_opt_find(&cli_table, opt) &&
+			    !strcmp(argv[i], dl_opt_find(&cli_table, opt)->dashed))
 				return 1;
 	return 0;
 }
@@ -396,16 +300,16 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 	c->out_dir = cli->out_buf;
 
 		optind = 1; /* ":" below: we report errors ourselves, as one line */
-	while ((opt = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":", cli_table.long_opts, NULL)) != -1) {
 		int rv = 0;
 		/* optind is past this option's words: beyond the plugin's? */
 		if (optind > nfixed + 1 && plugin_owned(opt, argc, argv, nfixed))
 			return dl_errf(err, errlen, "option '--%s' is already set by srun --dl-*: drop it from the command "
 				    "(see spank-dljob(8))", opt_name(opt));
-		const struct cli_opt *row = cli_opt(opt);
+		const struct dl_opt *row = dl_opt_find(&cli_table, opt);
 
-		if (row && row->kind != K_NONE)
-			rv = cli_number(row, optarg, cli, err, errlen);
+		if (row && row->kind != DL_OPTK_NONE)
+			rv = dl_opt_number(row, optarg, cli, err, errlen);
 		else switch (opt) {
 		case OPT_MODEL: c->model = optarg; break;
 		case OPT_DATA: c->data = optarg; break;
@@ -451,16 +355,9 @@ int dl_cli_parse(struct dl_cli *cli, int argc, char **argv, int nfixed, const st
 		case OPT_HELP: cli->help = 1; break;
 		case OPT_VERSION: cli->version = 1; break;
 		case ':':
-			return dl_errf(err, errlen, "option '%s' needs a value", argv[optind - 1]);
 		case '?':
 		default:
-			/* getopt_long has moved past the offending word.  optopt is the
-			 * option's code when a value was given to a flag, 0 when the
-			 * option does not exist. */
-			if (optopt >= OPT_MODEL)
-				return dl_errf(err, errlen, "option '%s' takes no value", argv[optind - 1]);
-			return dl_errf(err, errlen, "unknown option '%s' (see dljob --help)",
-			               dl_optval_unknown(argv, optind, optopt, (char[4]){""}, 4));
+			return dl_opt_refused(&cli_table, opt, argv, err, errlen);
 		}
 		if (rv < 0)
 			return -1;

@@ -8,7 +8,11 @@
 #include <stdio.h>
 #include "engine/data/dataset.h"
 #include "engine/train.h"
+#include "runtime/opttab.h"
 #include "world/env.h"
+
+/* --data's default, for training and dljob eval. */
+#define DL_DEFAULT_DATA "fashion-mnist:/usr/share/datasets/fashion-mnist"
 
 /* Exit statuses of dljob. */
 #define DL_EXIT_OK 0      /* finished, or checkpointed and stopped on SIGTERM/SIGUSR1 */
@@ -58,18 +62,19 @@ int dl_cli_engine_opt(const char *opt, const char *val, const char **out, char *
 /* Print the option summary to f. */
 void dl_cli_usage(FILE *f);
 /* dljob --list-options (not in --help): the command line's options, the
- * subcommands, the DLJOB_* hand-offs and the models, one a line ("option
- * --NAME", "subcommand NAME", "handoff NAME", "model NAME"), for
- * tests/test_man_tables.sh.
+ * subcommands and their options, the DLJOB_* hand-offs and the models, one
+ * a line ("option --NAME", "subcommand NAME", "suboption NAME --OPTION",
+ * "handoff NAME", "model NAME"), for tests/test_man_tables.sh.
  * Returns DL_EXIT_OK. */
 int dl_cli_list_options(FILE *f);
 
 /* dljob NAME ...: the subcommands, each with its usage line after
- * "dljob NAME " (dl_cli_usage). */
+ * "dljob NAME " (dl_cli_usage) and its options (runtime/opttab.h). */
 struct dl_subcommand {
 	const char *name;
 	int (*main)(int argc, char **argv);
 	const char *usage;
+	const struct dl_opt_table *opts;
 };
 extern const struct dl_subcommand dl_subcommands[];
 extern const size_t dl_n_subcommands;

@@ -9,7 +9,6 @@
  * 0.875)) + CenterCrop(size), /255, normalize (--image-size, --normalize). */
 #include "config.h"
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +23,7 @@
 #include "engine/model.h"
 #include "runtime/cli.h"
 #include "runtime/eval.h"
+#include "runtime/opttab.h"
 #include "common/optval.h"
 #include "world/world.h"
 
@@ -57,6 +57,39 @@ struct eval_run {
  * ranks) is left out; per-class accuracy stays. */
 #define EVAL_MAX_CONF_CLASSES 2048
 
+/* dljob eval's options (runtime/opttab.h says how to read a row). */
+#define EVAL_OPTIONS(X, H) \
+	X(MODEL, "model", required_argument, "NAME", NONE, 0, 0, model, \
+	  "the architecture the weights are for (required)") \
+	X(WEIGHTS, "weights", required_argument, "PATH", NONE, 0, 0, weights, \
+	  "safetensors with torchvision state_dict names (required)") \
+	X(DATA, "data", required_argument, "SPEC", NONE, 0, 0, data, \
+	  "as for training: an ImageFolder, shards, IDX files\n(default " DL_DEFAULT_DATA ")") \
+	X(SPLIT, "split", required_argument, "val|train", NONE, 0, 0, split, "which split (default val)") \
+	X(SIZE, "image-size", required_argument, "N", INT, 0, 4096, image_size, \
+	  "input side for JPEG/PNG data (default 224): Resize(round(N/0.875)),\nCenterCrop(N), as torchvision") \
+	X(NORM, "normalize", required_argument, "N", NONE, 0, 0, norm, "imagenet (default), none, or MR,MG,MB:SR,SG,SB") \
+	X(BATCH, "batch", required_argument, "N", INT, DL_BATCH_MIN, DL_BATCH_MAX, batch, \
+	  "samples per rank per forward (default 64)") \
+	X(BACKEND, "backend", required_argument, "B", NONE, 0, 0, backend, "auto|cpu|ref|cuda (default auto)") \
+	X(PRECISION, "precision", required_argument, "P", NONE, 0, 0, precision, "fp32|bf16|fp16 (default fp32)") \
+	X(JSON, "json", required_argument, "PATH", NONE, 0, 0, json, \
+	  "also write the results as JSON to PATH ('-': stdout, no table)") \
+	X(THREADS, "threads", required_argument, "N", INT, 0, 4096, threads, \
+	  "compute threads (default 0: all CPUs of the task)") \
+	X(LTHREADS, "loader-threads", required_argument, "N", INT, 0, 4096, loader_threads, \
+	  "data worker threads (default 0: automatic)") \
+	X(DECODE_MEM, "decode-memory", required_argument, "MIB", INT, 16, 1 << 20, decode_memory_mib, \
+	  "memory the data threads share for reading and decoding\n" \
+	  "JPEG/PNG samples (default 2048; an image needing more is a bad sample)") \
+	X(TIMEOUT, "timeout", required_argument, "S", DBL, DL_TIMEOUT_MIN, DL_TIMEOUT_MAX, timeout_s, \
+	  "seconds to wait for peers (default 300)") \
+	X(HELP, "help", no_argument, NULL, NONE, 0, 0, help, "this text")
+
+#define DL_OPT_STRUCT struct eval_opts
+DL_OPT_DEFINE(EVAL_OPTIONS, eval)
+const struct dl_opt_table dl_eval_opttab = DL_OPT_TABLE(eval, "dljob eval");
+
 static void eval_usage(FILE *f)
 {
 	fprintf(f,
@@ -64,96 +97,43 @@ static void eval_usage(FILE *f)
 	"Evaluate weights on a dataset: top-1/top-5, loss, per-class accuracy and the\n"
 	"confusion matrix (rows: true class, columns: predicted), as a table and JSON.\n"
 	"Under srun every rank evaluates its share and the counts are summed.\n"
-	"\n"
-	"  --model NAME           the architecture the weights are for (required)\n"
-	"  --weights PATH         safetensors with torchvision state_dict names (required)\n"
-	"  --data SPEC            as for training: an ImageFolder, shards, IDX files\n"
-	"                         (default fashion-mnist:/usr/share/datasets/fashion-mnist)\n"
-	"  --split val|train      which split (default val)\n"
-	"  --image-size N         input side for JPEG/PNG data (default 224): Resize(round(N/0.875)),\n"
-	"                         CenterCrop(N), as torchvision\n"
-	"  --normalize N          imagenet (default), none, or MR,MG,MB:SR,SG,SB\n"
-	"  --batch N              samples per rank per forward (default 64)\n"
-	"  --backend B            auto|cpu|ref|cuda (default auto)\n"
-	"  --precision P          fp32|bf16|fp16 (default fp32)\n"
-	"  --json PATH            also write the results as JSON to PATH ('-': stdout, no table)\n"
-	"  --threads N            compute threads (default 0: all CPUs of the task)\n"
-	"  --loader-threads N     data worker threads (default 0: automatic)\n"
-	"  --decode-memory MIB    memory the data threads share for reading and decoding\n"
-	"                         JPEG/PNG samples (default 2048; an image needing more is a bad sample)\n"
-	"  --timeout S            seconds to wait for peers (default 300)\n"
-	"  --help                 this text\n");
+	"\n");
+	dl_opt_usage(f, &dl_eval_opttab);
 }
-
-enum {
-	E_MODEL = 256, E_WEIGHTS, E_DATA, E_SPLIT, E_SIZE, E_NORM, E_BATCH, E_BACKEND, E_PRECISION, E_JSON,
-	E_THREADS, E_LTHREADS, E_TIMEOUT, E_HELP, E_DECODE_MEM,
-};
-
-static const struct option eval_long_opts[] = {
-	{"model", required_argument, NULL, E_MODEL},
-	{"weights", required_argument, NULL, E_WEIGHTS},
-	{"data", required_argument, NULL, E_DATA},
-	{"split", required_argument, NULL, E_SPLIT},
-	{"image-size", required_argument, NULL, E_SIZE},
-	{"normalize", required_argument, NULL, E_NORM},
-	{"batch", required_argument, NULL, E_BATCH},
-	{"backend", required_argument, NULL, E_BACKEND},
-	{"precision", required_argument, NULL, E_PRECISION},
-	{"json", required_argument, NULL, E_JSON},
-	{"threads", required_argument, NULL, E_THREADS},
-	{"loader-threads", required_argument, NULL, E_LTHREADS},
-	{"decode-memory", required_argument, NULL, E_DECODE_MEM},
-	{"timeout", required_argument, NULL, E_TIMEOUT},
-	{"help", no_argument, NULL, E_HELP},
-	{NULL, 0, NULL, 0},
-};
 
 static int eval_parse(struct eval_opts *o, int argc, char **argv, char *err, size_t errlen)
 {
 	int opt;
 	memset(o, 0, sizeof(*o));
-	o->data = "fashion-mnist:/usr/share/datasets/fashion-mnist";
+	o->data = DL_DEFAULT_DATA;
 	o->backend = "auto";
 	o->split = DL_SPLIT_EVAL;
 	o->image_size = 224;
 	o->batch = 64;
 	o->timeout_s = 300;
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, ":", eval_long_opts, NULL)) != -1) {
+	while ((opt = dl_opt_next(&dl_eval_opttab, ":", argc, argv, o, err, errlen)) != -1) {
 		int rv = 0;
 		switch (opt) {
-		case E_MODEL: o->model = optarg; break;
-		case E_WEIGHTS: o->weights = optarg; break;
-		case E_DATA: o->data = optarg; break;
-		case E_SPLIT:
+		case DL_OPT_ERROR: return -1;
+		case OPT_MODEL: o->model = optarg; break;
+		case OPT_WEIGHTS: o->weights = optarg; break;
+		case OPT_DATA: o->data = optarg; break;
+		case OPT_SPLIT:
 			if (strcmp(optarg, "val") && strcmp(optarg, "train"))
 				rv = dl_errf(err, errlen, "--split: '%s' is not val or train", optarg);
 			o->split = strcmp(optarg, "train") == 0 ? DL_SPLIT_TRAIN : DL_SPLIT_EVAL;
 			break;
-		case E_SIZE: rv = dl_optval_int("image-size", optarg, 0, 4096, &o->image_size, err, errlen); break;
-		case E_NORM: rv = dl_cli_parse_norm(optarg, &o->norm, err, errlen); break;
-		case E_BATCH: rv = dl_optval_int("batch", optarg, DL_BATCH_MIN, DL_BATCH_MAX, &o->batch, err, errlen); break;
-		case E_BACKEND: rv = dl_cli_engine_opt("backend", optarg, &o->backend, err, errlen); break;
-		case E_PRECISION: rv = dl_cli_engine_opt("precision", optarg, &o->precision, err, errlen); break;
-		case E_JSON:
+		case OPT_NORM: rv = dl_cli_parse_norm(optarg, &o->norm, err, errlen); break;
+		case OPT_BACKEND: rv = dl_cli_engine_opt("backend", optarg, &o->backend, err, errlen); break;
+		case OPT_PRECISION: rv = dl_cli_engine_opt("precision", optarg, &o->precision, err, errlen); break;
+		case OPT_JSON:
 			if (*optarg == '\0')
 				rv = dl_errf(err, errlen, "--json: empty path");
 			o->json = optarg;
 			break;
-		case E_THREADS: rv = dl_optval_int("threads", optarg, 0, 4096, &o->threads, err, errlen); break;
-		case E_LTHREADS: rv = dl_optval_int("loader-threads", optarg, 0, 4096, &o->loader_threads, err, errlen); break;
-		case E_DECODE_MEM: rv = dl_optval_int("decode-memory", optarg, 16, 1 << 20, &o->decode_memory_mib, err, errlen); break;
-		case E_TIMEOUT:
-			rv = dl_optval_double("timeout", optarg, DL_TIMEOUT_MIN, 0, DL_TIMEOUT_MAX, 0, &o->timeout_s, err, errlen);
-			break;
-		case E_HELP: o->help = 1; break;
-		case ':': return dl_errf(err, errlen, "option '%s' needs a value", argv[optind - 1]);
-		default:
-			if (optopt >= E_MODEL)
-				return dl_errf(err, errlen, "option '%s' takes no value", argv[optind - 1]);
-			return dl_errf(err, errlen, "unknown option '%s' (see dljob eval --help)",
-			               dl_optval_unknown(argv, optind, optopt, (char[4]){""}, 4));
+		case OPT_HELP: o->help = 1; break;
+		default: break; /* a number, parsed by dl_opt_next */
 		}
 		if (rv < 0)
 			return -1;

@@ -1,7 +1,7 @@
 # runtime/: the dljob executable (options, engine driver) and its
 # subcommands.  It links common/, mapping/ (for `dljob topo`) and world/
 # (world/local.mk adds those sources).
-dljob_SOURCES += runtime/main.c runtime/cli.h runtime/cli.c \
+dljob_SOURCES += runtime/main.c runtime/cli.h runtime/cli.c runtime/opttab.h runtime/opttab.c \
 	runtime/eval.h runtime/eval.c runtime/pack.h runtime/pack.c $(DLJOB_COMMON_SOURCES)
 dljob_SOURCES += runtime/topo.h runtime/topo.c $(DLJOB_MAPPING_SOURCES)
 # dljob report and the run plot

@@ -1,6 +1,5 @@
 /* dljob pack's command line (runtime/pack.h). */
 #include "config.h"
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,73 +9,57 @@
 #include "common/optval.h"
 #include "runtime/pack.h"
 
+/* What the command line sets, in the option table's types (dl_pack takes
+ * bytes). */
+struct pack_args {
+	long shard_mb;
+	int max_side, threads, keep_png, quality, decode_mib;
+};
+
+/* dljob pack's options (runtime/opttab.h says how to read a row). */
+#define PACK_OPTIONS(X, H) \
+	X(SHARD, "shard-size", required_argument, "MB", LONG, 1, 1L << 20, shard_mb, \
+	  "shard size, %R (default 1024)") \
+	X(SIDE, "max-side", required_argument, "N", INT, 16, DL_IMAGE_MAX_SIDE, max_side, \
+	  "scale down images whose short side exceeds N, %R (stored as JPEG)") \
+	X(THREADS, "threads", required_argument, "N", INT, 1, 1024, threads, "workers, %R (default: one per CPU)") \
+	X(KEEP_PNG, "keep-png", no_argument, NULL, NONE, 0, 0, keep_png, \
+	  "store PNGs as they are (default: as JPEG, quality 95)") \
+	X(QUALITY, "quality", required_argument, "Q", INT, 1, 100, quality, \
+	  "quality of the JPEGs --max-side re-encodes, %R (default 90)") \
+	X(DECODE_MEM, "decode-memory", required_argument, "MIB", INT, 16, 1 << 20, decode_mib, \
+	  "memory the workers share for reading, decoding and re-encoding\n" \
+	  "files, %R (default 2048); a file needing more is left out") \
+	X(HELP, "help", no_argument, NULL, NONE, 0, 0, keep_png, "this text (also -h)")
+
+#define DL_OPT_STRUCT struct pack_args
+DL_OPT_DEFINE(PACK_OPTIONS, pack)
+const struct dl_opt_table dl_pack_opttab = DL_OPT_TABLE(pack, "dljob pack");
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: dljob pack SRC DST [--shard-size MB] [--max-side N] [--threads N] [--keep-png] [--quality Q] [--decode-memory MIB]\n"
-	           "  SRC is an ImageFolder tree (SRC/train/<class>/*.jpg, SRC/val/...); DST gets shard files and an index\n"
-	           "  --shard-size MB  shard size, 1..1048576 (default 1024)\n"
-	           "  --max-side N     scale down images whose short side exceeds N, 16..%d (stored as JPEG)\n"
-	           "  --threads N      workers, 1..1024 (default: one per CPU)\n"
-	           "  --keep-png       store PNGs as they are (default: as JPEG, quality 95)\n"
-	           "  --quality Q      quality of the JPEGs --max-side re-encodes, 1..100 (default 90)\n"
-	           "  --decode-memory MIB  memory the workers share for reading, decoding and re-encoding\n"
-	           "                   files, 16..1048576 (default 2048); a file needing more is left out\n",
-	        DL_IMAGE_MAX_SIDE);
+	fprintf(f, "usage: dljob pack SRC DST [OPTION]...\n"
+	           "  SRC is an ImageFolder tree (SRC/train/<class>/*.jpg, SRC/val/...); DST gets shard files and an index\n");
+	dl_opt_usage(f, &dl_pack_opttab);
 }
 
 int dl_pack_main(int argc, char **argv)
 {
-	enum { OPT_SHARD = 256, OPT_SIDE, OPT_THREADS, OPT_KEEP_PNG, OPT_QUALITY, OPT_DECODE_MEM, OPT_HELP };
-	static const struct option opts[] = {
-		{"shard-size", required_argument, NULL, OPT_SHARD},
-		{"max-side", required_argument, NULL, OPT_SIDE},
-		{"threads", required_argument, NULL, OPT_THREADS},
-		{"keep-png", no_argument, NULL, OPT_KEEP_PNG},
-		{"quality", required_argument, NULL, OPT_QUALITY},
-		{"decode-memory", required_argument, NULL, OPT_DECODE_MEM},
-		{"help", no_argument, NULL, OPT_HELP},
-		{NULL, 0, NULL, 0},
-	};
-	struct dl_pack_options o = {.shard_bytes = 1024ull << 20, .quality = 90};
-	char err[256];
-	long mb;
-	int opt, rv, mib;
+	struct pack_args a = {.shard_mb = 1024, .quality = 90};
+	struct dl_pack_options o = {0};
+	char err[512];
+	int opt;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+	while ((opt = dl_opt_next(&dl_pack_opttab, ":h", argc, argv, &a, err, sizeof(err))) != -1) {
 		switch (opt) {
-		case OPT_SHARD:
-			rv = dl_optval_long("shard-size", optarg, 1, 1L << 20, &mb, err, sizeof(err));
-			o.shard_bytes = rv == 0 ? (uint64_t)mb << 20 : 0;
-			break;
-		case OPT_SIDE: rv = dl_optval_int("max-side", optarg, 16, DL_IMAGE_MAX_SIDE, &o.max_side, err, sizeof(err)); break;
-		case OPT_THREADS: rv = dl_optval_int("threads", optarg, 1, 1024, &o.threads, err, sizeof(err)); break;
-		case OPT_QUALITY: rv = dl_optval_int("quality", optarg, 1, 100, &o.quality, err, sizeof(err)); break;
-		case OPT_DECODE_MEM:
-			rv = dl_optval_int("decode-memory", optarg, 16, 1 << 20, &mib, err, sizeof(err));
-			o.decode_memory = rv == 0 ? (size_t)mib << 20 : 0;
-			break;
-		case OPT_KEEP_PNG: o.keep_png = 1; rv = 0; break;
+		case OPT_KEEP_PNG: a.keep_png = 1; break;
 		case 'h':
 		case OPT_HELP: usage(stdout); return DL_EXIT_OK;
-		case ':':
-			fprintf(stderr, "dljob pack: option '%s' needs a value\n", argv[optind - 1]);
-			usage(stderr);
-			return DL_EXIT_USAGE;
-		default:
-			/* '?' for a long option given a value it does not take
-			 * (optopt: its value), as for one that does not exist */
-			if (optopt >= OPT_SHARD)
-				fprintf(stderr, "dljob pack: option '%s' takes no value\n", argv[optind - 1]);
-			else
-				fprintf(stderr, "dljob pack: unknown option '%s'\n",
-				        dl_optval_unknown(argv, optind, optopt, err, sizeof(err)));
-			usage(stderr);
-			return DL_EXIT_USAGE;
-		}
-		if (rv < 0) {
+		case DL_OPT_ERROR:
 			fprintf(stderr, "dljob pack: %s\n", err);
 			return DL_EXIT_USAGE;
+		default: break; /* a number, parsed by dl_opt_next */
 		}
 	}
 	if (argc - optind != 2) {
@@ -86,5 +69,11 @@ int dl_pack_main(int argc, char **argv)
 	}
 	o.src = argv[optind];
 	o.dst = argv[optind + 1];
+	o.shard_bytes = (uint64_t)a.shard_mb << 20;
+	o.max_side = a.max_side;
+	o.threads = a.threads;
+	o.keep_png = a.keep_png;
+	o.quality = a.quality;
+	o.decode_memory = (size_t)a.decode_mib << 20;
 	return dl_pack(&o) == 0 ? DL_EXIT_OK : DL_EXIT_ERROR;
 }

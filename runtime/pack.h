@@ -5,9 +5,13 @@
 #ifndef DLJOB_RUNTIME_PACK_H
 #define DLJOB_RUNTIME_PACK_H
 
+#include "runtime/opttab.h"
+
 /* argv[0] is the sub-command name ("pack"), then
- *   SRC DST [--shard-size MB] [--max-side N] [--threads N] [--keep-png] [--quality Q]
+ *   SRC DST [OPTION]... (dl_pack_opttab)
  * Returns the process exit status (DL_EXIT_OK, DL_EXIT_ERROR, DL_EXIT_USAGE). */
 int dl_pack_main(int argc, char **argv);
+/* Its options (runtime/opttab.h): usage, parsing, dljob --list-options. */
+extern const struct dl_opt_table dl_pack_opttab;
 
 #endif

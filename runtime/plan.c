@@ -7,7 +7,6 @@
  * GPU.  Needs no GPU. */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +20,38 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
+/* What the command line sets, in the option table's types. */
+struct plan_args {
+	const char *model, *image, *backend;
+	int batch, prec, classes, sms;
+	uint64_t ws;
+};
+
+/* dljob plan's options (runtime/opttab.h says how to read a row). */
+#define PLAN_OPTIONS(X, H) \
+	X(MODEL, "model", required_argument, "M", NONE, 0, 0, model, "the model (required; below)") \
+	X(BATCH, "batch", required_argument, "B", INT, DL_BATCH_MIN, DL_BATCH_MAX, batch, \
+	  "samples per GPU, %R (required)") \
+	X(PRECISION, "precision", required_argument, "P", NONE, 0, 0, prec, "fp32|bf16|fp16 (default fp32)") \
+	X(BACKEND, "backend", required_argument, "cuda|cpu", NONE, 0, 0, backend, \
+	  "cuda (default); the cpu backend does not allocate by plan") \
+	X(IMAGE, "image", required_argument, "CxHxW", NONE, 0, 0, image, \
+	  "input shape (default 3x224x224; 3x32x32 for resnet20/32/56)") \
+	X(CLASSES, "classes", required_argument, "K", INT, 1, 1 << 20, classes, \
+	  "classifier outputs, %R (default 1000; 10 for resnet20/32/56)") \
+	X(WORKSPACE, "workspace", required_argument, "BYTES", U64, 0, (double)((uint64_t)1 << 40), ws, \
+	  "cuDNN workspace counted, %R: the most the convolution\n" \
+	  "algorithms cuDNN picks on the GPU need (default 1073741824, the\n" \
+	  "least limit the backend sets; it allows up to an eighth of the\n" \
+	  "free device memory, at most 8 GiB)") \
+	X(SMS, "sms", required_argument, "N", INT, 1, 4096, sms, \
+	  "multiprocessors of the GPU, for the BN partial sums, %R\n(default 132)") \
+	X(HELP, "help", no_argument, NULL, NONE, 0, 0, model, "this text")
+
+#define DL_OPT_STRUCT struct plan_args
+DL_OPT_DEFINE(PLAN_OPTIONS, plan)
+const struct dl_opt_table dl_plan_opttab = DL_OPT_TABLE(plan, "dljob plan");
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -28,19 +59,9 @@ static void usage(FILE *f)
 	"                  [--image CxHxW] [--classes K] [--workspace BYTES] [--sms N]\n"
 	"Print the device memory one training step of the cuda backend plans (its one\n"
 	"allocation, buffers sharing memory once dead), without a GPU: a line\n"
-	"peak_bytes N, then its parts.\n"
-	"  --model M          %s\n"
-	"  --batch B          samples per GPU (1-65536)\n"
-	"  --precision P      fp32|bf16|fp16 (default fp32)\n"
-	"  --backend cuda|cpu cuda (default); the cpu backend does not allocate by plan\n"
-	"  --image CxHxW      input shape (default 3x224x224; 3x32x32 for resnet20/32/56)\n"
-	"  --classes K        classifier outputs (default 1000; 10 for resnet20/32/56)\n"
-	"  --workspace BYTES  cuDNN workspace counted: the most the convolution algorithms\n"
-	"                     cuDNN picks on the GPU need (default 1073741824, the least\n"
-	"                     limit the backend sets; it allows up to an eighth of the free\n"
-	"                     device memory, at most 8 GiB)\n"
-	"  --sms N            multiprocessors of the GPU, for the BN partial sums (default 132)\n"
-	"  --help             this text\n", dl_model_names());
+	"peak_bytes N, then its parts.\n");
+	dl_opt_usage(f, &dl_plan_opttab);
+	fprintf(f, "Models: %s\n", dl_model_names());
 }
 
 static int parse_image(const char *s, int *c, int *h, int *w)
@@ -54,67 +75,49 @@ static int parse_image(const char *s, int *c, int *h, int *w)
 
 int dl_plan_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "model", required_argument, NULL, 'm' }, { "batch", required_argument, NULL, 'b' },
-		{ "precision", required_argument, NULL, 'p' }, { "backend", required_argument, NULL, 'k' },
-		{ "image", required_argument, NULL, 'i' }, { "classes", required_argument, NULL, 'c' },
-		{ "workspace", required_argument, NULL, 'w' }, { "sms", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
-	};
-	const char *model = NULL, *image = NULL, *backend = "cuda";
+	struct plan_args a = {.backend = "cuda", .prec = DL_FP32, .sms = 132, .ws = (uint64_t)1 << 30};
+	const char *model, *image, *backend;
 	char err[1024], q[256];
-	int batch = 0, prec = DL_FP32, classes = 0, sms = 132, o, ic, ih, iw;
-	uint64_t ws = (uint64_t)1 << 30;
+	int batch, prec, classes, sms, o, ic, ih, iw;
+	uint64_t ws;
 
-	opterr = 0;
 	optind = 1;
-	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		int bad = 0;
+	while ((o = dl_opt_next(&dl_plan_opttab, ":", argc, argv, &a, err, sizeof err)) != -1) {
 		switch (o) {
-		case 'm':
-			model = optarg;
+		case OPT_MODEL:
+			a.model = optarg;
 			break;
-		case 'b':
-			bad = dl_optval_int("batch", optarg, 1, 65536, &batch, err, sizeof err);
-			break;
-		case 'p':
-			if ((prec = dl_precision_parse(optarg)) < 0) {
+		case OPT_PRECISION:
+			if ((a.prec = dl_precision_parse(optarg)) < 0) {
 				fprintf(stderr, "dljob plan: --precision=%s: expected fp32, bf16 or fp16\n",
 					dl_optval_escape(optarg, q, sizeof q));
 				return DL_EXIT_USAGE;
 			}
 			break;
-		case 'k':
-			backend = optarg;
+		case OPT_BACKEND:
+			a.backend = optarg;
 			break;
-		case 'i':
-			image = optarg;
+		case OPT_IMAGE:
+			a.image = optarg;
 			break;
-		case 'c':
-			bad = dl_optval_int("classes", optarg, 1, 1 << 20, &classes, err, sizeof err);
-			break;
-		case 'w':
-			bad = dl_optval_u64("workspace", optarg, &ws, err, sizeof err);
-			if (!bad && ws > ((uint64_t)1 << 40))
-				bad = dl_errf(err, sizeof err, "--workspace: %s is more than 1 TiB",
-					      dl_optval_escape(optarg, q, sizeof q));
-			break;
-		case 's':
-			bad = dl_optval_int("sms", optarg, 1, 4096, &sms, err, sizeof err);
-			break;
-		case 'h':
+		case OPT_HELP:
 			usage(stdout);
 			return DL_EXIT_OK;
-		default:
-			fprintf(stderr, "dljob plan: unknown or incomplete option '%s' (see dljob plan --help)\n",
-				dl_optval_escape(argv[optind - 1], q, sizeof q));
-			return DL_EXIT_USAGE;
-		}
-		if (bad) {
+		case DL_OPT_ERROR:
 			fprintf(stderr, "dljob plan: %s\n", err);
 			return DL_EXIT_USAGE;
+		default: /* a number, parsed by dl_opt_next */
+			break;
 		}
 	}
+	model = a.model;
+	image = a.image;
+	backend = a.backend;
+	batch = a.batch;
+	prec = a.prec;
+	classes = a.classes;
+	sms = a.sms;
+	ws = a.ws;
 	if (optind < argc) {
 		fprintf(stderr, "dljob plan: unexpected argument '%s'\n", dl_optval_escape(argv[optind], q, sizeof q));
 		return DL_EXIT_USAGE;

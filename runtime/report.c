@@ -1,7 +1,6 @@
 /* dljob report (runtime/report.h). */
 #include "config.h"
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -439,6 +438,26 @@ fail:
 	return NULL;
 }
 
+/* What the command line sets, in the option table's types. */
+struct report_args {
+	double target;         /* the last --target (each is kept in targets[]) */
+	const char *json, *plot;
+};
+
+/* dljob report's options (runtime/opttab.h says how to read a row). */
+#define REPORT_OPTIONS(X, H) \
+	X(TARGET, "target", required_argument, "X", DBL_MIN_OPEN, 0, 1, target, \
+	  "time to reach top-1 >= X (a fraction, e.g. 0.85); repeatable") \
+	X(JSON, "json", required_argument, "FILE", NONE, 0, 0, json, \
+	  "also write the numbers as JSON to FILE ('-': stdout, no Markdown)") \
+	X(PLOT, "plot", required_argument, "FILE", NONE, 0, 0, plot, \
+	  "also draw loss and top-1 against step and wall time (PNG)") \
+	X(HELP, "help", no_argument, NULL, NONE, 0, 0, json, "this text")
+
+#define DL_OPT_STRUCT struct report_args
+DL_OPT_DEFINE(REPORT_OPTIONS, report)
+const struct dl_opt_table dl_report_opttab = DL_OPT_TABLE(report, "dljob report");
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -447,26 +466,16 @@ static void usage(FILE *f)
 	"time to accuracy; across rank counts scaling efficiency and learning speed-up;\n"
 	"variability of repeated runs; for a run resumed on another rank count, its\n"
 	"throughput per segment.  Markdown tables on stdout.\n"
-	"\n"
-	"  --target X     time to reach top-1 >= X (a fraction, e.g. 0.85); repeatable\n"
-	"  --json FILE    also write the numbers as JSON to FILE ('-': stdout, no Markdown)\n"
-	"  --plot FILE    also draw loss and top-1 against step and wall time (PNG)\n"
-	"  --help         this text\n");
+	"\n");
+	dl_opt_usage(f, &dl_report_opttab);
 }
 
 int dl_report_main(int argc, char **argv)
 {
-	enum { OPT_TARGET = 256, OPT_JSON, OPT_PLOT, OPT_HELP };
-	static const struct option opts[] = {
-		{"target", required_argument, NULL, OPT_TARGET},
-		{"json", required_argument, NULL, OPT_JSON},
-		{"plot", required_argument, NULL, OPT_PLOT},
-		{"help", no_argument, NULL, OPT_HELP},
-		{NULL, 0, NULL, 0},
-	};
 	double targets[DL_REPORT_MAX_TARGETS];
 	size_t n_targets = 0;
-	const char *json_path = NULL, *plot_path = NULL;
+	struct report_args a = {0};
+	const char *json_path, *plot_path;
 	char err[512];
 	int opt, rv = DL_EXIT_ERROR;
 	struct dl_report rep;
@@ -475,38 +484,26 @@ int dl_report_main(int argc, char **argv)
 
 	memset(&rep, 0, sizeof(rep));
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+	while ((opt = dl_opt_next(&dl_report_opttab, ":", argc, argv, &a, err, sizeof(err))) != -1) {
 		switch (opt) {
 		case OPT_TARGET:
 			if (n_targets == DL_REPORT_MAX_TARGETS) {
 				fprintf(stderr, "dljob report: at most %d --target\n", DL_REPORT_MAX_TARGETS);
 				return DL_EXIT_USAGE;
 			}
-			if (dl_optval_double("target", optarg, 0, 1, 1, 0, &targets[n_targets], err, sizeof(err)) < 0) {
-				fprintf(stderr, "dljob report: --target '%s': a fraction of correct answers in (0, 1], "
-				        "e.g. 0.85\n", optarg);
-				return DL_EXIT_USAGE;
-			}
-			n_targets++;
+			targets[n_targets++] = a.target;
 			break;
-		case OPT_JSON: json_path = optarg; break;
-		case OPT_PLOT: plot_path = optarg; break;
+		case OPT_JSON: a.json = optarg; break;
+		case OPT_PLOT: a.plot = optarg; break;
 		case OPT_HELP: usage(stdout); return DL_EXIT_OK;
-		case ':':
-			fprintf(stderr, "dljob report: option '%s' needs a value\n", argv[optind - 1]);
+		case DL_OPT_ERROR:
+			fprintf(stderr, "dljob report: %s\n", err);
 			return DL_EXIT_USAGE;
-		default:
-			/* '?' for a long option given a value it does not take
-			 * (optopt: its value), as for one that does not exist */
-			if (optopt >= OPT_TARGET) {
-				fprintf(stderr, "dljob report: option '%s' takes no value\n", argv[optind - 1]);
-				return DL_EXIT_USAGE;
-			}
-			fprintf(stderr, "dljob report: unknown option '%s' (see dljob report --help)\n",
-			        dl_optval_unknown(argv, optind, optopt, (char[4]){""}, 4));
-			return DL_EXIT_USAGE;
+		default: break;
 		}
 	}
+	json_path = a.json;
+	plot_path = a.plot;
 	if (optind >= argc) {
 		fprintf(stderr, "dljob report: no RUN_DIR given (see dljob report --help)\n");
 		return DL_EXIT_USAGE;

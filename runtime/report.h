@@ -14,6 +14,8 @@
 #ifndef DLJOB_RUNTIME_REPORT_H
 #define DLJOB_RUNTIME_REPORT_H
 
+#include "runtime/opttab.h"
+
 #include <jansson.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -111,5 +113,7 @@ json_t *dl_report_json(const struct dl_report *rep);
 /* `dljob report [options] RUN_DIR...`; argv[0] is "report".  Returns an
  * exit status (DL_EXIT_*). */
 int dl_report_main(int argc, char **argv);
+/* Its options (runtime/opttab.h): usage, parsing, dljob --list-options. */
+extern const struct dl_opt_table dl_report_opttab;
 
 #endif

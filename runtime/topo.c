@@ -7,7 +7,6 @@
  * nothing is run. */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,75 +15,85 @@
 #include "runtime/topo.h"
 #include "mapping/mapping.h"
 
+/* What the command line sets, in the option table's types. */
+struct topo_args {
+	const char *xml, *gpus, *cpus;
+	int ntasks, nic;
+};
+
+/* dljob topo's options (runtime/opttab.h says how to read a row). */
+#define TOPO_OPTIONS(X, H) \
+	X(XML, "xml", required_argument, "FILE", NONE, 0, 0, xml, \
+	  "hwloc XML topology (e.g. the plugstack's topology=, or\nlstopo --of xml); default: this machine") \
+	X(TASKS, "tasks", required_argument, "N", INT, 1, DL_MAP_MAX_TASKS, ntasks, "tasks on the node (%R)") \
+	X(GPUS, "gpus", required_argument, "LIST", NONE, 0, 0, gpus, \
+	  "the step's GPUs as Slurm indexes (SLURM_STEP_GPUS syntax,\n" \
+	  "e.g. 0-3 or 1,5), or none; default: every GPU of the topology") \
+	X(CPUS, "cpus", required_argument, "LIST", NONE, 0, 0, cpus, \
+	  "plan within these CPUs (OS indexes, e.g. 0-15,64-79), as the\n" \
+	  "plugin plans within the CPUs the step owns on a shared node;\n" \
+	  "default: every CPU of the topology") \
+	X(NIC, "nic", required_argument, "closest|none", NONE, 0, 0, nic, "as the plugstack's nic= (default closest)") \
+	X(HELP, "help", no_argument, NULL, NONE, 0, 0, nic, "this text")
+
+#define DL_OPT_STRUCT struct topo_args
+DL_OPT_DEFINE(TOPO_OPTIONS, topo)
+const struct dl_opt_table dl_topo_opttab = DL_OPT_TABLE(topo, "dljob topo");
+
 static void usage(FILE *f)
 {
 	fprintf(f,
 	"Usage: dljob topo [--xml FILE] --tasks N [--gpus LIST|none] [--cpus LIST] [--nic closest|none]\n"
 	"Print the GPU, NIC, NUMA and CPU mapping that srun --dl-bind=closest gives N tasks\n"
-	"on one node, with the rule that decided each column; runs nothing.\n"
-	"  --xml FILE         hwloc XML topology (e.g. the plugstack's topology=, or\n"
-	"                     lstopo --of xml); default: this machine\n"
-	"  --tasks N          tasks on the node (1-%d)\n"
-	"  --gpus LIST        the step's GPUs as Slurm indexes (SLURM_STEP_GPUS syntax,\n"
-	"                     e.g. 0-3 or 1,5), or none; default: every GPU of the topology\n"
-	"  --cpus LIST        plan within these CPUs (OS indexes, e.g. 0-15,64-79), as the\n"
-	"                     plugin plans within the CPUs the step owns on a shared node;\n"
-	"                     default: every CPU of the topology\n"
-	"  --nic closest|none as the plugstack's nic= (default closest)\n"
-	"  --help             this text\n", DL_MAP_MAX_TASKS);
+	"on one node, with the rule that decided each column; runs nothing.\n");
+	dl_opt_usage(f, &dl_topo_opttab);
 }
 
 int dl_topo_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "xml", required_argument, NULL, 'x' }, { "tasks", required_argument, NULL, 't' },
-		{ "gpus", required_argument, NULL, 'g' }, { "nic", required_argument, NULL, 'n' },
-		{ "cpus", required_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
-	};
-	const char *xml = NULL, *gpus = NULL, *cpus = NULL;
+	struct topo_args a = {.nic = 1};
+	const char *xml, *gpus, *cpus;
 	char err[1024], q[256], title[1536], list[64], cpulist[DL_MAP_LIST];
-	int ntasks = 0, nic = 1, c, step[DL_MAP_MAX_GPUS], ng = 0, rv = DL_EXIT_ERROR;
+	int ntasks, nic, c, step[DL_MAP_MAX_GPUS], ng = 0, rv = DL_EXIT_ERROR;
 	struct dl_map *m = NULL;
 	struct dl_map_plan *p = NULL;
 	hwloc_bitmap_t within = NULL;
 
-	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = dl_opt_next(&dl_topo_opttab, ":", argc, argv, &a, err, sizeof(err))) != -1) {
 		switch (c) {
-		case 'x':
-			xml = optarg;
+		case OPT_XML:
+			a.xml = optarg;
 			break;
-		case 't':
-			if (dl_optval_int("tasks", optarg, 1, DL_MAP_MAX_TASKS, &ntasks, err, sizeof(err)) < 0) {
-				fprintf(stderr, "dljob topo: %s\n", err);
-				return DL_EXIT_USAGE;
-			}
+		case OPT_GPUS:
+			a.gpus = optarg;
 			break;
-		case 'g':
-			gpus = optarg;
+		case OPT_CPUS:
+			a.cpus = optarg;
 			break;
-		case 'c':
-			cpus = optarg;
-			break;
-		case 'n':
+		case OPT_NIC:
 			if (strcmp(optarg, "closest") && strcmp(optarg, "none")) {
 				fprintf(stderr, "dljob topo: --nic=%s: expected closest or none\n",
 					dl_optval_escape(optarg, q, sizeof(q)));
 				return DL_EXIT_USAGE;
 			}
-			nic = !strcmp(optarg, "closest");
+			a.nic = !strcmp(optarg, "closest");
 			break;
-		case 'h':
+		case OPT_HELP:
 			usage(stdout);
 			return DL_EXIT_OK;
-		default:
-			fprintf(stderr, "dljob topo: unknown or incomplete option '%s' (see dljob topo --help)\n",
-				dl_optval_escape(argv[optind - 1], q, sizeof(q)));
+		case DL_OPT_ERROR:
+			fprintf(stderr, "dljob topo: %s\n", err);
 			return DL_EXIT_USAGE;
+		default: /* a number, parsed by dl_opt_next */
+			break;
 		}
 	}
+	xml = a.xml;
+	gpus = a.gpus;
+	cpus = a.cpus;
+	ntasks = a.ntasks;
+	nic = a.nic;
 	if (optind < argc) {
 		fprintf(stderr, "dljob topo: unexpected argument '%s'\n", dl_optval_escape(argv[optind], q, sizeof(q)));
 		return DL_EXIT_USAGE;

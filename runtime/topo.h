@@ -4,7 +4,11 @@
 #ifndef DLJOB_RUNTIME_TOPO_H
 #define DLJOB_RUNTIME_TOPO_H
 
+#include "runtime/opttab.h"
+
 /* argv[0] is "topo".  Returns the process exit status. */
 int dl_topo_main(int argc, char **argv);
+/* Its options (runtime/opttab.h): usage, parsing, dljob --list-options. */
+extern const struct dl_opt_table dl_topo_opttab;
 
 #endif

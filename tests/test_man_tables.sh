@@ -1,7 +1,10 @@
 #!/bin/bash
-# The man pages name what the tables hold: every option of the runtime's
-# command line, its subcommands and models (dljob --list-options: the
-# tables of runtime/cli.c, common/models.h, common/handoff.h) in dljob(1);
+# The man pages and help texts name what the tables hold (dljob
+# --list-options: the tables of runtime/cli.c, of the subcommands in
+# runtime/*.c (runtime/opttab.h), common/models.h, common/handoff.h):
+# every option of the runtime's command line, its subcommands and models
+# in dljob(1), each option also in dljob --help; every option of a
+# subcommand in its man page dljob-NAME(1) and in dljob NAME --help;
 # every --dl-* option the plugin registers and every model --dl-job
 # offers (spank/test/list_spank_options) and every DLJOB_* variable the
 # plugin hands to the task in spank-dljob(8).  A row added to a table
@@ -38,12 +41,29 @@ model_help=$(grep -- '--model NAME ' <<<"$usage")
 runtime=$("$bin" --list-options) || { echo "FAIL: dljob --list-options"; exit 1; }
 plugin=$("$lister") || { echo "FAIL: $lister"; exit 1; }
 dl_job_help=$(sed -n 's/^help //p' <<<"$plugin")
+# A subcommand's man page and --help, read at its first option.
+declare -A sub_man sub_help
+sub_read() {
+	[ -n "${sub_man[$1]+set}" ] && return
+	sub_man[$1]=
+	if [ -f "$src/man/dljob-$1.1" ]; then
+		sub_man[$1]=$(plain "$src/man/dljob-$1.1") || fail "cannot read man/dljob-$1.1"
+	else
+		fail "dljob $1 has no man page man/dljob-$1.1"
+	fi
+	sub_help[$1]=$("$bin" "$1" --help) || fail "dljob $1 --help"
+}
 n=0
 while read -r kind name; do
 	n=$((n + 1))
 	case $kind in
-	option) has "$runtime_man" "$name" || fail "dljob(1) does not name $name (runtime/cli.c)" ;;
+	option) has "$runtime_man" "$name" || fail "dljob(1) does not name $name (runtime/cli.c)"
+		has "$usage" "$name" || fail "dljob --help does not name $name (runtime/cli.c)" ;;
 	subcommand) has "$runtime_man" "dljob $name" || fail "dljob(1) does not name dljob $name (runtime/cli.c)" ;;
+	suboption) read -r sub opt <<<"$name"
+		sub_read "$sub"
+		has "${sub_man[$sub]}" "$opt" || fail "dljob-$sub(1) does not name $opt (dljob $sub's option table)"
+		has "${sub_help[$sub]}" "$opt" || fail "dljob $sub --help does not name $opt (dljob $sub's option table)" ;;
 	model) has "$runtime_man" "$name" || fail "dljob(1) does not name the model $name (common/models.h)"
 		in_short "$model_help" "$name" || fail "dljob --help's --model does not name $name (common/models.h)" ;;
 	handoff) has "$plugin_man" "$name" || fail "spank-dljob(8) does not name $name (common/handoff.h)" ;;
@@ -64,5 +84,9 @@ done <<<"$plugin"
 grep -q '^option --model$' <<<"$runtime" || fail "dljob --list-options has no --model"
 grep -q '^option --dl-job$' <<<"$plugin" || fail "list_spank_options has no --dl-job"
 grep -q '^handoff DLJOB_MODEL$' <<<"$runtime" || fail "dljob --list-options has no DLJOB_MODEL"
+# Every subcommand has its table: at least its --help.
+for sub in $(sed -n 's/^subcommand //p' <<<"$runtime"); do
+	grep -q "^suboption $sub --help\$" <<<"$runtime" || fail "dljob --list-options has no options of dljob $sub"
+done
 [ $fails -eq 0 ] || exit 1
-echo "ok: dljob(1) and spank-dljob(8) name all $n table rows"
+echo "ok: dljob(1), dljob-*(1), the --help texts and spank-dljob(8) name all $n table rows"

@@ -62,7 +62,8 @@ err 2 "--gpus=1-x: expected Slurm GPU indexes" --tasks 1 --gpus 1-x
 err 2 "--nic=far: expected closest or none" --tasks 1 --nic far
 err 2 "--cpus=1-x: expected CPU numbers such as 0-15,64-79" --tasks 1 --cpus 1-x
 err 1 "dljob topo: none of the CPUs 500 is in the topology (its CPUs: 0-3)" --xml "$T/no-nic.xml" --tasks 1 --cpus 500
-err 2 "unknown or incomplete option '--bogus'" --tasks 1 --bogus
+err 2 "dljob topo: unknown option '--bogus' (see dljob topo --help)" --tasks 1 --bogus
+err 2 "dljob topo: option '--tasks' needs a value" --tasks
 err 2 "unexpected argument 'extra'" --tasks 1 extra
 err 1 "dljob topo: $T/missing.xml: No such file or directory" --xml "$T/missing.xml" --tasks 1
 err 1 "dljob topo: $T: not a regular file" --xml "$T" --tasks 1

@@ -60,7 +60,7 @@ tests_fuzz_fuzz_star_LDADD = $(SODIUM_LIBS)
 FUZZ_TARGETS += tests/fuzz/fuzz_metrics
 # dljob report's reading of metrics.jsonl, its numbers and the plot
 tests_fuzz_fuzz_metrics_SOURCES = tests/fuzz/fuzz_metrics.c engine/metrics_read.c runtime/report.c \
-	runtime/plot.c common/optval.c
+	runtime/plot.c runtime/opttab.c common/optval.c
 tests_fuzz_fuzz_metrics_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(CAIRO_CFLAGS)
 tests_fuzz_fuzz_metrics_LDFLAGS = $(FUZZ_LINKFLAGS)
 tests_fuzz_fuzz_metrics_LDADD = $(JANSSON_LIBS) $(CAIRO_LIBS) -lfontconfig -lm

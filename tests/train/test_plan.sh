@@ -51,7 +51,8 @@ expect 2 "batch"                          --model resnet50 --batch 0
 expect 2 "expected fp32, bf16 or fp16"    --model resnet50 --batch 8 --precision fp8
 expect 2 "expected CxHxW"                 --model resnet50 --batch 8 --image 3x224
 expect 2 "unexpected argument"            --model resnet50 --batch 8 extra
-expect 2 "unknown or incomplete option"   --model resnet50 --batch 8 --nope
-expect 2 "more than 1 TiB"                --model resnet50 --batch 8 --workspace 99999999999999
+expect 2 "unknown option '--nope' (see dljob plan --help)" --model resnet50 --batch 8 --nope
+expect 2 "option '--batch' needs a value" --model resnet50 --batch
+expect 2 "--workspace: 99999999999999 is out of range" --model resnet50 --batch 8 --workspace 99999999999999
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all dljob plan checks passed"

@@ -19,7 +19,8 @@ engine_data_test_dump_sample_SOURCES = engine/data/test/dump_sample.c
 engine_data_test_dump_sample_LDADD = engine/data/libdldata.la
 engine_data_test_dataset_tool_SOURCES = engine/data/test/dataset_tool.c
 engine_data_test_dataset_tool_LDADD = engine/data/libdldata.la
-engine_data_test_pack_tool_SOURCES = engine/data/test/pack_tool.c runtime/pack.h runtime/pack.c common/optval.h common/optval.c
+engine_data_test_pack_tool_SOURCES = engine/data/test/pack_tool.c runtime/pack.h runtime/pack.c runtime/opttab.h runtime/opttab.c \
+	common/optval.h common/optval.c
 engine_data_test_pack_tool_LDADD = engine/data/libdldata.la
 
 # Python tests
