@@ -31,7 +31,8 @@ static void usage(FILE *f)
 	"peak_bytes N, then its parts.\n"
 	"  --model M          %s\n"
 	"  --batch B          samples per GPU (1-65536)\n"
-	"  --precision P      fp32|bf16|fp16 (default fp32)\n"
+	"  --precision P      auto|fp32|bf16|fp16 (default auto: bf16, what training picks\n"
+	"                     on a GPU with bf16 tensor cores, compute capability 8.0+)\n"
 	"  --backend cuda|cpu cuda (default); the cpu backend does not allocate by plan\n"
 	"  --image CxHxW      input shape (default 3x224x224; 3x32x32 for resnet20/32/56)\n"
 	"  --classes K        classifier outputs (default 1000; 10 for resnet20/32/56)\n"
@@ -63,7 +64,7 @@ int dl_plan_main(int argc, char **argv)
 	};
 	const char *model = NULL, *image = NULL, *backend = "cuda";
 	char err[1024], q[256];
-	int batch = 0, prec = DL_FP32, classes = 0, sms = 132, o, ic, ih, iw;
+	int batch = 0, prec = DL_BF16, classes = 0, sms = 132, o, ic, ih, iw;
 	uint64_t ws = (uint64_t)1 << 30;
 
 	opterr = 0;
@@ -78,8 +79,11 @@ int dl_plan_main(int argc, char **argv)
 			bad = dl_optval_int("batch", optarg, 1, 65536, &batch, err, sizeof err);
 			break;
 		case 'p':
-			if ((prec = dl_precision_parse(optarg)) < 0) {
-				fprintf(stderr, "dljob plan: --precision=%s: expected fp32, bf16 or fp16\n",
+			/* auto: what the cuda backend picks on a GPU with bf16
+			 * tensor cores (dlc_auto_precision): the GPU is not here */
+			prec = dl_precision_is_auto(optarg) ? DL_BF16 : dl_precision_parse(optarg);
+			if (prec < 0) {
+				fprintf(stderr, "dljob plan: --precision=%s: expected auto, fp32, bf16 or fp16\n",
 					dl_optval_escape(optarg, q, sizeof q));
 				return DL_EXIT_USAGE;
 			}
