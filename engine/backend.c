@@ -128,3 +128,35 @@ static const struct dl_backend_ops *backend_auto(char *err, size_t errlen)
 #endif
 	return dl_backend_find("cpu", err, errlen);
 }
+
+int dl_backend_precision(const struct dl_backend_ops *ops, const char *name, const char *device, char *msg,
+			 size_t msglen)
+{
+	char why[256];
+	if (msg && msglen)
+		msg[0] = 0;
+	if (!dl_precision_is_auto(name)) {
+		int p = dl_precision_parse(name);
+		if (p < 0)
+			dl_errf(msg, msglen, "unknown precision '%s' (%s)", name, DL_PRECISION_NAMES);
+		return p;
+	}
+	if (!ops->auto_precision) {
+		if (msg && msglen)
+			snprintf(msg, msglen, "--precision auto: fp32 (the %s backend)", ops->name);
+		return DL_FP32;
+	}
+	why[0] = 0;
+	int p = ops->auto_precision(device, why, sizeof(why));
+	if (p < 0) {
+		dl_errf(msg, msglen, "%s", why[0] ? why : "--precision auto: the backend did not say why it failed");
+		return -1;
+	}
+	if (p != DL_FP32 && p != DL_BF16 && p != DL_FP16) {
+		dl_errf(msg, msglen, "--precision auto: the %s backend picked precision %d", ops->name, p);
+		return -1;
+	}
+	if (msg && msglen)
+		snprintf(msg, msglen, "--precision auto: %s (%s)", dl_precision_name((enum dl_precision)p), why);
+	return p;
+}

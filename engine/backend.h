@@ -167,6 +167,13 @@ struct dl_backend_ops {
 	 * there is no usable GPU or driver); NULL for the host backends.
 	 * --backend auto takes a backend with devices over cpu. */
 	int (*device_count)(void);
+	/* --precision auto on this backend: the precision it trains in best
+	 * on device (dl_backend_opts.device), with one line in msg saying
+	 * why ("GPU 0, NVIDIA H100 80GB HBM3, compute capability 9.0: bf16
+	 * tensor cores").  Returns an enum dl_precision, or -1 with the reason
+	 * in msg (no such device).  Opens no context on the device.  NULL:
+	 * fp32 (cpu, ref). */
+	int (*auto_precision)(const char *device, char *msg, size_t msglen);
 };
 
 /* The CUDA backend is a module, dlopen'ed only when it is asked for, so the
@@ -178,7 +185,7 @@ struct dl_backend_ops {
  * struct that crosses it (graph.h, comm.h, optim.h), changes, so a module
  * built against another layout is refused by name instead of crashing.
  * Where the module is looked for: dl_backend_find below. */
-#define DL_BACKEND_ABI 2
+#define DL_BACKEND_ABI 3
 #define DL_BACKEND_MODULE "dljob-cuda.so"
 #define DL_BACKEND_PASTE_(a, b) a##b
 #define DL_BACKEND_PASTE(a, b) DL_BACKEND_PASTE_(a, b)
@@ -209,5 +216,16 @@ const struct dl_backend_ops *DL_BACKEND_ENTRY(void);
  * the driver but where the module cannot be loaded is an error (NULL, err),
  * not a silent fall-back to cpu: --backend cpu says so explicitly. */
 const struct dl_backend_ops *dl_backend_find(const char *name, char *err, size_t errlen);
+
+/* --precision NAME for training (or evaluating) on backend ops, on device
+ * (dl_backend_opts.device): "fp32", "bf16" or "fp16" (NULL: fp32) as
+ * named; "auto" (DL_PRECISION_AUTO, precision.h) what ops->auto_precision
+ * picks for the device, fp32 for a backend without one.  Returns an enum
+ * dl_precision with, for auto, one line in msg saying what was picked and
+ * why ("" otherwise); -1 with the reason in msg: an unknown name, or a
+ * device the backend cannot query.  The backend's create() still refuses a
+ * named precision it does not support. */
+int dl_backend_precision(const struct dl_backend_ops *ops, const char *name, const char *device, char *msg,
+			 size_t msglen);
 
 #endif

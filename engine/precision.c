@@ -26,6 +26,16 @@ int dl_precision_parse(const char *name)
 	return -1;
 }
 
+int dl_precision_is_auto(const char *name)
+{
+	return name && strcmp(name, DL_PRECISION_AUTO) == 0;
+}
+
+int dl_precision_valid(const char *name)
+{
+	return dl_precision_is_auto(name) || dl_precision_parse(name) >= 0;
+}
+
 const char *dl_precision_name(enum dl_precision p)
 {
 	switch (p) {

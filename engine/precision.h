@@ -18,9 +18,22 @@
  *         after DL_FP16_GROWTH_INTERVAL clean steps. */
 enum dl_precision { DL_FP32 = 0, DL_BF16 = 1, DL_FP16 = 2 };
 #define DL_FP16_GROWTH_INTERVAL 2000
-/* "fp32", "bf16", "fp16" (NULL: fp32) -> enum dl_precision; -1 otherwise. */
+/* "fp32", "bf16", "fp16" (NULL: fp32) -> enum dl_precision; -1 otherwise
+ * ("auto" too: a backend resolves it, dl_backend_precision in backend.h). */
 int dl_precision_parse(const char *name);
 const char *dl_precision_name(enum dl_precision p);
+/* --precision auto (the default of training and dljob eval): the backend
+ * picks, and what it picked is what the run logs and its checkpoints
+ * record, never "auto".  cpu, ref: fp32; cuda: bf16 on a GPU with bf16
+ * tensor cores (compute capability 8.0 or newer), fp16 on one with fp16
+ * tensor cores only (7.x), else fp32. */
+#define DL_PRECISION_AUTO "auto"
+/* What --precision accepts, for messages. */
+#define DL_PRECISION_NAMES "auto, fp32, bf16, fp16"
+/* 1: name is "auto" or one dl_precision_parse knows; 0 otherwise. */
+int dl_precision_valid(const char *name);
+/* 1: name is "auto". */
+int dl_precision_is_auto(const char *name);
 
 /* How the cpu backend computes 3x3 convolutions.  Winograd F(4x4,3x3) does
  * about half the arithmetic of the direct method at a somewhat larger

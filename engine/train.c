@@ -35,6 +35,7 @@ void dl_train_config_defaults(struct dl_train_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->backend = "auto"; /* cuda with a visible GPU, else cpu (dl_backend_find) */
+	c->precision = DL_PRECISION_AUTO; /* what the backend trains in best (dl_backend_precision) */
 	c->epochs = 90;
 	c->batch = 128;
 	c->lr = 0.1;
@@ -71,6 +72,7 @@ struct run {
 	struct dl_graph g;
 	int have_graph;
 	const char *backend;  /* resolved name ("auto" -> "cuda" or "cpu") */
+	char prec_msg[448];   /* what --precision auto resolved to, and why ("" when named) */
 	const struct dl_backend_ops *ops;
 	struct dl_backend *be;
 	struct dl_optim_state ost; /* host copy of the optimizer state, at boundaries only */
@@ -263,6 +265,43 @@ static void say_changes(const struct run *r)
 		        ck->backend[0] ? ck->backend : "?", now->precision, now->backend);
 }
 
+/* --precision, resolved where the backend and its device are known: from
+ * then on only the precision "auto" stood for is used, logged (once, rank
+ * 0) and recorded in checkpoints (a resume compares that one).  With
+ * several ranks every rank resolves auto on its own device and all agree
+ * on the one every rank's pick allows (fp32 if any rank picked fp32, else
+ * fp16 if any picked fp16, else bf16), so a job over unlike GPUs trains in
+ * one precision; a rank that could not resolve it fails them all.
+ * Returns an enum dl_precision, with what auto resolved to in
+ * r->prec_msg (said with the run's first line), or -1 with err. */
+static int resolve_precision(struct run *r, char *err, size_t errlen)
+{
+	const struct dl_train_config *c = r->cfg;
+	char msg[384];
+	int prec = dl_backend_precision(r->ops, c->precision, c->gpu, msg, sizeof(msg));
+
+	r->prec_msg[0] = 0;
+	if (!dl_precision_is_auto(c->precision) || r->comm->size < 2) {
+		if (prec < 0)
+			return dl_errf(err, errlen, "%s", msg);
+		snprintf(r->prec_msg, sizeof(r->prec_msg), "%s", msg);
+		return prec;
+	}
+	double n[4] = {0}; /* ranks that failed, picked fp32, bf16, fp16 */
+	n[prec < 0 ? 0 : 1 + prec] = 1;
+	if (r->comm->allreduce_sum_f64(r->comm, n, 4, err, errlen) < 0)
+		return -1;
+	if (prec < 0)
+		return dl_errf(err, errlen, "%s", msg);
+	if (n[0] > 0)
+		return dl_errf(err, errlen, "--precision auto: %g other rank%s could not resolve it", n[0],
+			       n[0] == 1 ? "" : "s");
+	int all = n[1 + DL_FP32] > 0 ? DL_FP32 : n[1 + DL_FP16] > 0 ? DL_FP16 : DL_BF16;
+	snprintf(r->prec_msg, sizeof(r->prec_msg), "%s%s%s", msg, all != prec ? "; all ranks: " : "",
+		 all != prec ? dl_precision_name((enum dl_precision)all) : "");
+	return all;
+}
+
 static int setup(struct run *r, char *err, size_t errlen)
 {
 	const struct dl_train_config *c = r->cfg;
@@ -310,9 +349,9 @@ static int setup(struct run *r, char *err, size_t errlen)
 		return -1;
 	}
 	r->backend = r->ops->name;
-	int prec = dl_precision_parse(c->precision);
+	int prec = resolve_precision(r, lerr, sizeof(lerr));
 	if (prec < 0) {
-		dl_errf(err, errlen, "unknown precision '%s' (fp32, bf16, fp16)", c->precision);
+		dl_errf(err, errlen, "%s", lerr);
 		return -1;
 	}
 
@@ -474,6 +513,8 @@ static int setup(struct run *r, char *err, size_t errlen)
 		/* A resumed run continues the same log; a fresh one starts it over. */
 		if (dl_metrics_open(&r->metrics, c->out_dir, c->resume ? r->pos.step : -1, err, errlen) < 0)
 			return -1;
+		if (r->prec_msg[0])
+			fprintf(stderr, "dljob: %s\n", r->prec_msg);
 		fprintf(stderr, "dljob: %s, %zu weights, %s backend%s%s, %d rank%s x batch %d, %ld steps/epoch, "
 		        "%d epoch%s, peak lr %g\n", c->model, r->n_weights, r->backend,
 		        prec != DL_FP32 ? (prec == DL_BF16 ? " (bf16)" : " (fp16)") : "",

@@ -42,8 +42,10 @@ struct dl_train_config {
 	long max_steps;           /* stop after this many optimizer steps in total (0: no limit) */
 	int eval;                 /* evaluate on the held-out split after every epoch */
 	int print_every;          /* progress line + metrics record every N steps (rank 0) */
-	const char *precision;    /* "fp32" (NULL means the same), "bf16" (cpu, cuda), "fp16" (cuda): the
-	                           * backend refuses what it does not support, by name */
+	const char *precision;    /* "auto" (dl_train_config_defaults: the backend picks, backend.h's
+	                           * dl_backend_precision), "fp32" (NULL means the same), "bf16" (cpu,
+	                           * cuda), "fp16" (cuda): the backend refuses what it does not support,
+	                           * by name */
 	const char *conv_algo;    /* cpu backend: "auto" (NULL means the same), "direct", "winograd" */
 	size_t bucket_bytes;      /* gradient reduction bucket (0: 25 MiB; SIZE_MAX: one bucket after backward) */
 	/* Set asynchronously (SIGTERM/SIGUSR1): finish the current step, write a

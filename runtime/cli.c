@@ -114,7 +114,9 @@ static void on_stop_signal(int sig)
 	X(BACKEND, "backend", required_argument, "B", NONE, 0, 0, cfg, \
 	  "auto|cpu|ref|cuda (default auto: cuda if a GPU is visible, else cpu)") \
 	X(PRECISION, "precision", required_argument, "P", NONE, 0, 0, cfg, \
-	  "fp32|bf16|fp16 (default fp32): bf16 runs convolutions and\n" \
+	  "auto|fp32|bf16|fp16 (default auto: bf16 on a GPU with tensor\n" \
+	  "cores, fp16 on one without bf16 ones (compute capability 7.x),\n" \
+	  "fp32 on the cpu; the run says which); bf16 runs convolutions and\n" \
 	  "activations in bfloat16 with fp32 master weights (cpu, cuda);\n" \
 	  "fp16 with dynamic loss scaling (cuda only)") \
 	X(CONV_ALGO, "conv-algo", required_argument, "A", NONE, 0, 0, cfg, \
@@ -212,8 +214,8 @@ int dl_cli_engine_opt(const char *opt, const char *val, const char **out, char *
 		if (strcmp(val, "auto") && strcmp(val, "cpu") && strcmp(val, "ref") && strcmp(val, "cuda"))
 			return dl_errf(err, errlen, "--backend: unknown backend '%s' (auto, cpu, ref, cuda)", q);
 	} else if (strcmp(opt, "precision") == 0) {
-		if (dl_precision_parse(val) < 0)
-			return dl_errf(err, errlen, "--precision: unknown precision '%s' (fp32, bf16, fp16)", q);
+		if (!dl_precision_valid(val))
+			return dl_errf(err, errlen, "--precision: unknown precision '%s' (%s)", q, DL_PRECISION_NAMES);
 	} else {
 		return dl_errf(err, errlen, "%s:%d: dl_cli_engine_opt: no option '%s'", __FILE__, __LINE__, opt);
 	}

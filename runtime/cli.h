@@ -55,7 +55,7 @@ int dl_cli_parse_norm(const char *s, struct dl_data_options *o, char *err, size_
 void dl_cli_norm_str(const struct dl_data_options *o, char *buf, size_t len);
 
 /* The engine options that training and dljob eval share: opt "backend"
- * (auto, cpu, ref, cuda) or "precision" (fp32, bf16, fp16), given val.
+ * (auto, cpu, ref, cuda) or "precision" (auto, fp32, bf16, fp16), given val.
  * Returns 0 with *out = val, or -1 with "--OPT: unknown ..." in err. */
 int dl_cli_engine_opt(const char *opt, const char *val, const char **out, char *err, size_t errlen);
 

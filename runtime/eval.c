@@ -51,6 +51,8 @@ struct eval_run {
 	 * class) */
 	double *acc;
 	int have_conf;
+	const char *precision; /* the one --precision resolved to (never "auto") */
+	char prec_msg[448];    /* what auto resolved to, and why ("" when named) */
 };
 
 /* Past this many classes the confusion matrix (K^2 counts, reduced over the
@@ -72,7 +74,8 @@ struct eval_run {
 	X(BATCH, "batch", required_argument, "N", INT, DL_BATCH_MIN, DL_BATCH_MAX, batch, \
 	  "samples per rank per forward (default 64)") \
 	X(BACKEND, "backend", required_argument, "B", NONE, 0, 0, backend, "auto|cpu|ref|cuda (default auto)") \
-	X(PRECISION, "precision", required_argument, "P", NONE, 0, 0, precision, "fp32|bf16|fp16 (default fp32)") \
+	X(PRECISION, "precision", required_argument, "P", NONE, 0, 0, precision, "auto|fp32|bf16|fp16 (default auto: bf16 on a GPU with\n" \
+	  "tensor cores, fp32 on the cpu, as for training)") \
 	X(JSON, "json", required_argument, "PATH", NONE, 0, 0, json, \
 	  "also write the results as JSON to PATH ('-': stdout, no table)") \
 	X(THREADS, "threads", required_argument, "N", INT, 0, 4096, threads, \
@@ -107,6 +110,7 @@ static int eval_parse(struct eval_opts *o, int argc, char **argv, char *err, siz
 	memset(o, 0, sizeof(*o));
 	o->data = DL_DEFAULT_DATA;
 	o->backend = "auto";
+	o->precision = DL_PRECISION_AUTO;
 	o->split = DL_SPLIT_EVAL;
 	o->image_size = 224;
 	o->batch = 64;
@@ -192,11 +196,11 @@ static json_t *results_json(const struct eval_opts *o, const struct eval_run *r,
 		snprintf(norm, sizeof(norm), "%g:%g", m[0], s[0]);
 	else
 		dl_cli_norm_str(&dn, norm, sizeof(norm));
-	json_t *root = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:i}",
+	json_t *root = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:i}",
 				 "model", o->model, "weights", o->weights, "data", o->data,
 				 "dataset", r->ds->kind, "split", o->split == DL_SPLIT_TRAIN ? "train" : "val",
 				 "image_size", r->ds->height, "channels", r->ds->channels,
-				 "normalize", norm, "backend", backend, "ranks", ranks, "samples", (int)acc[3],
+				 "normalize", norm, "backend", backend, "precision", r->precision, "ranks", ranks, "samples", (int)acc[3],
 				 "top1", acc[3] > 0 ? acc[0] / acc[3] : 0.0, "top5", acc[3] > 0 ? acc[1] / acc[3] : 0.0,
 				 "loss", acc[3] > 0 ? acc[2] / acc[3] : 0.0, "correct", (int)acc[0]);
 	json_t *classes = json_array(), *per = json_array(), *cm = r->have_conf ? json_array() : json_null();
@@ -293,7 +297,11 @@ static int eval_run(const struct eval_opts *o, struct eval_run *r, char *err, si
 	if (!r->ops)
 		return dl_errf(err, errlen, "--backend %s: %s", o->backend, lerr);
 	const char *backend = r->ops->name;
-	struct dl_backend_opts bo = {.precision = (enum dl_precision)dl_precision_parse(o->precision)};
+	int prec = dl_backend_precision(r->ops, o->precision, NULL, r->prec_msg, sizeof(r->prec_msg));
+	if (prec < 0)
+		return dl_errf(err, errlen, "%s", r->prec_msg);
+	r->precision = dl_precision_name((enum dl_precision)prec);
+	struct dl_backend_opts bo = {.precision = (enum dl_precision)prec};
 	if (!(r->be = r->ops->create(&r->g, o->batch, &bo, err, errlen)))
 		return -1;
 	/* the weights, checked against the model, then into the backend */
@@ -349,6 +357,8 @@ static int eval_run(const struct eval_opts *o, struct eval_run *r, char *err, si
 		return -1;
 	if (comm->rank != 0)
 		return 0;
+	if (r->prec_msg[0])
+		fprintf(stderr, "dljob eval: %s\n", r->prec_msg);
 	json_t *res = results_json(o, r, backend, comm->size);
 	if (!res)
 		return dl_errf(err, errlen, "out of memory for the results");

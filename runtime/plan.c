@@ -32,7 +32,8 @@ struct plan_args {
 	X(MODEL, "model", required_argument, "M", NONE, 0, 0, model, "the model (required; below)") \
 	X(BATCH, "batch", required_argument, "B", INT, DL_BATCH_MIN, DL_BATCH_MAX, batch, \
 	  "samples per GPU, %R (required)") \
-	X(PRECISION, "precision", required_argument, "P", NONE, 0, 0, prec, "fp32|bf16|fp16 (default fp32)") \
+	X(PRECISION, "precision", required_argument, "P", NONE, 0, 0, prec, "auto|fp32|bf16|fp16 (default auto: bf16, what training picks\n" \
+	  "on a GPU with bf16 tensor cores, compute capability 8.0+)") \
 	X(BACKEND, "backend", required_argument, "cuda|cpu", NONE, 0, 0, backend, \
 	  "cuda (default); the cpu backend does not allocate by plan") \
 	X(IMAGE, "image", required_argument, "CxHxW", NONE, 0, 0, image, \
@@ -75,7 +76,7 @@ static int parse_image(const char *s, int *c, int *h, int *w)
 
 int dl_plan_main(int argc, char **argv)
 {
-	struct plan_args a = {.backend = "cuda", .prec = DL_FP32, .sms = 132, .ws = (uint64_t)1 << 30};
+	struct plan_args a = {.backend = "cuda", .prec = DL_BF16, .sms = 132, .ws = (uint64_t)1 << 30};
 	const char *model, *image, *backend;
 	char err[1024], q[256];
 	int batch, prec, classes, sms, o, ic, ih, iw;
@@ -88,8 +89,11 @@ int dl_plan_main(int argc, char **argv)
 			a.model = optarg;
 			break;
 		case OPT_PRECISION:
-			if ((a.prec = dl_precision_parse(optarg)) < 0) {
-				fprintf(stderr, "dljob plan: --precision=%s: expected fp32, bf16 or fp16\n",
+			/* auto: what the cuda backend picks on a GPU with bf16
+			 * tensor cores (dlc_auto_precision): the GPU is not here */
+			a.prec = dl_precision_is_auto(optarg) ? DL_BF16 : dl_precision_parse(optarg);
+			if (a.prec < 0) {
+				fprintf(stderr, "dljob plan: --precision=%s: expected auto, fp32, bf16 or fp16\n",
 					dl_optval_escape(optarg, q, sizeof q));
 				return DL_EXIT_USAGE;
 			}

@@ -65,9 +65,9 @@ int dl_cuda_device_count(void)
 }
 
 /* The device named by `name` (dl_backend_opts.device: index or PCI bus id
- * among the visible devices; NULL: device 0), made current on this thread.
- * Returns its index, or -1 with err. */
-static int select_device(const char *name, char *err, size_t errlen)
+ * among the visible devices; NULL: device 0).  Returns its index, or -1
+ * with err.  Makes no device current. */
+static int find_device(const char *name, char *err, size_t errlen)
 {
 	int ndev = 0, dev = 0;
 	int kind = dlc_parse_device(name, &dev);
@@ -94,12 +94,38 @@ static int select_device(const char *name, char *err, size_t errlen)
 			 ndev == 1 ? " is" : "s are");
 		return -1;
 	}
-	e = cudaSetDevice(dev);
+	return dev;
+}
+
+/* find_device's device, made current on this thread. */
+static int select_device(const char *name, char *err, size_t errlen)
+{
+	int dev = find_device(name, err, errlen);
+	if (dev < 0)
+		return -1;
+	cudaError_t e = cudaSetDevice(dev);
 	if (e != cudaSuccess) {
 		dl_errf(err, errlen, "cuda backend: cudaSetDevice(%d): %s", dev, cudaGetErrorString(e));
 		return -1;
 	}
 	return dev;
+}
+
+int dl_cuda_auto_precision(const char *device, char *msg, size_t msglen)
+{
+	int dev = find_device(device, msg, msglen), major = 0, minor = 0;
+	if (dev < 0)
+		return -1;
+	cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+	if (e == cudaSuccess)
+		e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+	if (e != cudaSuccess)
+		return dl_errf(msg, msglen, "cuda backend: the compute capability of GPU %d: %s", dev,
+			       cudaGetErrorString(e));
+	int p = dlc_auto_precision(major);
+	snprintf(msg, msglen, "GPU %d, compute capability %d.%d: %s", dev, major, minor,
+		 p == DL_BF16 ? "bf16 tensor cores" : p == DL_FP16 ? "fp16 tensor cores, no bf16 ones" : "no tensor cores");
+	return p;
 }
 
 void *dl_cuda_host_alloc(size_t bytes, void *ctx)
@@ -777,4 +803,5 @@ const struct dl_backend_ops dl_backend_cuda = {
 	.host_alloc = dl_cuda_host_alloc,
 	.host_free = dl_cuda_host_free,
 	.device_count = dl_cuda_device_count,
+	.auto_precision = dl_cuda_auto_precision,
 };

@@ -24,6 +24,13 @@ extern const struct dl_backend_ops dl_backend_cuda;
 /* Number of CUDA devices, 0 when there is no usable GPU or driver. */
 int dl_cuda_device_count(void);
 
+/* dl_backend_cuda.auto_precision (backend.h): bf16 on a device of compute
+ * capability 8.0 or newer (bf16 tensor cores), fp16 on 7.x (fp16 tensor
+ * cores only), fp32 below (dlc_auto_precision, cuda_plan.h).  device as
+ * dl_backend_opts.device; reads the device's attributes without making it
+ * current.  -1 with msg: no such device. */
+int dl_cuda_auto_precision(const char *device, char *msg, size_t msglen);
+
 /* dl_backend_cuda.host_alloc/host_free: pinned host memory (cudaHostAlloc,
  * portable) for the loader's ring.  ctx is the device string of
  * dl_backend_opts.device (NULL: device 0 of the visible ones), made current

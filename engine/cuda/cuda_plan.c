@@ -104,3 +104,8 @@ int dlc_parse_device(const char *s, int *index)
 		return 1;
 	return -1;
 }
+
+int dlc_auto_precision(int major)
+{
+	return major >= 8 ? DL_BF16 : major == 7 ? DL_FP16 : DL_FP32;
+}

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include "engine/graph.h"
+#include "engine/precision.h"
 
 /* Flat arrays: DLC_SLOTS floats first (loss, stop flag: they ride in the
  * last reduction), then every param in graph order, each starting on a
@@ -51,5 +52,10 @@ int dlc_plan_bn_add(const struct dl_graph *g, int *apply_by);
  * -> 0 with *index; a PCI bus id ("0000:3b:00.0", "3b:00.0": hex digits,
  * ':' and '.', at least one ':') -> 1; anything else -> -1. */
 int dlc_parse_device(const char *s, int *index);
+
+/* --precision auto on a GPU of compute capability major.x (an enum
+ * dl_precision): DL_BF16 from 8 on (bf16 tensor cores: A100, H100, H200),
+ * DL_FP16 on 7 (V100, T4: fp16 tensor cores only), DL_FP32 below. */
+int dlc_auto_precision(int major);
 
 #endif

@@ -17,12 +17,18 @@
  *  - create() refuses what the cuda backend cannot honour, naming it
  *    (--conv-algo, a precision, a bad optimizer setting, a device string
  *    that is neither index nor bus id) before touching a GPU, and without
- *    a GPU says that no CUDA device is visible. */
+ *    a GPU says that no CUDA device is visible;
+ *  - --precision auto: bf16 from compute capability 8.0, fp16 on 7.x, fp32
+ *    below (dlc_auto_precision); named precisions pass through
+ *    dl_backend_precision unqueried; without a GPU auto says that no CUDA
+ *    device is visible, with one (tests/gpu/run.sh) it is what the GPU's
+ *    compute capability calls for: bf16 on an A100, H100 or H200. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cuda_runtime_api.h>
 
 #include "engine/backend.h"
 #include "engine/cuda/cuda_backend.h"
@@ -281,6 +287,44 @@ static void refusals(void)
 	dl_model_free(&g);
 }
 
+static void auto_precision(void)
+{
+	static const struct {
+		int major, want;
+	} cc[] = { { 3, DL_FP32 }, { 5, DL_FP32 }, { 6, DL_FP32 }, { 7, DL_FP16 }, { 8, DL_BF16 },
+		   { 9, DL_BF16 }, { 10, DL_BF16 }, { 12, DL_BF16 } };
+	char msg[384];
+	for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++)
+		CHECK(dlc_auto_precision(cc[i].major) == cc[i].want, "compute capability %d.x: auto is %d, want %d",
+		      cc[i].major, dlc_auto_precision(cc[i].major), cc[i].want);
+	CHECK(dl_backend_precision(&dl_backend_cuda, "fp16", NULL, msg, sizeof msg) == DL_FP16 && !msg[0],
+	      "named fp16: \"%s\"", msg);
+	CHECK(dl_backend_precision(&dl_backend_cuda, NULL, NULL, msg, sizeof msg) == DL_FP32, "no name: not fp32");
+	CHECK(dl_backend_precision(&dl_backend_cuda, "fp8", NULL, msg, sizeof msg) < 0 &&
+	      strstr(msg, "unknown precision 'fp8' (auto, fp32, bf16, fp16)"), "fp8: \"%s\"", msg);
+	CHECK(dl_backend_precision(&dl_backend_cuda, "auto", "gpu0", msg, sizeof msg) < 0 &&
+	      strstr(msg, "GPU 'gpu0' is neither a device index nor a PCI bus id"), "auto on gpu0: \"%s\"", msg);
+	int p = dl_backend_precision(&dl_backend_cuda, "auto", NULL, msg, sizeof msg);
+	if (dl_cuda_device_count() == 0) {
+		CHECK(p < 0 && strstr(msg, "no CUDA device is visible"), "auto without a GPU: %d \"%s\"", p, msg);
+		printf("auto precision: the rule for 8 compute capabilities; without a GPU: \"%s\"\n", msg);
+		return;
+	}
+	int major = 0, minor = 0;
+	if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess) {
+		CHECK(0, "cudaDeviceGetAttribute failed on device 0");
+		return;
+	}
+	CHECK(p == dlc_auto_precision(major), "GPU 0 (%d.%d): auto is %d, want %d: \"%s\"", major, minor, p,
+	      dlc_auto_precision(major), msg);
+	if (major >= 8)
+		CHECK(p == DL_BF16 && strstr(msg, "--precision auto: bf16 (GPU 0, compute capability"),
+		      "sm_%d%d has bf16 tensor cores, auto gave \"%s\"", major, minor, msg);
+	CHECK(dl_backend_precision(&dl_backend_cuda, "auto", "0", msg, sizeof msg) == p, "auto on device \"0\" differs");
+	printf("auto precision: GPU 0 is sm_%d%d: %s\n", major, minor, msg);
+}
+
 /* Which BNs the residual adds apply (dlc_plan_bn_add): every BN that
  * feeds an add alone (bottleneck bn3 / basic-block bn2, and the
  * downsample BNs), nothing else; a BN whose output has a second consumer
@@ -339,6 +383,7 @@ int main(void)
 	sgd_math();
 	loss_scale();
 	refusals();
+	auto_precision();
 	bn_add_fusion("resnet50", 64, 20);
 	bn_add_fusion("resnet18", 32, 11);
 	bn_add_fusion("resnet20", 32, 11);

@@ -4,7 +4,8 @@
 # with a stand-in nvidia-smi on the PATH.  Each part must print its "ok" line
 # (the JPEG folder is generated, trained on, measured; SIGTERM mid-run, a
 # checkpoint, --resume, weights compared with two uninterrupted runs: on the
-# cpu backend all three are bit-identical).  And with no nvidia-smi at all the
+# cpu backend all three are bit-identical; the default --precision auto is
+# fp32 there, in the log and the checkpoint).  And with no nvidia-smi at all the
 # script skips (77).  About 20 s.
 set -u
 src=${DLJOB_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -18,9 +19,9 @@ chmod +x "$tmp/bin/nvidia-smi"
 fails=0
 "$py" -c 'import numpy, PIL' 2>/dev/null || { echo "FAIL: $py lacks numpy or PIL (python3-numpy, python3-pil)"; exit 1; }
 env PATH="$tmp/bin:$PATH" OUT="$tmp/out" TMPDIR="$tmp" BACKEND=cpu JPEG_MODEL=convnet JPEG_PER_CLASS=8 \
-	JPEG_BATCH=16 PARTS="jpeg resume" DLJOB_BIN="$bin" TORCH_PYTHON="$py" bash "$src/tests/gpu/trainer.sh"
+	JPEG_BATCH=16 PARTS="jpeg resume auto" DLJOB_BIN="$bin" TORCH_PYTHON="$py" bash "$src/tests/gpu/trainer.sh"
 rc=$?
-for p in jpeg resume; do
+for p in jpeg resume auto; do
 	grep -q "^trainer $p: .*ok" "$tmp/out/trainer.txt" || { echo "FAIL: no ok line for $p"; fails=$((fails + 1)); }
 done
 [ $rc -eq 0 ] || { echo "FAIL: trainer.sh exited $rc"; fails=$((fails + 1)); }

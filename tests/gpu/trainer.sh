@@ -10,7 +10,11 @@
 #            runs are not bit-identical; a small learning rate keeps that
 #            difference small: at lr 0.4 two uninterrupted runs of 200
 #            steps ended 1.4 apart, relative, on the H200)
-# Usage: DLJOB_BIN=... [DLJOB_FMNIST=DIR] [PARTS="fmnist jpeg resume"] trainer.sh
+#   auto     the default --precision auto: what the run says it became and
+#            what its checkpoint records is bf16 on a GPU of compute
+#            capability 8.0 or newer (nvidia-smi's compute_cap), fp16 on 7.x,
+#            fp32 below (BACKEND=cpu: fp32)
+# Usage: DLJOB_BIN=... [DLJOB_FMNIST=DIR] [PARTS="fmnist jpeg resume auto"] trainer.sh
 # (BACKEND=cpu JPEG_MODEL=convnet JPEG_PER_CLASS=8 JPEG_BATCH=16 run the script's logic on a
 # machine without a GPU, given any nvidia-smi on the PATH.)
 # (after `. /tmp/dljob-bundle/env.sh`, which sets DLJOB_BIN and
@@ -147,8 +151,27 @@ PY
 	res resume "${r:-comparison failed: FAIL} ($((SECONDS - t0)) s)"
 }
 
+part_auto() {
+	local want=fp32 cc="" got meta
+	if [ "$be" = cuda ]; then
+		cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i 0 2>/dev/null | head -n 1)
+		case $cc in
+		[89].* | [1-9][0-9].*) want=bf16 ;;
+		7.*) want=fp16 ;;
+		[0-6].*) want=fp32 ;;
+		*) res auto "nvidia-smi gave no compute capability ('$cc'): FAIL"; return ;;
+		esac
+	fi
+	"$bin" --backend "$be" --model resnet20 --data "synthetic:3,32,32,10,256" --batch 32 --steps 2 --eval 0 \
+		--print-every 1 --out "$work/auto" >"$out/auto.log" 2>&1 || { res auto "dljob exited $?: FAIL"; return; }
+	got=$(sed -n 's/^dljob: --precision auto: \([a-z0-9]*\) (.*/\1/p' "$out/auto.log")
+	meta=$(head -c 65536 "$work/auto/checkpoint.safetensors" | grep -a -o '"precision":"[^"]*"' | cut -d'"' -f4)
+	res auto "$(grep '^dljob: --precision auto' "$out/auto.log"); checkpoint $meta; want $want${cc:+ (compute capability $cc)}, $(
+		[ "$got" = "$want" ] && [ "$meta" = "$want" ] && echo ok || echo FAIL)"
+}
+
 : >"$out/trainer.txt"
-for p in ${PARTS:-fmnist jpeg resume}; do
+for p in ${PARTS:-fmnist jpeg resume auto}; do
 	"part_$p"
 done
 exit $failed

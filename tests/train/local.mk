@@ -3,6 +3,7 @@
 TRAIN_TESTS = \
 	tests/train/test_cli.sh \
 	tests/train/test_plan.sh \
+	tests/train/test_precision_auto.sh \
 	tests/train/test_index_cache.sh \
 	tests/train/test_fmnist_cache.sh \
 	tests/train/test_resume.sh \

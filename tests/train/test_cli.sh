@@ -110,7 +110,7 @@ expect_eval 2 "\-\-normalize: '1,2' is not" --model resnet20 --weights w --norma
 # --backend and --precision: one check (dl_cli_engine_opt) for training and
 # eval, the same words; a value with a control character is quoted escaped.
 expect_eval 2 "\-\-backend: unknown backend 'tpu' (auto, cpu, ref, cuda)" --model resnet20 --weights w --backend tpu
-expect_eval 2 "\-\-precision: unknown precision 'fp8' (fp32, bf16, fp16)" --model resnet20 --weights w --precision fp8
+expect_eval 2 "\-\-precision: unknown precision 'fp8' (auto, fp32, bf16, fp16)" --model resnet20 --weights w --precision fp8
 expect_eval 2 "\-\-backend: unknown backend 'cpu\\\\n '" --model resnet20 --weights w --backend "$(printf 'cpu\n ')"
 expect 2 "\-\-precision: unknown precision 'fp32\\\\x1b'" --model resnet20 --precision "$(printf 'fp32\033')" --data $syn
 expect_eval 1 "\-\-weights: /nonexistent.safetensors" --model resnet20 --weights /nonexistent.safetensors --data $syn --backend ref
@@ -118,7 +118,7 @@ expect_eval 1 "\-\-weights: /nonexistent.safetensors" --model resnet20 --weights
 # Every backend honours a precision or refuses it by name (issue 14).
 expect 1 "\-\-precision bf16 is not supported by the ref backend" --model resnet20 --backend ref --precision bf16 --data $syn --batch 8
 expect 1 "\-\-precision fp16 is not supported by the cpu backend" --model resnet20 --backend cpu --precision fp16 --data $syn --batch 8
-expect 2 "\-\-precision: unknown precision 'fp8'" --model resnet20 --precision fp8 --data $syn
+expect 2 "\-\-precision: unknown precision 'fp8' (auto, fp32, bf16, fp16)" --model resnet20 --precision fp8 --data $syn
 expect 1 "\-\-resume: no checkpoint in out" --model resnet20 --backend ref --data $syn --resume
 
 # A value missing at the very end of the command line.

@@ -33,6 +33,22 @@ else
 	fail "dljob plan resnet50: $(cat err)"
 fi
 
+# --precision auto, the default: bf16, what training picks on a GPU with
+# bf16 tensor cores; the plan says so and equals --precision bf16's
+args=(--model resnet20 --batch 32 --workspace 0)
+if "$bin" plan "${args[@]}" --precision bf16 >bf16 2>err && "$bin" plan "${args[@]}" >def 2>>err &&
+	"$bin" plan "${args[@]}" --precision auto >auto 2>>err && "$bin" plan "${args[@]}" --precision fp32 >fp32 2>>err; then
+	head -n 1 def | grep -q " precision bf16 backend cuda " || fail "the default plan is not bf16: $(head -n 1 def)"
+	cmp -s def bf16 || fail "the default plan differs from --precision bf16's"
+	cmp -s auto bf16 || fail "--precision auto's plan differs from --precision bf16's"
+	head -n 1 fp32 | grep -q " precision fp32 " || fail "--precision fp32 plans $(head -n 1 fp32)"
+	[ "$(awk '$1 == "peak_bytes" { print $2 }' fp32)" -gt "$(awk '$1 == "peak_bytes" { print $2 }' bf16)" ] ||
+		fail "fp32 plans no more than bf16"
+	echo "ok: the default and --precision auto plan bf16 on cuda; fp32 plans more"
+else
+	fail "dljob plan resnet20 in several precisions: $(cat err)"
+fi
+
 expect() {
 	local want=$1 pat=$2; shift 2
 	"$bin" plan "$@" >out 2>err
@@ -48,7 +64,7 @@ expect 2 "expected cuda or cpu"           --model resnet50 --batch 8 --backend t
 expect 2 "unknown (known:"                --model resnet99 --batch 8
 expect 2 "are required"                   --model resnet50
 expect 2 "batch"                          --model resnet50 --batch 0
-expect 2 "expected fp32, bf16 or fp16"    --model resnet50 --batch 8 --precision fp8
+expect 2 "expected auto, fp32, bf16 or fp16" --model resnet50 --batch 8 --precision fp8
 expect 2 "expected CxHxW"                 --model resnet50 --batch 8 --image 3x224
 expect 2 "unexpected argument"            --model resnet50 --batch 8 extra
 expect 2 "unknown option '--nope' (see dljob plan --help)" --model resnet50 --batch 8 --nope
