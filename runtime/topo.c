@@ -1,7 +1,7 @@
 /* dljob topo [--xml FILE] --tasks N [--gpus LIST|none] [--cpus LIST] [--nic closest|none]
  *
  * The explain mode of the mapping: the same code as the SPANK plugin
- * (mapping/mapping.c, linked into the runtime) computes the plan of N local
+ * (mapping/, linked into the runtime) computes the plan of N local
  * tasks on a node, from an hwloc XML file or this machine, and prints the
  * table that --dl-bind=...,verbose prints at launch.  Nothing is bound and
  * nothing is run. */

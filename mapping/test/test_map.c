@@ -20,7 +20,7 @@
 
 #include "mapping/mapping.h"
 
-/* Under AddressSanitizer the mapping sets no address-space cap (mapping.c):
+/* Under AddressSanitizer the mapping sets no address-space cap (mapping/load.c):
  * memory is not checked there. */
 #if defined(__SANITIZE_ADDRESS__)
 #define MAP_ASAN 1

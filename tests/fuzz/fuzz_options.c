@@ -2,7 +2,7 @@
  * (spank/options.c: the option callbacks, dl_opts_check, dl_opts_check_data
  * at submit and on the node), the shared value parsers and escaping
  * (common/optval.c) and the GPU index lists of SLURM_STEP_GPUS /
- * CUDA_VISIBLE_DEVICES (mapping/mapping.c dl_map_parse_index_list): all of
+ * CUDA_VISIBLE_DEVICES (mapping/parse.c dl_map_parse_index_list): all of
  * them read bytes a user controls, in slurmstepd through the job
  * environment.  Input: byte 0 selects the context (bit 0: remote, bit 1:
  * data checked as on the node), then up to 8 NUL-separated values for

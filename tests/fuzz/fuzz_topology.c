@@ -1,6 +1,6 @@
 /* fuzz_topology: an hwloc XML topology (the plugstack's topology=, admin
  * input read inside every step's slurmstepd) through the mapping code:
- * mapping/mapping.c's dl_map_open_buffer, then the plan and its table.
+ * mapping/load.c's dl_map_open_buffer, then the plan and its table.
  * Input: byte 0 = the number of local tasks (1 + byte % 16) and, in its
  * high 4 bits, the step's CPUs (CPU i when bit i % 4 is set; 0: all),
  * byte 1 = the step's GPUs (bit i: node GPU i, of the first 8; 0: none),

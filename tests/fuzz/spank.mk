@@ -6,13 +6,13 @@ tests_fuzz_fuzz_plugstack_SOURCES = tests/fuzz/fuzz_plugstack.c spank/args.c com
 tests_fuzz_fuzz_plugstack_LDFLAGS = $(FUZZ_LINKFLAGS)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_options
-tests_fuzz_fuzz_options_SOURCES = tests/fuzz/fuzz_options.c spank/options.c common/optval.c mapping/mapping.c
+tests_fuzz_fuzz_options_SOURCES = tests/fuzz/fuzz_options.c spank/options.c common/optval.c $(DLJOB_MAPPING_SOURCES)
 tests_fuzz_fuzz_options_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 tests_fuzz_fuzz_options_LDFLAGS = $(FUZZ_LINKFLAGS)
 tests_fuzz_fuzz_options_LDADD = $(HWLOC_LIBS) -lm
 
 FUZZ_TARGETS += tests/fuzz/fuzz_topology
-tests_fuzz_fuzz_topology_SOURCES = tests/fuzz/fuzz_topology.c mapping/mapping.c
+tests_fuzz_fuzz_topology_SOURCES = tests/fuzz/fuzz_topology.c $(DLJOB_MAPPING_SOURCES)
 tests_fuzz_fuzz_topology_CFLAGS = $(AM_CFLAGS) $(HWLOC_CFLAGS)
 tests_fuzz_fuzz_topology_LDFLAGS = $(FUZZ_LINKFLAGS)
 tests_fuzz_fuzz_topology_LDADD = $(HWLOC_LIBS)
