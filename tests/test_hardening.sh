@@ -1,7 +1,8 @@
 #!/bin/bash
 # Build hardening of what runs as root in slurmstepd (dljob.so) and of the
 # runtime (dljob): full RELRO (GNU_RELRO + BIND_NOW), a non-executable
-# stack, stack protector and _FORTIFY_SOURCE checks linked in.
+# stack, stack protector and _FORTIFY_SOURCE checks linked in; dljob.so
+# exports nothing but the SPANK symbols.
 set -u
 fails=0
 check() { # FILE
@@ -19,6 +20,14 @@ check() { # FILE
 }
 check "${DLJOB_SPANK:?run under make check}"
 check "${DLJOB_BIN:?run under make check}"
+# dljob.so exports only what slurmd and srun look up (spank/dljob.map):
+# nothing of the mapping, world or common code it links may interpose on
+# slurmstepd's own symbols or another plugin's.
+exports=$(nm -D --defined-only "$DLJOB_SPANK" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sed 's/@.*//') ||
+	{ echo "FAIL: nm -D $DLJOB_SPANK"; fails=$((fails + 1)); }
+other=$(grep -vE '^(slurm_spank_[a-z_]+|plugin_(name|type|version))$' <<<"$exports")
+[ -z "$other" ] || { echo "FAIL: $DLJOB_SPANK exports more than the SPANK symbols: $(echo $other)"; fails=$((fails + 1)); }
+grep -qx slurm_spank_init <<<"$exports" || { echo "FAIL: $DLJOB_SPANK does not export slurm_spank_init"; fails=$((fails + 1)); }
 # the CUDA backend module, where built (it runs in the user's dljob only)
 # (under make check; check_packages.sh names the packaged files only, and
 # the packages are built without CUDA)
@@ -26,4 +35,4 @@ mod=${DLJOB_BUILDDIR:+$DLJOB_BUILDDIR/engine/cuda/.libs/dljob-cuda.so}
 [ -n "$mod" ] && [ ! -f "$mod" ] && mod=
 [ -n "$mod" ] && check "$mod"
 [ $fails -eq 0 ] || exit 1
-echo "ok   dljob.so, dljob${mod:+ and the CUDA module}: full RELRO, non-executable stack, stack protector, _FORTIFY_SOURCE"
+echo "ok   dljob.so, dljob${mod:+ and the CUDA module}: full RELRO, non-executable stack, stack protector, _FORTIFY_SOURCE; dljob.so exports the SPANK symbols only"
