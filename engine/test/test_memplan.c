@@ -3,13 +3,15 @@
  *  2. lifetimes and plan sizes of the small "convnet" computed by hand, for
  *     the ref backend and for the cuda arena;
  *  3. the checker on the cuda arena plan of every model at several batch
- *     sizes and precisions, and deliberately corrupted plans rejected;
+ *     sizes and precisions, plain and fused, and deliberately corrupted
+ *     plans rejected;
  *  4. a ref training step on planned shared arrays, each turned NaN after
  *     its last planned step, equals (bit for bit) a step on private arrays;
  *     and a plan with one lifetime cut short gives a different result (the
  *     comparison can fail); the same for the fused layout (relu_prologue:
  *     BN+ReLU outputs computed by the reading convs, never stored across
- *     steps) against private arrays and the plain schedule. */
+ *     steps) against private arrays and the plain schedule, and an eval
+ *     forward after the step too. */
 #include "config.h"
 
 #include <math.h>
@@ -305,7 +307,7 @@ static void test_models(void)
 /* One train forward + backward on the ref backend: logits and every param
  * gradient (bits). */
 struct step_out {
-	float *logits;
+	float *logits, *eval; /* eval: an eval forward's logits after the step */
 	double *grads;
 	size_t n_logits, n_grads;
 };
@@ -363,8 +365,9 @@ static int ref_step(const char *model, int c, int hw, int n, int k, int plan, in
 	o->n_logits = (size_t)n * k;
 	o->n_grads = dl_model_n_weights(&g);
 	o->logits = malloc(o->n_logits * sizeof *o->logits);
+	o->eval = malloc(o->n_logits * sizeof *o->eval);
 	o->grads = malloc(o->n_grads * sizeof *o->grads);
-	if (!o->logits || !o->grads) {
+	if (!o->logits || !o->eval || !o->grads) {
 		CHECK(0, "out of memory");
 		goto out;
 	}
@@ -374,6 +377,12 @@ static int ref_step(const char *model, int c, int hw, int n, int k, int plan, in
 		memcpy(o->grads + at, dl_ref_grad_f64(b, i), g.params[i].count * sizeof(double));
 		at += g.params[i].count;
 	}
+	/* eval (running statistics; in the fused layout the prologues use them) */
+	if (dl_ref_forward(b, x, 0)) {
+		CHECK(0, "%s eval forward failed", model);
+		goto out;
+	}
+	memcpy(o->eval, dl_ref_logits(b), o->n_logits * sizeof *o->eval);
 	rc = 0;
 out:
 	dl_mp_free(&p);
@@ -395,6 +404,7 @@ static void test_poisoned(const char *model, int c, int hw, int n, int k, int fu
 	if (ref_step(model, c, hw, n, k, 0, 0, 0, &a, &dummy, &dummy) == 0 &&
 	    ref_step(model, c, hw, n, k, 1, fused, 0, &b, &arena, &unshared) == 0) {
 		int same = a.n_grads == b.n_grads && memcmp(a.logits, b.logits, a.n_logits * sizeof *a.logits) == 0 &&
+			   memcmp(a.eval, b.eval, a.n_logits * sizeof *a.eval) == 0 &&
 			   memcmp(a.grads, b.grads, a.n_grads * sizeof *a.grads) == 0;
 		CHECK(same, "%s %s: the step on planned, poisoned arrays differs from the step on private ones", model,
 		      layout);
@@ -415,6 +425,40 @@ static void test_poisoned(const char *model, int c, int hw, int n, int k, int fu
 		CHECK(!same, "%s %s: a plan with a lifetime cut short still gave the same gradients", model, layout);
 	}
 	free(a.logits), free(a.grads), free(b.logits), free(b.grads), free(z.logits), free(z.grads);
+	free(a.eval), free(b.eval), free(z.eval);
+}
+
+/* dl_ref_use_plan refuses a fused plan that lacks one conv's backward
+ * prologue buffer (the backend would have nowhere to recompute into). */
+static void test_fused_plan_checked(void)
+{
+	char err[512];
+	struct dl_graph g;
+	struct dl_backend *b = NULL;
+	struct dl_mp p = { 0 };
+	if (dl_model_build(&g, "resnet20", 3, 8, 8, 10, 0, 7, err, sizeof err)) {
+		CHECK(0, "build resnet20: %s", err);
+		return;
+	}
+	if (!(b = dl_ref_create(&g, 2, err, sizeof err)) || dl_ref_plan(b, &p, 1, err, sizeof err)) {
+		CHECK(0, "resnet20 fused plan: %s", err);
+		goto out;
+	}
+	int k = p.n - 1;
+	while (k >= 0 && p.b[k].what != 3)
+		k--;
+	CHECK(k >= 0, "resnet20 fused plan has no backward prologue buffer");
+	if (k >= 0) {
+		p.b[k] = p.b[--p.n];
+		CHECK(dl_mp_assign(&p, err, sizeof err) == 0, "assign: %s", err);
+		CHECK(dl_ref_use_plan(b, &p, 1, err, sizeof err) < 0 && strstr(err, "no backward prologue buffer"),
+		      "a fused plan without a backward prologue buffer accepted (%s)", err);
+	}
+out:
+	dl_mp_free(&p);
+	if (b)
+		dl_backend_ref.destroy(b);
+	dl_model_free(&g);
 }
 
 int main(void)
@@ -422,6 +466,7 @@ int main(void)
 	test_hand();
 	test_convnet();
 	test_fused_lives();
+	test_fused_plan_checked();
 	test_models();
 	size_t plain[4] = { 0 };
 	for (int fused = 0; fused < 2; fused++) {
