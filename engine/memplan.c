@@ -219,12 +219,30 @@ static int max_i(int a, int b)
 	return a > b ? a : b;
 }
 
+int dl_mp_bn_prologue(const struct dl_graph *g, int node)
+{
+	if (node < 0 || node >= g->n_nodes)
+		return 0;
+	const struct dl_node *d = &g->nodes[node];
+	int readers = 0;
+	if (d->kind != DL_NODE_BN || !d->relu || d->out == g->output)
+		return 0;
+	for (int j = node + 1; j < g->n_nodes; j++)
+		for (int k = 0; k < 2; k++)
+			if (g->nodes[j].in[k] == d->out) {
+				if (g->nodes[j].kind != DL_NODE_CONV || k != 0)
+					return 0;
+				readers++;
+			}
+	return readers > 0;
+}
+
 int dl_mp_value_lives(const struct dl_graph *g, const struct dl_mp_rules *r, struct dl_mp_life *life, char *err,
 		      size_t errlen)
 {
 	int nv = g->n_values, end = dl_mp_end(g);
 	for (int v = 0; v < nv; v++)
-		life[v] = (struct dl_mp_life){ -1, -1, -1, -1, -1 };
+		life[v] = (struct dl_mp_life){ -1, -1, -1, -1, -1, 0 };
 	int *prod = malloc(((size_t)nv + 1) * sizeof *prod), *lastc = malloc(((size_t)nv + 1) * sizeof *lastc);
 	if (!prod || !lastc) {
 		free(prod);
@@ -282,7 +300,9 @@ int dl_mp_value_lives(const struct dl_graph *g, const struct dl_mp_rules *r, str
 			break;
 		case DL_NODE_BN:
 			life[v].act_last = max_i(life[v].act_last, bw);
-			if (d->relu && r->bn_relu_reads_out)
+			if (r->relu_prologue && dl_mp_bn_prologue(g, i))
+				life[o].prologue = 1; /* the mask from the input, see below */
+			else if (d->relu && r->bn_relu_reads_out)
 				life[o].act_last = max_i(life[o].act_last, bw);
 			break;
 		case DL_NODE_RELU:
@@ -300,6 +320,20 @@ int dl_mp_value_lives(const struct dl_graph *g, const struct dl_mp_rules *r, str
 			break;
 		}
 	}
+	/* prologue values: each reading conv computes them from the BN's
+	 * input (and batch statistics) in its forward and its backward step,
+	 * so the input lives to the last of those (the BN's own backward, which
+	 * reads it, comes later still) */
+	for (int i = 0; i < g->n_nodes; i++) {
+		const struct dl_node *d = &g->nodes[i];
+		if (d->kind != DL_NODE_CONV || !life[d->in[0]].prologue)
+			continue;
+		int x = g->nodes[prod[d->in[0]]].in[0];
+		life[x].act_last = max_i(life[x].act_last, dl_mp_bwd(g, i));
+	}
+	for (int v = 0; v < nv; v++)
+		if (life[v].prologue)
+			life[v].act_first = life[v].act_last = -1;
 	if (r->output_stored)
 		life[g->output].act_last = end;
 	else

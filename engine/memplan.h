@@ -93,10 +93,25 @@ struct dl_mp_rules {
 	 * logits elsewhere) and has no gradient buffer */
 	int output_stored;
 	int input_grad; /* the input gets a gradient buffer */
+	/* the fused layout (MLPerf's NormConvolution): the output of a BN with
+	 * a ReLU that only convolutions read (dl_mp_bn_prologue) is never
+	 * stored across steps.  Each reading conv computes it, relu(scale * x +
+	 * bias) from the BN's input and batch statistics, in its forward step,
+	 * and again in its backward step for its weight gradient, into a
+	 * buffer live in that one step (the backend lists one per reader and
+	 * step); the BN's backward takes the ReLU mask from its input.  0: the
+	 * plain layout, the output stored from the BN to its last reader. */
+	int relu_prologue;
 };
 
+/* 1 when the output of BN node `node` is computed by its readers under
+ * relu_prologue: a BN with a ReLU, not the graph output, read by at least
+ * one node and only by convolutions. */
+int dl_mp_bn_prologue(const struct dl_graph *g, int node);
+
 /* Per value: act_first/act_last: steps its activation is live (the input:
- * 0 to the end; fused BN outputs: the BN to its ADD).  grad_first/grad_last:
+ * 0 to the end; fused BN outputs: the BN to its ADD; prologue values: none,
+ * see prologue).  grad_first/grad_last:
  * its gradient, from the backward step of the last node that reads it in
  * the forward (the first to add to it) -- or of its producer when nothing
  * reads it -- to its producer's backward step; -1 when it has none.  Every
@@ -106,6 +121,9 @@ struct dl_mp_life {
 	int act_first, act_last;
 	int grad_first, grad_last;
 	int zero_by; /* node whose backward writes the gradient first (-1: the output, set before backward) */
+	int prologue; /* relu_prologue and dl_mp_bn_prologue of its producer: no activation buffer
+		       * (act_first = act_last = -1); each reading conv i has one for step
+		       * dl_mp_fwd(g, i) and one for dl_mp_bwd(g, i) */
 };
 int dl_mp_value_lives(const struct dl_graph *g, const struct dl_mp_rules *r, struct dl_mp_life *life, char *err,
 		      size_t errlen);

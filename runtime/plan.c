@@ -4,7 +4,9 @@
  * backend's one allocation, laid out by lifetime (engine/memplan.h,
  * engine/cuda/cuda_arena.c: the same code the backend allocates from), so
  * that a user can tell before submitting whether a model and batch fit a
- * GPU.  Needs no GPU. */
+ * GPU.  Needs no GPU.  --layout fused plans the layout of BN+ReLU fused
+ * into the next convolution (dlc_arena_in.fused), which the backend does
+ * not run yet. */
 #include "config.h"
 
 #include <stdio.h>
@@ -22,7 +24,7 @@
 
 /* What the command line sets, in the option table's types. */
 struct plan_args {
-	const char *model, *image, *backend;
+	const char *model, *image, *backend, *layout;
 	int batch, prec, classes, sms;
 	uint64_t ws;
 };
@@ -47,6 +49,10 @@ struct plan_args {
 	  "free device memory, at most 8 GiB)") \
 	X(SMS, "sms", required_argument, "N", INT, 1, 4096, sms, \
 	  "multiprocessors of the GPU, for the BN partial sums, %R\n(default 132)") \
+	X(LAYOUT, "layout", required_argument, "plain|fused", NONE, 0, 0, layout, \
+	  "plain (default): the layout the backend runs now; fused:\n" \
+	  "each BN+ReLU output that only convolutions read is computed\n" \
+	  "in their prologue, never stored (planned, not yet run)") \
 	X(HELP, "help", no_argument, NULL, NONE, 0, 0, model, "this text")
 
 #define DL_OPT_STRUCT struct plan_args
@@ -58,6 +64,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	"Usage: dljob plan --model M --batch B [--precision P] [--backend cuda|cpu]\n"
 	"                  [--image CxHxW] [--classes K] [--workspace BYTES] [--sms N]\n"
+	"                  [--layout plain|fused]\n"
 	"Print the device memory one training step of the cuda backend plans (its one\n"
 	"allocation, buffers sharing memory once dead), without a GPU: a line\n"
 	"peak_bytes N, then its parts.\n");
@@ -76,7 +83,7 @@ static int parse_image(const char *s, int *c, int *h, int *w)
 
 int dl_plan_main(int argc, char **argv)
 {
-	struct plan_args a = {.backend = "cuda", .prec = DL_BF16, .sms = 132, .ws = (uint64_t)1 << 30};
+	struct plan_args a = {.backend = "cuda", .layout = "plain", .prec = DL_BF16, .sms = 132, .ws = (uint64_t)1 << 30};
 	const char *model, *image, *backend;
 	char err[1024], q[256];
 	int batch, prec, classes, sms, o, ic, ih, iw;
@@ -103,6 +110,14 @@ int dl_plan_main(int argc, char **argv)
 			break;
 		case OPT_IMAGE:
 			a.image = optarg;
+			break;
+		case OPT_LAYOUT:
+			if (strcmp(optarg, "plain") && strcmp(optarg, "fused")) {
+				fprintf(stderr, "dljob plan: --layout=%s: expected plain or fused\n",
+					dl_optval_escape(optarg, q, sizeof q));
+				return DL_EXIT_USAGE;
+			}
+			a.layout = optarg;
 			break;
 		case OPT_HELP:
 			usage(stdout);
@@ -162,7 +177,8 @@ int dl_plan_main(int argc, char **argv)
 		return DL_EXIT_USAGE;
 	}
 	struct dlc_arena_in in = { .n = batch, .esize = prec == DL_FP32 ? 4 : 2, .ws_bytes = (size_t)ws,
-				   .bn_part_floats = dlc_arena_bn_part(&g, batch, sms) };
+				   .bn_part_floats = dlc_arena_bn_part(&g, batch, sms),
+				   .fused = !strcmp(a.layout, "fused") };
 	if (dlc_arena_plan(&g, &in, &mp, err, sizeof err)) {
 		dl_model_free(&g);
 		fprintf(stderr, "dljob plan: %s\n", err);
@@ -178,6 +194,7 @@ int dl_plan_main(int argc, char **argv)
 		all += dl_mp_size(&mp, &mp.b[k]);
 	printf("model %s batch %d precision %s backend cuda image %dx%dx%d classes %d\n", g.model, batch,
 	       dl_precision_name((enum dl_precision)prec), ic, ih, iw, classes);
+	printf("layout %s\n", in.fused ? "fused" : "plain");
 	printf("peak_bytes %zu\n", mp.total);
 	printf("peak_gib %.3f\n", mp.total / GIB);
 	printf("weights %zu\n", part[DL_MP_WEIGHTS]);

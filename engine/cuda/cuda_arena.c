@@ -115,6 +115,7 @@ int dlc_arena_plan(const struct dl_graph *g, const struct dlc_arena_in *in, stru
 	dlc_plan_bn_add(g, apply_by);
 	struct dl_mp_rules rules;
 	dlc_arena_rules(g, &rules, apply_by);
+	rules.relu_prologue = in->fused;
 	if (dl_mp_value_lives(g, &rules, life, err, errlen))
 		goto out;
 	dlc_plan_flat(g, NULL, &n_flat);
@@ -173,6 +174,10 @@ int dlc_arena_plan(const struct dl_graph *g, const struct dlc_arena_in *in, stru
 			ADD(elems(g, n, d->out), f, b, DL_MP_ACT, DLC_A_ARG, i);
 		} else if (d->kind == DL_NODE_FC) {
 			ADD((size_t)n * y->c * es, b, b, DL_MP_WORK, DLC_A_DLWORK, i);
+		}
+		if (d->kind == DL_NODE_CONV && life[d->in[0]].prologue) {
+			ADD(elems(g, n, d->in[0]) * es, f, f, DL_MP_ACT, DLC_A_PRO_F, i);
+			ADD(elems(g, n, d->in[0]) * es, b, b, DL_MP_ACT, DLC_A_PRO_B, i);
 		}
 	}
 	KEEP((in->bn_part_floats + 1) * sizeof(float), DL_MP_WORK, DLC_A_BNPART, 0);

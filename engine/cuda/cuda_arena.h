@@ -9,7 +9,9 @@
  * lifetime: every other activation and its gradient (dl_mp_value_lives
  * with the rules of dlc_arena_rules), BN batch statistics and max-pool
  * indices (forward to backward of their node), the working-dtype weight
- * gradient of each conv and the FC's logit gradient (its backward step). */
+ * gradient of each conv and the FC's logit gradient (its backward step);
+ * in the fused layout, each BN+ReLU output that a conv computes in its
+ * prologue (DLC_A_PRO_F, DLC_A_PRO_B: that conv's forward, backward step). */
 #ifndef DLJOB_ENGINE_CUDA_CUDA_ARENA_H
 #define DLJOB_ENGINE_CUDA_CUDA_ARENA_H
 
@@ -35,6 +37,8 @@ enum dlc_arena_what {
 	DLC_A_DLWORK, /* FC node */
 	DLC_A_BNPART, DLC_A_WS, DLC_A_BLASWS, DLC_A_X, DLC_A_U8, DLC_A_NORM, DLC_A_LABELS, DLC_A_LOGITS,
 	DLC_A_DLOGITS, DLC_A_LOSS, DLC_A_TOP, DLC_A_FLAG, DLC_A_PART, DLC_A_TENSORS, DLC_A_CHUNKS,
+	DLC_A_PRO_F,  /* conv node: its BN+ReLU prologue's output in its forward step (fused layout) */
+	DLC_A_PRO_B,  /* conv node: the same, recomputed in its backward step (fused layout) */
 	DLC_A_N
 };
 
@@ -43,6 +47,10 @@ struct dlc_arena_in {
 	size_t esize;          /* bytes per element of the working dtype */
 	size_t ws_bytes;       /* cuDNN workspace: the most any chosen algorithm needs */
 	size_t bn_part_floats; /* the largest dlc_bn_part_floats of any BN */
+	/* 0: the layout the backend runs now; 1: the fused one (dl_mp_rules'
+	 * relu_prologue), which its cuDNN graph-API fusions are to run: planned
+	 * (dljob plan --layout fused), not yet run by the backend */
+	int fused;
 };
 
 /* Stored channels of value v: the image is padded to a multiple of 8. */

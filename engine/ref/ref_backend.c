@@ -46,10 +46,17 @@ struct dl_backend {
 	char *arena;
 	struct dl_mp mp;   /* the plan in use (assigned), or empty */
 	int poison;        /* fill each buffer with NaN once it is dead */
+	/* the fused layout (memplan.h relu_prologue), when the plan in use
+	 * has it: per node, the conv's prologue buffers for its forward and
+	 * backward step (NULL: none) and the BN node whose output they hold */
+	double **pro_f, **pro_b;
+	int *pro_bn;
 };
 
 #define REF_VAL 0
 #define REF_DVAL 1
+#define REF_PRO_F 2 /* idx: a conv node; its input, computed in its forward step */
+#define REF_PRO_B 3 /* the same, recomputed in its backward step */
 
 static size_t value_count(const struct dl_backend *b, int v)
 {
@@ -69,6 +76,9 @@ static void ref_destroy(struct dl_backend *b)
 	free(b->arena);
 	dl_mp_free(&b->mp);
 	free(b->zero_by);
+	free(b->pro_f);
+	free(b->pro_b);
+	free(b->pro_bn);
 	for (int i = 0; b->param && i < g->n_params; i++)
 		free(b->param[i]);
 	for (int i = 0; b->grad && i < g->n_params; i++)
@@ -181,14 +191,16 @@ static int check_graph(const struct dl_graph *g, char *err, size_t errlen)
 /* How this backend reads its arrays (memplan.h): BN with ReLU and ADD with
  * ReLU take the mask from their output, max-pool backward re-reads its
  * input, the logits stay readable after a step (dl_ref_logits_f64), and
- * the image gets a (never read) gradient array. */
-static void ref_rules(struct dl_mp_rules *r)
+ * the image gets a (never read) gradient array.  fused: the fused layout
+ * (relu_prologue), run when the plan in use has it. */
+static void ref_rules(struct dl_mp_rules *r, int fused)
 {
 	memset(r, 0, sizeof *r);
 	r->bn_relu_reads_out = 1;
 	r->pool_reads_in = 1;
 	r->output_stored = 1;
 	r->input_grad = 1;
+	r->relu_prologue = fused;
 }
 
 struct dl_backend *dl_ref_create(struct dl_graph *g, int n, char *err, size_t errlen)
@@ -255,7 +267,7 @@ struct dl_backend *dl_ref_create(struct dl_graph *g, int n, char *err, size_t er
 			free(life);
 			goto oom;
 		}
-		ref_rules(&rules);
+		ref_rules(&rules, 0);
 		if (dl_mp_value_lives(g, &rules, life, err, errlen)) {
 			free(life);
 			ref_destroy(b);
@@ -332,12 +344,12 @@ static void poison_dead(struct dl_backend *b, int step)
 			fill_nan((double *)(void *)(b->arena + b->mp.b[k].off), b->mp.b[k].bytes / sizeof(double));
 }
 
-int dl_ref_plan(struct dl_backend *b, struct dl_mp *mp, char *err, size_t errlen)
+int dl_ref_plan(struct dl_backend *b, struct dl_mp *mp, int fused, char *err, size_t errlen)
 {
 	struct dl_graph *g = b->g;
 	struct dl_mp_life *life = malloc(((size_t)g->n_values + 1) * sizeof *life);
 	struct dl_mp_rules rules;
-	ref_rules(&rules);
+	ref_rules(&rules, fused);
 	if (!life) {
 		dl_errf(err, errlen, "ref backend: out of memory planning");
 		return -1;
@@ -357,8 +369,31 @@ int dl_ref_plan(struct dl_backend *b, struct dl_mp *mp, char *err, size_t errlen
 			return -1;
 		}
 	}
+	for (int i = 0; i < g->n_nodes; i++) {
+		const struct dl_node *d = &g->nodes[i];
+		size_t bytes = value_count(b, d->in[0]) * sizeof(double);
+		if (d->kind == DL_NODE_CONV && life[d->in[0]].prologue &&
+		    (dl_mp_add(mp, bytes, dl_mp_fwd(g, i), dl_mp_fwd(g, i), DL_MP_ACT, REF_PRO_F, i, err, errlen) < 0 ||
+		     dl_mp_add(mp, bytes, dl_mp_bwd(g, i), dl_mp_bwd(g, i), DL_MP_ACT, REF_PRO_B, i, err, errlen) < 0)) {
+			free(life);
+			dl_mp_free(mp);
+			return -1;
+		}
+	}
 	free(life);
 	return 0;
+}
+
+/* The BN node whose output conv node i reads, when that BN qualifies for
+ * the fused layout (dl_mp_bn_prologue); else -1. */
+static int prologue_bn(const struct dl_graph *g, int i)
+{
+	if (i < 0 || i >= g->n_nodes || g->nodes[i].kind != DL_NODE_CONV)
+		return -1;
+	for (int j = 0; j < i; j++)
+		if (g->nodes[j].out == g->nodes[i].in[0])
+			return dl_mp_bn_prologue(g, j) ? j : -1;
+	return -1;
 }
 
 int dl_ref_use_plan(struct dl_backend *b, const struct dl_mp *mp, int poison, char *err, size_t errlen)
@@ -368,31 +403,54 @@ int dl_ref_use_plan(struct dl_backend *b, const struct dl_mp *mp, int poison, ch
 		dl_errf(err, errlen, "ref backend: a plan is already in use");
 		return -1;
 	}
-	char *have = calloc(2 * (size_t)g->n_values + 1, 1);
-	if (!have) {
+	/* have: per value its activation and gradient, per node its two
+	 * prologue buffers; pro: per value, computed by its readers */
+	char *have = calloc(2 * (size_t)g->n_values + 2 * (size_t)g->n_nodes + 1, 1);
+	char *pro = calloc((size_t)g->n_values + 1, 1);
+	double **pf = calloc((size_t)g->n_nodes + 1, sizeof *pf), **pb = calloc((size_t)g->n_nodes + 1, sizeof *pb);
+	int *pbn = malloc(((size_t)g->n_nodes + 1) * sizeof *pbn);
+	int rc = -1;
+	if (!have || !pro || !pf || !pb || !pbn) {
 		dl_errf(err, errlen, "ref backend: out of memory");
-		return -1;
+		goto out;
 	}
+	for (int i = 0; i < g->n_nodes; i++)
+		pbn[i] = prologue_bn(g, i);
 	for (int k = 0; k < mp->n; k++) {
 		const struct dl_mp_buf *x = &mp->b[k];
-		if ((x->what != REF_VAL && x->what != REF_DVAL) || x->idx < 0 || x->idx >= g->n_values ||
-		    have[2 * x->idx + x->what] || x->bytes != value_count(b, x->idx) * sizeof(double) ||
+		int val = x->what == REF_VAL || x->what == REF_DVAL, node = x->what == REF_PRO_F || x->what == REF_PRO_B;
+		size_t slot = val ? 2 * (size_t)x->idx + (size_t)x->what
+				  : 2 * (size_t)g->n_values + 2 * (size_t)x->idx + (size_t)(x->what - REF_PRO_F);
+		if ((!val && !node) || x->idx < 0 || x->idx >= (val ? g->n_values : g->n_nodes) ||
+		    (node && pbn[x->idx] < 0) || have[slot] ||
+		    x->bytes != value_count(b, val ? x->idx : g->nodes[x->idx].in[0]) * sizeof(double) ||
 		    x->off % sizeof(double) || x->off > mp->total || x->bytes > mp->total - x->off) {
 			dl_errf(err, errlen, "ref backend: plan buffer %d (%d.%d) is not one of its arrays", k, x->what,
 				 x->idx);
-			free(have);
-			return -1;
+			goto out;
 		}
-		have[2 * x->idx + x->what] = 1;
+		have[slot] = 1;
+		if (node)
+			pro[g->nodes[x->idx].in[0]] = 1;
+	}
+	/* a value is either stored or computed by every conv that reads it
+	 * (dl_mp_bn_prologue: only convs read it), in both its steps */
+	for (int i = 0; i < g->n_nodes; i++) {
+		const char *h = have + 2 * (size_t)g->n_values + 2 * (size_t)i;
+		if (pbn[i] >= 0 && pro[g->nodes[i].in[0]] && (!h[0] || !h[1])) {
+			dl_errf(err, errlen, "ref backend: the plan has no %s prologue buffer for conv node %d",
+				 h[0] ? "backward" : "forward", i);
+			goto out;
+		}
 	}
 	for (int v = 0; v < g->n_values; v++)
-		if (!have[2 * v] || !have[2 * v + 1]) {
-			dl_errf(err, errlen, "ref backend: the plan has no %s array for value %d",
-				 have[2 * v] ? "gradient" : "activation", v);
-			free(have);
-			return -1;
+		if ((!have[2 * v] && !pro[v]) || (have[2 * v] && pro[v]) || !have[2 * v + 1]) {
+			dl_errf(err, errlen, "ref backend: the plan has %s array for value %d",
+				 !have[2 * v + 1] ? "no gradient" : pro[v] ? "both prologue buffers and an activation"
+									 : "no activation",
+				 v);
+			goto out;
 		}
-	free(have);
 	b->arena = malloc(mp->total + sizeof(double));
 	b->mp = *mp;
 	b->mp.b = malloc(((size_t)mp->n + 1) * sizeof *mp->b);
@@ -402,17 +460,67 @@ int dl_ref_use_plan(struct dl_backend *b, const struct dl_mp *mp, int poison, ch
 		b->arena = NULL;
 		memset(&b->mp, 0, sizeof b->mp);
 		dl_errf(err, errlen, "ref backend: out of memory for a %zu-byte arena", mp->total);
-		return -1;
+		goto out;
 	}
 	memcpy(b->mp.b, mp->b, (size_t)mp->n * sizeof *mp->b);
 	for (int v = 0; v < g->n_values; v++) {
 		free(b->val[v]);
 		free(b->dval[v]);
 	}
-	for (int k = 0; k < mp->n; k++)
-		(mp->b[k].what == REF_VAL ? b->val : b->dval)[mp->b[k].idx] = (double *)(void *)(b->arena + mp->b[k].off);
+	for (int v = 0; v < g->n_values; v++)
+		b->val[v] = NULL; /* prologue values keep none */
+	for (int i = 0; i < g->n_nodes; i++)
+		if (!pro[g->nodes[i].in[0]])
+			pbn[i] = -1;
+	for (int k = 0; k < mp->n; k++) {
+		double *at = (double *)(void *)(b->arena + mp->b[k].off);
+		int what = mp->b[k].what, idx = mp->b[k].idx;
+		if (what == REF_VAL)
+			b->val[idx] = at;
+		else if (what == REF_DVAL)
+			b->dval[idx] = at;
+		else
+			(what == REF_PRO_F ? pf : pb)[idx] = at;
+	}
 	memset(b->arena, 0, mp->total);
 	b->poison = poison;
+	b->pro_f = pf, b->pro_b = pb, b->pro_bn = pbn;
+	pf = pb = NULL, pbn = NULL;
+	rc = 0;
+out:
+	free(have);
+	free(pro);
+	free(pf);
+	free(pb);
+	free(pbn);
+	return rc;
+}
+
+/* The fused layout: y = relu(BN(x)) of BN node j into y, from its input
+ * and the batch statistics of the last train forward (train) or the
+ * running ones -- the bits the BN itself would have stored. */
+static void prologue(struct dl_backend *b, int j, double *y, int train)
+{
+	struct dl_graph *g = b->g;
+	const struct dl_node *d = &g->nodes[j];
+	const struct dl_shape *xs = &g->values[d->in[0]];
+	size_t count = value_count(b, d->out);
+	ref_bn_forward_eval(b->val[d->in[0]], b->param[d->param[0]], b->param[d->param[1]],
+			    train ? b->bn_mean[j] : b->buf[d->buffer[0]], train ? b->bn_var[j] : b->buf[d->buffer[1]],
+			    y, b->n, xs->c, xs->h * xs->w, g->bn_eps);
+	b->margin = fmin(b->margin, ref_relu_margin(y, count));
+	ref_relu_forward(y, y, count);
+}
+
+/* Whether node i's output is computed by its readers (the fused layout). */
+static int is_prologue_out(const struct dl_backend *b, int i)
+{
+	const struct dl_graph *g = b->g;
+	if (!b->pro_bn)
+		return 0;
+	for (int j = i + 1; j < g->n_nodes; j++)
+		if (b->pro_bn[j] == i)
+			return 1;
 	return 0;
 }
 
@@ -428,7 +536,12 @@ int dl_ref_forward_f64(struct dl_backend *b, const double *x, int train)
 		const struct dl_shape *xs = &g->values[d->in[0]], *ys = &g->values[d->out];
 		const double *in = b->val[d->in[0]];
 		double *out = b->val[d->out];
-		int hw = xs->h * xs->w;
+		int hw = xs->h * xs->w, pro_out = d->kind == DL_NODE_BN && is_prologue_out(b, i);
+		if (b->pro_bn && b->pro_bn[i] >= 0) {
+			/* the fused layout: the input computed here, for this conv */
+			prologue(b, b->pro_bn[i], b->pro_f[i], train);
+			in = b->pro_f[i];
+		}
 		switch (d->kind) {
 		case DL_NODE_CONV:
 			ref_conv_forward(in, b->param[d->param[0]], out, n, xs->c, xs->h, xs->w, ys->c,
@@ -436,7 +549,15 @@ int dl_ref_forward_f64(struct dl_backend *b, const double *x, int train)
 			break;
 		case DL_NODE_BN: {
 			const double *gam = b->param[d->param[0]], *bet = b->param[d->param[1]];
-			if (train) {
+			if (pro_out) {
+				/* the fused layout: statistics only, y where it is read */
+				if (train) {
+					ref_bn_stats(in, b->bn_mean[i], b->bn_var[i], n, xs->c, hw);
+					ref_bn_update_running(b->buf[d->buffer[0]], b->buf[d->buffer[1]],
+							      b->bn_mean[i], b->bn_var[i], xs->c,
+							      (size_t)n * hw, g->bn_momentum);
+				}
+			} else if (train) {
 				ref_bn_forward_train(in, gam, bet, out, b->bn_mean[i], b->bn_var[i], n,
 						     xs->c, hw, g->bn_eps);
 				ref_bn_update_running(b->buf[d->buffer[0]], b->buf[d->buffer[1]],
@@ -470,7 +591,7 @@ int dl_ref_forward_f64(struct dl_backend *b, const double *x, int train)
 				       xs->c * hw, ys->c);
 			break;
 		}
-		if (d->relu && (d->kind == DL_NODE_BN || d->kind == DL_NODE_ADD)) {
+		if (d->relu && (d->kind == DL_NODE_BN || d->kind == DL_NODE_ADD) && !pro_out) {
 			b->margin = fmin(b->margin, ref_relu_margin(out, value_count(b, d->out)));
 			ref_relu_forward(out, out, value_count(b, d->out));
 		}
@@ -513,7 +634,15 @@ int dl_ref_backward_f64(struct dl_backend *b, const double *dlogits)
 		for (int k = 0; k < 3; k++)
 			if (touch[k] >= 0 && b->zero_by[touch[k]] == i)
 				memset(b->dval[touch[k]], 0, value_count(b, touch[k]) * sizeof(double));
-		if (d->relu && (d->kind == DL_NODE_BN || d->kind == DL_NODE_ADD))
+		if (b->pro_bn && b->pro_bn[i] >= 0) {
+			/* the fused layout: the input recomputed for the weight gradient */
+			prologue(b, b->pro_bn[i], b->pro_b[i], 1);
+			in = b->pro_b[i];
+		}
+		if (d->kind == DL_NODE_BN && d->relu && is_prologue_out(b, i))
+			ref_bn_relu_mask(in, b->param[d->param[0]], b->param[d->param[1]], b->bn_mean[i], b->bn_var[i],
+					 dy, n, xs->c, hw, g->bn_eps);
+		else if (d->relu && (d->kind == DL_NODE_BN || d->kind == DL_NODE_ADD))
 			ref_relu_backward(b->val[d->out], dy, dy, value_count(b, d->out));
 		switch (d->kind) {
 		case DL_NODE_CONV:

@@ -58,13 +58,20 @@ double dl_ref_margin(const struct dl_backend *b);
 /* Memory by lifetime (engine/memplan.h), for tests: dl_ref_plan lists the
  * activation (what 0) and gradient (what 1) array of every value (idx)
  * with its lifetime in a training step, offsets not yet assigned
- * (dl_mp_assign them; dl_mp_free it).  dl_ref_use_plan moves those arrays
+ * (dl_mp_assign them; dl_mp_free it).  With fused, the fused layout
+ * (dl_mp_rules' relu_prologue): a BN+ReLU output that only convs read has
+ * no array; each reading conv node (idx) has one for its forward step
+ * (what 2) and one for its backward step (what 3), and the backend,
+ * running on such a plan, writes y there right before that conv's forward
+ * and recomputes it there from the BN's input and batch statistics right
+ * before its backward (the BN's backward takes the ReLU mask from its
+ * input).  dl_ref_use_plan moves those arrays
  * into one arena laid out by an assigned plan; with poison, the arena is
  * NaN at the start of each forward and each array turns NaN after its
  * last step, so a step that reads outside the planned lifetimes gives a
  * different result.  Before any step; 0, or -1 with err. */
 struct dl_mp;
-int dl_ref_plan(struct dl_backend *b, struct dl_mp *mp, char *err, size_t errlen);
+int dl_ref_plan(struct dl_backend *b, struct dl_mp *mp, int fused, char *err, size_t errlen);
 int dl_ref_use_plan(struct dl_backend *b, const struct dl_mp *mp, int poison, char *err, size_t errlen);
 
 #endif

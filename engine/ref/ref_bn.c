@@ -4,8 +4,21 @@
 
 #include "engine/ref/ref_ops.h"
 
+/* y of one element: ref_bn_forward_eval and ref_bn_relu_mask share it, so
+ * that a mask recomputed from x is the forward's, bit for bit. */
+static inline double bn_apply1(double x, double gamma, double beta, double mean, double inv)
+{
+	return gamma * (x - mean) * inv + beta;
+}
+
 void ref_bn_forward_train(const double *x, const double *gamma, const double *beta,
 			  double *y, double *mean, double *var, int n, int c, int hw, double eps)
+{
+	ref_bn_stats(x, mean, var, n, c, hw);
+	ref_bn_forward_eval(x, gamma, beta, mean, var, y, n, c, hw, eps);
+}
+
+void ref_bn_stats(const double *x, double *mean, double *var, int n, int c, int hw)
 {
 	double cnt = (double)n * hw;
 	for (int ch = 0; ch < c; ch++) {
@@ -27,7 +40,6 @@ void ref_bn_forward_train(const double *x, const double *gamma, const double *be
 		mean[ch] = m;
 		var[ch] = v;
 	}
-	ref_bn_forward_eval(x, gamma, beta, mean, var, y, n, c, hw, eps);
 }
 
 void ref_bn_update_running(double *run_mean, double *run_var, const double *mean,
@@ -50,7 +62,21 @@ void ref_bn_forward_eval(const double *x, const double *gamma, const double *bet
 			const double *xp = x + ((size_t)b * c + ch) * hw;
 			double *yp = y + ((size_t)b * c + ch) * hw;
 			for (int i = 0; i < hw; i++)
-				yp[i] = gamma[ch] * (xp[i] - mean[ch]) * inv + beta[ch];
+				yp[i] = bn_apply1(xp[i], gamma[ch], beta[ch], mean[ch], inv);
+		}
+}
+
+void ref_bn_relu_mask(const double *x, const double *gamma, const double *beta, const double *mean,
+		      const double *var, double *dy, int n, int c, int hw, double eps)
+{
+	for (int b = 0; b < n; b++)
+		for (int ch = 0; ch < c; ch++) {
+			double inv = 1.0 / sqrt(var[ch] + eps);
+			const double *xp = x + ((size_t)b * c + ch) * hw;
+			double *dyp = dy + ((size_t)b * c + ch) * hw;
+			for (int i = 0; i < hw; i++)
+				if (!(bn_apply1(xp[i], gamma[ch], beta[ch], mean[ch], inv) > 0))
+					dyp[i] = 0;
 		}
 }
 

@@ -26,6 +26,13 @@ void ref_conv_backward_weights(const double *x, const double *dy, double *dw, in
  * biased variance; mean/var (C) receive those statistics (var biased). */
 void ref_bn_forward_train(const double *x, const double *gamma, const double *beta,
 			  double *y, double *mean, double *var, int n, int c, int hw, double eps);
+/* The statistics of ref_bn_forward_train alone (the same bits): the fused
+ * layout computes y where it is read (ref_bn_forward_eval with them). */
+void ref_bn_stats(const double *x, double *mean, double *var, int n, int c, int hw);
+/* A BN+ReLU's backward mask without its output: dy = 0 where
+ * ref_bn_forward_eval's y (the same bits) is not > 0, in place. */
+void ref_bn_relu_mask(const double *x, const double *gamma, const double *beta, const double *mean,
+		      const double *var, double *dy, int n, int c, int hw, double eps);
 /* torch's running update: r = (1-m) r + m stat, with the unbiased variance
  * (biased var * count/(count-1)). */
 void ref_bn_update_running(double *run_mean, double *run_var, const double *mean,

@@ -3,11 +3,15 @@
  *  2. lifetimes and plan sizes of the small "convnet" computed by hand, for
  *     the ref backend and for the cuda arena;
  *  3. the checker on the cuda arena plan of every model at several batch
- *     sizes and precisions, and deliberately corrupted plans rejected;
+ *     sizes and precisions, plain and fused, and deliberately corrupted
+ *     plans rejected;
  *  4. a ref training step on planned shared arrays, each turned NaN after
  *     its last planned step, equals (bit for bit) a step on private arrays;
  *     and a plan with one lifetime cut short gives a different result (the
- *     comparison can fail). */
+ *     comparison can fail); the same for the fused layout (relu_prologue:
+ *     BN+ReLU outputs computed by the reading convs, never stored across
+ *     steps) against private arrays and the plain schedule, and an eval
+ *     forward after the step too. */
 #include "config.h"
 
 #include <math.h>
@@ -113,7 +117,7 @@ static void test_convnet(void)
 	struct dl_backend *rb = dl_ref_create(&g, 2, err, sizeof err);
 	CHECK(rb != NULL, "ref create: %s", err);
 	struct dl_mp p;
-	if (rb && dl_ref_plan(rb, &p, err, sizeof err) == 0) {
+	if (rb && dl_ref_plan(rb, &p, 0, err, sizeof err) == 0) {
 		CHECK(dl_mp_assign(&p, err, sizeof err) == 0, "assign: %s", err);
 		int step = -1;
 		CHECK(dl_mp_live_peak(&p, &step) == 50368 && step == 15, "ref live peak %zu at step %d, want 50368 at 15",
@@ -154,6 +158,70 @@ static void test_convnet(void)
 	} else
 		CHECK(0, "cuda plan: %s", err);
 	dl_model_free(&g);
+}
+
+/* The fused layout's lifetimes on hand-made graphs (nodes and values only):
+ *   A: conv0 x->1, bn1+relu 1->2, conv2 2->3, gap3 3->4, fc4 4->5;
+ *      forward node i at 1 + i, backward at 10 - i, the end at 11;
+ *   B: conv0 x->1, bn1+relu 1->2, conv2 2->3, conv3 2->4, add4 3+4->5,
+ *      gap5 5->6, fc6 6->7; forward at 1 + i, backward at 14 - i;
+ *   C: B with the ADD reading value 2 instead of 4 (a reader that is no
+ *      conv: the BN's output stays stored). */
+static void test_fused_lives(void)
+{
+	char err[512];
+	struct dl_node na[5] = {
+		{ .kind = DL_NODE_CONV, .in = { 0, -1 }, .out = 1 }, { .kind = DL_NODE_BN, .in = { 1, -1 }, .out = 2, .relu = 1 },
+		{ .kind = DL_NODE_CONV, .in = { 2, -1 }, .out = 3 }, { .kind = DL_NODE_GAP, .in = { 3, -1 }, .out = 4 },
+		{ .kind = DL_NODE_FC, .in = { 4, -1 }, .out = 5 },
+	};
+	struct dl_node nb[7] = {
+		{ .kind = DL_NODE_CONV, .in = { 0, -1 }, .out = 1 }, { .kind = DL_NODE_BN, .in = { 1, -1 }, .out = 2, .relu = 1 },
+		{ .kind = DL_NODE_CONV, .in = { 2, -1 }, .out = 3 }, { .kind = DL_NODE_CONV, .in = { 2, -1 }, .out = 4 },
+		{ .kind = DL_NODE_ADD, .in = { 3, 4 }, .out = 5 },   { .kind = DL_NODE_GAP, .in = { 5, -1 }, .out = 6 },
+		{ .kind = DL_NODE_FC, .in = { 6, -1 }, .out = 7 },
+	};
+	struct dl_shape sh[8] = { { 1, 1, 1 } };
+	struct dl_graph g = { .n_nodes = 5, .nodes = na, .n_values = 6, .values = sh, .input = 0, .output = 5 };
+	struct dl_mp_life life[8];
+	struct dl_mp_rules r = { .bn_relu_reads_out = 0, .output_stored = 0 };
+	for (int plain = 0; plain < 2; plain++) {
+		r.relu_prologue = !plain;
+		CHECK(dl_mp_value_lives(&g, &r, life, err, sizeof err) == 0, "A lives: %s", err);
+		/* plain: the BN's output from the BN (2) to conv2's backward (8);
+		 * fused: none; its input to the BN's backward (9) either way */
+		CHECK(plain ? life[2].act_first == 2 && life[2].act_last == 8 && !life[2].prologue
+			    : life[2].act_first == -1 && life[2].act_last == -1 && life[2].prologue,
+		      "A %s: value 2 act [%d, %d] prologue %d", plain ? "plain" : "fused", life[2].act_first,
+		      life[2].act_last, life[2].prologue);
+		CHECK(life[1].act_first == 1 && life[1].act_last == 9 && life[2].grad_first == 8 && life[2].grad_last == 9,
+		      "A: value 1 act [%d, %d], value 2 grad [%d, %d]", life[1].act_first, life[1].act_last,
+		      life[2].grad_first, life[2].grad_last);
+	}
+	/* the ref backend's rules read the BN+ReLU output in its backward (the mask) unless fused */
+	r.bn_relu_reads_out = 1;
+	r.relu_prologue = 0;
+	CHECK(dl_mp_value_lives(&g, &r, life, err, sizeof err) == 0 && life[2].act_last == 9, "A ref plain: value 2 to %d",
+	      life[2].act_last);
+	r.relu_prologue = 1;
+	CHECK(dl_mp_value_lives(&g, &r, life, err, sizeof err) == 0 && life[2].act_last == -1 && life[2].prologue,
+	      "A ref fused: value 2 to %d", life[2].act_last);
+	CHECK(dl_mp_bn_prologue(&g, 1) && !dl_mp_bn_prologue(&g, 0) && !dl_mp_bn_prologue(&g, 2), "A: prologue nodes");
+	na[1].relu = 0;
+	CHECK(!dl_mp_bn_prologue(&g, 1), "A: a BN without ReLU taken as a prologue");
+	na[1].relu = 1;
+
+	g = (struct dl_graph){ .n_nodes = 7, .nodes = nb, .n_values = 8, .values = sh, .input = 0, .output = 7 };
+	CHECK(dl_mp_bn_prologue(&g, 1), "B: a BN+ReLU read by two convs not taken");
+	CHECK(dl_mp_value_lives(&g, &r, life, err, sizeof err) == 0 && life[2].prologue && life[2].act_first == -1 &&
+		      life[2].grad_first == 11 && life[2].grad_last == 13 && life[1].act_last == 13,
+	      "B fused: value 2 act [%d, %d] grad [%d, %d] prologue %d; value 1 to %d", life[2].act_first,
+	      life[2].act_last, life[2].grad_first, life[2].grad_last, life[2].prologue, life[1].act_last);
+	nb[4].in[1] = 2;
+	CHECK(!dl_mp_bn_prologue(&g, 1), "C: a BN+ReLU read by an ADD taken as a prologue");
+	CHECK(dl_mp_value_lives(&g, &r, life, err, sizeof err) == 0 && !life[2].prologue && life[2].act_first == 2 &&
+		      life[2].act_last == 13,
+	      "C fused: value 2 act [%d, %d] prologue %d", life[2].act_first, life[2].act_last, life[2].prologue);
 }
 
 /* A corrupted copy of an assigned plan must be rejected: the largest
@@ -198,11 +266,14 @@ static void test_models(void)
 			CHECK(0, "build %s: %s", models[m], err);
 			continue;
 		}
+		size_t plain_total = 0;
 		for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++)
+			for (int fused = 0; fused < 2; fused++)
 			for (size_t es = 2; es <= 4; es += 2) {
 				struct dl_mp p;
 				struct dlc_arena_in in = { .n = batches[bi], .esize = es, .ws_bytes = (size_t)3 << 20,
-							   .bn_part_floats = dlc_arena_bn_part(&g, batches[bi], 132) };
+							   .bn_part_floats = dlc_arena_bn_part(&g, batches[bi], 132),
+							   .fused = fused };
 				if (dlc_arena_plan(&g, &in, &p, err, sizeof err)) {
 					CHECK(0, "%s b%d: %s", models[m], batches[bi], err);
 					continue;
@@ -215,10 +286,17 @@ static void test_models(void)
 				      "%s b%d: total %zu outside [live peak %zu, unshared %zu]", models[m], batches[bi], p.total,
 				      dl_mp_live_peak(&p, NULL), all);
 				if (batches[bi] == 64 && es == 2) {
-					printf("%s b64 bf16: planned %.3f GiB, live peak %.3f, unshared %.3f\n", models[m],
-					       p.total / 1073741824.0, dl_mp_live_peak(&p, NULL) / 1073741824.0,
-					       all / 1073741824.0);
+					printf("%s b64 bf16 %s: planned %.3f GiB, live peak %.3f, unshared %.3f\n", models[m],
+					       fused ? "fused" : "plain", p.total / 1073741824.0,
+					       dl_mp_live_peak(&p, NULL) / 1073741824.0, all / 1073741824.0);
 					corrupt_rejected(&p, models[m]);
+					/* every model but convnet (no BN) has BN+ReLU -> conv
+					 * in its blocks: the fused plan is smaller */
+					if (!fused)
+						plain_total = p.total;
+					else
+						CHECK(strcmp(models[m], "convnet") ? p.total < plain_total : p.total == plain_total,
+						      "%s b64 bf16: fused plan %zu, plain %zu", models[m], p.total, plain_total);
 				}
 				dl_mp_free(&p);
 			}
@@ -229,13 +307,13 @@ static void test_models(void)
 /* One train forward + backward on the ref backend: logits and every param
  * gradient (bits). */
 struct step_out {
-	float *logits;
+	float *logits, *eval; /* eval: an eval forward's logits after the step */
 	double *grads;
 	size_t n_logits, n_grads;
 };
 
-static int ref_step(const char *model, int c, int hw, int n, int k, int plan, int cut, struct step_out *o,
-		    size_t *arena, size_t *unshared)
+static int ref_step(const char *model, int c, int hw, int n, int k, int plan, int fused, int cut,
+		    struct step_out *o, size_t *arena, size_t *unshared)
 {
 	char err[512];
 	struct dl_graph g;
@@ -257,7 +335,7 @@ static int ref_step(const char *model, int c, int hw, int n, int k, int plan, in
 	for (int i = 0; i < n * k; i++)
 		dl[i] = (float)cos(0.53 * i) / (float)n;
 	if (plan) {
-		if (dl_ref_plan(b, &p, err, sizeof err)) {
+		if (dl_ref_plan(b, &p, fused, err, sizeof err)) {
 			CHECK(0, "%s plan: %s", model, err);
 			goto out;
 		}
@@ -287,8 +365,9 @@ static int ref_step(const char *model, int c, int hw, int n, int k, int plan, in
 	o->n_logits = (size_t)n * k;
 	o->n_grads = dl_model_n_weights(&g);
 	o->logits = malloc(o->n_logits * sizeof *o->logits);
+	o->eval = malloc(o->n_logits * sizeof *o->eval);
 	o->grads = malloc(o->n_grads * sizeof *o->grads);
-	if (!o->logits || !o->grads) {
+	if (!o->logits || !o->eval || !o->grads) {
 		CHECK(0, "out of memory");
 		goto out;
 	}
@@ -298,6 +377,12 @@ static int ref_step(const char *model, int c, int hw, int n, int k, int plan, in
 		memcpy(o->grads + at, dl_ref_grad_f64(b, i), g.params[i].count * sizeof(double));
 		at += g.params[i].count;
 	}
+	/* eval (running statistics; in the fused layout the prologues use them) */
+	if (dl_ref_forward(b, x, 0)) {
+		CHECK(0, "%s eval forward failed", model);
+		goto out;
+	}
+	memcpy(o->eval, dl_ref_logits(b), o->n_logits * sizeof *o->eval);
 	rc = 0;
 out:
 	dl_mp_free(&p);
@@ -309,37 +394,87 @@ out:
 	return rc;
 }
 
-static void test_poisoned(const char *model, int c, int hw, int n, int k)
+/* fused: the plan in the fused layout (the private step runs the plain
+ * schedule); its arena is no larger than the plain one's, *plain_arena. */
+static void test_poisoned(const char *model, int c, int hw, int n, int k, int fused, size_t *plain_arena)
 {
 	struct step_out a = { 0 }, b = { 0 }, z = { 0 };
 	size_t arena = 0, unshared = 0, dummy;
-	if (ref_step(model, c, hw, n, k, 0, 0, &a, &dummy, &dummy) == 0 &&
-	    ref_step(model, c, hw, n, k, 1, 0, &b, &arena, &unshared) == 0) {
+	const char *layout = fused ? "fused" : "plain";
+	if (ref_step(model, c, hw, n, k, 0, 0, 0, &a, &dummy, &dummy) == 0 &&
+	    ref_step(model, c, hw, n, k, 1, fused, 0, &b, &arena, &unshared) == 0) {
 		int same = a.n_grads == b.n_grads && memcmp(a.logits, b.logits, a.n_logits * sizeof *a.logits) == 0 &&
+			   memcmp(a.eval, b.eval, a.n_logits * sizeof *a.eval) == 0 &&
 			   memcmp(a.grads, b.grads, a.n_grads * sizeof *a.grads) == 0;
-		CHECK(same, "%s: the step on planned, poisoned arrays differs from the step on private ones", model);
-		CHECK(arena < unshared, "%s: the plan shares nothing (%zu of %zu bytes)", model, arena, unshared);
+		CHECK(same, "%s %s: the step on planned, poisoned arrays differs from the step on private ones", model,
+		      layout);
+		CHECK(arena < unshared, "%s %s: the plan shares nothing (%zu of %zu bytes)", model, layout, arena,
+		      unshared);
+		if (!fused)
+			*plain_arena = arena;
+		else
+			CHECK(arena <= *plain_arena, "%s: the fused arena %zu is larger than the plain one %zu", model,
+			      arena, *plain_arena);
 		if (same)
-			printf("%s %dx%dx%d b%d ref: planned step equals the private one bit for bit; arena %zu of %zu bytes\n",
-		       model, c, hw, hw, n, arena, unshared);
+			printf("%s %dx%dx%d b%d ref %s: planned step equals the private one bit for bit; arena %zu of %zu bytes\n",
+			       model, c, hw, hw, n, layout, arena, unshared);
 	}
 	/* the same with one lifetime cut short must differ */
-	if (ref_step(model, c, hw, n, k, 1, 1, &z, &dummy, &dummy) == 0 && a.grads) {
+	if (ref_step(model, c, hw, n, k, 1, fused, 1, &z, &dummy, &dummy) == 0 && a.grads) {
 		int same = memcmp(a.grads, z.grads, a.n_grads * sizeof *a.grads) == 0;
-		CHECK(!same, "%s: a plan with a lifetime cut short still gave the same gradients", model);
+		CHECK(!same, "%s %s: a plan with a lifetime cut short still gave the same gradients", model, layout);
 	}
 	free(a.logits), free(a.grads), free(b.logits), free(b.grads), free(z.logits), free(z.grads);
+	free(a.eval), free(b.eval), free(z.eval);
+}
+
+/* dl_ref_use_plan refuses a fused plan that lacks one conv's backward
+ * prologue buffer (the backend would have nowhere to recompute into). */
+static void test_fused_plan_checked(void)
+{
+	char err[512];
+	struct dl_graph g;
+	struct dl_backend *b = NULL;
+	struct dl_mp p = { 0 };
+	if (dl_model_build(&g, "resnet20", 3, 8, 8, 10, 0, 7, err, sizeof err)) {
+		CHECK(0, "build resnet20: %s", err);
+		return;
+	}
+	if (!(b = dl_ref_create(&g, 2, err, sizeof err)) || dl_ref_plan(b, &p, 1, err, sizeof err)) {
+		CHECK(0, "resnet20 fused plan: %s", err);
+		goto out;
+	}
+	int k = p.n - 1;
+	while (k >= 0 && p.b[k].what != 3)
+		k--;
+	CHECK(k >= 0, "resnet20 fused plan has no backward prologue buffer");
+	if (k >= 0) {
+		p.b[k] = p.b[--p.n];
+		CHECK(dl_mp_assign(&p, err, sizeof err) == 0, "assign: %s", err);
+		CHECK(dl_ref_use_plan(b, &p, 1, err, sizeof err) < 0 && strstr(err, "no backward prologue buffer"),
+		      "a fused plan without a backward prologue buffer accepted (%s)", err);
+	}
+out:
+	dl_mp_free(&p);
+	if (b)
+		dl_backend_ref.destroy(b);
+	dl_model_free(&g);
 }
 
 int main(void)
 {
 	test_hand();
 	test_convnet();
+	test_fused_lives();
+	test_fused_plan_checked();
 	test_models();
-	test_poisoned("convnet", 1, 8, 2, 10);
-	test_poisoned("resnet20", 3, 8, 2, 10);
-	test_poisoned("resnet18", 3, 32, 2, 5);
-	test_poisoned("resnet50", 3, 32, 2, 5);
+	size_t plain[4] = { 0 };
+	for (int fused = 0; fused < 2; fused++) {
+		test_poisoned("convnet", 1, 8, 2, 10, fused, &plain[0]);
+		test_poisoned("resnet20", 3, 8, 2, 10, fused, &plain[1]);
+		test_poisoned("resnet18", 3, 32, 2, 5, fused, &plain[2]);
+		test_poisoned("resnet50", 3, 32, 2, 5, fused, &plain[3]);
+	}
 	if (failures) {
 		fprintf(stderr, "%d failure(s)\n", failures);
 		return 1;

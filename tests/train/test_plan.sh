@@ -1,7 +1,8 @@
 #!/bin/bash
 # dljob plan: the parts add up to peak_bytes, a hand-computed case (the
-# same convnet plan engine/test/test_memplan.c derives), and every bad
-# invocation exits 2 with one line naming the problem.
+# same convnet plan engine/test/test_memplan.c derives), the fused layout
+# below the plain one, and every bad invocation exits 2 with one line
+# naming the problem.
 set -u
 bin=${DLJOB_BIN:?DLJOB_BIN not set}
 work=$(mktemp -d "${TMPDIR:-/tmp}/dljob-plan.XXXXXX") || exit 1
@@ -49,6 +50,20 @@ else
 	fail "dljob plan resnet20 in several precisions: $(cat err)"
 fi
 
+# the fused layout (BN+ReLU in the next conv's prologue) is smaller than
+# the plain one for resnet50 b256 bf16, and the checker (run inside
+# dlc_arena_plan: a plan it rejects is an error) accepts it
+plain=$("$bin" plan --model resnet50 --batch 256 --precision bf16 --layout plain | awk '$1 == "peak_bytes" { print $2 }')
+if "$bin" plan --model resnet50 --batch 256 --precision bf16 --layout fused >out 2>err; then
+	cat out
+	[ "$(field layout)" = fused ] || fail "resnet50 fused: layout $(field layout)"
+	[ -n "$plain" ] && [ "$(field peak_bytes)" -lt "$plain" ] ||
+		fail "resnet50 fused plan $(field peak_bytes) not below the plain $plain"
+	[ "$(field peak_bytes)" -ge "$(field live_peak_bytes)" ] || fail "resnet50 fused below its live peak"
+else
+	fail "dljob plan resnet50 --layout fused: $(cat err)"
+fi
+
 expect() {
 	local want=$1 pat=$2; shift 2
 	"$bin" plan "$@" >out 2>err
@@ -70,5 +85,6 @@ expect 2 "unexpected argument"            --model resnet50 --batch 8 extra
 expect 2 "unknown option '--nope' (see dljob plan --help)" --model resnet50 --batch 8 --nope
 expect 2 "option '--batch' needs a value" --model resnet50 --batch
 expect 2 "--workspace: 99999999999999 is out of range" --model resnet50 --batch 8 --workspace 99999999999999
+expect 2 "expected plain or fused"        --model resnet50 --batch 8 --layout tight
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all dljob plan checks passed"
