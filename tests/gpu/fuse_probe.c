@@ -16,10 +16,11 @@
  *                 X*s + b) (stored); BN backward weights on (X, dZ, mean,
  *                 invstd, gamma) -> dgamma, dbeta and the coefficients of
  *                 dX = c_dy*dZ + c_x*X + c_b (the dBN apply, not fused)
- *   wgrad_sbr     A = relu(X*s + b) (virtual); dW = wgrad(A, dY)
+ *   wgrad_sbr     A = relu(X*s + b) (virtual); dW = wgrad(A, dY), dW 16-bit
+ *   wgrad_sbr_f32 the same with dW in float
  * Each graph: heuristics mode A, then FALLBACK; the first engine config
  * whose execution plan finalizes runs the numeric check; at the timing batch
- * up to 4 plans are timed and the fastest kept.  A graph that cuDNN refuses
+ * up to 3 plans are timed and the fastest kept.  A graph that cuDNN refuses
  * in bf16 is tried again in fp16 (the engines behind these patterns were
  * fp16-only in cuDNN 8), so the log says which data type would work.
  *
@@ -43,6 +44,8 @@
  * failures), 1 when a supported graph gave wrong numbers or a CUDA call
  * failed, 77 when no CUDA device is visible or it is older than sm_80.
  * Options: --batch N  --check-batch N  --iters N  --shape NAME (repeatable)
+ *          --budget S  seconds from the start after which nothing more is
+ *                      timed (default 240; the checks and the summary go on)
  *          --no-time  --no-check
  *          --selftest  what needs no GPU (see selftest()), exit 0 or 1
  */
@@ -56,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- output ------------------------------------------------------------ */
 static FILE *logf_;
@@ -299,8 +303,8 @@ static cudnnBackendDescriptor_t convdesc(struct gb *g, const struct shape *sh)
 	return c;
 }
 static cudnnBackendDescriptor_t conv_op(struct gb *g, cudnnBackendDescriptorType_t kind, cudnnBackendDescriptor_t cd,
-					cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t out,
-					const char *name)
+					cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b,
+					cudnnBackendDescriptor_t out, const char *name)
 {
 	/* fprop: a = X, b = W, out = Y; dgrad: a = dY, b = W, out = dX;
 	 * wgrad: a = X, b = dY, out = dW */
@@ -383,14 +387,14 @@ static void set_desc(struct gb *g, cudnnBackendDescriptor_t op, cudnnBackendAttr
 }
 
 /* ---- plans ---------------------------------------------------------- */
-#define MAXPLANS 4
+#define MAXPLANS 3
 struct plans {
 	int n;
 	cudnnBackendDescriptor_t plan[MAXPLANS];
 	int64_t engine[MAXPLANS], ws[MAXPLANS];
 	bool rtc[MAXPLANS];
-	int tried;		/* engine configs tried */
-	cudnnStatus_t last_st;	/* the last plan failure, when none worked */
+	int tried;             /* engine configs tried */
+	cudnnStatus_t last_st; /* the last plan failure, when none worked */
 	char last_detail[512];
 	char heur[160];
 };
@@ -427,8 +431,8 @@ static void make_plans(struct gb *g, cudnnHandle_t h, cudnnBackendDescriptor_t *
 			st = cudnnBackendFinalize(heur);
 		int64_t count = 0;
 		if (st == CUDNN_STATUS_SUCCESS)
-			st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-						      &count, NULL);
+			st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+						      CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL);
 		size_t len = strlen(p->heur);
 		snprintf(p->heur + len, sizeof p->heur - len, "%sheur %s: %s, %lld configs", len ? "; " : "", mname[m],
 			 cudnnGetErrorString(st), (long long)count);
@@ -446,7 +450,8 @@ static void make_plans(struct gb *g, cudnnHandle_t h, cudnnBackendDescriptor_t *
 		cudnnBackendDescriptor_t cfg[64];
 		int64_t made = 0;
 		for (int64_t i = 0; i < count; i++) {
-			if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[i]) != CUDNN_STATUS_SUCCESS)
+			if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[i]) !=
+			    CUDNN_STATUS_SUCCESS)
 				break;
 			made++;
 		}
@@ -460,7 +465,8 @@ static void make_plans(struct gb *g, cudnnHandle_t h, cudnnBackendDescriptor_t *
 			cudnnBackendDescriptor_t plan = NULL;
 			st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
 			if (st == CUDNN_STATUS_SUCCESS)
-				st = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+				st = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE,
+							      1, &h);
 			if (st == CUDNN_STATUS_SUCCESS)
 				st = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
 							      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]);
@@ -477,16 +483,19 @@ static void make_plans(struct gb *g, cudnnHandle_t h, cudnnBackendDescriptor_t *
 			p->plan[k] = plan;
 			p->engine[k] = -1;
 			int64_t ws = 0, one = 0;
-			if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &one,
-						     &ws) == CUDNN_STATUS_SUCCESS)
+			if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+						     1, &one, &ws) == CUDNN_STATUS_SUCCESS)
 				p->ws[k] = ws;
 			cudnnBackendDescriptor_t eng = NULL;
-			if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) == CUDNN_STATUS_SUCCESS) {
-				if (cudnnBackendGetAttribute(cfg[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-							     &one, &eng) == CUDNN_STATUS_SUCCESS) {
+			if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) ==
+			    CUDNN_STATUS_SUCCESS) {
+				if (cudnnBackendGetAttribute(cfg[i], CUDNN_ATTR_ENGINECFG_ENGINE,
+							     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &one,
+							     &eng) == CUDNN_STATUS_SUCCESS) {
 					int64_t idx = -1;
-					if (cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1,
-								     &one, &idx) == CUDNN_STATUS_SUCCESS)
+					if (cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
+								     CUDNN_TYPE_INT64, 1, &one,
+								     &idx) == CUDNN_STATUS_SUCCESS)
 						p->engine[k] = idx;
 					cudnnBackendBehaviorNote_t notes[16];
 					int64_t nn = 0;
@@ -509,7 +518,7 @@ static void make_plans(struct gb *g, cudnnHandle_t h, cudnnBackendDescriptor_t *
 /* ---- device buffers ---------------------------------------------------- */
 struct buf {
 	int64_t uid;
-	void *d;	/* device memory, or host memory for by-value scalars */
+	void *d; /* device memory, or host memory for by-value scalars */
 	size_t bytes;
 };
 #define MAXBUF 24
@@ -583,14 +592,53 @@ static cudnnStatus_t execute(cudnnHandle_t h, struct plans *p, int k, struct buf
 }
 
 /* ---- the graphs -------------------------------------------------------- */
-enum graph { G_CONV, G_CONV_STATS, G_SBR_CONV_STATS, G_BN_FINALIZE, G_DGRAD_DRELU_DBNW, G_WGRAD_SBR, NGRAPHS };
-static const char *gname[NGRAPHS] = { "conv", "conv_stats", "sbr_conv_stats", "bn_finalize", "dgrad_drelu_dbnw",
-				      "wgrad_sbr" };
+enum graph {
+	G_CONV,
+	G_CONV_STATS,
+	G_SBR_CONV_STATS,
+	G_BN_FINALIZE,
+	G_DGRAD_DRELU_DBNW,
+	G_WGRAD_SBR,
+	G_WGRAD_SBR_F32,
+	NGRAPHS
+};
+static const char *gname[NGRAPHS] = { "conv",      "conv_stats",   "sbr_conv_stats", "bn_finalize", "dgrad_drelu_dbnw",
+				      "wgrad_sbr", "wgrad_sbr_f32" };
 /* unique ids; by-value scalars are stored in struct bufs with a negative uid */
 enum {
-	U_X = 1, U_W, U_Y, U_SUM, U_SQ, U_S, U_B, U_DY, U_DZ, U_DW, U_MEAN, U_ISTD, U_GAMMA, U_BETA, U_RM, U_RV,
-	U_NRM, U_NRV, U_EQS, U_EQB, U_EPS, U_MOM, U_CNT, U_DG, U_DB, U_CDY, U_CX, U_CB, U_VA = 100, U_VB, U_VC,
-	U_VD, U_VE
+	U_X = 1,
+	U_W,
+	U_Y,
+	U_SUM,
+	U_SQ,
+	U_S,
+	U_B,
+	U_DY,
+	U_DZ,
+	U_DW,
+	U_MEAN,
+	U_ISTD,
+	U_GAMMA,
+	U_BETA,
+	U_RM,
+	U_RV,
+	U_NRM,
+	U_NRV,
+	U_EQS,
+	U_EQB,
+	U_EPS,
+	U_MOM,
+	U_CNT,
+	U_DG,
+	U_DB,
+	U_CDY,
+	U_CX,
+	U_CB,
+	U_VA = 100,
+	U_VB,
+	U_VC,
+	U_VD,
+	U_VE
 };
 
 /* Builds graph gr for shape sh at batch n into g; fills ops.  The tensors:
@@ -620,7 +668,8 @@ static int build(struct gb *g, enum graph gr, const struct shape *sh, int64_t n,
 			in = vc;
 		}
 		cudnnBackendDescriptor_t cd = convdesc(g, sh);
-		ops[nops++] = conv_op(g, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, cd, in, w, y, "conv fprop");
+		ops[nops++] =
+			conv_op(g, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, cd, in, w, y, "conv fprop");
 		if (gr != G_CONV) {
 			cudnnBackendDescriptor_t sum = vec(g, "sum", U_SUM, k), sq = vec(g, "sqsum", U_SQ, k);
 			ops[nops++] = genstats_op(g, y, sum, sq);
@@ -629,22 +678,24 @@ static int build(struct gb *g, enum graph gr, const struct shape *sh, int64_t n,
 	}
 	case G_BN_FINALIZE: {
 		/* the BN over the k output channels of this shape */
-		cudnnBackendDescriptor_t op = gb_new(g, CUDNN_BACKEND_OPERATION_BN_FINALIZE_STATISTICS_DESCRIPTOR,
-						     "bn finalize");
+		cudnnBackendDescriptor_t op =
+			gb_new(g, CUDNN_BACKEND_OPERATION_BN_FINALIZE_STATISTICS_DESCRIPTOR, "bn finalize");
 		cudnnBnFinalizeStatsMode_t mode = CUDNN_BN_FINALIZE_STATISTICS_TRAINING;
 		gb_set(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_STATS_MODE, CUDNN_TYPE_BN_FINALIZE_STATS_MODE, 1, &mode,
 		       "bn finalize");
 		gb_set(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f, "bn finalize");
 		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_Y_SUM_DESC, vec(g, "sum", U_SUM, k), "bn finalize");
-		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_Y_SQ_SUM_DESC, vec(g, "sqsum", U_SQ, k), "bn finalize");
-		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_SCALE_DESC, vec(g, "gamma", U_GAMMA, k), "bn finalize");
+		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_Y_SQ_SUM_DESC, vec(g, "sqsum", U_SQ, k),
+			 "bn finalize");
+		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_SCALE_DESC, vec(g, "gamma", U_GAMMA, k),
+			 "bn finalize");
 		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_BIAS_DESC, vec(g, "beta", U_BETA, k), "bn finalize");
 		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_PREV_RUNNING_MEAN_DESC, vec(g, "rmean", U_RM, k),
 			 "bn finalize");
 		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_PREV_RUNNING_VAR_DESC, vec(g, "rvar", U_RV, k),
 			 "bn finalize");
-		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_UPDATED_RUNNING_MEAN_DESC, vec(g, "new rmean", U_NRM, k),
-			 "bn finalize");
+		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_UPDATED_RUNNING_MEAN_DESC,
+			 vec(g, "new rmean", U_NRM, k), "bn finalize");
 		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_UPDATED_RUNNING_VAR_DESC, vec(g, "new rvar", U_NRV, k),
 			 "bn finalize");
 		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_SAVED_MEAN_DESC, vec(g, "mean", U_MEAN, k),
@@ -653,11 +704,12 @@ static int build(struct gb *g, enum graph gr, const struct shape *sh, int64_t n,
 			 "bn finalize");
 		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_SCALE_DESC, vec(g, "eq scale", U_EQS, k),
 			 "bn finalize");
-		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_BIAS_DESC, vec(g, "eq bias", U_EQB, k), "bn finalize");
-		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_ACCUM_COUNT_DESC, scalar(g, "count", U_CNT, CUDNN_DATA_INT64),
+		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_BIAS_DESC, vec(g, "eq bias", U_EQB, k),
 			 "bn finalize");
-		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_EPSILON_DESC, scalar(g, "epsilon", U_EPS, CUDNN_DATA_DOUBLE),
-			 "bn finalize");
+		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_ACCUM_COUNT_DESC,
+			 scalar(g, "count", U_CNT, CUDNN_DATA_INT64), "bn finalize");
+		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_EPSILON_DESC,
+			 scalar(g, "epsilon", U_EPS, CUDNN_DATA_DOUBLE), "bn finalize");
 		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_EXP_AVERATE_FACTOR_DESC,
 			 scalar(g, "momentum", U_MOM, CUDNN_DATA_DOUBLE), "bn finalize");
 		gb_fin(g, op, "bn finalize");
@@ -678,9 +730,12 @@ static int build(struct gb *g, enum graph gr, const struct shape *sh, int64_t n,
 		ops[nops++] = pw_op(g, CUDNN_POINTWISE_MUL, x, vec(g, "scale", U_S, c), va, "scale");
 		ops[nops++] = pw_op(g, CUDNN_POINTWISE_ADD, va, vec(g, "bias", U_B, c), vb, "bias");
 		ops[nops++] = pw_op(g, CUDNN_POINTWISE_RELU_BWD, da, vb, dz, "relu bwd");
-		cudnnBackendDescriptor_t op = gb_new(g, CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR, "bn bwd weights");
-		gb_set(g, op, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f, "bn bwd weights");
-		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MEAN_DESC, vec(g, "mean", U_MEAN, c), "bn bwd weights");
+		cudnnBackendDescriptor_t op =
+			gb_new(g, CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR, "bn bwd weights");
+		gb_set(g, op, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f,
+		       "bn bwd weights");
+		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MEAN_DESC, vec(g, "mean", U_MEAN, c),
+			 "bn bwd weights");
 		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_INVSTD_DESC, vec(g, "invstd", U_ISTD, c),
 			 "bn bwd weights");
 		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_BN_SCALE_DESC, vec(g, "gamma", U_GAMMA, c),
@@ -700,22 +755,22 @@ static int build(struct gb *g, enum graph gr, const struct shape *sh, int64_t n,
 		ops[nops++] = op;
 		break;
 	}
-	case G_WGRAD_SBR: {
+	case G_WGRAD_SBR:
+	case G_WGRAD_SBR_F32: {
 		cudnnBackendDescriptor_t x = tens(g, "X", U_X, d, n, c, hh, ww, false);
 		cudnnBackendDescriptor_t dy = tens(g, "dY", U_DY, d, n, k, p, q, false);
-		cudnnBackendDescriptor_t dw = tens(g, "dW", U_DW, f, k, c, sh->r, sh->s, false);
+		cudnnBackendDescriptor_t dw = tens(g, "dW", U_DW, gr == G_WGRAD_SBR ? d : f, k, c, sh->r, sh->s, false);
 		cudnnBackendDescriptor_t va = tens(g, "X*s", U_VA, f, n, c, hh, ww, true);
 		cudnnBackendDescriptor_t vb = tens(g, "X*s+b", U_VB, f, n, c, hh, ww, true);
 		cudnnBackendDescriptor_t vc = tens(g, "relu", U_VC, d, n, c, hh, ww, true);
 		ops[nops++] = pw_op(g, CUDNN_POINTWISE_MUL, x, vec(g, "scale", U_S, c), va, "scale");
 		ops[nops++] = pw_op(g, CUDNN_POINTWISE_ADD, va, vec(g, "bias", U_B, c), vb, "bias");
 		ops[nops++] = pw_op(g, CUDNN_POINTWISE_RELU_FWD, vb, NULL, vc, "relu");
-		ops[nops++] = conv_op(g, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, convdesc(g, sh),
-				      vc, dy, dw, "conv wgrad");
+		ops[nops++] = conv_op(g, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+				      convdesc(g, sh), vc, dy, dw, "conv wgrad");
 		break;
 	}
-	default:
-		break;
+	default: break;
 	}
 	return nops;
 }
@@ -851,9 +906,9 @@ struct result {
 	bool built, supported;
 	char why[800];
 	char engine[160];
-	int check;	/* 0 not run, 1 ok, -1 failed */
+	int check; /* 0 not run, 1 ok, -1 failed */
 	double err;
-	double ms;	/* median at the timing batch, <0 not timed */
+	double ms; /* median at the timing batch, <0 not timed */
 	const char *dt;
 };
 
@@ -872,7 +927,16 @@ struct opts {
 	int64_t batch, check_batch;
 	int iters;
 	bool time, check;
+	double budget; /* seconds: past it, no more timing (checks go on) */
 };
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static double t_start;
+static bool over_budget(const struct opts *o) { return now_s() - t_start > o->budget; }
 
 static double g_tol(void) { return g_half ? 1.0 / 256 : 1.0 / 64; }
 
@@ -977,8 +1041,8 @@ static bool bind(enum graph gr, const struct shape *sh, struct data *dd, struct 
 	size_t c = (size_t)sh->c, k = (size_t)sh->k;
 	size_t nx = (size_t)dd->nx, ny = (size_t)dd->ny, nw = (size_t)dd->nw;
 	void *p;
-#define A16(uid, n, src) ((p = dalloc(bs, uid, (n) * 2)) != NULL && (!(src) || up16(p, src, n)))
-#define AF(uid, n, src) ((p = dalloc(bs, uid, (n) * 4)) != NULL && (!(src) || upf(p, src, n)))
+#define A16(uid, n, src) ((p = dalloc(bs, uid, (n)*2)) != NULL && (!(src) || up16(p, src, n)))
+#define AF(uid, n, src) ((p = dalloc(bs, uid, (n)*4)) != NULL && (!(src) || upf(p, src, n)))
 	switch (gr) {
 	case G_CONV:
 	case G_CONV_STATS:
@@ -1012,10 +1076,11 @@ static bool bind(enum graph gr, const struct shape *sh, struct data *dd, struct 
 		       AF(U_GAMMA, c, dd->gamma) && AF(U_DG, c, NULL) && AF(U_DB, c, NULL) && AF(U_CDY, c, NULL) &&
 		       AF(U_CX, c, NULL) && AF(U_CB, c, NULL);
 	case G_WGRAD_SBR:
-		return A16(U_X, nx, dd->hx) && A16(U_DY, ny, dd->hdy) && AF(U_DW, nw, NULL) && AF(U_S, c, dd->s) &&
+	case G_WGRAD_SBR_F32:
+		return A16(U_X, nx, dd->hx) && A16(U_DY, ny, dd->hdy) &&
+		       (gr == G_WGRAD_SBR ? A16(U_DW, nw, NULL) : AF(U_DW, nw, NULL)) && AF(U_S, c, dd->s) &&
 		       AF(U_B, c, dd->b);
-	default:
-		return false;
+	default: return false;
 	}
 #undef A16
 #undef AF
@@ -1110,7 +1175,7 @@ static int check(enum graph gr, const struct shape *sh, struct data *dd, struct 
 			r[1][j] = (float)is;
 			r[2][j] = (float)(dd->gamma[j] * is);
 			r[3][j] = (float)(dd->beta[j] - mu * dd->gamma[j] * is);
-			r[4][j] = (float)(dd->mom * mu);			/* prev mean 0 */
+			r[4][j] = (float)(dd->mom * mu);                       /* prev mean 0 */
 			r[5][j] = (float)((1 - dd->mom) * 1.0 + dd->mom * ub); /* prev var 1 */
 		}
 		for (int i = 0; i < 6; i++) {
@@ -1185,18 +1250,18 @@ static int check(enum graph gr, const struct shape *sh, struct data *dd, struct 
 		free(da), free(dz), free(got);
 		break;
 	}
-	case G_WGRAD_SBR: {
+	case G_WGRAD_SBR:
+	case G_WGRAD_SBR_F32: {
 		float *a = sbr(sh, dd), *ref = xmalloc(4 * nw), *got = xmalloc(4 * nw);
 		ref_wgrad(sh, dd->n, a, dd->dy, ref);
-		if (downf(got, find(bs, U_DW), nw))
+		if (gr == G_WGRAD_SBR ? down16(got, find(bs, U_DW), nw) : downf(got, find(bs, U_DW), nw))
 			ok &= report_err("dW", relerr(got, ref, nw, 0), worst);
 		else
 			ok = false;
 		free(a), free(ref), free(got);
 		break;
 	}
-	default:
-		break;
+	default: break;
 	}
 	return ok ? 1 : -1;
 }
@@ -1248,6 +1313,10 @@ static void probe_graph(cudnnHandle_t h, enum graph gr, const struct shape *sh, 
 			continue;
 		if (pass == 1 && !o->time)
 			continue;
+		if (pass == 1 && over_budget(o)) {
+			say("  %-17s %s: not timed: past the --budget of %.0f s\n", gname[gr], res->dt, o->budget);
+			continue;
+		}
 		struct gb g;
 		memset(&g, 0, sizeof g);
 		cudnnBackendDescriptor_t ops[16];
@@ -1257,8 +1326,8 @@ static void probe_graph(cudnnHandle_t h, enum graph gr, const struct shape *sh, 
 		if (g.st == CUDNN_STATUS_SUCCESS)
 			make_plans(&g, h, ops, nops, pass == 0 ? 1 : MAXPLANS, &pl);
 		if (g.st != CUDNN_STATUS_SUCCESS) {
-			snprintf(res->why, sizeof res->why, "%s at \"%s\" (N=%lld)%s%s", cudnnGetErrorString(g.st), g.step,
-				 (long long)n, g.detail[0] ? ": " : "", g.detail);
+			snprintf(res->why, sizeof res->why, "%s at \"%s\" (N=%lld)%s%s", cudnnGetErrorString(g.st),
+				 g.step, (long long)n, g.detail[0] ? ": " : "", g.detail);
 			gb_free(&g);
 			return;
 		}
@@ -1266,8 +1335,8 @@ static void probe_graph(cudnnHandle_t h, enum graph gr, const struct shape *sh, 
 		if (pl.n == 0) {
 			snprintf(res->why, sizeof res->why, "no engine: %s; %d configs tried%s%s%s%s (N=%lld)", pl.heur,
 				 pl.tried, pl.tried || pl.last_st ? ", last: " : "",
-				 pl.tried || pl.last_st ? cudnnGetErrorString(pl.last_st) : "", pl.last_detail[0] ? ": " : "",
-				 pl.last_detail, (long long)n);
+				 pl.tried || pl.last_st ? cudnnGetErrorString(pl.last_st) : "",
+				 pl.last_detail[0] ? ": " : "", pl.last_detail, (long long)n);
 			gb_free(&g);
 			return;
 		}
@@ -1277,7 +1346,8 @@ static void probe_graph(cudnnHandle_t h, enum graph gr, const struct shape *sh, 
 		struct bufs bs;
 		memset(&bs, 0, sizeof bs);
 		if (!bind(gr, sh, &dd, &bs)) {
-			snprintf(res->why, sizeof res->why, "device buffers (N=%lld): see the CUDA error above", (long long)n);
+			snprintf(res->why, sizeof res->why, "device buffers (N=%lld): see the CUDA error above",
+				 (long long)n);
 			res->check = -1;
 			goto done;
 		}
@@ -1307,8 +1377,9 @@ static void probe_graph(cudnnHandle_t h, enum graph gr, const struct shape *sh, 
 				struct gb eg;
 				memset(&eg, 0, sizeof eg);
 				double t = time_plan(h, &pl, k, &bs, o->iters, &eg);
-				say("    N=%lld plan %d (engine %lld%s, ws %lld B): %s", (long long)n, k, (long long)pl.engine[k],
-				    pl.rtc[k] ? " rtc" : "", (long long)pl.ws[k], t >= 0 ? "" : "failed");
+				say("    N=%lld plan %d (engine %lld%s, ws %lld B): %s", (long long)n, k,
+				    (long long)pl.engine[k], pl.rtc[k] ? " rtc" : "", (long long)pl.ws[k],
+				    t >= 0 ? "" : "failed");
 				if (t >= 0)
 					say("%.3f ms\n", t);
 				else
@@ -1320,7 +1391,8 @@ static void probe_graph(cudnnHandle_t h, enum graph gr, const struct shape *sh, 
 			if (bk >= 0 && !res->engine[0])
 				snprintf(res->engine, sizeof res->engine, "engine %lld", (long long)pl.engine[bk]);
 			if (!o->check)
-				say("  %-17s %s: supported at N=%lld, best %.3f ms\n", gname[gr], res->dt, (long long)n, best);
+				say("  %-17s %s: supported at N=%lld, best %.3f ms\n", gname[gr], res->dt, (long long)n,
+				    best);
 		}
 	done:
 		bufs_free(&bs);
@@ -1335,16 +1407,16 @@ struct legacy {
 	double conv, bn_fwd, bn_bwd, dgrad, wgrad;
 	char why[400];
 };
-#define LCHK(call, what)                                                                                               \
-	do {                                                                                                           \
-		cudnnStatus_t s_ = (call);                                                                             \
-		if (s_ != CUDNN_STATUS_SUCCESS) {                                                                      \
-			char d_[256];                                                                                  \
-			cudnnGetLastErrorString(d_, sizeof d_);                                                        \
-			snprintf(L->why + strlen(L->why), sizeof L->why - strlen(L->why), "%s: %s %s; ", what,       \
-				 cudnnGetErrorString(s_), d_);                                                         \
-			goto fail;                                                                                     \
-		}                                                                                                      \
+#define LCHK(call, what) \
+	do { \
+		cudnnStatus_t s_ = (call); \
+		if (s_ != CUDNN_STATUS_SUCCESS) { \
+			char d_[256]; \
+			cudnnGetLastErrorString(d_, sizeof d_); \
+			snprintf(L->why + strlen(L->why), sizeof L->why - strlen(L->why), "%s: %s %s; ", what, \
+				 cudnnGetErrorString(s_), d_); \
+			goto fail; \
+		} \
 	} while (0)
 
 /* time one legacy call: body runs 5 times, then iters times timed; a
@@ -1359,19 +1431,19 @@ static bool lcall(struct legacy *L, cudnnStatus_t s, const char *what)
 		 d);
 	return false;
 }
-#define LTIME(dst, what, body)                                                                                         \
-	do {                                                                                                           \
-		bool ok_ = true;                                                                                       \
-		for (int i_ = 0; ok_ && i_ < 5; i_++)                                                                  \
-			ok_ = lcall(L, body, what);                                                                    \
-		for (int i_ = 0; ok_ && i_ < o->iters; i_++) {                                                         \
-			cudaEventRecord(e0, 0);                                                                        \
-			ok_ = lcall(L, body, what);                                                                    \
-			cudaEventRecord(e1, 0);                                                                        \
-			cudaEventSynchronize(e1);                                                                      \
-			cudaEventElapsedTime(&tv[i_], e0, e1);                                                         \
-		}                                                                                                      \
-		dst = ok_ ? ms_median(tv, o->iters) : -1;                                                              \
+#define LTIME(dst, what, body) \
+	do { \
+		bool ok_ = true; \
+		for (int i_ = 0; ok_ && i_ < 5; i_++) \
+			ok_ = lcall(L, body, what); \
+		for (int i_ = 0; ok_ && i_ < o->iters; i_++) { \
+			cudaEventRecord(e0, 0); \
+			ok_ = lcall(L, body, what); \
+			cudaEventRecord(e1, 0); \
+			cudaEventSynchronize(e1); \
+			cudaEventElapsedTime(&tv[i_], e0, e1); \
+		} \
+		dst = ok_ ? ms_median(tv, o->iters) : -1; \
 	} while (0)
 
 static void legacy_time(cudnnHandle_t h, const struct shape *sh, const struct opts *o, struct legacy *L)
@@ -1383,7 +1455,8 @@ static void legacy_time(cudnnHandle_t h, const struct shape *sh, const struct op
 	cudnnFilterDescriptor_t wd = NULL;
 	cudnnConvolutionDescriptor_t cd = NULL;
 	cudnnActivationDescriptor_t relu = NULL;
-	void *x = NULL, *w = NULL, *y = NULL, *y2 = NULL, *dx = NULL, *dw = NULL, *ws = NULL, *vec = NULL, *res = NULL;
+	void *x = NULL, *w = NULL, *y = NULL, *y2 = NULL, *dx = NULL, *dx2 = NULL, *dw = NULL, *ws = NULL, *vec = NULL,
+	     *res = NULL;
 	size_t wsz = 0, nx = (size_t)(n * sh->h * sh->w * sh->c), ny = (size_t)(n * p * q * sh->k);
 	size_t nw = (size_t)(sh->k * sh->r * sh->s * sh->c), cm = (size_t)(sh->c > sh->k ? sh->c : sh->k);
 	float alpha = 1, beta = 0;
@@ -1399,7 +1472,8 @@ static void legacy_time(cudnnHandle_t h, const struct shape *sh, const struct op
 	LCHK(cudnnCreateFilterDescriptor(&wd), "filter");
 	LCHK(cudnnCreateConvolutionDescriptor(&cd), "convolution");
 	LCHK(cudnnCreateActivationDescriptor(&relu), "activation");
-	LCHK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, d, (int)n, (int)sh->c, (int)sh->h, (int)sh->w), "x desc");
+	LCHK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, d, (int)n, (int)sh->c, (int)sh->h, (int)sh->w),
+	     "x desc");
 	LCHK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, d, (int)n, (int)sh->k, (int)p, (int)q), "y desc");
 	LCHK(cudnnSetTensor4dDescriptor(bnk, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, (int)sh->k, 1, 1), "bn desc");
 	LCHK(cudnnSetTensor4dDescriptor(bnc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, (int)sh->c, 1, 1), "bn desc");
@@ -1412,8 +1486,8 @@ static void legacy_time(cudnnHandle_t h, const struct shape *sh, const struct op
 	LCHK(cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), "relu");
 	if (!cuda_ok(cudaMalloc(&x, nx * 2), "cudaMalloc") || !cuda_ok(cudaMalloc(&w, nw * 2), "cudaMalloc") ||
 	    !cuda_ok(cudaMalloc(&y, ny * 2), "cudaMalloc") || !cuda_ok(cudaMalloc(&y2, ny * 2), "cudaMalloc") ||
-	    !cuda_ok(cudaMalloc(&dx, nx * 2), "cudaMalloc") || !cuda_ok(cudaMalloc(&dw, nw * 2), "cudaMalloc") ||
-	    !cuda_ok(cudaMalloc(&vec, cm * 4 * 8), "cudaMalloc"))
+	    !cuda_ok(cudaMalloc(&dx, nx * 2), "cudaMalloc") || !cuda_ok(cudaMalloc(&dx2, nx * 2), "cudaMalloc") ||
+	    !cuda_ok(cudaMalloc(&dw, nw * 2), "cudaMalloc") || !cuda_ok(cudaMalloc(&vec, cm * 4 * 8), "cudaMalloc"))
 		goto fail;
 	/* small values: the timing does not depend on them, NaNs would not matter either */
 	cudaMemset(x, 0x3c, nx * 2);
@@ -1443,25 +1517,25 @@ static void legacy_time(cudnnHandle_t h, const struct shape *sh, const struct op
 	size_t bws = 0, bres = 0;
 	bool bn_ok = lcall(L,
 			   cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-				   h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, yd, NULL, yd,
-				   bnk, relu, &bws),
+				   h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, yd, NULL,
+				   yd, bnk, relu, &bws),
 			   "bn fwd ws");
 	bn_ok = bn_ok && lcall(L,
-			       cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-				       h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, xd, xd,
-				       xd, NULL, xd, bnc, relu, &need),
+			       cudnnGetBatchNormalizationBackwardExWorkspaceSize(h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
+										 CUDNN_BATCHNORM_OPS_BN_ACTIVATION, xd,
+										 xd, xd, NULL, xd, bnc, relu, &need),
 			       "bn bwd ws");
 	if (bn_ok && need > bws)
 		bws = need;
 	bn_ok = bn_ok && lcall(L,
 			       cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-				       h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, relu, yd,
-				       &bres),
+				       h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, relu,
+				       yd, &bres),
 			       "bn reserve");
 	bn_ok = bn_ok && lcall(L,
 			       cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-				       h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, relu, xd,
-				       &need),
+				       h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, relu,
+				       xd, &need),
 			       "bn reserve");
 	if (bn_ok && need > bres)
 		bres = need;
@@ -1477,10 +1551,10 @@ static void legacy_time(cudnnHandle_t h, const struct shape *sh, const struct op
 	/* BN training + ReLU on the convolution's output (k channels) */
 	if (bn_ok)
 		LTIME(L->bn_fwd, "cudnnBatchNormalizationForwardTrainingEx",
-	      cudnnBatchNormalizationForwardTrainingEx(h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
-						       CUDNN_BATCHNORM_OPS_BN_ACTIVATION, &alpha, &beta, yd, y, NULL, NULL,
-						       yd, y2, bnk, v, v + cm, 0.1, v + 2 * cm, v + 3 * cm, 1e-5,
-						       v + 4 * cm, v + 5 * cm, relu, ws, wsz, res, bres));
+		      cudnnBatchNormalizationForwardTrainingEx(
+			      h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, &alpha, &beta,
+			      yd, y, NULL, NULL, yd, y2, bnk, v, v + cm, 0.1, v + 2 * cm, v + 3 * cm, 1e-5, v + 4 * cm,
+			      v + 5 * cm, relu, ws, wsz, res, bres));
 	/* backward of the layer whose input BN (c channels) is the prologue:
 	 * dgrad, wgrad, then BN backward with dReLU on [n, c, h, w] */
 	LTIME(L->dgrad, "cudnnConvolutionBackwardData",
@@ -1489,13 +1563,14 @@ static void legacy_time(cudnnHandle_t h, const struct shape *sh, const struct op
 	      cudnnConvolutionBackwardFilter(h, &alpha, xd, x, yd, y, cd, fwa[0].algo, ws, wsz, &beta, wd, dw));
 	if (bn_ok)
 		LTIME(L->bn_bwd, "cudnnBatchNormalizationBackwardEx",
-	      cudnnBatchNormalizationBackwardEx(h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION,
-						&alpha, &beta, &alpha, &beta, xd, x, xd, x, xd, dx, NULL, NULL, xd, x, bnc,
-						v, v + cm, v + 6 * cm, v + 7 * cm, 1e-5, v + 2 * cm, v + 3 * cm, relu, ws,
-						wsz, res, bres));
+		      cudnnBatchNormalizationBackwardEx(
+			      h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, &alpha, &beta,
+			      &alpha, &beta, xd, x, xd, x, xd, dx, NULL, NULL, xd, dx2, bnc, v, v + cm, v + 6 * cm,
+			      v + 7 * cm, 1e-5, v + 2 * cm, v + 3 * cm, relu, ws, wsz, res, bres));
 fail:
 	cudaDeviceSynchronize();
-	cudaFree(x), cudaFree(w), cudaFree(y), cudaFree(y2), cudaFree(dx), cudaFree(dw), cudaFree(ws), cudaFree(vec);
+	cudaFree(x), cudaFree(w), cudaFree(y), cudaFree(y2), cudaFree(dx), cudaFree(dx2), cudaFree(dw), cudaFree(ws),
+		cudaFree(vec);
 	cudaFree(res);
 	if (xd)
 		cudnnDestroyTensorDescriptor(xd);
@@ -1527,7 +1602,6 @@ static const char *fmt_ms(char *b, size_t n, double ms)
 	return b;
 }
 
-
 /* ---- --selftest: what runs without a GPU ------------------------------
  * the float16 conversions, the CPU reference's three convolutions against
  * each other (<conv(x, w), dy> = <x, dgrad(dy, w)> = <w, wgrad(x, dy)>),
@@ -1556,14 +1630,17 @@ static int selftest(void)
 		const struct shape *sh = &shapes[si];
 		struct data dd;
 		data_make(&dd, sh, 1);
-		float *y = xmalloc(4 * (size_t)dd.ny), *dx = xmalloc(4 * (size_t)dd.nx), *dw = xmalloc(4 * (size_t)dd.nw);
+		float *y = xmalloc(4 * (size_t)dd.ny), *dx = xmalloc(4 * (size_t)dd.nx),
+		      *dw = xmalloc(4 * (size_t)dd.nw);
 		ref_conv(sh, 1, dd.x, dd.w, y);
 		ref_dgrad(sh, 1, dd.dy, dd.w, dx);
 		ref_wgrad(sh, 1, dd.x, dd.dy, dw);
-		double a = dotf(y, dd.dy, (size_t)dd.ny), b = dotf(dd.x, dx, (size_t)dd.nx), c = dotf(dd.w, dw, (size_t)dd.nw);
+		double a = dotf(y, dd.dy, (size_t)dd.ny), b = dotf(dd.x, dx, (size_t)dd.nx),
+		       c = dotf(dd.w, dw, (size_t)dd.nw);
 		double tol = 1e-4 * (fabs(a) + 1);
 		bool ok = fabs(a - b) < tol && fabs(a - c) < tol;
-		say("selftest: %s: <conv,dy> %.6g <x,dgrad> %.6g <w,wgrad> %.6g %s\n", sh->name, a, b, c, ok ? "ok" : "FAIL");
+		say("selftest: %s: <conv,dy> %.6g <x,dgrad> %.6g <w,wgrad> %.6g %s\n", sh->name, a, b, c,
+		    ok ? "ok" : "FAIL");
 		bad += !ok;
 		free(y), free(dx), free(dw);
 		data_free(&dd);
@@ -1592,7 +1669,8 @@ static int selftest(void)
 
 static void usage(void)
 {
-	say("usage: fuse_probe [--batch N] [--check-batch N] [--iters N] [--shape NAME]... [--no-time] [--no-check] | --selftest\n"
+	say("usage: fuse_probe [--batch N] [--check-batch N] [--iters N] [--budget S] [--shape NAME]...\n"
+	    "                  [--no-time] [--no-check] | --selftest\n"
 	    "shapes:");
 	for (size_t i = 0; i < NSHAPES; i++)
 		say(" %s", shapes[i].name);
@@ -1601,7 +1679,8 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	struct opts o = { 256, 2, 20, true, true };
+	struct opts o = { 256, 2, 20, true, true, 240 };
+	t_start = now_s();
 	bool want[NSHAPES];
 	bool any_shape = false;
 	memset(want, 0, sizeof want);
@@ -1617,7 +1696,8 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage();
 			return 0;
-		} else if (v && (!strcmp(a, "--batch") || !strcmp(a, "--check-batch") || !strcmp(a, "--iters"))) {
+		} else if (v && (!strcmp(a, "--batch") || !strcmp(a, "--check-batch") || !strcmp(a, "--iters") ||
+				 !strcmp(a, "--budget"))) {
 			long long x = strtoll(v, &end, 10);
 			if (!*v || *end || x < 1 || x > 4096) {
 				fprintf(stderr, "fuse_probe: %s wants a number from 1 to 4096, not '%s'\n", a, v);
@@ -1625,6 +1705,8 @@ int main(int argc, char **argv)
 			}
 			if (!strcmp(a, "--batch"))
 				o.batch = x;
+			else if (!strcmp(a, "--budget"))
+				o.budget = (double)x;
 			else if (!strcmp(a, "--check-batch"))
 				o.check_batch = x;
 			else
@@ -1717,7 +1799,9 @@ int main(int argc, char **argv)
 			if (res[si][gr].check < 0)
 				wrong++;
 		}
-		if (o.time) {
+		if (o.time && over_budget(&o)) {
+			say("  legacy: not timed: past the --budget of %.0f s\n", o.budget);
+		} else if (o.time) {
 			g_half = false;
 			legacy_time(h, sh, &o, &leg[si]);
 			if (leg[si].why[0])
@@ -1728,8 +1812,9 @@ int main(int argc, char **argv)
 				g_half = true;
 				legacy_time(h, sh, &o, &l16);
 				g_half = false;
-				say("  legacy fp16: conv %.3f bn_fwd %.3f bn_bwd %.3f dgrad %.3f wgrad %.3f ms%s%s\n", l16.conv,
-				    l16.bn_fwd, l16.bn_bwd, l16.dgrad, l16.wgrad, l16.why[0] ? "; " : "", l16.why);
+				say("  legacy fp16: conv %.3f bn_fwd %.3f bn_bwd %.3f dgrad %.3f wgrad %.3f ms%s%s\n",
+				    l16.conv, l16.bn_fwd, l16.bn_bwd, l16.dgrad, l16.wgrad, l16.why[0] ? "; " : "",
+				    l16.why);
 				if (leg[si].bn_fwd < 0)
 					leg[si].bn_fwd = l16.bn_fwd;
 				if (leg[si].bn_bwd < 0)
@@ -1742,14 +1827,15 @@ int main(int argc, char **argv)
 			double ff = r[G_SBR_CONV_STATS].ms >= 0 && r[G_BN_FINALIZE].ms >= 0
 					    ? r[G_SBR_CONV_STATS].ms + r[G_BN_FINALIZE].ms
 					    : -1;
-			double ub = L->dgrad >= 0 && L->wgrad >= 0 && L->bn_bwd >= 0 ? L->dgrad + L->wgrad + L->bn_bwd : -1;
+			double ub =
+				L->dgrad >= 0 && L->wgrad >= 0 && L->bn_bwd >= 0 ? L->dgrad + L->wgrad + L->bn_bwd : -1;
 			double fb = r[G_DGRAD_DRELU_DBNW].ms >= 0 && r[G_WGRAD_SBR].ms >= 0
 					    ? r[G_DGRAD_DRELU_DBNW].ms + r[G_WGRAD_SBR].ms
 					    : -1;
 			say("  timing N=%lld: legacy conv %s ms, BN fwd+ReLU %s ms, dgrad %s ms, wgrad %s ms, BN bwd+dReLU "
 			    "%s ms\n",
-			    (long long)o.batch, fmt_ms(a, 32, L->conv), fmt_ms(b, 32, L->bn_fwd), fmt_ms(c, 32, L->dgrad),
-			    fmt_ms(d, 32, L->wgrad), fmt_ms(a, 32, L->bn_bwd));
+			    (long long)o.batch, fmt_ms(a, 32, L->conv), fmt_ms(b, 32, L->bn_fwd),
+			    fmt_ms(c, 32, L->dgrad), fmt_ms(d, 32, L->wgrad), fmt_ms(a, 32, L->bn_bwd));
 			say("  FORWARD  unfused (conv + BN fwd/ReLU) %s ms | fused (sbr_conv_stats + bn_finalize) %s ms",
 			    fmt_ms(a, 32, uf), fmt_ms(b, 32, ff));
 			if (uf > 0 && ff > 0)
@@ -1773,27 +1859,25 @@ int main(int argc, char **argv)
 			struct legacy *L = &leg[si];
 			switch (gr) {
 			case G_CONV:
-			case G_CONV_STATS:
-				base = L->conv;
-				break;
-			case G_SBR_CONV_STATS:
-				base = L->conv >= 0 && L->bn_fwd >= 0 ? L->conv + L->bn_fwd : -1;
-				break;
+			case G_CONV_STATS: base = L->conv; break;
+			case G_SBR_CONV_STATS: base = L->conv >= 0 && L->bn_fwd >= 0 ? L->conv + L->bn_fwd : -1; break;
 			case G_DGRAD_DRELU_DBNW:
 				base = L->dgrad >= 0 && L->bn_bwd >= 0 ? L->dgrad + L->bn_bwd : -1;
 				break;
 			case G_WGRAD_SBR:
-				base = L->wgrad;
-				break;
-			default:
-				break;
+			case G_WGRAD_SBR_F32: base = L->wgrad; break;
+			default: break;
 			}
 			if (!o.time)
 				base = -1;
-			say("SUMMARY %-17s %-16s %s %s check=%s err=%.2g ms=%s unfused_ms=%s %s\n", shapes[si].name, gname[gr],
-			    r->supported ? r->dt : "-", r->supported ? "supported" : "UNSUPPORTED",
-			    r->check > 0 ? "ok" : r->check < 0 ? "FAIL" : "-", r->err, fmt_ms(t, 32, r->ms),
-			    fmt_ms(u, 32, base), r->supported ? r->engine : r->why);
+			say("SUMMARY %-17s %-16s %s %s check=%s err=%.2g ms=%s unfused_ms=%s %s\n", shapes[si].name,
+			    gname[gr], r->supported ? r->dt : "-", r->supported ? "supported" : "UNSUPPORTED",
+			    r->check > 0   ? "ok"
+			    : r->check < 0 ? "FAIL"
+					   : "-",
+			    r->err, fmt_ms(t, 32, r->ms), fmt_ms(u, 32, base), r->supported ? r->engine : r->why);
+			if (r->supported && r->why[0])
+				say("SUMMARY %-17s %-16s   (but: %s)\n", shapes[si].name, gname[gr], r->why);
 		}
 	}
 	say("fuse_probe: %s\n", wrong || cuda_failed ? "WRONG NUMBERS or CUDA errors (see above)" : "done");
