@@ -1504,23 +1504,41 @@ static void legacy_time(cudnnHandle_t h, const struct shape *sh, const struct op
 	cudaMemset(y, 0x3c, ny * 2);
 	cudaMemset(vec, 0, cm * 4 * 8);
 	float *v = vec;
-	/* algorithms: the heuristics' first choice, with a workspace of up to 1 GiB */
+	/* algorithms: cudnnFind*Ex (as engine/cuda does), the fastest with a
+	 * workspace of at most 1 GiB */
 	cudnnConvolutionFwdAlgoPerf_t fa[8];
 	cudnnConvolutionBwdDataAlgoPerf_t da[8];
 	cudnnConvolutionBwdFilterAlgoPerf_t fwa[8];
-	int cnt = 0;
-	size_t need = 0;
-	LCHK(cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, 8, &cnt, fa), "fwd algo");
-	LCHK(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, fa[0].algo, &need), "fwd ws");
-	wsz = need;
-	LCHK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd, yd, cd, xd, 8, &cnt, da), "bwd data algo");
-	LCHK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd, yd, cd, xd, da[0].algo, &need), "bwd data ws");
-	if (need > wsz)
-		wsz = need;
-	LCHK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd, yd, cd, wd, 8, &cnt, fwa), "bwd filter algo");
-	LCHK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xd, yd, cd, wd, fwa[0].algo, &need), "bwd filter ws");
-	if (need > wsz)
-		wsz = need;
+	int cnt = 0, fi = -1, di = -1, wi = -1;
+	size_t need = 0, cap = (size_t)1 << 30;
+	if (!cuda_ok(cudaMalloc(&ws, cap), "cudaMalloc find workspace"))
+		goto fail;
+	LCHK(cudnnFindConvolutionForwardAlgorithmEx(h, xd, x, wd, w, cd, yd, y, 8, &cnt, fa, ws, cap), "fwd find");
+	for (int i = cnt - 1; i >= 0; i--)
+		if (fa[i].status == CUDNN_STATUS_SUCCESS && fa[i].memory <= cap)
+			fi = i;
+	LCHK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, wd, w, yd, y, cd, xd, dx, 8, &cnt, da, ws, cap),
+	     "bwd data find");
+	for (int i = cnt - 1; i >= 0; i--)
+		if (da[i].status == CUDNN_STATUS_SUCCESS && da[i].memory <= cap)
+			di = i;
+	LCHK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xd, x, yd, y, cd, wd, dw, 8, &cnt, fwa, ws, cap),
+	     "bwd filter find");
+	for (int i = cnt - 1; i >= 0; i--)
+		if (fwa[i].status == CUDNN_STATUS_SUCCESS && fwa[i].memory <= cap)
+			wi = i;
+	cudaFree(ws);
+	ws = NULL;
+	if (fi < 0 || di < 0 || wi < 0) {
+		snprintf(L->why + strlen(L->why), sizeof L->why - strlen(L->why),
+			 "cudnnFind: no algorithm (fwd %d, bwd data %d, bwd filter %d); ", fi, di, wi);
+		goto fail;
+	}
+	wsz = fa[fi].memory;
+	if (da[di].memory > wsz)
+		wsz = da[di].memory;
+	if (fwa[wi].memory > wsz)
+		wsz = fwa[wi].memory;
 	/* the BN calls may refuse bf16 (then bn_ok is false, they are not
 	 * timed, and the caller tries fp16) */
 	size_t bws = 0, bres = 0;
@@ -1553,10 +1571,10 @@ static void legacy_time(cudnnHandle_t h, const struct shape *sh, const struct op
 	if ((wsz && !cuda_ok(cudaMalloc(&ws, wsz), "cudaMalloc workspace")) ||
 	    (bres && !cuda_ok(cudaMalloc(&res, bres), "cudaMalloc reserve")))
 		goto fail;
-	say("  legacy: fwd algo %d, bwd data algo %d, bwd filter algo %d, workspace %zu B\n", (int)fa[0].algo,
-	    (int)da[0].algo, (int)fwa[0].algo, wsz);
+	say("  legacy %s: fwd algo %d, bwd data algo %d, bwd filter algo %d (cudnnFind), workspace %zu B\n", dt16name(),
+	    (int)fa[fi].algo, (int)da[di].algo, (int)fwa[wi].algo, wsz);
 	LTIME(L->conv, "cudnnConvolutionForward",
-	      cudnnConvolutionForward(h, &alpha, xd, x, wd, w, cd, fa[0].algo, ws, wsz, &beta, yd, y));
+	      cudnnConvolutionForward(h, &alpha, xd, x, wd, w, cd, fa[fi].algo, ws, wsz, &beta, yd, y));
 	/* BN training + ReLU on the convolution's output (k channels) */
 	if (bn_ok)
 		LTIME(L->bn_fwd, "cudnnBatchNormalizationForwardTrainingEx",
@@ -1567,9 +1585,9 @@ static void legacy_time(cudnnHandle_t h, const struct shape *sh, const struct op
 	/* backward of the layer whose input BN (c channels) is the prologue:
 	 * dgrad, wgrad, then BN backward with dReLU on [n, c, h, w] */
 	LTIME(L->dgrad, "cudnnConvolutionBackwardData",
-	      cudnnConvolutionBackwardData(h, &alpha, wd, w, yd, y, cd, da[0].algo, ws, wsz, &beta, xd, dx));
+	      cudnnConvolutionBackwardData(h, &alpha, wd, w, yd, y, cd, da[di].algo, ws, wsz, &beta, xd, dx));
 	LTIME(L->wgrad, "cudnnConvolutionBackwardFilter",
-	      cudnnConvolutionBackwardFilter(h, &alpha, xd, x, yd, y, cd, fwa[0].algo, ws, wsz, &beta, wd, dw));
+	      cudnnConvolutionBackwardFilter(h, &alpha, xd, x, yd, y, cd, fwa[wi].algo, ws, wsz, &beta, wd, dw));
 	if (bn_ok)
 		LTIME(L->bn_bwd, "cudnnBatchNormalizationBackwardEx",
 		      cudnnBatchNormalizationBackwardEx(
