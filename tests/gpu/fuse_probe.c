@@ -21,8 +21,9 @@
  * Each graph: heuristics mode A, then FALLBACK; the first engine config
  * whose execution plan finalizes runs the numeric check; at the timing batch
  * up to 3 plans are timed and the fastest kept.  A graph that cuDNN refuses
- * in bf16 is tried again in fp16 (the engines behind these patterns were
- * fp16-only in cuDNN 8), so the log says which data type would work.
+ * in bf16 is tried again with its BN scale/bias vectors in bf16 instead of
+ * float ("bf16/sb16"), then both ways in fp16 (the engines behind these
+ * patterns were fp16-only in cuDNN 8), so the log says which types work.
  *
  * Checks (batch --check-batch, default 2): against a float CPU reference in
  * this program, from the same bf16/fp16-rounded inputs.  Error measure: max
@@ -162,6 +163,15 @@ static uint16_t to16(float f) { return g_half ? f2h(f) : f2bf(f); }
 static float from16(uint16_t h) { return g_half ? h2f(h) : bf2f(h); }
 static cudnnDataType_t dt16(void) { return g_half ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16; }
 static const char *dt16name(void) { return g_half ? "fp16" : "bf16"; }
+/* the BN apply's scale and bias (and bn_finalize's eq scale/bias) in the
+ * 16-bit type instead of float: cuDNN's samples of these patterns had them
+ * so, and an engine may take only that */
+static bool g_sb16;
+static const char *variant(void)
+{
+	static const char *v[4] = { "bf16", "bf16/sb16", "fp16", "fp16/sb16" };
+	return v[(g_half ? 2 : 0) + (g_sb16 ? 1 : 0)];
+}
 
 /* ---- shapes ------------------------------------------------------------- */
 struct shape {
@@ -270,6 +280,11 @@ static cudnnBackendDescriptor_t tens(struct gb *g, const char *name, int64_t uid
 static cudnnBackendDescriptor_t vec(struct gb *g, const char *name, int64_t uid, int64_t c)
 {
 	return tens(g, name, uid, CUDNN_DATA_FLOAT, 1, c, 1, 1, false);
+}
+/* the scale/bias vectors: float, or 16-bit with g_sb16 */
+static cudnnBackendDescriptor_t sbvec(struct gb *g, const char *name, int64_t uid, int64_t c)
+{
+	return tens(g, name, uid, g_sb16 ? dt16() : CUDNN_DATA_FLOAT, 1, c, 1, 1, false);
 }
 /* a scalar passed by value (host memory in the variant pack) */
 static cudnnBackendDescriptor_t scalar(struct gb *g, const char *name, int64_t uid, cudnnDataType_t dt)
@@ -658,7 +673,7 @@ static int build(struct gb *g, enum graph gr, const struct shape *sh, int64_t n,
 		cudnnBackendDescriptor_t y = tens(g, "Y", U_Y, d, n, k, p, q, false);
 		cudnnBackendDescriptor_t in = x;
 		if (gr == G_SBR_CONV_STATS) {
-			cudnnBackendDescriptor_t s = vec(g, "scale", U_S, c), b = vec(g, "bias", U_B, c);
+			cudnnBackendDescriptor_t s = sbvec(g, "scale", U_S, c), b = sbvec(g, "bias", U_B, c);
 			cudnnBackendDescriptor_t va = tens(g, "X*s", U_VA, f, n, c, hh, ww, true);
 			cudnnBackendDescriptor_t vb = tens(g, "X*s+b", U_VB, f, n, c, hh, ww, true);
 			cudnnBackendDescriptor_t vc = tens(g, "relu", U_VC, d, n, c, hh, ww, true);
@@ -702,9 +717,9 @@ static int build(struct gb *g, enum graph gr, const struct shape *sh, int64_t n,
 			 "bn finalize");
 		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_SAVED_INV_STD_DESC, vec(g, "invstd", U_ISTD, k),
 			 "bn finalize");
-		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_SCALE_DESC, vec(g, "eq scale", U_EQS, k),
+		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_SCALE_DESC, sbvec(g, "eq scale", U_EQS, k),
 			 "bn finalize");
-		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_BIAS_DESC, vec(g, "eq bias", U_EQB, k),
+		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_BIAS_DESC, sbvec(g, "eq bias", U_EQB, k),
 			 "bn finalize");
 		set_desc(g, op, CUDNN_ATTR_OPERATION_BN_FINALIZE_ACCUM_COUNT_DESC,
 			 scalar(g, "count", U_CNT, CUDNN_DATA_INT64), "bn finalize");
@@ -727,8 +742,8 @@ static int build(struct gb *g, enum graph gr, const struct shape *sh, int64_t n,
 		cudnnBackendDescriptor_t cd = convdesc(g, sh);
 		ops[nops++] = conv_op(g, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, cd, dy, w, da,
 				      "conv dgrad");
-		ops[nops++] = pw_op(g, CUDNN_POINTWISE_MUL, x, vec(g, "scale", U_S, c), va, "scale");
-		ops[nops++] = pw_op(g, CUDNN_POINTWISE_ADD, va, vec(g, "bias", U_B, c), vb, "bias");
+		ops[nops++] = pw_op(g, CUDNN_POINTWISE_MUL, x, sbvec(g, "scale", U_S, c), va, "scale");
+		ops[nops++] = pw_op(g, CUDNN_POINTWISE_ADD, va, sbvec(g, "bias", U_B, c), vb, "bias");
 		ops[nops++] = pw_op(g, CUDNN_POINTWISE_RELU_BWD, da, vb, dz, "relu bwd");
 		cudnnBackendDescriptor_t op =
 			gb_new(g, CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR, "bn bwd weights");
@@ -763,8 +778,8 @@ static int build(struct gb *g, enum graph gr, const struct shape *sh, int64_t n,
 		cudnnBackendDescriptor_t va = tens(g, "X*s", U_VA, f, n, c, hh, ww, true);
 		cudnnBackendDescriptor_t vb = tens(g, "X*s+b", U_VB, f, n, c, hh, ww, true);
 		cudnnBackendDescriptor_t vc = tens(g, "relu", U_VC, d, n, c, hh, ww, true);
-		ops[nops++] = pw_op(g, CUDNN_POINTWISE_MUL, x, vec(g, "scale", U_S, c), va, "scale");
-		ops[nops++] = pw_op(g, CUDNN_POINTWISE_ADD, va, vec(g, "bias", U_B, c), vb, "bias");
+		ops[nops++] = pw_op(g, CUDNN_POINTWISE_MUL, x, sbvec(g, "scale", U_S, c), va, "scale");
+		ops[nops++] = pw_op(g, CUDNN_POINTWISE_ADD, va, sbvec(g, "bias", U_B, c), vb, "bias");
 		ops[nops++] = pw_op(g, CUDNN_POINTWISE_RELU_FWD, vb, NULL, vc, "relu");
 		ops[nops++] = conv_op(g, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
 				      convdesc(g, sh), vc, dy, dw, "conv wgrad");
@@ -1026,6 +1041,10 @@ static void data_make(struct data *dd, const struct shape *sh, int64_t n)
 		dd->beta[c] = urand(-0.3f, 0.3f);
 		dd->s[c] = dd->gamma[c] * dd->istd[c];
 		dd->b[c] = dd->beta[c] - dd->mean[c] * dd->s[c];
+		if (g_sb16) {
+			dd->s[c] = from16(to16(dd->s[c]));
+			dd->b[c] = from16(to16(dd->b[c]));
+		}
 	}
 	/* bn_finalize over k: sums as a convolution would give them */
 	dd->cnt = n * out_p(sh) * out_q(sh);
@@ -1044,6 +1063,21 @@ static void data_free(struct data *dd)
 	free(dd->sum), free(dd->sq);
 }
 
+/* a scale/bias vector: float, or 16-bit with g_sb16 */
+static bool sbup(struct bufs *bs, int64_t uid, const float *src, size_t n)
+{
+	void *p = dalloc(bs, uid, n * (g_sb16 ? 2 : 4));
+	if (!p || !src)
+		return p != NULL;
+	if (!g_sb16)
+		return upf(p, src, n);
+	uint16_t *h = xmalloc(2 * n);
+	for (size_t i = 0; i < n; i++)
+		h[i] = to16(src[i]);
+	bool ok = up16(p, h, n);
+	free(h);
+	return ok;
+}
 /* device buffers for graph gr, filled from dd */
 static bool bind(enum graph gr, const struct shape *sh, struct data *dd, struct bufs *bs)
 {
@@ -1060,7 +1094,7 @@ static bool bind(enum graph gr, const struct shape *sh, struct data *dd, struct 
 			return false;
 		if (gr != G_CONV && (!AF(U_SUM, k, NULL) || !AF(U_SQ, k, NULL)))
 			return false;
-		if (gr == G_SBR_CONV_STATS && (!AF(U_S, c, dd->s) || !AF(U_B, c, dd->b)))
+		if (gr == G_SBR_CONV_STATS && (!sbup(bs, U_S, dd->s, c) || !sbup(bs, U_B, dd->b, c)))
 			return false;
 		return true;
 	case G_BN_FINALIZE: {
@@ -1069,8 +1103,8 @@ static bool bind(enum graph gr, const struct shape *sh, struct data *dd, struct 
 			ones[i] = 1.0f;
 		bool ok = AF(U_SUM, k, dd->sum) && AF(U_SQ, k, dd->sq) && AF(U_GAMMA, k, dd->gamma) &&
 			  AF(U_BETA, k, dd->beta) && AF(U_RM, k, zeros) && AF(U_RV, k, ones) && AF(U_NRM, k, NULL) &&
-			  AF(U_NRV, k, NULL) && AF(U_MEAN, k, NULL) && AF(U_ISTD, k, NULL) && AF(U_EQS, k, NULL) &&
-			  AF(U_EQB, k, NULL);
+			  AF(U_NRV, k, NULL) && AF(U_MEAN, k, NULL) && AF(U_ISTD, k, NULL) &&
+			  sbup(bs, U_EQS, NULL, k) && sbup(bs, U_EQB, NULL, k);
 		free(ones), free(zeros);
 		if (!ok || bs->n + 3 > MAXBUF)
 			return false;
@@ -1081,14 +1115,14 @@ static bool bind(enum graph gr, const struct shape *sh, struct data *dd, struct 
 	}
 	case G_DGRAD_DRELU_DBNW:
 		return A16(U_DY, ny, dd->hdy) && A16(U_W, nw, dd->hw) && A16(U_X, nx, dd->hx) && A16(U_DZ, nx, NULL) &&
-		       AF(U_S, c, dd->s) && AF(U_B, c, dd->b) && AF(U_MEAN, c, dd->mean) && AF(U_ISTD, c, dd->istd) &&
-		       AF(U_GAMMA, c, dd->gamma) && AF(U_DG, c, NULL) && AF(U_DB, c, NULL) && AF(U_CDY, c, NULL) &&
-		       AF(U_CX, c, NULL) && AF(U_CB, c, NULL);
+		       sbup(bs, U_S, dd->s, c) && sbup(bs, U_B, dd->b, c) && AF(U_MEAN, c, dd->mean) &&
+		       AF(U_ISTD, c, dd->istd) && AF(U_GAMMA, c, dd->gamma) && AF(U_DG, c, NULL) && AF(U_DB, c, NULL) &&
+		       AF(U_CDY, c, NULL) && AF(U_CX, c, NULL) && AF(U_CB, c, NULL);
 	case G_WGRAD_SBR:
 	case G_WGRAD_SBR_F32:
 		return A16(U_X, nx, dd->hx) && A16(U_DY, ny, dd->hdy) &&
-		       (gr == G_WGRAD_SBR ? A16(U_DW, nw, NULL) : AF(U_DW, nw, NULL)) && AF(U_S, c, dd->s) &&
-		       AF(U_B, c, dd->b);
+		       (gr == G_WGRAD_SBR ? A16(U_DW, nw, NULL) : AF(U_DW, nw, NULL)) && sbup(bs, U_S, dd->s, c) &&
+		       sbup(bs, U_B, dd->b, c);
 	default: return false;
 	}
 #undef A16
@@ -1188,7 +1222,8 @@ static int check(enum graph gr, const struct shape *sh, struct data *dd, struct 
 			r[5][j] = (float)((1 - dd->mom) * 1.0 + dd->mom * ub); /* prev var 1 */
 		}
 		for (int i = 0; i < 6; i++) {
-			if (!downf(gbuf[i], find(bs, uids[i]), k))
+			bool is16 = g_sb16 && (uids[i] == U_EQS || uids[i] == U_EQB);
+			if (!(is16 ? down16(gbuf[i], find(bs, uids[i]), k) : downf(gbuf[i], find(bs, uids[i]), k)))
 				return -1;
 			/* float arithmetic on sums of ~1e5: allow 2^-12 beyond the tolerance's scale */
 			double e = relerr(gbuf[i], r[i], k, 0);
@@ -1314,7 +1349,7 @@ static void probe_graph(cudnnHandle_t h, enum graph gr, const struct shape *sh, 
 {
 	memset(res, 0, sizeof *res);
 	res->ms = -1;
-	res->dt = dt16name();
+	res->dt = variant();
 	/* build and plan at the check batch (the numbers), then the timing batch */
 	for (int pass = 0; pass < 2; pass++) {
 		int64_t n = pass == 0 ? o->check_batch : o->batch;
@@ -1671,24 +1706,25 @@ static int selftest(void)
 		bad += !ok;
 		free(y), free(dx), free(dw);
 		data_free(&dd);
-		for (int hf = 0; hf < 2; hf++) {
-			g_half = hf;
+		for (int v = 0; v < 4; v++) {
+			g_half = v >= 2;
+			g_sb16 = v & 1;
 			for (int gr = 0; gr < NGRAPHS; gr++) {
 				struct gb g;
 				memset(&g, 0, sizeof g);
 				cudnnBackendDescriptor_t ops[16];
 				int nops = build(&g, (enum graph)gr, sh, 2, ops);
 				if (g.st != CUDNN_STATUS_SUCCESS) {
-					say("selftest: %s %s %s: %s at \"%s\": %s\n", sh->name, gname[gr], dt16name(),
+					say("selftest: %s %s %s: %s at \"%s\": %s\n", sh->name, gname[gr], variant(),
 					    cudnnGetErrorString(g.st), g.step, g.detail);
 					bad++;
 				} else if (si == 0) {
-					say("selftest: %s %s: %d operations finalized\n", gname[gr], dt16name(), nops);
+					say("selftest: %s %s: %d operations finalized\n", gname[gr], variant(), nops);
 				}
 				gb_free(&g);
 			}
 		}
-		g_half = false;
+		g_half = g_sb16 = false;
 	}
 	say("selftest: %s\n", bad ? "FAILED" : "ok");
 	return bad ? 1 : 0;
@@ -1810,19 +1846,25 @@ int main(int argc, char **argv)
 		    (long long)sh->s, (long long)sh->stride, (long long)sh->pad, (long long)out_p(sh),
 		    (long long)out_q(sh));
 		for (int gr = 0; gr < NGRAPHS; gr++) {
-			g_half = false;
-			probe_graph(h, (enum graph)gr, sh, &o, &res[si][gr]);
-			if (!res[si][gr].supported) {
-				say("  %-17s bf16: NOT supported: %s\n", gname[gr], res[si][gr].why);
-				struct result r16;
-				g_half = true;
-				probe_graph(h, (enum graph)gr, sh, &o, &r16);
-				if (r16.supported)
-					res[si][gr] = r16;
-				else
-					say("  %-17s fp16: NOT supported either: %s\n", gname[gr], r16.why);
-				g_half = false;
+			/* bf16, then (for graphs with a BN scale/bias) bf16 with
+			 * 16-bit scale/bias, then the same two in fp16: the
+			 * first supported one is the result */
+			bool has_sb = gr == G_SBR_CONV_STATS || gr == G_BN_FINALIZE || gr == G_DGRAD_DRELU_DBNW ||
+				      gr == G_WGRAD_SBR || gr == G_WGRAD_SBR_F32;
+			for (int v = 0; v < 4; v++) {
+				g_half = v >= 2;
+				g_sb16 = v & 1;
+				if (g_sb16 && !has_sb)
+					continue;
+				struct result r;
+				probe_graph(h, (enum graph)gr, sh, &o, &r);
+				if (v == 0 || r.supported)
+					res[si][gr] = r;
+				if (r.supported)
+					break;
+				say("  %-17s %s: NOT supported: %s\n", gname[gr], variant(), r.why);
 			}
+			g_half = g_sb16 = false;
 			if (res[si][gr].check < 0)
 				wrong++;
 		}
