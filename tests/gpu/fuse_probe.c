@@ -567,7 +567,8 @@ static void *find(struct bufs *bs, int64_t uid)
 }
 
 /* run plan k once with the buffers (uids) and a workspace */
-static cudnnStatus_t execute(cudnnHandle_t h, struct plans *p, int k, struct bufs *bs, void *ws, struct gb *err)
+/* the variant pack of the buffers (uids) and a workspace; *vp NULL on error */
+static cudnnStatus_t make_vpack(struct bufs *bs, void *ws, cudnnBackendDescriptor_t *vp, struct gb *err)
 {
 	int64_t uids[MAXBUF];
 	void *ptrs[MAXBUF];
@@ -576,33 +577,50 @@ static cudnnStatus_t execute(cudnnHandle_t h, struct plans *p, int k, struct buf
 		uids[n] = bs->b[i].uid < 0 ? -bs->b[i].uid : bs->b[i].uid;
 		ptrs[n++] = bs->b[i].d;
 	}
-	cudnnBackendDescriptor_t vp = NULL;
-	cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
+	*vp = NULL;
+	cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, vp);
 	const char *step = "create variant pack";
 	if (st == CUDNN_STATUS_SUCCESS) {
 		step = "variant pack ids";
-		st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+		st = cudnnBackendSetAttribute(*vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
 	}
 	if (st == CUDNN_STATUS_SUCCESS) {
 		step = "variant pack pointers";
-		st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+		st = cudnnBackendSetAttribute(*vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
 	}
 	if (st == CUDNN_STATUS_SUCCESS) {
 		step = "variant pack workspace";
-		st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+		st = cudnnBackendSetAttribute(*vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
 	}
 	if (st == CUDNN_STATUS_SUCCESS) {
 		step = "finalize variant pack";
-		st = cudnnBackendFinalize(vp);
+		st = cudnnBackendFinalize(*vp);
 	}
-	if (st == CUDNN_STATUS_SUCCESS) {
-		step = "cudnnBackendExecute";
-		st = cudnnBackendExecute(h, p->plan[k], vp);
+	if (st != CUDNN_STATUS_SUCCESS) {
+		if (err)
+			gb_fail(err, st, step);
+		if (*vp)
+			cudnnBackendDestroyDescriptor(*vp);
+		*vp = NULL;
 	}
+	return st;
+}
+static cudnnStatus_t run_plan(cudnnHandle_t h, struct plans *p, int k, cudnnBackendDescriptor_t vp, struct gb *err)
+{
+	cudnnStatus_t st = cudnnBackendExecute(h, p->plan[k], vp);
 	if (st != CUDNN_STATUS_SUCCESS && err)
-		gb_fail(err, st, step);
-	if (vp)
-		cudnnBackendDestroyDescriptor(vp);
+		gb_fail(err, st, "cudnnBackendExecute");
+	return st;
+}
+/* run plan k once with the buffers and a workspace */
+static cudnnStatus_t execute(cudnnHandle_t h, struct plans *p, int k, struct bufs *bs, void *ws, struct gb *err)
+{
+	cudnnBackendDescriptor_t vp;
+	cudnnStatus_t st = make_vpack(bs, ws, &vp, err);
+	if (st != CUDNN_STATUS_SUCCESS)
+		return st;
+	st = run_plan(h, p, k, vp, err);
+	cudnnBackendDestroyDescriptor(vp);
 	return st;
 }
 
@@ -1316,28 +1334,34 @@ static double time_plan(cudnnHandle_t h, struct plans *p, int k, struct bufs *bs
 	void *ws = NULL;
 	if (p->ws[k] > 0 && !cuda_ok(cudaMalloc(&ws, (size_t)p->ws[k]), "cudaMalloc workspace"))
 		return -1;
-	cudaEvent_t e0, e1;
+	cudaEvent_t e0 = NULL, e1 = NULL;
+	cudnnBackendDescriptor_t vp = NULL;
 	float *v = xmalloc(sizeof(float) * (size_t)iters);
 	double res = -1;
-	if (!cuda_ok(cudaEventCreate(&e0), "cudaEventCreate") || !cuda_ok(cudaEventCreate(&e1), "cudaEventCreate"))
+	/* the variant pack is made once, as an engine would */
+	if (!cuda_ok(cudaEventCreate(&e0), "cudaEventCreate") || !cuda_ok(cudaEventCreate(&e1), "cudaEventCreate") ||
+	    make_vpack(bs, ws, &vp, err) != CUDNN_STATUS_SUCCESS)
 		goto out;
 	for (int i = 0; i < 5; i++)
-		if (execute(h, p, k, bs, ws, err) != CUDNN_STATUS_SUCCESS)
-			goto out_ev;
+		if (run_plan(h, p, k, vp, err) != CUDNN_STATUS_SUCCESS)
+			goto out;
 	for (int i = 0; i < iters; i++) {
 		cudaEventRecord(e0, 0);
-		if (execute(h, p, k, bs, ws, err) != CUDNN_STATUS_SUCCESS)
-			goto out_ev;
+		if (run_plan(h, p, k, vp, err) != CUDNN_STATUS_SUCCESS)
+			goto out;
 		cudaEventRecord(e1, 0);
 		if (!cuda_ok(cudaEventSynchronize(e1), "cudaEventSynchronize"))
-			goto out_ev;
+			goto out;
 		cudaEventElapsedTime(&v[i], e0, e1);
 	}
 	res = ms_median(v, iters);
-out_ev:
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
 out:
+	if (vp)
+		cudnnBackendDestroyDescriptor(vp);
+	if (e0)
+		cudaEventDestroy(e0);
+	if (e1)
+		cudaEventDestroy(e1);
 	free(v);
 	cudaFree(ws);
 	return res;
