@@ -5,6 +5,10 @@
 #                  buckets, the update arithmetic of the kernels): runs everywhere
 #  test_cuda_ops   the backend's training step against the "ref" backend; skips
 #                  (77) on a machine without a GPU
+#  fuse_probe      not a test (not in TESTS): which fused BN convolution graphs
+#                  cuDNN's backend API runs, checked and timed against the
+#                  legacy calls (issue 37; tests/gpu/README); cuDNN and cudart
+#                  only.  `fuse_probe --selftest` needs no GPU.
 # On a GPU machine without autotools or oneDNN, tests/gpu/run.sh builds and
 # runs them directly with nvcc/gcc.
 EXTRA_DIST += tests/gpu/test_cuda_ops.c tests/gpu/test_cuda_plan.c tests/gpu/run.sh \
@@ -19,6 +23,11 @@ tests_gpu_test_cuda_plan_LDADD = engine/cuda/libdlcuda.la engine/libdlengine.la 
 tests_gpu_test_cuda_ops_SOURCES = tests/gpu/test_cuda_ops.c
 tests_gpu_test_cuda_ops_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 tests_gpu_test_cuda_ops_LDADD = engine/cuda/libdlcuda.la engine/libdlengine.la -lm
+check_PROGRAMS += tests/gpu/fuse_probe
+tests_gpu_fuse_probe_SOURCES = tests/gpu/fuse_probe.c
+tests_gpu_fuse_probe_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+tests_gpu_fuse_probe_LDFLAGS = -L$(CUDA_DIR)/lib64 -Wl,-rpath,$(CUDA_DIR)/lib64
+tests_gpu_fuse_probe_LDADD = -lcudnn -lcudart -lm
 # resnet50 img/s on the GPU (tests/bench/bench_gpu.sh runs it), built by make check
 check_PROGRAMS += tests/bench/bench_gpu
 tests_bench_bench_gpu_SOURCES = tests/bench/bench_gpu.c

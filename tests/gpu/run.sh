@@ -17,6 +17,11 @@
 #   test    test_cuda_plan, then test_cuda_ops per section     ~3-5 min
 #   sanitize  compute-sanitizer memcheck on the small sections (SANITIZE_SECTIONS)
 #   bench   tests/bench/bench_gpu.sh: resnet50 b256 bf16, graphs off/on, vs PyTorch
+#   fuse    tests/gpu/fuse_probe (not by default): cuDNN's fused BN convolution
+#           graphs, supported or not, checked, timed against the legacy calls
+#           (issue 37, tests/gpu/README); log fuse_probe.log, FUSE_ARGS its
+#           options, FUSE_TIMEOUT seconds (default 420).  STAGES="build fuse"
+#           compiles fuse_probe alone (seconds), not the engine.
 # Environment:
 #   SECTIONS          test_cuda_ops sections to run (default: all, timeout last)
 #   SECTION_TIMEOUT   seconds per section (default 240)
@@ -43,6 +48,7 @@ stages=${STAGES:-build test}
 log() { echo "run.sh: $*" | tee -a "$out/build.log"; }
 summary() { echo "$*" | tee -a "$out/summary.txt"; }
 has_stage() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
+need_engine() { has_stage test || has_stage sanitize || has_stage bench; }
 
 # ---- toolchain and libraries ----------------------------------------------
 cuda=${CUDA_HOME:-/usr/local/cuda}
@@ -103,7 +109,15 @@ if has_stage build; then
 H
 	cflags="-std=gnu11 -O2 -fopenmp -Wall -Wextra -Wno-unused-parameter -Wshadow -Wformat=2 -Wstrict-prototypes $werror"
 	nvflags="$arch -O3 -std=c++17 ${werror:+-Werror all-warnings,default-stream-launch} -Xcompiler -Wall,-Wextra,-fPIC${werror:+,-Werror}"
-	if [ -x "$build/test_cuda_ops" ] && [ -x "$build/bench_gpu" ] && [ -x "$build/test_cuda_plan" ] &&
+	# fuse_probe: cuDNN and cudart only
+	fp_libs=""
+	for l in $libs; do case $l in */libcudnn.*|*/libcudart.*) fp_libs="$fp_libs $l" ;; esac; done
+	log "cc+link tests/gpu/fuse_probe"
+	gcc $cflags -I"$build" $incs "$src/tests/gpu/fuse_probe.c" -o "$build/fuse_probe" $fp_libs $rpaths -lm \
+		>>"$out/build.log" 2>&1 || log "FAILED: tests/gpu/fuse_probe (the fuse stage will fail)"
+	if ! need_engine; then
+		log "no stage needs the engine's programs: not building them"
+	elif [ -x "$build/test_cuda_ops" ] && [ -x "$build/bench_gpu" ] && [ -x "$build/test_cuda_plan" ] &&
 		[ "${REBUILD:-0}" != 1 ]; then
 		log "reusing the build in $build (REBUILD=1 to rebuild)"
 	else
@@ -152,12 +166,13 @@ H
 		nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id --format=csv,noheader 2>&1
 		env -u LD_LIBRARY_PATH "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1
 		echo "libs: $(cat "$build/libs")"
-		ldd "$build/test_cuda_ops" | grep -E 'cudnn|nccl|cublas|cudart'
+		ldd "$build/$(need_engine && echo test_cuda_ops || echo fuse_probe)" | grep -E 'cudnn|nccl|cublas|cudart'
 	} >"$out/env.txt" 2>&1
 	cat "$out/env.txt"
 fi
 
 for p in test_cuda_plan test_cuda_ops bench_gpu; do
+	need_engine || break
 	if [ ! -x "$build/$p" ]; then
 		log "$build/$p is not built (run with STAGES=build first)"
 		exit 1
@@ -224,6 +239,21 @@ if has_stage bench; then
 	brc=${PIPESTATUS[0]}
 	summary "bench_gpu.sh: exit $brc$([ "$brc" = 77 ] && echo ' SKIPPED')"
 	result bench_gpu.sh "$brc" "$(why "$out/bench_gpu.log")"
+fi
+if has_stage fuse; then
+	if [ ! -x "$build/fuse_probe" ]; then
+		summary "fuse_probe: not built (see build.log)"
+		result fuse_probe 1
+	else
+		log "running fuse_probe ${FUSE_ARGS:-}"
+		# OUT= : the probe's own log copy is not wanted here, tee writes it
+		# shellcheck disable=SC2086
+		OUT= timeout -k 10 "${FUSE_TIMEOUT:-420}" "$build/fuse_probe" ${FUSE_ARGS:-} 2>&1 | tee "$out/fuse_probe.log"
+		frc=${PIPESTATUS[0]}
+		summary "fuse_probe: exit $frc$([ "$frc" = 77 ] && echo ' SKIPPED')$([ "$frc" = 124 ] && echo ' TIMEOUT')"
+		grep '^SUMMARY' "$out/fuse_probe.log" | sed 's/^/    /' >>"$out/summary.txt"
+		result fuse_probe "$frc" "$(why "$out/fuse_probe.log")"
+	fi
 fi
 summary "run.sh: $passed passed, $failed failed, $skipped skipped${skipped_what:+ ($skipped_what)}"
 if [ "$failed" -gt 0 ]; then

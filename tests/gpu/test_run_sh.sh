@@ -9,7 +9,10 @@
 #    failure, exit 1);
 #  - one failing section -> exit 1, the skips still counted as skips;
 #  - nothing passed, everything skipped (no GPU visible) -> exit 77;
-#  - the test stage needs no nvcc (only the build stage does).
+#  - the test stage needs no nvcc (only the build stage does);
+#  - the fuse stage (tests/gpu/fuse_probe) alone needs no engine programs,
+#    counts its 77 as a skip and a failure as one, and copies the probe's
+#    SUMMARY lines into summary.txt.
 set -u
 src=${DLJOB_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dljob-run-sh.XXXXXX") || exit 1
@@ -72,6 +75,47 @@ if [ "$rc" = 77 ] && [ "$(last | cut -d'(' -f1)" = "run.sh: 0 passed, 0 failed, 
 	ok "nothing passed, all skipped: exit 77"
 else
 	fail "all skipped: exit $rc, $(last)"
+fi
+
+# 4. STAGES=fuse, in a build folder that holds fuse_probe only
+fb=$tmp/fusebuild
+mkdir -p "$fb"
+cat >"$fb/fuse_probe" <<SH
+#!/bin/sh
+rc=\$(cat "$tmp/rc.fuse_probe")
+[ "\$rc" = 77 ] && echo "fuse_probe: no CUDA device is visible (stand-in)"
+[ "\$rc" = 77 ] || echo "SUMMARY 1x1 conv bf16 supported check=ok"
+exit \$rc
+SH
+chmod +x "$fb/fuse_probe"
+runfuse() {
+	rm -rf "$tmp/out"
+	env PATH=/usr/bin:/bin CUDA_HOME=/nonexistent DLJOB_GPU_BUILD="$fb" OUT="$tmp/out" STAGES="fuse" \
+		bash "$src/tests/gpu/run.sh" >"$tmp/log" 2>&1
+	echo $?
+}
+echo 77 >"$tmp/rc.fuse_probe"
+rc=$(runfuse)
+if [ "$rc" = 77 ] && [ "$(last)" = "run.sh: 0 passed, 0 failed, 1 skipped (fuse_probe: fuse_probe: no CUDA device is visible (stand-in))" ] &&
+	[ -s "$tmp/out/fuse_probe.log" ]; then
+	ok "fuse stage without a GPU: exit 77, $(last)"
+else
+	fail "fuse skipped: exit $rc, $(last); $(cat "$tmp/log")"
+fi
+echo 0 >"$tmp/rc.fuse_probe"
+rc=$(runfuse)
+if [ "$rc" = 0 ] && grep -q '^    SUMMARY 1x1 conv bf16 supported check=ok$' "$tmp/out/summary.txt" &&
+	[ "$(last)" = "run.sh: 1 passed, 0 failed, 0 skipped" ]; then
+	ok "fuse stage passed, its SUMMARY lines in summary.txt"
+else
+	fail "fuse passed: exit $rc, $(last); $(cat "$tmp/log")"
+fi
+echo 1 >"$tmp/rc.fuse_probe"
+rc=$(runfuse)
+if [ "$rc" = 1 ] && [ "$(last)" = "run.sh: 0 passed, 1 failed, 0 skipped" ]; then
+	ok "fuse stage failed: exit 1"
+else
+	fail "fuse failed: exit $rc, $(last); $(cat "$tmp/log")"
 fi
 
 [ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }
