@@ -5,15 +5,15 @@
 #                  buckets, the update arithmetic of the kernels): runs everywhere
 #  test_cuda_ops   the backend's training step against the "ref" backend; skips
 #                  (77) on a machine without a GPU
-#  fuse_probe      not a test (not in TESTS): which fused BN convolution graphs
+#  fuse_probe      run by hand on a GPU: which fused BN convolution graphs
 #                  cuDNN's backend API runs, checked and timed against the
 #                  legacy calls (issue 37; tests/gpu/README); cuDNN and cudart
-#                  only.  `fuse_probe --selftest` needs no GPU.
+#                  only.  Its --selftest needs no GPU: test_fuse_probe.sh.
 # On a GPU machine without autotools or oneDNN, tests/gpu/run.sh builds and
 # runs them directly with nvcc/gcc.
 EXTRA_DIST += tests/gpu/test_cuda_ops.c tests/gpu/test_cuda_plan.c tests/gpu/run.sh \
 	tests/bench/bench_gpu.sh tests/bench/bench_gpu.py tests/bench/bench_gpu.c tests/bench/profile_torch.py \
-	tests/gpu/device-call.sh
+	tests/gpu/device-call.sh tests/gpu/test_fuse_probe.sh
 if HAVE_CUDA
 check_PROGRAMS += tests/gpu/test_cuda_plan tests/gpu/test_cuda_ops
 TESTS += tests/gpu/test_cuda_plan tests/gpu/test_cuda_ops
@@ -28,6 +28,8 @@ tests_gpu_fuse_probe_SOURCES = tests/gpu/fuse_probe.c
 tests_gpu_fuse_probe_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 tests_gpu_fuse_probe_LDFLAGS = -L$(CUDA_DIR)/lib64 -Wl,-rpath,$(CUDA_DIR)/lib64
 tests_gpu_fuse_probe_LDADD = -lcudnn -lcudart -lm
+# its --selftest, which needs cuDNN but no GPU
+TESTS += tests/gpu/test_fuse_probe.sh
 # resnet50 img/s on the GPU (tests/bench/bench_gpu.sh runs it), built by make check
 check_PROGRAMS += tests/bench/bench_gpu
 tests_bench_bench_gpu_SOURCES = tests/bench/bench_gpu.c
