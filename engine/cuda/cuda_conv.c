@@ -120,9 +120,9 @@ static int gemm_algo(enum dlc_dir dir, int algo)
  * (test hook other_math only) takes only entries whose math type differs
  * from the search's, pass 1 only entries of the search's math type, pass 2
  * any.  So bf16/fp16 take the fastest tensor-op algorithm wherever cuDNN
- * has one: on the H200, cudnnFind put a default-math algorithm first for
- * one of resnet50's 158 convolution passes in 4 of 9 runs, and those runs'
- * steps were 1.5-2 ms (4-5 %) slower than the others. */
+ * has one: cudnnFind's timings are noisy, and a default-math algorithm it
+ * ranks first now and then makes the whole step slower (tests/bench/
+ * RESULTS.md, "Batch norm at the memory bandwidth, ..."). */
 static int usable(const struct dl_backend *b, enum dlc_dir dir, int algo, cudnnStatus_t st, size_t memory,
 		  cudnnMathType_t m, cudnnDeterminism_t det, int pass)
 {
