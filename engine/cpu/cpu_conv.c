@@ -558,7 +558,7 @@ int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w
 		const float *x = cpu_handle(src);
 		float *col = cpu_handle(l->col);
 		if (!x || !col) {
-			cpu_errf(c, "%s:%d: convolution memory has no buffer", __FILE__, __LINE__);
+			dl_errf(c->err, sizeof(c->err), "%s:%d: convolution memory has no buffer", __FILE__, __LINE__);
 			return -1;
 		}
 		/* col_dw_init took 3x3 stride-2 pad-1 only */

@@ -369,7 +369,7 @@ static int build_node(struct dl_backend *b, int i)
 		b->vmd[vo] = cn->fc.dst_md;
 		break;
 	default:
-		cpu_errf(c, "cpu backend: node %d has unknown kind %d", i, (int)d->kind);
+		dl_errf(c->err, sizeof(c->err), "cpu backend: node %d has unknown kind %d", i, (int)d->kind);
 		return -1;
 	}
 	b->vmd_set[vo] = 1;
@@ -880,7 +880,8 @@ static int backward(struct dl_backend *b, const float *dlogits, int reduce)
 							  GRAD(d->param[0]),
 							  GRAD(d->param[1]), in, dy, dx);
 			else /* BN straight on the input image: still need dgamma/dbeta */
-				rc = -1, cpu_errf(c, "cpu backend: BN on the graph input is not supported");
+				rc = -1, dl_errf(c->err, sizeof(c->err),
+					"cpu backend: BN on the graph input is not supported");
 			break;
 		case DL_NODE_RELU:
 			if (has_dx)

@@ -9,6 +9,7 @@
 #include <cudnn.h>
 #include <cublas_v2.h>
 
+#include "common/err.h"
 #include "engine/backend.h"
 #include "engine/cuda/cuda_arena.h"
 #include "engine/cuda/cuda_backend.h"
@@ -29,7 +30,6 @@
 
 /* Record "file:line: call: reason" in b->err; the caller returns -1. */
 void dlc_fail(struct dl_backend *b, const char *file, int line, const char *call, const char *why);
-void dlc_failf(struct dl_backend *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define CK_CUDA(b, call)                                                                       \
 	do {                                                                                   \
