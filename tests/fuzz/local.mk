@@ -78,10 +78,16 @@ tests_fuzz_fuzz_mca_LDFLAGS = $(FUZZ_LINKFLAGS)
 
 EXTRA_PROGRAMS = $(FUZZ_TARGETS)
 
-# The unit tests make check-asan runs under the sanitizers.
+# The unit tests make check-asan runs under the sanitizers: every C unit
+# test in TESTS but the CUDA ones (the sanitizer build is --without-cuda),
+# and the Python tests that drive ASAN_TOOLS, except test_decode_memory.py
+# (it measures peak RSS, which ASan's shadow memory changes).
 ASAN_TESTS = tests/data/test_loader tests/data/test_fmnist tests/data/test_u8 \
 	tests/data/test_hostile_files.py tests/engine/test_checkpoint_parse tests/engine/test_ops \
-	tests/data/test_bad_inputs.py tests/data/test_pack.py \
+	tests/engine/test_memplan tests/engine/test_model tests/engine/test_gradcheck tests/engine/test_net \
+	tests/engine/test_net_blk tests/engine/test_bf16_ops tests/engine/test_bf16_net \
+	tests/engine/test_overlap tests/engine/test_resume_shard \
+	tests/data/test_bad_inputs.py tests/data/test_pack.py tests/data/test_imagefolder.py \
 	spank/test/test_spank_units world/test/test_world_env world/test/test_run_env mapping/test/test_map \
 	world/test/test_world_star common/test/test_hostlist world/test/test_world_ompi
 ASAN_TOOLS = tests/data/dataset_tool tests/data/pack_tool tests/data/dump_sample
