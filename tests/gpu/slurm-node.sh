@@ -119,7 +119,7 @@ finish() {
 # in the bundle (tests/gpu/bundle.sh copies it), in tests/cluster/ in a checkout
 conf_lib=$here/slurm-conf.sh
 [ -f "$conf_lib" ] || conf_lib=$here/../cluster/slurm-conf.sh
-# shellcheck source=../cluster/slurm-conf.sh
+# shellcheck source-path=SCRIPTDIR source=../cluster/slurm-conf.sh
 . "$conf_lib" || { fail "setup: cannot read $conf_lib"; finish; }
 [ -f "$work/env.sh" ] || { fail "setup: no $work/env.sh: run bundle-build.sh first (--work)"; finish; }
 # shellcheck disable=SC1091
