@@ -23,12 +23,18 @@ static int bad(char *err, size_t errlen, const char *path, size_t line, const ch
 	__attribute__((format(printf, 5, 6)));
 static int bad(char *err, size_t errlen, const char *path, size_t line, const char *fmt, ...)
 {
-	char what[256];
 	va_list ap;
+	int n;
+
+	/* "path:line: " first, then the message after it (dl_verrf) */
+	if (!err || errlen == 0)
+		return -1;
+	n = snprintf(err, errlen, "%s:%zu: ", path, line);
+	if (n < 0 || (size_t)n >= errlen)
+		return -1;
 	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
+	dl_verrf(err + n, errlen - (size_t)n, fmt, ap);
 	va_end(ap);
-	dl_errf(err, errlen, "%s:%zu: %s", path, line, what);
 	return -1;
 }
 

@@ -1,5 +1,5 @@
 # tests/: the make check suite.  Each area has its own fragment.
-EXTRA_DIST += tests/cluster/cluster.sh tests/lib.sh tests/tiny_imagefolder.py tests/fmnist_subset.py
+EXTRA_DIST += tests/cluster/cluster.sh tests/cluster/slurm-conf.sh tests/lib.sh tests/tiny_imagefolder.py tests/fmnist_subset.py
 # Build hardening of dljob.so and dljob (configure.ac HARDEN_*).
 TESTS += tests/test_hardening.sh
 dist_check_SCRIPTS += tests/test_hardening.sh

@@ -1,6 +1,5 @@
 #include "config.h"
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,14 +49,6 @@ void cpu_fail(struct cpu_ctx *c, const char *file, int line, const char *call, d
 	dl_errf(c->err, sizeof(c->err), "%s:%d: %s: %s", file, line, call, dnnl_status2str(st));
 }
 
-void cpu_errf(struct cpu_ctx *c, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	dl_verrf(c->err, sizeof(c->err), fmt, ap);
-	va_end(ap);
-}
-
 /* Append p to a growable array of pointers. */
 static int push(struct cpu_ctx *c, void ***arr, int *n, int *cap, void *p)
 {
@@ -65,7 +56,7 @@ static int push(struct cpu_ctx *c, void ***arr, int *n, int *cap, void *p)
 		int nc = *cap ? *cap * 2 : 64;
 		void **na = realloc(*arr, sizeof(void *) * nc);
 		if (!na) {
-			cpu_errf(c, "cpu backend: out of memory");
+			dl_errf(c->err, sizeof(c->err), "cpu backend: out of memory");
 			return -1;
 		}
 		*arr = na;
@@ -87,7 +78,7 @@ static int scratch_push(struct cpu_ctx *c, dnnl_memory_t m, size_t off, size_t b
 		size_t *no = realloc(c->scratch_offs, sizeof(size_t) * c->cap_scratch_mems);
 		if (!no) {
 			c->n_scratch_mems--;
-			cpu_errf(c, "cpu backend: out of memory");
+			dl_errf(c->err, sizeof(c->err), "cpu backend: out of memory");
 			return -1;
 		}
 		c->scratch_offs = no;
@@ -221,7 +212,7 @@ void *cpu_alloc(struct cpu_ctx *c, size_t bytes)
 {
 	void *p = cpu_aligned_alloc(bytes);
 	if (!p) {
-		cpu_errf(c, "cpu backend: out of memory for a %zu-byte buffer", bytes);
+		dl_errf(c->err, sizeof(c->err), "cpu backend: out of memory for a %zu-byte buffer", bytes);
 		return NULL;
 	}
 	if (PUSH(bufs, p) < 0) {

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include "common/err.h"
+
 /* The shared temporaries (cpu_tmp_mem).  Each holds a value only from the
  * call that writes it to the next primitive that reads it, inside one
  * layer's pass: a diff on its way into an accumulating sink (DIFF), a
@@ -94,13 +96,12 @@ struct cpu_prim {
 #define CHECK(cond, ...)                                                     \
 	do {                                                                 \
 		if (!(cond)) {                                               \
-			cpu_errf(c, __VA_ARGS__);                            \
+			dl_errf(c->err, sizeof(c->err), __VA_ARGS__);                            \
 			goto fail;                                           \
 		}                                                            \
 	} while (0)
 
 void cpu_fail(struct cpu_ctx *c, const char *file, int line, const char *call, dnnl_status_t st);
-void cpu_errf(struct cpu_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 int cpu_ctx_init(struct cpu_ctx *c);
 /* Allocates the shared scratchpad and temporary buffers; call after every

@@ -9,11 +9,12 @@
 
 /* The algorithm this convolution asks oneDNN for (enum dl_conv_algo).
  * oneDNN 2.6 has Winograd (jit_wino_4x3) for f32 3x3 stride-1 only; at 16
- * channels it measured no faster than direct here (tests/bench/RESULTS.md),
- * at 32-512 channels 1.2-2.3x faster in each of the three passes.  Layers
- * of 16 and 32 channels, wide ones on small images, and 3x3 stride-2 ones
- * of 64 and 128 channels on large images run the engine's own Winograd
- * instead (own_wino). */
+ * channels it is no faster than direct, from 32 channels on it is faster in
+ * each of the three passes, so `auto` asks for it from 32 channels (the
+ * per-layer timings: tests/bench/RESULTS.md, "Winograd 3x3 convolutions").
+ * Layers of 16 and 32 channels, wide ones on small images, and 3x3 stride-2
+ * ones of 64 and 128 channels on large images run the engine's own
+ * Winograd instead (own_wino). */
 static dnnl_alg_kind_t conv_alg(const struct cpu_ctx *c, int ci, int co, int k, int stride)
 {
 	if (c->conv_algo == DL_CONV_DIRECT || c->act_dt != dnnl_f32 || k != 3 || stride != 1)
@@ -163,10 +164,13 @@ fail:
 }
 
 /* The gathered weight gradient (col_dw) takes 3x3 stride-2 pad-1 layers on
- * oneDNN's direct kernel from this many input channels: resnet50's layer4.0
- * (512 channels, 14x14 -> 7x7) backward-weights went from 120-152 GFLOP/s to
- * 195-204 with the gather, layer3.0's (256, 28x28 -> 14x14) from 169-185 to
- * 190-196 (tests/bench/RESULTS.md). */
+ * oneDNN's direct kernel from this many input channels.  There oneDNN's
+ * direct backward-weights runs well below its 1x1 kernel's rate, and one
+ * 1x1 weight gradient over the input gathered by tap (one pass over x)
+ * beats it: on resnet50's layer4.0 (512 channels) by much, on layer3.0
+ * (256) by little, which sets the threshold (tests/bench/RESULTS.md, "The
+ * weight gradient of layer3.0 and layer4.0 over their input gathered by
+ * tap"). */
 #define COL_DW_MIN_CHANNELS 256
 
 /* col (N, k*k*Ci, Ho, Wo) nChw16c, channel block b*k*k + r*k + s of image
@@ -554,7 +558,7 @@ int cpu_conv_backward_exec(struct cpu_ctx *c, struct cpu_conv *l, const float *w
 		const float *x = cpu_handle(src);
 		float *col = cpu_handle(l->col);
 		if (!x || !col) {
-			cpu_errf(c, "%s:%d: convolution memory has no buffer", __FILE__, __LINE__);
+			dl_errf(c->err, sizeof(c->err), "%s:%d: convolution memory has no buffer", __FILE__, __LINE__);
 			return -1;
 		}
 		/* col_dw_init took 3x3 stride-2 pad-1 only */

@@ -369,7 +369,7 @@ static int build_node(struct dl_backend *b, int i)
 		b->vmd[vo] = cn->fc.dst_md;
 		break;
 	default:
-		cpu_errf(c, "cpu backend: node %d has unknown kind %d", i, (int)d->kind);
+		dl_errf(c->err, sizeof(c->err), "cpu backend: node %d has unknown kind %d", i, (int)d->kind);
 		return -1;
 	}
 	b->vmd_set[vo] = 1;
@@ -615,7 +615,7 @@ static int res_load(struct dl_backend *b, const struct dl_optim_state *st)
 			continue;
 		if (res_copy(b, p, b->wres[p], b->g->params[p].data, 0) < 0 ||
 		    (st && b->mom[p] && (size_t)p < st->n && res_copy(b, p, b->mom[p], st->mom[p].data, 0) < 0)) {
-			snprintf(b->err, sizeof(b->err), "%s", b->c.err);
+			dl_errf(b->err, sizeof(b->err), "%s", b->c.err);
 			return -1;
 		}
 	}
@@ -660,8 +660,8 @@ static int same_layouts(struct dl_backend *b, struct dl_comm *comm)
 	if (comm->allreduce_sum_f64(comm, v, 3, b->err, sizeof(b->err)) < 0)
 		return -1;
 	if (v[0] != me * comm->size || v[1] != me * me * comm->size) {
-		snprintf(b->err, sizeof(b->err), "cpu backend: the ranks chose different oneDNN weight layouts "
-			 "(different CPU types?), so their gradients cannot be summed");
+		dl_errf(b->err, sizeof(b->err), "cpu backend: the ranks chose different oneDNN weight layouts "
+			"(different CPU types?), so their gradients cannot be summed");
 		return -1;
 	}
 	return 0;
@@ -805,7 +805,7 @@ int dl_cpu_forward(struct dl_backend *b, const float *x, int train)
 	b->trained = train;
 	return 0;
 fail:
-	snprintf(b->err, sizeof(b->err), "%s", c->err);
+	dl_errf(b->err, sizeof(b->err), "%s", c->err);
 	return -1;
 }
 
@@ -832,7 +832,7 @@ int dl_cpu_grad(struct dl_backend *b, int p, float *out)
 		return 0;
 	}
 	if (res_copy(b, p, dl_reducer_grad(b->red, p), out, 1) < 0) {
-		snprintf(b->err, sizeof(b->err), "%s", b->c.err);
+		dl_errf(b->err, sizeof(b->err), "%s", b->c.err);
 		return -1;
 	}
 	return 0;
@@ -880,7 +880,8 @@ static int backward(struct dl_backend *b, const float *dlogits, int reduce)
 							  GRAD(d->param[0]),
 							  GRAD(d->param[1]), in, dy, dx);
 			else /* BN straight on the input image: still need dgamma/dbeta */
-				rc = -1, cpu_errf(c, "cpu backend: BN on the graph input is not supported");
+				rc = -1, dl_errf(c->err, sizeof(c->err),
+					"cpu backend: BN on the graph input is not supported");
 			break;
 		case DL_NODE_RELU:
 			if (has_dx)
@@ -930,7 +931,7 @@ static int backward(struct dl_backend *b, const float *dlogits, int reduce)
 #undef GRAD
 	return 0;
 fail:
-	snprintf(b->err, sizeof(b->err), "%s", c->err);
+	dl_errf(b->err, sizeof(b->err), "%s", c->err);
 	return -1;
 }
 
@@ -942,14 +943,14 @@ int dl_cpu_backward(struct dl_backend *b, const float *dlogits)
 static int check_batch(struct dl_backend *b, const struct dl_batch *in, int n)
 {
 	if (!in || !in->x || in->x_u8 || !in->labels) {
-		snprintf(b->err, sizeof(b->err), "cpu backend: a batch needs x (float32 NCHW) and labels%s",
-			 in && in->x_u8 ? " (uint8 batches are not taken)" : "");
+		dl_errf(b->err, sizeof(b->err), "cpu backend: a batch needs x (float32 NCHW) and labels%s",
+			in && in->x_u8 ? " (uint8 batches are not taken)" : "");
 		return -1;
 	}
 	for (int i = 0; i < n; i++)
 		if (in->labels[i] < 0 || in->labels[i] >= b->g->num_classes) {
-			snprintf(b->err, sizeof(b->err), "cpu backend: label %d of row %d is not in [0, %d)",
-				 in->labels[i], i, b->g->num_classes);
+			dl_errf(b->err, sizeof(b->err), "cpu backend: label %d of row %d is not in [0, %d)",
+				in->labels[i], i, b->g->num_classes);
 			return -1;
 		}
 	return 0;
@@ -977,7 +978,7 @@ static int cpu_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_
 {
 	memset(res, 0, sizeof(*res));
 	if (n_valid < 0 || n_valid > b->n) {
-		snprintf(b->err, sizeof(b->err), "cpu backend: eval of %d rows in a batch of %d", n_valid, b->n);
+		dl_errf(b->err, sizeof(b->err), "cpu backend: eval of %d rows in a batch of %d", n_valid, b->n);
 		return -1;
 	}
 	if (check_batch(b, in, n_valid) < 0 || dl_cpu_forward(b, in->x, 0) < 0)
@@ -997,7 +998,7 @@ static int cpu_state_out(struct dl_backend *b, struct dl_optim_state *st)
 		if (b->wres[p] ? res_copy(b, p, b->wres[p], g->params[p].data, 1) < 0 ||
 					 (mom && res_copy(b, p, b->mom[p], st->mom[p].data, 1) < 0)
 			       : 0) {
-			snprintf(b->err, sizeof(b->err), "%s", b->c.err);
+			dl_errf(b->err, sizeof(b->err), "%s", b->c.err);
 			return -1;
 		}
 		if (!b->wres[p] && mom)

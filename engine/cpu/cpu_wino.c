@@ -80,9 +80,10 @@ static long mosaic_tiles(long g, int side, int M)
 
 /* What building the filters' transform U costs on the panel path (once per
  * pass, P x Cin x Cout values), in tiles' products (P x Cin x Cout each):
- * fitted to the passes timed on the Zen 4 VM, where F(6x6) took 0.90 of
- * F(4x4)'s time on 256 channels at 14x14 (100 tiles against 225) and 1.28
- * on 512 at 7x7 (32 against 64): 28 and 50 tiles (tests/bench/RESULTS.md). */
+ * a value between the two that timings of both tile sizes on resnet50's
+ * 256-channel 14x14 and 512-channel 7x7 layers give, so that the plan picks
+ * the faster size on each (tests/bench/RESULTS.md, "F(6x6,3x3) on the panel
+ * path"). */
 #define PANEL_U_TILES 32
 
 /* The stride-1 mosaic of the batch and the tile size, F(4x4) or F(6x6),

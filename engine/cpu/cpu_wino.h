@@ -143,10 +143,11 @@ int cpu_wino_wgrad_fits(int c, int k, int h, int w);
  * more (resnet50's layer2.0 conv2), with at least 256 output tiles per
  * thread.  Its 81 products per 4x4 tile are 56 % of the direct
  * convolution's multiplications; the filter transform of each call and
- * each thread's weight-gradient sums are fixed costs, which at batch 8
- * on 2 threads (196 tiles each) made its backward-weights slower than
- * oneDNN's direct kernel.  Where the output is 14x14 or 7x7 the tiles'
- * padding takes the rest of the gain. */
+ * each thread's weight-gradient sums are fixed costs, which a thread's
+ * tiles must outweigh: with too few per thread its backward-weights is
+ * slower than oneDNN's direct kernel (tests/bench/RESULTS.md, "A stride-2
+ * Winograd for resnet50's layer2.0").  Where the output is 14x14 or 7x7
+ * the tiles' padding takes the rest of the gain. */
 int cpu_wino_s2_fits(int n, int c, int k, int h, int w, int threads);
 /* Plans batch n, c -> k channels, h x w on path, with buffers for the
  * current omp_get_max_threads(); returns how many floats of buffer it needs

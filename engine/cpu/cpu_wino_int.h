@@ -24,9 +24,10 @@
 /* How the output transform writes a tile: plain stores, streaming
  * (non-temporal) stores, or adding to what the output holds.  Streaming
  * pays where the output is larger than the cores' L2 caches: the write then
- * skips reading the old lines in first, which measured 0.3-0.5 ms of a
- * 2 ms layer (tests/bench/RESULTS.md).  Each output pixel's 16 channels are
- * one whole 64-byte line, so every streamed line is complete. */
+ * skips reading the old lines in first, the read that made an earlier
+ * version of this path lose to oneDNN's direct kernel (tests/bench/
+ * RESULTS.md, "Current: own Winograd for the 16- and 32-channel layers").  Each output pixel's 16 channels are one whole
+ * 64-byte line, so every streamed line is complete. */
 enum wino_store { STORE_PLAIN, STORE_STREAM, STORE_ADD };
 #define WINO_STREAM_MIN_BYTES ((size_t)2 << 20)
 

@@ -80,8 +80,8 @@ static inline void a_line(const vec y[4], vec a[6])
  *   G   = [ 1 0 0; -2/9 -2/9 -2/9; -2/9 2/9 -2/9; 1/90 1/45 2/45;
  *           1/90 -1/45 2/45; 32/45 16/45 8/45; 32/45 -16/45 8/45; 0 0 1 ]
  *   A^T = the powers 0..5 of the points (inf: only the last output).
- * Its float32 error is about twice F(4x4)'s: 5.2e-6 of the output's RMS
- * against 2.5e-6 over 256 channels (tests/bench/RESULTS.md). */
+ * Its float32 error is about twice F(4x4)'s (tests/bench/RESULTS.md,
+ * "F(6x6,3x3) on the panel path"; test_ops holds it to its limit). */
 
 /* t = B^T d along one line of 8. */
 static inline void bt8_line(const vec d[8], vec t[8])

@@ -163,25 +163,27 @@ static int check_graph(struct dl_backend *b)
 {
 	const struct dl_graph *g = b->g;
 	if (g->n_values < 1 || g->input != 0 || g->output < 0 || g->output >= g->n_values) {
-		dlc_failf(b, "cuda backend: graph has bad input %d / output %d of %d values", g->input, g->output,
-			  g->n_values);
+		dl_errf(b->err, sizeof b->err,
+			"cuda backend: graph has bad input %d / output %d of %d values", g->input, g->output,
+			g->n_values);
 		return -1;
 	}
 	for (int i = 0; i < g->n_nodes; i++) {
 		const struct dl_node *d = &g->nodes[i];
 		int nin = d->kind == DL_NODE_ADD ? 2 : 1;
 		if (d->out <= 0 || d->out >= g->n_values) {
-			dlc_failf(b, "cuda backend: node %d: bad output value %d", i, d->out);
+			dl_errf(b->err, sizeof b->err, "cuda backend: node %d: bad output value %d", i, d->out);
 			return -1;
 		}
 		for (int k = 0; k < nin; k++) {
 			int v = d->in[k];
 			if (v < 0 || v >= g->n_values) {
-				dlc_failf(b, "cuda backend: node %d: bad input value %d", i, v);
+				dl_errf(b->err, sizeof b->err, "cuda backend: node %d: bad input value %d", i, v);
 				return -1;
 			}
 			if (v == g->input && d->kind != DL_NODE_CONV && b->val[v].cp != b->val[v].c) {
-				dlc_failf(b, "cuda backend: node %d reads the image directly; only a convolution may (image channels are padded)", i);
+				dl_errf(b->err, sizeof b->err,
+					"cuda backend: node %d reads the image directly; only a convolution may (image channels are padded)", i);
 				return -1;
 			}
 		}
@@ -193,25 +195,27 @@ static int check_graph(struct dl_backend *b)
 			same = same && x2->c == ys->c && x2->h == ys->h && x2->w == ys->w;
 		}
 		if ((d->kind == DL_NODE_BN || d->kind == DL_NODE_RELU || d->kind == DL_NODE_ADD) && !same) {
-			dlc_failf(b, "cuda backend: node %d: input and output shapes differ", i);
+			dl_errf(b->err, sizeof b->err, "cuda backend: node %d: input and output shapes differ", i);
 			return -1;
 		}
 		if (d->kind == DL_NODE_MAXPOOL &&
 		    (d->kernel < 1 || d->stride < 1 || d->pad < 0 || d->pad >= d->kernel || ys->c != xs->c ||
 		     ys->h != (xs->h + 2 * d->pad - d->kernel) / d->stride + 1 ||
 		     ys->w != (xs->w + 2 * d->pad - d->kernel) / d->stride + 1)) {
-			dlc_failf(b, "cuda backend: max-pool node %d: output (%d,%d,%d) does not follow from its input", i,
-				  ys->c, ys->h, ys->w);
+			dl_errf(b->err, sizeof b->err,
+				"cuda backend: max-pool node %d: output (%d,%d,%d) does not follow from its input", i,
+				ys->c, ys->h, ys->w);
 			return -1;
 		}
 		if (d->kind == DL_NODE_GAP && (ys->c != xs->c || ys->h != 1 || ys->w != 1)) {
-			dlc_failf(b, "cuda backend: GAP node %d: output is not (%d,1,1)", i, xs->c);
+			dl_errf(b->err, sizeof b->err, "cuda backend: GAP node %d: output is not (%d,1,1)", i, xs->c);
 			return -1;
 		}
 		int np = d->kind == DL_NODE_CONV ? 1 : (d->kind == DL_NODE_BN || d->kind == DL_NODE_FC) ? 2 : 0;
 		for (int k = 0; k < np; k++)
 			if (d->param[k] < 0 || d->param[k] >= g->n_params) {
-				dlc_failf(b, "cuda backend: node %d: bad param index %d", i, d->param[k]);
+				dl_errf(b->err, sizeof b->err,
+					"cuda backend: node %d: bad param index %d", i, d->param[k]);
 				return -1;
 			}
 		if (d->kind == DL_NODE_BN)
@@ -219,12 +223,14 @@ static int check_graph(struct dl_backend *b)
 				if (d->buffer[k] < 0 || d->buffer[k] >= g->n_buffers ||
 				    g->buffers[d->buffer[k]].count != (size_t)xs->c ||
 				    g->params[d->param[k]].count != (size_t)xs->c) {
-					dlc_failf(b, "cuda backend: BN node %d: gamma/beta or running buffer %d is not %d long", i,
-						  d->buffer[k], xs->c);
+					dl_errf(b->err, sizeof b->err,
+						"cuda backend: BN node %d: gamma/beta or running buffer %d is not %d long", i,
+						d->buffer[k], xs->c);
 					return -1;
 				}
 		if (d->kind == DL_NODE_MAXPOOL && d->kernel * d->kernel > 255) {
-			dlc_failf(b, "cuda backend: max-pool node %d: kernel %d too large", i, d->kernel);
+			dl_errf(b->err, sizeof b->err,
+				"cuda backend: max-pool node %d: kernel %d too large", i, d->kernel);
 			return -1;
 		}
 		if (d->kind == DL_NODE_FC) {
@@ -232,7 +238,8 @@ static int check_graph(struct dl_backend *b)
 			const struct dl_tensor_f32 *w = &g->params[d->param[0]];
 			if (d->out != g->output || x->h != 1 || x->w != 1 || w->ndim != 2 || w->dims[1] != x->c ||
 			    g->values[d->out].c != w->dims[0] || g->params[d->param[1]].count != (size_t)w->dims[0]) {
-				dlc_failf(b, "cuda backend: FC node %d must map (C,1,1) to the graph output (K,1,1) with weight (K,C)", i);
+				dl_errf(b->err, sizeof b->err,
+					"cuda backend: FC node %d must map (C,1,1) to the graph output (K,1,1) with weight (K,C)", i);
 				return -1;
 			}
 		}
@@ -248,14 +255,16 @@ static int load_state(struct dl_backend *b, const struct dl_optim_state *st)
 {
 	const struct dl_graph *g = b->g;
 	if (st && st->n != 0 && st->n != (size_t)g->n_params) {
-		dlc_failf(b, "cuda backend: optimizer state has %zu momentum buffers, the model %d params", st->n,
-			  g->n_params);
+		dl_errf(b->err, sizeof b->err,
+			"cuda backend: optimizer state has %zu momentum buffers, the model %d params", st->n,
+			g->n_params);
 		return -1;
 	}
 	for (size_t i = 0; st && i < st->n; i++)
 		if (st->mom[i].count != g->params[i].count) {
-			dlc_failf(b, "cuda backend: momentum buffer %s has %zu values, param %s %zu", st->mom[i].name,
-				  st->mom[i].count, g->params[i].name, g->params[i].count);
+			dl_errf(b->err, sizeof b->err,
+				"cuda backend: momentum buffer %s has %zu values, param %s %zu", st->mom[i].name,
+				st->mom[i].count, g->params[i].name, g->params[i].count);
 			return -1;
 		}
 	for (int i = 0; i < g->n_params; i++)
@@ -302,8 +311,9 @@ static int ops_state_out(struct dl_backend *b, struct dl_optim_state *st)
 	if (dlc_use_device(b))
 		return -1;
 	if (st && st->n != 0 && st->n != (size_t)g->n_params) {
-		dlc_failf(b, "cuda backend: optimizer state has room for %zu momentum buffers, the model has %d params",
-			  st->n, g->n_params);
+		dl_errf(b->err, sizeof b->err,
+			"cuda backend: optimizer state has room for %zu momentum buffers, the model has %d params",
+			st->n, g->n_params);
 		return -1;
 	}
 	for (int i = 0; i < g->n_params; i++) {
@@ -348,7 +358,7 @@ static int plan_reduction(struct dl_backend *b)
 	int *count = calloc((size_t)g->n_nodes + 1, sizeof *count);
 	int rv = -1;
 	if (!count) {
-		dlc_failf(b, "cuda backend: out of host memory planning the reduction");
+		dl_errf(b->err, sizeof b->err, "cuda backend: out of host memory planning the reduction");
 		return -1;
 	}
 	if (dlc_plan_buckets(g, b->writer, b->p_off, b->opt.bucket_bytes, &b->bk, &b->n_bk, b->err, sizeof b->err))
@@ -360,7 +370,7 @@ static int plan_reduction(struct dl_backend *b)
 			continue;
 		b->node[i].ready = calloc((size_t)count[i], sizeof(int));
 		if (!b->node[i].ready) {
-			dlc_failf(b, "cuda backend: out of host memory planning the reduction");
+			dl_errf(b->err, sizeof b->err, "cuda backend: out of host memory planning the reduction");
 			goto out;
 		}
 	}
@@ -370,7 +380,7 @@ static int plan_reduction(struct dl_backend *b)
 	}
 	b->ev_bk = calloc((size_t)b->n_bk + 1, sizeof *b->ev_bk);
 	if (!b->ev_bk) {
-		dlc_failf(b, "cuda backend: out of host memory");
+		dl_errf(b->err, sizeof b->err, "cuda backend: out of host memory");
 		goto out;
 	}
 	rv = 0;
@@ -402,7 +412,7 @@ static int setup(struct dl_backend *b)
 		b->dt = DLC_F16, b->esize = 2, b->cudnn_dt = CUDNN_DATA_HALF, b->blas_dt = CUDA_R_16F;
 		break;
 	default:
-		dlc_failf(b, "cuda backend: unknown precision %d", (int)b->opt.precision);
+		dl_errf(b->err, sizeof b->err, "cuda backend: unknown precision %d", (int)b->opt.precision);
 		return -1;
 	}
 	b->graph_in = -1;
@@ -433,7 +443,7 @@ static int setup(struct dl_backend *b)
 	b->h_tensors = calloc((size_t)g->n_params + 1, sizeof *b->h_tensors);
 	b->writer = calloc((size_t)g->n_params + 1, sizeof *b->writer);
 	if (!b->val || !b->node || !b->algos || !b->p_off || !b->b_off || !b->h_tensors || !b->writer) {
-		dlc_failf(b, "cuda backend: out of host memory");
+		dl_errf(b->err, sizeof b->err, "cuda backend: out of host memory");
 		return -1;
 	}
 	for (int v = 0; v < g->n_values; v++) {
@@ -447,7 +457,7 @@ static int setup(struct dl_backend *b)
 		return -1;
 	int *apply_by = malloc((size_t)g->n_nodes * sizeof *apply_by + 1);
 	if (!apply_by) {
-		dlc_failf(b, "cuda backend: out of host memory");
+		dl_errf(b->err, sizeof b->err, "cuda backend: out of host memory");
 		return -1;
 	}
 	dlc_plan_bn_add(g, apply_by);
@@ -462,8 +472,9 @@ static int setup(struct dl_backend *b)
 	b->img_c = g->values[g->input].c;
 	b->k = g->values[g->output].c;
 	if (g->values[g->output].h != 1 || g->values[g->output].w != 1) {
-		dlc_failf(b, "cuda backend: the graph output must be (K,1,1) logits, it is (%d,%d,%d)", b->k,
-			  g->values[g->output].h, g->values[g->output].w);
+		dl_errf(b->err, sizeof b->err,
+			"cuda backend: the graph output must be (K,1,1) logits, it is (%d,%d,%d)", b->k,
+			g->values[g->output].h, g->values[g->output].w);
 		return -1;
 	}
 
@@ -491,7 +502,7 @@ static int setup(struct dl_backend *b)
 			const struct dl_tensor_f32 *p = &g->params[d->param[0]];
 			struct dlc_ptensor *t = &b->h_tensors[d->param[0]];
 			if (p->ndim != 4) {
-				dlc_failf(b, "cuda backend: conv weight %s is not 4-d", p->name);
+				dl_errf(b->err, sizeof b->err, "cuda backend: conv weight %s is not 4-d", p->name);
 				return -1;
 			}
 			t->map = DLC_MAP_OIHW_KRSC;
@@ -522,7 +533,7 @@ static int setup(struct dl_backend *b)
 			b->n_chunks++;
 	b->h_chunks = calloc((size_t)b->n_chunks + 1, sizeof *b->h_chunks);
 	if (!b->h_chunks) {
-		dlc_failf(b, "cuda backend: out of host memory");
+		dl_errf(b->err, sizeof b->err, "cuda backend: out of host memory");
 		return -1;
 	}
 	b->n_chunks = 0;
@@ -545,16 +556,18 @@ static int setup(struct dl_backend *b)
 		return -1;
 	b->arena_bytes = b->mp.total;
 	if (cudaMalloc(&b->arena, b->arena_bytes) != cudaSuccess) {
-		dlc_failf(b, "cuda backend: cannot allocate %.2f GiB of device memory for batch %d (%.2f GiB free)",
-			  (double)b->arena_bytes / (1 << 30), n, (double)free0 / (1 << 30));
+		dl_errf(b->err, sizeof b->err,
+			"cuda backend: cannot allocate %.2f GiB of device memory for batch %d (%.2f GiB free)",
+			(double)b->arena_bytes / (1 << 30), n, (double)free0 / (1 << 30));
 		b->arena = NULL;
 		return -1;
 	}
 	for (int k = 0; k < b->mp.n; k++) {
 		void **slot = arena_slot(b, b->mp.b[k].what, b->mp.b[k].idx);
 		if (!slot) {
-			dlc_failf(b, "cuda backend: arena buffer %d has a bad tag %d.%d", k, b->mp.b[k].what,
-				  b->mp.b[k].idx);
+			dl_errf(b->err, sizeof b->err,
+				"cuda backend: arena buffer %d has a bad tag %d.%d", k, b->mp.b[k].what,
+				b->mp.b[k].idx);
 			return -1;
 		}
 		*slot = (char *)b->arena + b->mp.b[k].off;
@@ -602,7 +615,8 @@ static int setup(struct dl_backend *b)
 	b->world = 1.0f;
 	if ((c && c->size > 1) || b->test.force_nccl) {
 		if (c && c->size > 1 && !c->broadcast) {
-			dlc_failf(b, "cuda backend: the process group has no broadcast to spread NCCL's unique id");
+			dl_errf(b->err, sizeof b->err,
+				"cuda backend: the process group has no broadcast to spread NCCL's unique id");
 			return -1;
 		}
 		b->nccl = c && c->size > 1 ? dl_nccl_create(c->rank, c->size, comm_bcast, c, NCCL_TIMEOUT_S, b->err,

@@ -120,9 +120,9 @@ static int gemm_algo(enum dlc_dir dir, int algo)
  * (test hook other_math only) takes only entries whose math type differs
  * from the search's, pass 1 only entries of the search's math type, pass 2
  * any.  So bf16/fp16 take the fastest tensor-op algorithm wherever cuDNN
- * has one: on the H200, cudnnFind put a default-math algorithm first for
- * one of resnet50's 158 convolution passes in 4 of 9 runs, and those runs'
- * steps were 1.5-2 ms (4-5 %) slower than the others. */
+ * has one: cudnnFind's timings are noisy, and a default-math algorithm it
+ * ranks first now and then makes the whole step slower (tests/bench/
+ * RESULTS.md, "Batch norm at the memory bandwidth, ..."). */
 static int usable(const struct dl_backend *b, enum dlc_dir dir, int algo, cudnnStatus_t st, size_t memory,
 		  cudnnMathType_t m, cudnnDeterminism_t det, int pass)
 {
@@ -163,8 +163,9 @@ static int choose_fwd(struct dl_backend *b, struct dlc_conv *c, cudnnConvolution
 	CK_CUDNN(b, cudnnGetConvolutionForwardAlgorithm_v7(b->cudnn, c->xd, c->wd, c->cd[DLC_FWD], c->yd,
 							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
 	PICK(DLC_FWD, perf, got, algo, math);
-	dlc_failf(b, "cuda backend: cuDNN has no forward algorithm for this convolution within %zu bytes of workspace",
-		  b->ws_limit);
+	dl_errf(b->err, sizeof b->err,
+		"cuda backend: cuDNN has no forward algorithm for this convolution within %zu bytes of workspace",
+		b->ws_limit);
 	return -1;
 }
 
@@ -185,8 +186,9 @@ static int choose_bwd_data(struct dl_backend *b, struct dlc_conv *c, cudnnConvol
 	CK_CUDNN(b, cudnnGetConvolutionBackwardDataAlgorithm_v7(b->cudnn, c->wd, c->yd, c->cd[DLC_BWD_DATA], c->xd,
 								CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
 	PICK(DLC_BWD_DATA, perf, got, algo, math);
-	dlc_failf(b, "cuda backend: cuDNN has no backward-data algorithm for this convolution within %zu bytes of workspace",
-		  b->ws_limit);
+	dl_errf(b->err, sizeof b->err,
+		"cuda backend: cuDNN has no backward-data algorithm for this convolution within %zu bytes of workspace",
+		b->ws_limit);
 	return -1;
 }
 
@@ -207,8 +209,9 @@ static int choose_bwd_filter(struct dl_backend *b, struct dlc_conv *c, cudnnConv
 	CK_CUDNN(b, cudnnGetConvolutionBackwardFilterAlgorithm_v7(b->cudnn, c->xd, c->yd, c->cd[DLC_BWD_FILTER], c->wd,
 								  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
 	PICK(DLC_BWD_FILTER, perf, got, algo, math);
-	dlc_failf(b, "cuda backend: cuDNN has no backward-filter algorithm for this convolution within %zu bytes of workspace",
-		  b->ws_limit);
+	dl_errf(b->err, sizeof b->err,
+		"cuda backend: cuDNN has no backward-filter algorithm for this convolution within %zu bytes of workspace",
+		b->ws_limit);
 	return -1;
 }
 
@@ -221,7 +224,8 @@ int dlc_conv_setup(struct dl_backend *b, int i)
 	const struct dl_tensor_f32 *wt = &b->g->params[d->param[0]];
 	int k = d->kernel;
 	if (wt->ndim != 4 || wt->dims[0] != y->c || wt->dims[1] != x->c || wt->dims[2] != k || wt->dims[3] != k) {
-		dlc_failf(b, "cuda backend: conv node %d: weight %s is not (%d,%d,%d,%d)", i, wt->name, y->c, x->c, k, k);
+		dl_errf(b->err, sizeof b->err,
+			"cuda backend: conv node %d: weight %s is not (%d,%d,%d,%d)", i, wt->name, y->c, x->c, k, k);
 		return -1;
 	}
 	c->ip = x->cp;
@@ -241,8 +245,9 @@ int dlc_conv_setup(struct dl_backend *b, int i)
 	int on, oc, oh, ow;
 	CK_CUDNN(b, cudnnGetConvolution2dForwardOutputDim(c->cd[DLC_FWD], c->xd, c->wd, &on, &oc, &oh, &ow));
 	if (on != b->n || oc != y->c || oh != y->h || ow != y->w) {
-		dlc_failf(b, "cuda backend: conv node %d: cuDNN output (%d,%d,%d,%d) but the graph says (%d,%d,%d,%d)",
-			  i, on, oc, oh, ow, b->n, y->c, y->h, y->w);
+		dl_errf(b->err, sizeof b->err,
+			"cuda backend: conv node %d: cuDNN output (%d,%d,%d,%d) but the graph says (%d,%d,%d,%d)",
+			i, on, oc, oh, ow, b->n, y->c, y->h, y->w);
 		return -1;
 	}
 	int need_dx = d->in[0] != b->g->input; /* no gradient for the image */

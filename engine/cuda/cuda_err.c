@@ -1,11 +1,12 @@
 #include "config.h"
 
 /* What every file of the cuda backend reports through and enters by: the
- * backend's error line (dlc_fail, dlc_failf: b->err, the CK_* macros of
- * cuda_internal.h) and making the backend's device current with no stale
- * error (dlc_use_device).  It calls into no other file of the backend, so
- * the backend's files depend on it one way. */
-#include <stdarg.h>
+ * backend's error line for a failed CUDA, cuDNN or cuBLAS call (dlc_fail:
+ * "file:line: call: reason" in b->err, the CK_* macros of cuda_internal.h;
+ * the backend's own checks write b->err with dl_errf) and making the
+ * backend's device current with no stale error (dlc_use_device).  It calls
+ * into no other file of the backend, so the backend's files depend on it
+ * one way. */
 #include <stdio.h>
 
 #include "common/err.h"
@@ -14,14 +15,6 @@
 void dlc_fail(struct dl_backend *b, const char *file, int line, const char *call, const char *why)
 {
 	dl_errf(b->err, sizeof b->err, "%s:%d: %s: %s", file, line, call, why);
-}
-
-void dlc_failf(struct dl_backend *b, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	dl_verrf(b->err, sizeof b->err, fmt, ap);
-	va_end(ap);
 }
 
 /* The kernel launchers report cudaGetLastError(), which also returns an

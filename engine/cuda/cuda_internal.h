@@ -9,6 +9,7 @@
 #include <cudnn.h>
 #include <cublas_v2.h>
 
+#include "common/err.h"
 #include "engine/backend.h"
 #include "engine/cuda/cuda_arena.h"
 #include "engine/cuda/cuda_backend.h"
@@ -19,16 +20,16 @@
 
 /* Most cuDNN workspace one convolution may use: an eighth of the device
  * memory free at create(), at least WORKSPACE_MIN and at most WORKSPACE_MAX
- * (b->ws_limit).  One workspace serves every convolution.  With 1 GiB at
- * most, fp32 resnet50 at batch 256 on the H200 ran layer2.0's two 1x1
- * convolutions over 256x56x56 on cuDNN's ALGO_0 backward passes: 242 of a
- * 548 ms step, 0.44x PyTorch (tests/bench/RESULTS.md). */
+ * (b->ws_limit).  One workspace serves every convolution.  A fixed 1 GiB
+ * was too small for fp32 at large batches: cuDNN's fast backward
+ * algorithms for resnet50's widest 1x1 convolutions need more, and the
+ * ones that fit took much of the step (tests/bench/RESULTS.md, "fp32 and
+ * fp16 beside PyTorch, and the cuDNN workspace limit"). */
 #define WORKSPACE_MIN ((size_t)1 << 30)
 #define WORKSPACE_MAX ((size_t)8 << 30)
 
 /* Record "file:line: call: reason" in b->err; the caller returns -1. */
 void dlc_fail(struct dl_backend *b, const char *file, int line, const char *call, const char *why);
-void dlc_failf(struct dl_backend *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define CK_CUDA(b, call)                                                                       \
 	do {                                                                                   \

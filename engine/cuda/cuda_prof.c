@@ -28,7 +28,7 @@ int dlc_prof_init(struct dl_backend *b)
 	b->pev = calloc((size_t)b->n_pev, sizeof *b->pev);
 	b->pms = calloc((size_t)b->n_pev, sizeof *b->pms);
 	if (!b->pev || !b->pms) {
-		dlc_failf(b, "cuda backend: out of memory for the profile");
+		dl_errf(b->err, sizeof b->err, "cuda backend: out of memory for the profile");
 		return -1;
 	}
 	for (int k = 0; k < b->n_pev; k++)

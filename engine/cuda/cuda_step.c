@@ -33,23 +33,25 @@ static double now_s(void)
 static int check_batch(struct dl_backend *b, const struct dl_batch *in, int rows)
 {
 	if (!in || !in->labels || !in->x == !in->x_u8) {
-		dlc_failf(b, "cuda backend: a batch needs labels and exactly one of x and x_u8");
+		dl_errf(b->err, sizeof b->err, "cuda backend: a batch needs labels and exactly one of x and x_u8");
 		return -1;
 	}
 	for (int i = 0; i < rows; i++)
 		if (in->labels[i] < 0 || in->labels[i] >= b->k) {
-			dlc_failf(b, "cuda backend: label %d of sample %d is not in [0,%d)", in->labels[i], i, b->k);
+			dl_errf(b->err, sizeof b->err,
+				"cuda backend: label %d of sample %d is not in [0,%d)", in->labels[i], i, b->k);
 			return -1;
 		}
 	if (in->x_u8) {
 		if (!in->mean || !in->std) {
-			dlc_failf(b, "cuda backend: a uint8 batch needs mean and std");
+			dl_errf(b->err, sizeof b->err, "cuda backend: a uint8 batch needs mean and std");
 			return -1;
 		}
 		for (int c = 0; c < b->img_c; c++) {
 			if (!(in->std[c] > 0.0f) || !isfinite(in->std[c]) || !isfinite(in->mean[c])) {
-				dlc_failf(b, "cuda backend: normalization std[%d] = %g, mean[%d] = %g: std must be positive and both finite",
-					  c, (double)in->std[c], c, (double)in->mean[c]);
+				dl_errf(b->err, sizeof b->err,
+					"cuda backend: normalization std[%d] = %g, mean[%d] = %g: std must be positive and both finite",
+					c, (double)in->std[c], c, (double)in->mean[c]);
 				return -1;
 			}
 			b->h_norm[c] = in->mean[c];
@@ -174,7 +176,8 @@ static int capture(struct dl_backend *b, enum dlc_input kind)
 		enum cudaStreamCaptureStatus st_s = cudaStreamCaptureStatusNone, st_c = cudaStreamCaptureStatusNone;
 		if (cudaStreamIsCapturing(b->s, &st_s) != cudaSuccess || cudaStreamIsCapturing(b->cs, &st_c) != cudaSuccess ||
 		    st_s != cudaStreamCaptureStatusNone || st_c != cudaStreamCaptureStatusNone) {
-			dlc_failf(b, "cuda backend: CUDA graph capture failed (%s) and left a stream capturing", why);
+			dl_errf(b->err, sizeof b->err,
+				"cuda backend: CUDA graph capture failed (%s) and left a stream capturing", why);
 			return -1;
 		}
 	}
@@ -320,7 +323,8 @@ static int train_step(struct dl_backend *b, const struct dl_batch *in, double lr
 int dlc_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, int *pred, struct dl_eval_result *res)
 {
 	if (n_valid < 0 || n_valid > b->n) {
-		dlc_failf(b, "cuda backend: eval batch of %d valid rows, the backend was made for %d", n_valid, b->n);
+		dl_errf(b->err, sizeof b->err,
+			"cuda backend: eval batch of %d valid rows, the backend was made for %d", n_valid, b->n);
 		return -1;
 	}
 	if (dlc_use_device(b) || check_batch(b, in, n_valid))
@@ -350,14 +354,14 @@ int dlc_eval_step(struct dl_backend *b, const struct dl_batch *in, int n_valid, 
 	if (pred) { /* dljob eval's confusion matrix: the logits to the host */
 		float *lg = malloc((size_t)n_valid * (size_t)b->k * sizeof(float));
 		if (!lg) {
-			dlc_failf(b, "cuda backend: out of memory for %d x %d logits", n_valid, b->k);
+			dl_errf(b->err, sizeof b->err, "cuda backend: out of memory for %d x %d logits", n_valid, b->k);
 			return -1;
 		}
 		cudaError_t ce = cudaMemcpy(lg, b->d_logits, (size_t)n_valid * (size_t)b->k * sizeof(float),
 					    cudaMemcpyDeviceToHost);
 		if (ce != cudaSuccess) {
 			free(lg);
-			dlc_failf(b, "cuda backend: copying the logits: %s", cudaGetErrorString(ce));
+			dl_errf(b->err, sizeof b->err, "cuda backend: copying the logits: %s", cudaGetErrorString(ce));
 			return -1;
 		}
 		dl_argmax_rows(lg, n_valid, b->k, pred);
@@ -370,7 +374,7 @@ int dlc_last_step_out(struct dl_backend *b, float *logits)
 {
 	struct dl_graph *g = b->g;
 	if (!b->have_step) {
-		dlc_failf(b, "cuda backend: last_step_out needs a train_step just before it");
+		dl_errf(b->err, sizeof b->err, "cuda backend: last_step_out needs a train_step just before it");
 		return -1;
 	}
 	if (dlc_use_device(b))

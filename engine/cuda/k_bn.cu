@@ -17,9 +17,9 @@
 // channels with one 16-byte access (bf16/fp16) per row.  The grids are
 // sized to what the GPU holds at once (dlc_resident), and every loop steps
 // by a multiple of C/8, so a thread's 8 channels never change: it loads
-// their constants once, not per row.  Measured on the H200 (resnet50, batch
-// 256, bf16): one element per thread ran BN at a third of the memory
-// bandwidth, and 8 per thread with the constants read per row at ~1.2 TB/s.
+// their constants once, not per row: one element per thread, or the
+// constants read per row, left BN well below the memory bandwidth
+// (tests/bench/RESULTS.md, "Batch norm at the memory bandwidth, ...").
 #include "engine/cuda/k_common.cuh"
 
 #define BN_TX 32

@@ -141,7 +141,9 @@ static int read_idx(const char *path, uint32_t magic, int ndim, uint32_t dims[3]
 		dl_errf(err, errlen, "%s: %s", path, errno ? strerror(errno) : "cannot open");
 		return -1;
 	}
-	(void)gzbuffer(f, 1u << 18); // 256 KiB reads instead of 8 KiB: ~15% faster inflate
+	// 256 KiB reads instead of zlib's 8 KiB: fewer, larger reads inflate
+	// faster (tests/bench/RESULTS.md, "Figures the data loader's comments held")
+	(void)gzbuffer(f, 1u << 18);
 	if (read_exact(f, path, hdr, hlen, "the IDX header", 0, hlen, err, errlen) != 0)
 		goto out;
 	if (idx_header(hdr, path, magic, ndim, dims, &total, err, errlen) != 0)

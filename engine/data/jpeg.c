@@ -5,9 +5,10 @@
  *
  * Progressive files: libjpeg only warns about a scan that repeats an earlier
  * one, and every scan walks the whole image, so the scans are limited as
- * TurboJPEG's TJPARAM_SCANLIMIT and djpeg -maxscans do (measured on a
- * 10000x10000 image: 5000 repeated scans, a 1 MB file, took 7 s to decode
- * without the limit, 0.8 s to refuse with it).  Real files have at most a
+ * TurboJPEG's TJPARAM_SCANLIMIT and djpeg -maxscans do: without the limit
+ * a small file of many repeated scans of a large image costs seconds of
+ * decoding, with it one is refused early (tests/bench/RESULTS.md,
+ * "Figures the data loader's comments held").  Real files have at most a
  * few dozen.
  *
  * Memory: a file of several scans (progressive, or components in separate
@@ -166,9 +167,10 @@ static int configure(struct jpeg_decompress_struct *cinfo, struct decode_req *rq
 	cinfo->scale_num = (unsigned)num;
 	cinfo->scale_denom = (unsigned)denom;
 	/* Training crops are random anyway: merged (non-fancy) chroma
-	 * upsampling saves ~3% of the instructions there.  The fast IDCT saves
-	 * nothing measurable with libjpeg-turbo's SIMD and is visibly less
-	 * accurate at high quality, so it is not used.  Eval matches PIL. */
+	 * upsampling saves instructions there.  The fast IDCT saves nothing
+	 * measurable with libjpeg-turbo's SIMD and is visibly less accurate at
+	 * high quality, so it is not used (tests/bench/RESULTS.md, "Figures the
+	 * data loader's comments held").  Eval matches PIL. */
 	cinfo->dct_method = JDCT_ISLOW;
 	cinfo->do_fancy_upsampling = rq->want_plan && rq->train ? FALSE : TRUE;
 	cinfo->mem->max_memory_to_use = (long)lib_bound(cinfo);

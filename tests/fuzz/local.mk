@@ -78,10 +78,16 @@ tests_fuzz_fuzz_mca_LDFLAGS = $(FUZZ_LINKFLAGS)
 
 EXTRA_PROGRAMS = $(FUZZ_TARGETS)
 
-# The unit tests make check-asan runs under the sanitizers.
+# The unit tests make check-asan runs under the sanitizers: every C unit
+# test in TESTS but the CUDA ones (the sanitizer build is --without-cuda),
+# and the Python tests that drive ASAN_TOOLS, except test_decode_memory.py
+# (it measures peak RSS, which ASan's shadow memory changes).
 ASAN_TESTS = engine/data/test/test_loader engine/data/test/test_fmnist engine/data/test/test_u8 \
 	engine/data/test/test_hostile_files.py engine/test/test_checkpoint_parse engine/test/test_ops \
-	engine/data/test/test_bad_inputs.py engine/data/test/test_pack.py \
+	engine/test/test_memplan engine/test/test_model engine/test/test_gradcheck engine/test/test_net \
+	engine/test/test_net_blk engine/test/test_bf16_ops engine/test/test_bf16_net \
+	engine/test/test_overlap engine/data/test/test_resume_shard \
+	engine/data/test/test_bad_inputs.py engine/data/test/test_pack.py engine/data/test/test_imagefolder.py \
 	spank/test/test_spank_units world/test/test_world_env world/test/test_run_env mapping/test/test_map \
 	world/test/test_world_star common/test/test_hostlist world/test/test_world_ompi
 ASAN_TOOLS = engine/data/test/dataset_tool engine/data/test/pack_tool engine/data/test/dump_sample

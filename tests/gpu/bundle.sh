@@ -17,6 +17,8 @@
 #   slurm-node.sh          copy of tests/gpu/slurm-node.sh: a one-node private
 #                          Slurm cluster from the bundled packages (after
 #                          bundle-build.sh), the srun checks on its GPUs
+#   slurm-conf.sh          copy of tests/cluster/slurm-conf.sh: the slurm.conf
+#                          generator slurm-node.sh shares with the test suite
 #   MANIFEST               date, source commit, package list, sizes, sha256
 # tests/gpu/README says how to use it on a GPU machine.
 #
@@ -141,7 +143,7 @@ if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ] && [ ! -f "$out/MANIFES
 fi
 mkdir -p "$out" || die "cannot create $out"
 out=$(cd "$out" && pwd)
-rm -rf "$out/debs" "$out"/dljob-*.tar.gz "$out/MANIFEST" "$out/bundle-build.sh" "$out/slurm-node.sh" "$out/README"
+rm -rf "$out/debs" "$out"/dljob-*.tar.gz "$out/MANIFEST" "$out/bundle-build.sh" "$out/slurm-node.sh" "$out/slurm-conf.sh" "$out/README"
 mkdir -p "$out/debs" || exit 1
 
 # `make dist` from a configured build directory (the given one, an in-tree
@@ -180,6 +182,7 @@ rm -f "$out/download.log"
 for f in bundle-build.sh slurm-node.sh; do
 	cp "$src/tests/gpu/$f" "$out/$f" && chmod +x "$out/$f" || exit 1
 done
+cp "$src/tests/cluster/slurm-conf.sh" "$out/slurm-conf.sh" || exit 1
 cp "$src/tests/gpu/README" "$out/README" || exit 1
 
 # the newest glibc symbol version the bundled libraries and programs use
@@ -201,7 +204,7 @@ dirty=$(git -C "$src" status --porcelain --untracked-files=no 2>/dev/null | grep
 		printf '  %-28s %-26s %s\n' "$p" "$(dpkg-deb -f "$(ls "$out"/debs/"$p"_*.deb | head -1)" Version)" "${why[$p]}"
 	done
 	echo "files:"
-	(cd "$out" && for f in dljob-*.tar.gz bundle-build.sh slurm-node.sh README debs/*.deb; do
+	(cd "$out" && for f in dljob-*.tar.gz bundle-build.sh slurm-node.sh slurm-conf.sh README debs/*.deb; do
 		printf '  %s %9d %s\n' "$(sha256sum "$f" | cut -c1-64)" "$(stat -c %s "$f")" "$f"
 	done)
 } >"$out/MANIFEST"
