@@ -4,6 +4,8 @@
 #   finish               exit 1 if any check failed, else 0
 #   need_file F          fail the test loudly if F is missing
 #   with_cluster         start the private Slurm cluster, stop it on exit
+#   in_workdir NAME      a private directory $work as the working directory;
+#                        on exit, kill the processes in pids[] and remove it
 set -u
 _checks=0
 _failed=0
@@ -28,4 +30,17 @@ with_cluster() {
 	source "$DLJOB_SRCDIR/tests/cluster/cluster.sh"
 	cluster_start || { echo "FAIL - private Slurm cluster did not start"; exit 1; }
 	trap cluster_stop EXIT
+}
+
+in_workdir() {
+	work=$(mktemp -d "${TMPDIR:-/tmp}/dljob-$1.XXXXXX") || exit 1
+	pids=()
+	trap _workdir_cleanup EXIT
+	cd "$work" || exit 1
+}
+# shellcheck disable=SC2317  # called by the EXIT trap
+_workdir_cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	rm -rf "$work"
 }

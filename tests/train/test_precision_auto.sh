@@ -6,19 +6,8 @@
 set -u
 bin=${DLJOB_BIN:?DLJOB_BIN not set}
 py=${TORCH_PYTHON:-/usr/bin/python3}
-work=$(mktemp -d "${TMPDIR:-/tmp}/dljob-prec.XXXXXX") || exit 1
-pids=()
-# shellcheck disable=SC2317  # called by the EXIT trap
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	rm -rf "$work"
-}
-trap cleanup EXIT
-cd "$work" || exit 1
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { echo "ok   $*"; }
+. "$DLJOB_SRCDIR/tests/lib.sh"
+in_workdir prec
 
 syn=synthetic:1,8,8,4,64
 common=(--model resnet20 --data $syn --batch 8 --eval 0 --print-every 1 --threads 1 --loader-threads 1)
@@ -111,5 +100,4 @@ fi
 "$bin" eval --help | grep -q "auto|fp32|bf16|fp16 (default auto" || fail "dljob eval --help does not name auto"
 "$bin" plan --help | grep -q "auto|fp32|bf16|fp16 (default auto" || fail "dljob plan --help does not name auto"
 
-[ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
-echo "all --precision auto checks passed"
+finish

@@ -29,16 +29,7 @@
 need_file "$DLJOB_BIN"
 bin=$DLJOB_BIN
 py=${TORCH_PYTHON:-/usr/bin/python3}
-work=$(mktemp -d "${TMPDIR:-/tmp}/dljob-rchange.XXXXXX") || exit 1
-pids=()
-# shellcheck disable=SC2317  # called by the EXIT trap
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	rm -rf "$work"
-}
-trap cleanup EXIT
-cd "$work" || exit 1
+in_workdir rchange
 
 # 64 training samples: 4 steps per epoch at global batch 16.
 data=synthetic:1,16,16,4,64

@@ -7,16 +7,8 @@
 set -u
 bin=${DLJOB_BIN:?DLJOB_BIN not set}
 py=${TORCH_PYTHON:-/usr/bin/python3}
-work=$(mktemp -d "${TMPDIR:-/tmp}/dljob-ddp.XXXXXX") || exit 1
-pids=()
-# shellcheck disable=SC2317  # called by the EXIT trap
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	rm -rf "$work"
-}
-trap cleanup EXIT
-cd "$work" || exit 1
+. "$DLJOB_SRCDIR/tests/lib.sh"
+in_workdir ddp
 fail() { echo "FAIL: $*"; for f in rank*.log; do echo "== $f"; cat "$f"; done; exit 1; }
 
 # A free port for the rendezvous, chosen by the kernel.
